@@ -1,0 +1,96 @@
+//! The database schema, as an ordered list of migrations (rusqlite_migration keeps the version in
+//! SQLite's `user_version`). Never edit a migration that has shipped; add a new one.
+
+use rusqlite_migration::{Migrations, M};
+
+/// Version 1: runs, the append-only events table, the epoch counter and the daemon's row.
+pub(crate) const V1: &str = r#"
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) STRICT;
+INSERT INTO meta (key, value) VALUES ('epoch', 0);
+
+-- One row: the daemon that holds (or last held) the state directory, and the config in force.
+CREATE TABLE daemon (
+    id            INTEGER PRIMARY KEY CHECK (id = 1),
+    pid           INTEGER NOT NULL,
+    epoch         INTEGER NOT NULL,
+    started_at    INTEGER NOT NULL,
+    config_path   TEXT NOT NULL,
+    caps_json     TEXT NOT NULL,
+    reload_error  TEXT,
+    updated_at    INTEGER NOT NULL
+) STRICT;
+
+-- Times are integer milliseconds since the Unix epoch, UTC.
+-- AUTOINCREMENT: a run id is never reused, because run files under runs/<id>/ outlive rows.
+CREATE TABLE runs (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    project          TEXT NOT NULL,
+    namespace        TEXT NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN
+                       ('queued','starting','running','succeeded','failed','timed_out','cancelled','lost')),
+    attempt          INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),
+    trigger          TEXT NOT NULL CHECK (trigger IN ('manual','schedule','retry')),
+    occurrence       INTEGER,
+    priority         INTEGER NOT NULL DEFAULT 0,
+    not_before       INTEGER NOT NULL DEFAULT 0,
+    enqueued_at      INTEGER NOT NULL,
+    started_at       INTEGER,
+    finished_at      INTEGER,
+    pid              INTEGER,
+    exit_code        INTEGER,
+    signal           INTEGER,
+    reason           TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    claim_token      INTEGER NOT NULL DEFAULT 0,
+    epoch            INTEGER,
+    retry_of         INTEGER REFERENCES runs(id)
+) STRICT;
+
+-- The restart contract: two active runs of one project cannot even be written.
+CREATE UNIQUE INDEX runs_one_active_per_project ON runs (project)
+    WHERE status IN ('starting','running');
+-- Queue heads: the best queued run of each project, found by index, never by a scan.
+CREATE INDEX runs_queue ON runs (project, priority DESC, id) WHERE status = 'queued';
+-- Occupancy per namespace, counted inside the claim transaction.
+CREATE INDEX runs_active_namespace ON runs (namespace) WHERE status IN ('starting','running');
+CREATE INDEX runs_by_project ON runs (project, id);
+CREATE INDEX runs_by_status ON runs (status, id);
+-- One run per schedule occurrence: "handled" means this row exists.
+CREATE UNIQUE INDEX runs_one_per_occurrence ON runs (project, occurrence) WHERE trigger = 'schedule';
+
+-- Append-only: every transition, with the epoch and the occupancy at that moment.
+CREATE TABLE events (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id        INTEGER NOT NULL,
+    at            INTEGER NOT NULL,
+    epoch         INTEGER,
+    from_status   TEXT,
+    to_status     TEXT NOT NULL,
+    project       TEXT NOT NULL,
+    namespace     TEXT NOT NULL,
+    attempt       INTEGER NOT NULL,
+    claim_token   INTEGER NOT NULL,
+    global_active INTEGER,
+    global_cap    INTEGER,
+    ns_active     INTEGER,
+    ns_cap        INTEGER,
+    detail        TEXT
+) STRICT;
+CREATE INDEX events_by_run ON events (run_id, seq);
+"#;
+
+/// All migrations, oldest first.
+pub(crate) fn migrations() -> Migrations<'static> {
+    Migrations::new(vec![M::up(V1)])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn migrations_are_valid() {
+        super::migrations().validate().unwrap();
+    }
+}

@@ -1,0 +1,318 @@
+//! Store-level tests: the claim, the unique index, the state machine and a busy database.
+
+use std::time::{Duration, Instant};
+
+use store::*;
+
+fn open() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("fleet.db"), Duration::from_millis(200)).unwrap();
+    (dir, store)
+}
+
+fn new_run(project: &str, ns: &str) -> NewRun {
+    NewRun {
+        project: project.into(),
+        namespace: ns.into(),
+        priority: 0,
+        trigger: Trigger::Manual,
+        occurrence: None,
+        not_before: 0,
+    }
+}
+
+fn req(id: RunId, ns: &str) -> ClaimRequest {
+    ClaimRequest {
+        run_id: id,
+        namespace: ns.into(),
+        global_cap: 4,
+        namespace_cap: None,
+    }
+}
+
+fn take_over(s: &Store) -> i64 {
+    s.take_over(std::process::id() as i32, "fleet.toml", "{}", now_ms())
+        .unwrap()
+}
+
+/// The brief's failure 2: can a second dequeue hand back the same run? It must not.
+#[test]
+fn second_claim_of_one_run_hands_back_nothing() {
+    let (_d, s) = open();
+    let epoch = take_over(&s);
+    let id = s.enqueue(&new_run("p", "default"), 1).unwrap();
+    let first = s.claim(epoch, &[req(id, "default")], 2).unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].run.status, RunStatus::Starting);
+    assert_eq!(first[0].run.claim_token, 1);
+    let second = s.claim(epoch, &[req(id, "default")], 3).unwrap();
+    assert!(second.is_empty(), "a claimed run was handed out again");
+    // And one batch naming the run twice claims it once.
+    let id2 = s.enqueue(&new_run("q", "default"), 4).unwrap();
+    let both = s
+        .claim(epoch, &[req(id2, "default"), req(id2, "default")], 5)
+        .unwrap();
+    assert_eq!(both.len(), 1);
+}
+
+/// Two connections racing to claim: exactly one wins each run.
+#[test]
+fn concurrent_claims_hand_each_run_out_once() {
+    let (_d, s) = open();
+    let epoch = take_over(&s);
+    let ids: Vec<RunId> = (0..50)
+        .map(|i| s.enqueue(&new_run(&format!("p{i}"), "default"), i).unwrap())
+        .collect();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let s = s.clone();
+            let ids = ids.clone();
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                for id in ids {
+                    loop {
+                        match s.claim(epoch, &[req(id, "default")], 10) {
+                            Ok(c) => {
+                                got.extend(c.into_iter().map(|c| c.run.id));
+                                break;
+                            }
+                            Err(e) if e.is_busy() => continue,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all: Vec<RunId> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    all.sort();
+    assert_eq!(all, ids, "every run claimed exactly once");
+}
+
+/// The partial unique index: a second active run of one project cannot be written.
+#[test]
+fn unique_index_refuses_second_active_run_of_a_project() {
+    let (_d, s) = open();
+    let epoch = take_over(&s);
+    let a = s.enqueue(&new_run("p", "default"), 1).unwrap();
+    let b = s.enqueue(&new_run("p", "default"), 2).unwrap();
+    let claimed = s
+        .claim(epoch, &[req(a, "default"), req(b, "default")], 3)
+        .unwrap();
+    assert_eq!(
+        claimed.len(),
+        1,
+        "two active runs of one project were written"
+    );
+    assert_eq!(s.get_run(b).unwrap().status, RunStatus::Queued);
+    assert_eq!(s.active_runs().unwrap().len(), 1);
+}
+
+#[test]
+fn stale_epoch_is_fenced() {
+    let (_d, s) = open();
+    let old = take_over(&s);
+    let new = take_over(&s);
+    assert_eq!(new, old + 1);
+    let id = s.enqueue(&new_run("p", "default"), 1).unwrap();
+    let err = s.claim(old, &[req(id, "default")], 2).unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+    assert_eq!(s.get_run(id).unwrap().status, RunStatus::Queued);
+}
+
+#[test]
+fn queue_heads_give_best_run_per_project() {
+    let (_d, s) = open();
+    let a1 = s.enqueue(&new_run("a", "x"), 1).unwrap();
+    let _a2 = s.enqueue(&new_run("a", "x"), 2).unwrap();
+    let mut hi = new_run("b", "y");
+    let _b1 = s.enqueue(&new_run("b", "y"), 3).unwrap();
+    hi.priority = 5;
+    let b2 = s.enqueue(&hi, 4).unwrap();
+    let mut later = new_run("c", "y");
+    later.not_before = 1_000;
+    s.enqueue(&later, 5).unwrap();
+    let heads = s.queue_heads(10).unwrap();
+    let got: Vec<(String, RunId)> = heads
+        .iter()
+        .map(|h| (h.project.clone(), h.run_id))
+        .collect();
+    assert_eq!(got, vec![("a".into(), a1), ("b".into(), b2)]);
+    assert_eq!(s.queue_heads(1_000).unwrap().len(), 3);
+    assert_eq!(s.next_not_before(10).unwrap(), Some(1_000));
+}
+
+#[test]
+fn transitions_follow_the_state_machine() {
+    let (_d, s) = open();
+    let epoch = take_over(&s);
+    let id = s.enqueue(&new_run("p", "default"), 1).unwrap();
+    let c = s.claim(epoch, &[req(id, "default")], 2).unwrap();
+    let token = c[0].run.claim_token;
+    let run = |change| Transition {
+        run_id: id,
+        token,
+        change,
+    };
+    // Stale token: skipped.
+    let stale = s
+        .apply(
+            epoch,
+            &[Transition {
+                run_id: id,
+                token: token + 7,
+                change: Change::Running { pid: Some(1) },
+            }],
+            3,
+        )
+        .unwrap();
+    assert!(matches!(stale[0], Applied::Skipped(_)));
+    s.apply(epoch, &[run(Change::Running { pid: Some(42) })], 3)
+        .unwrap();
+    assert_eq!(s.get_run(id).unwrap().pid, Some(42));
+    // running -> queued is not a transition.
+    let err = s
+        .apply(epoch, &[run(Change::Requeue { reason: "x".into() })], 4)
+        .unwrap_err();
+    assert!(matches!(err, StoreError::IllegalTransition { .. }), "{err}");
+    let done = s
+        .apply(
+            epoch,
+            &[run(Change::Finish {
+                status: RunStatus::Failed,
+                exit_code: Some(3),
+                signal: None,
+                reason: None,
+                retry: Some(100),
+            })],
+            5,
+        )
+        .unwrap();
+    let Applied::Done {
+        status: RunStatus::Failed,
+        retry: Some(retry),
+    } = done[0]
+    else {
+        panic!("{done:?}")
+    };
+    let r = s.get_run(retry).unwrap();
+    assert_eq!(
+        (r.attempt, r.trigger, r.status),
+        (2, Trigger::Retry, RunStatus::Queued)
+    );
+    assert_eq!(r.not_before, 100);
+    // Applying the same finish twice is harmless.
+    let again = s
+        .apply(
+            epoch,
+            &[run(Change::Finish {
+                status: RunStatus::Failed,
+                exit_code: Some(3),
+                signal: None,
+                reason: None,
+                retry: None,
+            })],
+            6,
+        )
+        .unwrap();
+    assert!(matches!(again[0], Applied::Skipped(_)));
+    let events = s.events_after(0).unwrap();
+    let kinds: Vec<(Option<RunStatus>, RunStatus)> = events
+        .iter()
+        .filter(|e| e.run_id == id)
+        .map(|e| (e.from, e.to))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (None, RunStatus::Queued),
+            (Some(RunStatus::Queued), RunStatus::Starting),
+            (Some(RunStatus::Starting), RunStatus::Running),
+            (Some(RunStatus::Running), RunStatus::Failed),
+        ]
+    );
+    let claim_ev = events.iter().find(|e| e.to == RunStatus::Starting).unwrap();
+    assert_eq!(claim_ev.global_active, Some(1));
+    assert_eq!(claim_ev.global_cap, Some(4));
+}
+
+#[test]
+fn cancel_queued_at_once_active_by_request() {
+    let (_d, s) = open();
+    let epoch = take_over(&s);
+    let q = s.enqueue(&new_run("p", "default"), 1).unwrap();
+    assert_eq!(
+        s.request_cancel(q, "cancelled by operator", 2).unwrap(),
+        CancelOutcome::Cancelled
+    );
+    assert_eq!(s.get_run(q).unwrap().status, RunStatus::Cancelled);
+    let a = s.enqueue(&new_run("p", "default"), 3).unwrap();
+    s.claim(epoch, &[req(a, "default")], 4).unwrap();
+    assert_eq!(
+        s.request_cancel(a, "x", 5).unwrap(),
+        CancelOutcome::Requested
+    );
+    let r = s.get_run(a).unwrap();
+    assert_eq!(
+        r.status,
+        RunStatus::Starting,
+        "status must not claim a stop that has not happened"
+    );
+    assert!(r.cancel_requested);
+    assert_eq!(
+        s.request_cancel(q, "x", 6).unwrap(),
+        CancelOutcome::AlreadyFinished(RunStatus::Cancelled)
+    );
+    assert!(matches!(
+        s.request_cancel(999, "x", 7),
+        Err(StoreError::UnknownRun(999))
+    ));
+}
+
+/// Another connection holds the write lock: a claim fails as busy after the busy timeout,
+/// changes nothing, and succeeds once the lock is gone.
+#[test]
+fn busy_database_fails_cleanly_and_retry_succeeds() {
+    let (d, s) = open();
+    let epoch = take_over(&s);
+    let id = s.enqueue(&new_run("p", "default"), 1).unwrap();
+    let other = rusqlite::Connection::open(d.path().join("fleet.db")).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let t = Instant::now();
+    let err = s.claim(epoch, &[req(id, "default")], 2).unwrap_err();
+    assert!(err.is_busy(), "{err}");
+    assert!(
+        t.elapsed() >= Duration::from_millis(150),
+        "busy timeout not applied"
+    );
+    // Readers are not blocked by the writer (WAL).
+    assert_eq!(s.get_run(id).unwrap().status, RunStatus::Queued);
+    other.execute_batch("COMMIT").unwrap();
+    assert_eq!(s.claim(epoch, &[req(id, "default")], 3).unwrap().len(), 1);
+}
+
+#[test]
+fn list_runs_filters_newest_first() {
+    let (_d, s) = open();
+    for i in 0..5 {
+        s.enqueue(&new_run(if i % 2 == 0 { "a" } else { "b" }, "default"), i)
+            .unwrap();
+    }
+    let all = s.list_runs(&RunFilter::default()).unwrap();
+    assert_eq!(
+        all.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![5, 4, 3, 2, 1]
+    );
+    let a = s
+        .list_runs(&RunFilter {
+            project: Some("a".into()),
+            status: Some(RunStatus::Queued),
+            limit: Some(2),
+        })
+        .unwrap();
+    assert_eq!(a.iter().map(|r| r.id).collect::<Vec<_>>(), vec![5, 3]);
+}
