@@ -1,0 +1,152 @@
+//! The brief's failure 1, "double spawn after restart", at packer level.
+//!
+//! After a restart the daemon's slot pool is empty while the database still records a run in flight.
+//! A packer that counted only the slot pool saw free capacity and started that project again. These
+//! tests build the running set the way the daemon must, `merge(&slot_pool, &db_running_set)`, and
+//! check that neither packer picks the in-flight project and both count it against the caps. If
+//! `merge` dropped the DB side (or a packer ignored the running set) they fail.
+
+use std::collections::BTreeMap;
+
+use packer::{
+    merge, packer_for, ActiveRun, Candidate, Caps, FallbackPacker, NamespaceCap, NamespacePacker,
+    Packer, RunningSet,
+};
+
+fn cand(run_id: i64, project: &str, namespace: &str, priority: i64) -> Candidate {
+    Candidate {
+        run_id,
+        project: project.into(),
+        namespace: namespace.into(),
+        priority,
+    }
+}
+
+fn active(run_id: i64, project: &str, namespace: &str) -> ActiveRun {
+    ActiveRun {
+        run_id,
+        project: project.into(),
+        namespace: namespace.into(),
+    }
+}
+
+/// The running set right after a restart: nothing in the slot pool, project "P" in flight in the DB.
+fn running_after_restart() -> RunningSet {
+    let slot_pool = RunningSet::new();
+    let db_running_set: RunningSet = [active(1, "P", "ops")].into_iter().collect();
+    merge(&slot_pool, &db_running_set)
+}
+
+fn projects(picks: &[Candidate]) -> Vec<&str> {
+    picks.iter().map(|c| c.project.as_str()).collect()
+}
+
+#[test]
+fn empty_slot_pool_with_db_running_project_is_not_picked_fallback() {
+    // Zero namespaces declared: the configuration under which the original bug happened.
+    let caps = Caps {
+        global: 2,
+        namespaces: BTreeMap::new(),
+    };
+    // P's new run is the most urgent one in the queue, so only the running set can hold it back.
+    let queue = vec![
+        cand(10, "P", "ops", 9),
+        cand(11, "Q", "default", 0),
+        cand(12, "R", "default", 0),
+    ];
+    let running = running_after_restart();
+
+    for picks in [
+        FallbackPacker.pack(&caps, &running, &queue),
+        packer_for(&caps).pack(&caps, &running, &queue),
+    ] {
+        assert!(
+            !projects(&picks).contains(&"P"),
+            "picked P although the DB records it in flight: {picks:?}"
+        );
+        // Global cap 2, P holds one slot: exactly one start.
+        assert_eq!(projects(&picks), vec!["Q"]);
+    }
+}
+
+fn ops_and_dev(global: usize, ops_cap: usize) -> Caps {
+    let ns = |max_concurrency| NamespaceCap {
+        max_concurrency,
+        weight: 1,
+    };
+    Caps {
+        global,
+        namespaces: BTreeMap::from([("ops".into(), ns(ops_cap)), ("dev".into(), ns(5))]),
+    }
+}
+
+#[test]
+fn empty_slot_pool_with_db_running_project_is_not_picked_namespace() {
+    // P's new run is the most urgent one in the queue, so only the running set can hold it back.
+    let queue = vec![
+        cand(10, "P", "ops", 9),
+        cand(11, "Q", "ops", 8),
+        cand(12, "R", "dev", 0),
+        cand(13, "S", "dev", 0),
+        cand(14, "T", "dev", 0),
+    ];
+    let running = running_after_restart();
+
+    // "ops" has cap 1 and P fills it: nothing from ops. Global cap 3, P holds one slot: exactly
+    // two starts, both from dev.
+    let caps = ops_and_dev(3, 1);
+    for picks in [
+        NamespacePacker.pack(&caps, &running, &queue),
+        packer_for(&caps).pack(&caps, &running, &queue),
+    ] {
+        assert!(
+            !projects(&picks).contains(&"P"),
+            "picked P although the DB records it in flight: {picks:?}"
+        );
+        assert!(
+            picks.iter().all(|c| c.namespace != "ops"),
+            "ops is full (P is running there) but got {picks:?}"
+        );
+        assert_eq!(projects(&picks), vec!["R", "S"]);
+    }
+
+    // "ops" has room for one more, so its cap alone cannot hold P back: the running set must.
+    // Global cap 2, P holds one slot: exactly one start, and it is Q.
+    let caps = ops_and_dev(2, 2);
+    let queue = vec![cand(10, "P", "ops", 9), cand(11, "Q", "ops", 8)];
+    for picks in [
+        NamespacePacker.pack(&caps, &running, &queue),
+        packer_for(&caps).pack(&caps, &running, &queue),
+    ] {
+        assert_eq!(projects(&picks), vec!["Q"]);
+    }
+}
+
+#[test]
+fn merge_keeps_persisted_record_on_conflict() {
+    let live: RunningSet = [active(1, "P", "a"), active(3, "L", "a")]
+        .into_iter()
+        .collect();
+    let persisted: RunningSet = [active(2, "P", "b"), active(4, "D", "b")]
+        .into_iter()
+        .collect();
+
+    let merged = merge(&live, &persisted);
+
+    assert_eq!(merged.get("P"), Some(&active(2, "P", "b")));
+    assert_eq!(merged.get("L"), Some(&active(3, "L", "a")));
+    assert_eq!(merged.get("D"), Some(&active(4, "D", "b")));
+    assert_eq!(merged.len(), 3);
+    // P counts where the DB says it started.
+    assert_eq!(merged.count_in("a"), 1);
+    assert_eq!(merged.count_in("b"), 2);
+}
+
+#[test]
+fn merge_is_the_union_by_project() {
+    let live: RunningSet = [active(1, "A", "x")].into_iter().collect();
+    let empty = RunningSet::new();
+    assert_eq!(merge(&live, &empty), live);
+    assert_eq!(merge(&empty, &live), live);
+    assert!(merge(&empty, &empty).is_empty());
+}
