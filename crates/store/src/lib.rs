@@ -444,9 +444,27 @@ impl Store {
             .build(manager)
             .map_err(|e| open_err(Box::new(e)))?;
         let mut conn = pool.get().map_err(|e| open_err(Box::new(e)))?;
-        schema::migrations()
-            .to_latest(&mut conn)
-            .map_err(|e| open_err(Box::new(e)))?;
+        let migrations = schema::migrations();
+        // Two processes opening a new database at once (the daemon and a first `fleet enqueue`)
+        // both try to migrate; the loser's transaction rolls back. It then finds the schema
+        // current and carries on, instead of failing the command.
+        let mut tries = 0;
+        loop {
+            match migrations.to_latest(&mut conn) {
+                Ok(()) => break,
+                Err(e) => {
+                    let current = migrations.current_version(&conn).ok();
+                    if current == Some(schema::latest()) {
+                        break;
+                    }
+                    tries += 1;
+                    if tries >= 5 {
+                        return Err(open_err(Box::new(e)));
+                    }
+                    std::thread::sleep(Duration::from_millis(20 * tries));
+                }
+            }
+        }
         drop(conn);
         Ok(Store { pool })
     }

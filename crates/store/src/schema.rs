@@ -82,9 +82,19 @@ CREATE TABLE events (
 CREATE INDEX events_by_run ON events (run_id, seq);
 "#;
 
+/// Every migration's SQL, oldest first.
+const ALL: &[&str] = &[V1];
+
+/// The schema version after every migration ran.
+pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
+    rusqlite_migration::SchemaVersion::Inside(
+        std::num::NonZeroUsize::new(ALL.len()).expect("at least one migration"),
+    )
+}
+
 /// All migrations, oldest first.
 pub(crate) fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(V1)])
+    Migrations::new(ALL.iter().map(|sql| M::up(sql)).collect())
 }
 
 #[cfg(test)]

@@ -1,0 +1,223 @@
+//! What the commands print: tables for people, JSON for programs (fields per CONTRACT.md).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
+use serde_json::{json, Value};
+use store::{rfc3339, DaemonRow, Run};
+use supervisor::config::Config;
+
+fn time(ms: Option<i64>) -> Value {
+    ms.map(|m| Value::String(rfc3339(m))).unwrap_or(Value::Null)
+}
+
+/// One run as the JSON object `fleet runs --json` prints.
+pub fn run_json(r: &Run) -> Value {
+    json!({
+        "id": r.id,
+        "project": r.project,
+        "namespace": r.namespace,
+        "status": r.status.as_str(),
+        "attempt": r.attempt,
+        "trigger": r.trigger.as_str(),
+        "occurrence": time(r.occurrence),
+        "priority": r.priority,
+        "pid": r.pid,
+        "exit_code": r.exit_code,
+        "signal": r.signal,
+        "reason": r.reason,
+        "cancel_requested": r.cancel_requested,
+        "enqueued_at": time(Some(r.enqueued_at)),
+        "not_before": if r.not_before > 0 { time(Some(r.not_before)) } else { Value::Null },
+        "started_at": time(r.started_at),
+        "finished_at": time(r.finished_at),
+    })
+}
+
+/// `fleet runs --json`: one array.
+pub fn runs_json(runs: &[Run]) -> String {
+    Value::Array(runs.iter().map(run_json).collect()).to_string()
+}
+
+fn short_time(ms: Option<i64>) -> String {
+    ms.and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_default()
+}
+
+/// `fleet runs`: a table, newest first.
+pub fn runs_table(runs: &[Run]) -> String {
+    if runs.is_empty() {
+        return "no runs".into();
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header([
+        "ID",
+        "PROJECT",
+        "NAMESPACE",
+        "STATUS",
+        "ATTEMPT",
+        "TRIGGER",
+        "EXIT",
+        "STARTED (UTC)",
+        "DURATION",
+        "NOTE",
+    ]);
+    for r in runs {
+        let exit = match (r.exit_code, r.signal) {
+            (Some(c), _) => c.to_string(),
+            (None, Some(s)) => format!("sig {s}"),
+            _ => String::new(),
+        };
+        let duration = match (r.started_at, r.finished_at) {
+            (Some(s), Some(f)) if f >= s => {
+                humantime::format_duration(std::time::Duration::from_millis((f - s) as u64))
+                    .to_string()
+            }
+            _ => String::new(),
+        };
+        let mut note = r.reason.clone().unwrap_or_default();
+        if r.cancel_requested && r.status.is_active() {
+            note = "cancel requested".into();
+        }
+        if let Some(o) = r.occurrence {
+            note = format!("occurrence {} {note}", rfc3339(o))
+                .trim_end()
+                .to_string();
+        }
+        t.add_row([
+            r.id.to_string(),
+            r.project.clone(),
+            r.namespace.clone(),
+            r.status.to_string(),
+            r.attempt.to_string(),
+            r.trigger.as_str().to_string(),
+            exit,
+            short_time(r.started_at),
+            duration,
+            note,
+        ]);
+    }
+    t.to_string()
+}
+
+/// What `fleet status` reports.
+pub struct Status {
+    value: Value,
+}
+
+impl Status {
+    /// Builds the report: the daemon (alive if it holds the lock), its epoch and uptime, the
+    /// config in force and its last reload error, occupancy against every cap.
+    pub fn new(
+        config: &Config,
+        path: &Path,
+        holder: Option<i32>,
+        row: Option<DaemonRow>,
+        active: &[Run],
+    ) -> Status {
+        let now = store::now_ms();
+        let mut by_ns: BTreeMap<&str, u64> = BTreeMap::new();
+        for r in active {
+            *by_ns.entry(r.namespace.as_str()).or_default() += 1;
+        }
+        // The caps in force: the daemon's, when one runs; otherwise the file's.
+        let caps: Value = match (&holder, &row) {
+            (Some(_), Some(row)) => serde_json::from_str(&row.caps_json).unwrap_or(Value::Null),
+            _ => {
+                serde_json::from_str(&supervisor::daemon::caps_json(config)).unwrap_or(Value::Null)
+            }
+        };
+        let mut namespaces = serde_json::Map::new();
+        if let Some(map) = caps.get("namespaces").and_then(|v| v.as_object()) {
+            for (name, cap) in map {
+                namespaces.insert(
+                    name.clone(),
+                    json!({
+                        "active": by_ns.get(name.as_str()).copied().unwrap_or(0),
+                        "max_concurrency": cap.get("max_concurrency"),
+                        "weight": cap.get("weight"),
+                    }),
+                );
+            }
+        }
+        for (name, n) in &by_ns {
+            namespaces
+                .entry(name.to_string())
+                .or_insert_with(|| json!({"active": n, "max_concurrency": null, "weight": null}));
+        }
+        let daemon = match (&holder, &row) {
+            (Some(pid), Some(row)) => json!({
+                "running": true,
+                "pid": pid,
+                "epoch": row.epoch,
+                "started_at": rfc3339(row.started_at),
+                "uptime_seconds": (now - row.started_at).max(0) / 1000,
+                "config": row.config_path,
+                "last_reload_error": row.reload_error,
+            }),
+            (Some(pid), None) => json!({"running": true, "pid": pid}),
+            (None, row) => json!({
+                "running": false,
+                "pid": null,
+                "epoch": row.as_ref().map(|r| r.epoch),
+            }),
+        };
+        Status {
+            value: json!({
+                "daemon": daemon,
+                "config": path.display().to_string(),
+                "state_dir": config.state_dir.display().to_string(),
+                "global": {"active": active.len(), "max_concurrency": caps.get("global")},
+                "namespaces": namespaces,
+            }),
+        }
+    }
+
+    /// As JSON.
+    pub fn json(&self) -> String {
+        self.value.to_string()
+    }
+
+    /// As text for a person.
+    pub fn text(&self) -> String {
+        let v = &self.value;
+        let d = &v["daemon"];
+        let mut s = String::new();
+        if d["running"].as_bool() == Some(true) {
+            s += &format!(
+                "daemon: running, pid {}, epoch {}, up {}s\nconfig: {}\n",
+                d["pid"],
+                d["epoch"],
+                d["uptime_seconds"],
+                d["config"].as_str().unwrap_or("?")
+            );
+            if let Some(err) = d["last_reload_error"].as_str() {
+                s += &format!(
+                    "last reload refused (the previous config stays in force):\n  {}\n",
+                    err.replace('\n', "\n  ")
+                );
+            }
+        } else {
+            s += "daemon: not running\n";
+        }
+        s += &format!("state dir: {}\n", v["state_dir"].as_str().unwrap_or("?"));
+        s += &format!(
+            "active: {} of {} (global cap)\n",
+            v["global"]["active"], v["global"]["max_concurrency"]
+        );
+        if let Some(map) = v["namespaces"].as_object() {
+            for (name, n) in map {
+                let cap = if n["max_concurrency"].is_null() {
+                    "-".to_string()
+                } else {
+                    n["max_concurrency"].to_string()
+                };
+                s += &format!("  namespace {name}: {} of {cap}\n", n["active"]);
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,176 @@
+//! Deciding what became of one claim of a run, from its run files — the one place that does it,
+//! used both when a shim this daemon spawned exits and by startup recovery.
+//!
+//! The decision follows the restart contract:
+//! - the shim still holds the run's lock ⇒ it is alive: keep (or adopt) it;
+//! - lock free and an exit record for this claim ⇒ the run ended: record its real status;
+//! - lock free, no started record for this claim ⇒ the command provably never started: leave a
+//!   tombstone (while holding the lock) and requeue, same attempt. The tombstone is what stops a
+//!   shim that was spawned but had not yet taken the lock from starting the run later;
+//! - lock free, started, no exit record ⇒ the command may have run; its fate is unknown: `lost`.
+
+use std::io;
+
+use store::{Change, Millis, RunStatus, Transition};
+
+use crate::runfiles::{ExitRecord, Outcome, RunDir};
+
+/// What the run files say about one claim of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fate {
+    /// The shim holds the lock: the run is in flight.
+    Alive,
+    /// The command ended and its shim recorded how.
+    Ended(ExitRecord),
+    /// The command never started; a tombstone now bars any late shim of this claim.
+    NeverStarted,
+    /// The command may have started, and nothing recorded its end.
+    Lost,
+}
+
+/// Reads (and, for a claim that never started, tombstones) the run files of `token`'s claim.
+///
+/// Errors: I/O errors on the run directory. A corrupt exit or started record counts as missing
+/// (so a corrupt exit record gives `Lost`, never a made-up status).
+pub fn settle(dir: &RunDir, token: u64) -> io::Result<Fate> {
+    let Some(lock) = dir.try_lock()? else {
+        return Ok(Fate::Alive);
+    };
+    if let Ok(Some(exit)) = dir.read_exit() {
+        if exit.token == token {
+            return Ok(Fate::Ended(exit));
+        }
+    }
+    let started = matches!(dir.read_started(), Ok(Some(s)) if s.token == token);
+    if started {
+        return Ok(Fate::Lost);
+    }
+    fail::fail_point!("recovery-before-tombstone", |_| std::process::abort());
+    dir.write_tombstone(&lock, token)?;
+    fail::fail_point!("recovery-after-tombstone", |_| std::process::abort());
+    Ok(Fate::NeverStarted)
+}
+
+/// The terminal status, exit code, signal and reason an exit record stands for.
+///
+/// `term_requested` means the daemon sent SIGTERM for a cancel (timeouts are the shim's own and
+/// say `timed_out`), so such a run ends `cancelled` whatever its exit code.
+pub fn outcome(exit: &ExitRecord) -> (RunStatus, Option<i32>, Option<i32>, Option<String>) {
+    match exit.outcome {
+        Outcome::SpawnFailed => (
+            RunStatus::Failed,
+            None,
+            None,
+            Some(
+                exit.error
+                    .clone()
+                    .unwrap_or_else(|| "the command could not be started".into()),
+            ),
+        ),
+        _ if exit.timed_out => (
+            RunStatus::TimedOut,
+            exit.code,
+            exit.signal,
+            Some("timeout expired".into()),
+        ),
+        _ if exit.term_requested => (
+            RunStatus::Cancelled,
+            exit.code,
+            exit.signal,
+            Some("cancelled by operator".into()),
+        ),
+        Outcome::Exited if exit.code == Some(0) => (RunStatus::Succeeded, Some(0), None, None),
+        Outcome::Exited => (RunStatus::Failed, exit.code, None, None),
+        Outcome::Signalled => (
+            RunStatus::Failed,
+            None,
+            exit.signal,
+            Some(format!("killed by signal {}", exit.signal.unwrap_or(0))),
+        ),
+    }
+}
+
+/// What the retry policy needs to know about a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Extra attempts allowed after the first (`retries` in fleet.toml); 0 when the project is
+    /// no longer configured.
+    pub retries: u32,
+    /// Base of the exponential backoff, in milliseconds (`retry_backoff`).
+    pub backoff_ms: u64,
+}
+
+impl RetryPolicy {
+    /// The instant the next attempt may start, if attempt `attempt` (1-based) that ended with
+    /// `status` gets one: only `failed`, `timed_out` and `lost` are retried, and only while
+    /// attempts remain. The wait doubles per attempt, capped at one hour.
+    pub fn next(&self, status: RunStatus, attempt: u32, now: Millis) -> Option<Millis> {
+        let retryable = matches!(
+            status,
+            RunStatus::Failed | RunStatus::TimedOut | RunStatus::Lost
+        );
+        if !retryable || attempt > self.retries {
+            return None;
+        }
+        let factor = 1u64 << (attempt - 1).min(20);
+        let wait = self.backoff_ms.saturating_mul(factor).min(3_600_000);
+        Some(now + wait as Millis)
+    }
+}
+
+/// The database transition for a settled fate; `None` for [`Fate::Alive`].
+pub fn transition(
+    run_id: store::RunId,
+    token: u64,
+    attempt: u32,
+    fate: &Fate,
+    policy: RetryPolicy,
+    now: Millis,
+) -> Option<Transition> {
+    let change = match fate {
+        Fate::Alive => return None,
+        Fate::NeverStarted => Change::Requeue {
+            reason: "the command never started; queued again, same attempt".into(),
+        },
+        Fate::Lost => Change::Finish {
+            status: RunStatus::Lost,
+            exit_code: None,
+            signal: None,
+            reason: Some("the shim died without recording the command's end".into()),
+            retry: policy.next(RunStatus::Lost, attempt, now),
+        },
+        Fate::Ended(exit) => {
+            let (status, exit_code, signal, reason) = outcome(exit);
+            Change::Finish {
+                status,
+                exit_code,
+                signal,
+                reason,
+                retry: policy.next(status, attempt, now),
+            }
+        }
+    };
+    Some(Transition {
+        run_id,
+        token,
+        change,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_only_retryable_statuses_while_attempts_remain() {
+        let p = RetryPolicy {
+            retries: 2,
+            backoff_ms: 1000,
+        };
+        assert_eq!(p.next(RunStatus::Failed, 1, 0), Some(1000));
+        assert_eq!(p.next(RunStatus::TimedOut, 2, 0), Some(2000));
+        assert_eq!(p.next(RunStatus::Lost, 3, 0), None);
+        assert_eq!(p.next(RunStatus::Succeeded, 1, 0), None);
+        assert_eq!(p.next(RunStatus::Cancelled, 1, 0), None);
+    }
+}

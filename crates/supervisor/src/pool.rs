@@ -1,0 +1,119 @@
+//! The slot pool: the runs this daemon process is supervising right now, in memory.
+//!
+//! The pool is one of the two sources of "what is running"; the other is the DB running set.
+//! After a restart the pool starts empty, which is exactly why no packer ever reads it alone:
+//! the EVAL hands the packers `packer::merge(pool, db)`, in which the database wins (the
+//! brief's failure 1).
+
+use std::collections::BTreeMap;
+
+use packer::{ActiveRun, RunningSet};
+use store::RunId;
+
+/// How to recognise a run's shim before signalling it: its pid plus the start time the kernel
+/// gives that pid (field 22 of /proc/PID/stat), so a recycled pid is never signalled by mistake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShimIdentity {
+    /// The shim's pid.
+    pub pid: i32,
+    /// Its start time in clock ticks since boot.
+    pub start_time: u64,
+}
+
+impl ShimIdentity {
+    /// True while that exact process is alive (same pid, same start time).
+    pub fn is_alive(&self) -> bool {
+        crate::runfiles::proc_start_time(self.pid) == Some(self.start_time)
+    }
+
+    /// Sends `signal` to the shim if, and only if, it is still the same process.
+    /// Returns whether it was sent.
+    pub fn signal(&self, signal: i32) -> bool {
+        if !self.is_alive() {
+            return false;
+        }
+        // SAFETY: kill(2) with a positive pid checked just above to be our shim.
+        unsafe { libc::kill(self.pid, signal) == 0 }
+    }
+}
+
+/// One run this daemon supervises.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slot {
+    /// The run.
+    pub run_id: RunId,
+    /// Its project.
+    pub project: String,
+    /// The namespace it counts against (where it started).
+    pub namespace: String,
+    /// The claim this slot belongs to.
+    pub token: u64,
+    /// The run's attempt (1-based), for the retry decision.
+    pub attempt: u32,
+    /// The shim, once spawned (or found, for an adopted run).
+    pub shim: Option<ShimIdentity>,
+    /// SIGTERM was sent for a cancel request.
+    pub cancel_sent: bool,
+    /// Found alive at startup rather than spawned by this process.
+    pub adopted: bool,
+}
+
+/// The slots, keyed by run id.
+#[derive(Debug, Default)]
+pub struct SlotPool {
+    slots: BTreeMap<RunId, Slot>,
+}
+
+impl SlotPool {
+    /// An empty pool (as after every restart).
+    pub fn new() -> SlotPool {
+        SlotPool::default()
+    }
+
+    /// Adds or replaces a slot.
+    pub fn insert(&mut self, slot: Slot) {
+        self.slots.insert(slot.run_id, slot);
+    }
+
+    /// Removes a run's slot (once its end or requeue is recorded in the database).
+    pub fn remove(&mut self, run_id: RunId) -> Option<Slot> {
+        self.slots.remove(&run_id)
+    }
+
+    /// The slot of a run.
+    pub fn get(&self, run_id: RunId) -> Option<&Slot> {
+        self.slots.get(&run_id)
+    }
+
+    /// The slot of a run, mutably.
+    pub fn get_mut(&mut self, run_id: RunId) -> Option<&mut Slot> {
+        self.slots.get_mut(&run_id)
+    }
+
+    /// How many runs are supervised.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True when none is.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The slots, by run id.
+    pub fn iter(&self) -> impl Iterator<Item = &Slot> {
+        self.slots.values()
+    }
+
+    /// The pool as a running set, for `packer::merge`.
+    pub fn running_set(&self) -> RunningSet {
+        self.slots
+            .values()
+            .map(|s| ActiveRun {
+                run_id: s.run_id,
+                project: s.project.clone(),
+                namespace: s.namespace.clone(),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,185 @@
+//! The state directory: where fleet.db, the run files, the daemon lock and the control socket live,
+//! and the exclusive lock that makes one daemon the one runner of an install.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use store::Store;
+
+/// Errors about the state directory and its daemon lock.
+#[derive(Debug, thiserror::Error)]
+pub enum StateDirError {
+    /// The directory could not be created or given mode 0700.
+    #[error("state directory {}: {source}", path.display())]
+    Unusable {
+        /// The directory.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// Another daemon holds the state directory (the brief's failure 3: one runner per install).
+    #[error("another fleet daemon (pid {}) holds the state directory {}", pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()), path.display())]
+    Held {
+        /// The holder's pid as it wrote it in the lock file, if readable.
+        pid: Option<i32>,
+        /// The state directory.
+        path: PathBuf,
+    },
+    /// The database could not be opened.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+/// Paths inside one state directory. Creating it is explicit ([`StateDir::ensure`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+impl StateDir {
+    /// The state directory at `root` (absolute, as the config resolved it). No I/O.
+    pub fn new(root: impl Into<PathBuf>) -> StateDir {
+        StateDir { root: root.into() }
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<state_dir>/fleet.db`.
+    pub fn db_path(&self) -> PathBuf {
+        self.root.join("fleet.db")
+    }
+
+    /// `<state_dir>/daemon.lock`: held (flock) by the running daemon; holds its pid.
+    pub fn lock_path(&self) -> PathBuf {
+        self.root.join("daemon.lock")
+    }
+
+    /// `<state_dir>/daemon.sock`: the daemon's control socket (nudges: EVAL now, reload).
+    pub fn socket_path(&self) -> PathBuf {
+        self.root.join("daemon.sock")
+    }
+
+    /// Creates the directory (and parents) if missing and makes it mode 0700: run logs and the
+    /// database are the operator's business alone.
+    ///
+    /// Errors: [`StateDirError::Unusable`] naming the directory.
+    pub fn ensure(&self) -> Result<(), StateDirError> {
+        let unusable = |source| StateDirError::Unusable {
+            path: self.root.clone(),
+            source,
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.root)
+            .map_err(unusable)?;
+        let meta = std::fs::metadata(&self.root).map_err(unusable)?;
+        if meta.permissions().mode() & 0o777 != 0o700 {
+            std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700))
+                .map_err(unusable)?;
+        }
+        // A directory we cannot write is found now, with its name, not at the first claim.
+        let probe = self.root.join(".probe");
+        File::create(&probe).map_err(unusable)?;
+        let _ = std::fs::remove_file(probe);
+        Ok(())
+    }
+
+    /// Opens the database, creating the directory first. Errors name the directory or file.
+    pub fn open_store(&self) -> Result<Store, StateDirError> {
+        self.ensure()?;
+        Ok(Store::open(&self.db_path(), store::DEFAULT_BUSY_TIMEOUT)?)
+    }
+
+    /// Opens the database only if it exists (read-only commands must not create a state
+    /// directory as a side effect). `Ok(None)` when there is no database yet.
+    pub fn open_existing_store(&self) -> Result<Option<Store>, StateDirError> {
+        if !self.db_path().exists() {
+            return Ok(None);
+        }
+        Ok(Some(Store::open(
+            &self.db_path(),
+            store::DEFAULT_BUSY_TIMEOUT,
+        )?))
+    }
+
+    /// Takes the exclusive daemon lock without waiting, and writes this process's pid into it.
+    /// The lock lasts as long as the returned value (the kernel drops it if the process dies).
+    ///
+    /// Errors: [`StateDirError::Held`] with the holder's pid when another daemon has it.
+    pub fn lock_daemon(&self) -> Result<DaemonLock, StateDirError> {
+        self.ensure()?;
+        let path = self.lock_path();
+        let unusable = |source| StateDirError::Unusable {
+            path: path.clone(),
+            source,
+        };
+        // std opens with O_CLOEXEC: shims and commands must never inherit the daemon lock, or a
+        // crashed daemon's children would keep a new daemon out.
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(unusable)?;
+        if !try_flock(&file).map_err(unusable)? {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            return Err(StateDirError::Held {
+                pid: text.trim().parse().ok(),
+                path: self.root.clone(),
+            });
+        }
+        file.set_len(0).map_err(unusable)?;
+        file.rewind().map_err(unusable)?;
+        writeln!(file, "{}", std::process::id()).map_err(unusable)?;
+        file.sync_all().map_err(unusable)?;
+        Ok(DaemonLock { _file: file })
+    }
+
+    /// The pid of the daemon holding this state directory, or `None` when no daemon holds it.
+    /// Read-only: never creates anything.
+    pub fn daemon_holder(&self) -> io::Result<Option<i32>> {
+        let mut file = match File::open(self.lock_path()) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if try_flock(&file)? {
+            // We got it, so nobody holds it; dropping the file releases it at once.
+            return Ok(None);
+        }
+        let mut text = String::new();
+        file.read_to_string(&mut text)?;
+        Ok(Some(text.trim().parse().unwrap_or(0)))
+    }
+}
+
+/// The held daemon lock. Dropping it releases the state directory.
+#[derive(Debug)]
+pub struct DaemonLock {
+    _file: File,
+}
+
+/// Non-blocking exclusive flock: Ok(true) when taken, Ok(false) when someone else holds it.
+fn try_flock(file: &File) -> io::Result<bool> {
+    // SAFETY: flock on a valid, open file descriptor owned by `file`.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
+}

@@ -1,0 +1,519 @@
+//! Process-level tests of the shim: they run the real shim code as its own process (the
+//! `examples/shim.rs` program, built by `cargo test` next to this test binary) on real commands,
+//! and check the run folder, the log, the lock and the processes left behind.
+//!
+//! No sleeping for synchronisation: every wait polls a condition against a deadline.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use supervisor::runfiles::{Outcome, RunDir, RunningRecord};
+use supervisor::shim::ShimArgs;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// The shim program: `<profile>/examples/shim`, next to `<profile>/deps/<this test binary>`.
+fn shim_exe() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary in <profile>/deps/");
+    let shim = profile.join("examples").join("shim");
+    assert!(
+        shim.exists(),
+        "{} is missing: `cargo test -p supervisor` builds it (examples/shim.rs); \
+         or run `cargo build -p supervisor --examples`",
+        shim.display()
+    );
+    shim
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    state: PathBuf,
+    work: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        let work = tmp.path().join("work");
+        fs::create_dir_all(&work).unwrap();
+        Fixture {
+            _tmp: tmp,
+            state,
+            work,
+        }
+    }
+
+    fn args(&self, token: u64, argv: &[&str]) -> ShimArgs {
+        ShimArgs {
+            state_dir: self.state.clone(),
+            run_id: 1,
+            token,
+            timeout: None,
+            kill_grace: Duration::from_secs(5),
+            cwd: self.work.clone(),
+            argv: argv.iter().map(OsString::from).collect(),
+        }
+    }
+
+    fn dir(&self) -> RunDir {
+        RunDir::new(&self.state, 1)
+    }
+}
+
+/// Starts the shim the way the daemon does: its own session, stdout a pipe; here stderr is a pipe
+/// too, so tests can read what the shim says.
+fn spawn_shim(args: &ShimArgs, env: &[(&str, &str)]) -> Child {
+    let mut cmd = Command::new(shim_exe());
+    cmd.args(args.to_args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().expect("spawn the shim")
+}
+
+fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits for the shim to exit; returns its status, stdout and stderr.
+fn finish(mut shim: Child) -> (ExitStatus, String, String) {
+    let status = poll("the shim to exit", || shim.try_wait().unwrap());
+    let mut out = String::new();
+    let mut err = String::new();
+    shim.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    shim.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status, out, err)
+}
+
+fn wait_running(dir: &RunDir, token: u64) -> RunningRecord {
+    poll("the running record", || {
+        dir.read_running().unwrap().filter(|r| r.token == token)
+    })
+}
+
+/// Gone, or a zombie (dead, waiting for a parent that may never reap it in a container).
+fn is_dead(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            let rest = &stat[stat.rfind(')').unwrap() + 1..];
+            rest.split_whitespace().next() == Some("Z")
+        }
+    }
+}
+
+fn read_pid(path: &Path) -> i32 {
+    poll("a pid file", || {
+        fs::read_to_string(path)
+            .ok()
+            .filter(|s| s.ends_with('\n'))
+            .and_then(|s| s.trim().parse().ok())
+    })
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: plain kill(2) of a process this test started.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+}
+
+#[test]
+fn exit_code_is_recorded() {
+    let f = Fixture::new();
+    let shim = spawn_shim(&f.args(3, &["sh", "-c", "exit 3"]), &[]);
+    let shim_pid = shim.id() as i32;
+    let (status, out, err) = finish(shim);
+    assert!(status.success(), "{status:?} {err}");
+    let dir = f.dir();
+    let exit = dir.read_exit().unwrap().expect("exit record");
+    assert_eq!(exit.token, 3);
+    assert_eq!(exit.outcome, Outcome::Exited);
+    assert_eq!(exit.code, Some(3));
+    assert_eq!(exit.signal, None);
+    assert!(!exit.timed_out && !exit.term_requested);
+    assert_eq!(exit.error, None);
+    assert!(exit.started_at.is_some());
+    let running = dir.read_running().unwrap().expect("running record");
+    assert_eq!(running.token, 3);
+    assert_eq!(out, format!("running {}\n", running.pid));
+    let started = dir.read_started().unwrap().expect("started record");
+    assert_eq!(started.token, 3);
+    assert_eq!(started.shim_pid, shim_pid);
+    assert!(started.shim_start_time > 0);
+    assert!(!dir.is_locked().unwrap(), "the lock is released at exit");
+}
+
+#[test]
+fn started_record_is_written_before_the_command_runs() {
+    let f = Fixture::new();
+    let dir = f.dir();
+    let started_path = dir.path().join("started");
+    let seen = f.work.join("seen");
+    let script = r#"cat "$1" > "$2""#;
+    let args = f.args(
+        8,
+        &[
+            "sh",
+            "-c",
+            script,
+            "sh",
+            started_path.to_str().unwrap(),
+            seen.to_str().unwrap(),
+        ],
+    );
+    let (status, _, err) = finish(spawn_shim(&args, &[]));
+    assert!(status.success(), "{err}");
+    assert_eq!(dir.read_exit().unwrap().unwrap().code, Some(0), "{err}");
+    let seen: supervisor::runfiles::StartedRecord =
+        serde_json::from_str(&fs::read_to_string(seen).unwrap()).unwrap();
+    assert_eq!(seen.token, 8);
+    assert_eq!(Some(seen), dir.read_started().unwrap());
+}
+
+#[test]
+fn missing_program_is_spawn_failed_with_the_reason_in_the_log() {
+    let f = Fixture::new();
+    let args = f.args(2, &["fleet-test-no-such-program"]);
+    let (status, out, err) = finish(spawn_shim(&args, &[]));
+    assert!(status.success(), "{err}");
+    assert_eq!(out, "", "no `running` line for a command that never ran");
+    let dir = f.dir();
+    let exit = dir.read_exit().unwrap().unwrap();
+    assert_eq!(exit.outcome, Outcome::SpawnFailed);
+    assert_eq!(
+        (exit.code, exit.signal, exit.started_at),
+        (None, None, None)
+    );
+    let message = exit.error.expect("error message");
+    assert_eq!(
+        message,
+        format!(
+            "fleet: could not start command [\"fleet-test-no-such-program\"] in {}: \
+             No such file or directory (os error 2)",
+            f.work.display()
+        )
+    );
+    let log = fs::read_to_string(dir.log_path()).unwrap();
+    assert_eq!(log, format!("{message}\n"));
+    assert!(dir.read_started().unwrap().is_some());
+    assert!(dir.read_running().unwrap().is_none());
+}
+
+#[test]
+fn bad_cwd_is_spawn_failed() {
+    let f = Fixture::new();
+    let mut args = f.args(2, &["true"]);
+    args.cwd = f.work.join("nowhere");
+    let (status, _, err) = finish(spawn_shim(&args, &[]));
+    assert!(status.success(), "{err}");
+    let exit = f.dir().read_exit().unwrap().unwrap();
+    assert_eq!(exit.outcome, Outcome::SpawnFailed);
+    assert!(exit.error.unwrap().contains("nowhere"));
+}
+
+#[test]
+fn timeout_terminates_the_whole_process_group() {
+    let f = Fixture::new();
+    let mut args = f.args(
+        5,
+        &["sh", "-c", "sleep 30 & echo $! > grandchild; sleep 30"],
+    );
+    args.timeout = Some(Duration::from_secs(1));
+    let started = Instant::now();
+    let (status, _, err) = finish(spawn_shim(&args, &[]));
+    assert!(status.success(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let exit = f.dir().read_exit().unwrap().unwrap();
+    assert!(exit.timed_out);
+    assert!(!exit.term_requested);
+    assert_eq!(exit.outcome, Outcome::Signalled);
+    assert_eq!(exit.signal, Some(libc::SIGTERM));
+    let grandchild = read_pid(&f.work.join("grandchild"));
+    poll("the grandchild to die", || {
+        is_dead(grandchild).then_some(())
+    });
+}
+
+#[test]
+fn timeout_escalates_to_sigkill_after_the_grace() {
+    let f = Fixture::new();
+    let mut args = f.args(
+        5,
+        &[
+            "sh",
+            "-c",
+            "trap '' TERM; sleep 30 & echo $! > grandchild; wait",
+        ],
+    );
+    args.timeout = Some(Duration::from_millis(500));
+    args.kill_grace = Duration::from_millis(500);
+    let (status, _, err) = finish(spawn_shim(&args, &[]));
+    assert!(status.success(), "{err}");
+    let exit = f.dir().read_exit().unwrap().unwrap();
+    assert!(exit.timed_out);
+    assert_eq!(exit.signal, Some(libc::SIGKILL));
+    let grandchild = read_pid(&f.work.join("grandchild"));
+    poll("the grandchild to die", || {
+        is_dead(grandchild).then_some(())
+    });
+}
+
+#[test]
+fn leftover_grandchild_is_killed_after_the_command_exits() {
+    let f = Fixture::new();
+    let args = f.args(5, &["sh", "-c", "sleep 30 & echo $! > grandchild; exit 0"]);
+    let (status, _, err) = finish(spawn_shim(&args, &[]));
+    assert!(status.success(), "{err}");
+    let exit = f.dir().read_exit().unwrap().unwrap();
+    assert_eq!((exit.outcome, exit.code), (Outcome::Exited, Some(0)));
+    let grandchild = read_pid(&f.work.join("grandchild"));
+    poll("the grandchild to die", || {
+        is_dead(grandchild).then_some(())
+    });
+}
+
+#[test]
+fn sigterm_to_the_shim_terminates_the_command() {
+    let f = Fixture::new();
+    let shim = spawn_shim(&f.args(6, &["sleep", "30"]), &[]);
+    let running = wait_running(&f.dir(), 6);
+    kill(shim.id() as i32, libc::SIGTERM);
+    let (status, _, err) = finish(shim);
+    assert!(status.success(), "{err}");
+    let exit = f.dir().read_exit().unwrap().unwrap();
+    assert!(exit.term_requested);
+    assert!(!exit.timed_out);
+    assert_eq!(exit.outcome, Outcome::Signalled);
+    assert_eq!(exit.signal, Some(libc::SIGTERM));
+    assert!(is_dead(running.pid));
+}
+
+#[test]
+fn tombstoned_claim_never_runs_the_command() {
+    let f = Fixture::new();
+    let dir = f.dir();
+    // Recovery holds the lock while the (late) shim starts, and tombstones its claim: the shim
+    // blocks on the lock, then must find the tombstone.
+    let lock = dir.try_lock().unwrap().expect("lock");
+    let shim = spawn_shim(&f.args(7, &["sh", "-c", "touch marker"]), &[]);
+    dir.write_tombstone(&lock, 7).unwrap();
+    drop(lock);
+    let (status, out, err) = finish(shim);
+    assert!(status.success(), "{err}");
+    assert_eq!(out, "");
+    assert!(
+        err.contains("fleet shim: run 1 claim 7 was given up by recovery; not starting"),
+        "{err}"
+    );
+    assert!(!f.work.join("marker").exists());
+    assert!(dir.read_started().unwrap().is_none());
+    assert!(dir.read_exit().unwrap().is_none());
+
+    // A later claim of the same run is not affected by the earlier claim's tombstone.
+    let (status, _, err) = finish(spawn_shim(&f.args(8, &["sh", "-c", "touch marker"]), &[]));
+    assert!(status.success(), "{err}");
+    assert!(f.work.join("marker").exists());
+    assert_eq!(dir.read_exit().unwrap().unwrap().token, 8);
+}
+
+#[test]
+fn lock_is_held_while_running_and_not_inherited_by_the_command() {
+    let f = Fixture::new();
+    let dir = f.dir();
+    let shim = spawn_shim(&f.args(4, &["sleep", "30"]), &[]);
+    let running = wait_running(&dir, 4);
+    assert!(dir.is_locked().unwrap());
+    let lock_path = fs::canonicalize(dir.path().join("lock")).unwrap();
+    for fd in fs::read_dir(format!("/proc/{}/fd", running.pid)).unwrap() {
+        let target = fs::read_link(fd.unwrap().path()).unwrap_or_default();
+        assert_ne!(target, lock_path, "the command inherited the lock");
+    }
+    kill(shim.id() as i32, libc::SIGTERM);
+    let (status, _, err) = finish(shim);
+    assert!(status.success(), "{err}");
+    assert!(!dir.is_locked().unwrap());
+}
+
+#[test]
+fn sigkilled_shim_takes_the_command_with_it_and_frees_the_lock() {
+    let f = Fixture::new();
+    let dir = f.dir();
+    let shim = spawn_shim(&f.args(4, &["sleep", "30"]), &[]);
+    let running = wait_running(&dir, 4);
+    kill(shim.id() as i32, libc::SIGKILL);
+    let (status, _, _) = finish(shim);
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    poll("the command to die", || is_dead(running.pid).then_some(()));
+    assert!(!dir.is_locked().unwrap());
+    assert!(dir.read_exit().unwrap().is_none(), "fate unknown: lost");
+    assert!(dir.read_started().unwrap().is_some());
+}
+
+#[test]
+fn command_sees_the_environment_a_clean_signal_state_and_dev_null() {
+    let f = Fixture::new();
+    let script = r#"echo "x=$X fp=${FAILPOINTS-unset}"
+grep -E '^(SigBlk|SigIgn):' /proc/self/status
+readlink /proc/self/fd/0
+echo to-stderr >&2"#;
+    let args = f.args(1, &["sh", "-c", script]);
+    let (status, _, err) = finish(spawn_shim(
+        &args,
+        &[("X", "hello"), ("FAILPOINTS", "no-such-point=off")],
+    ));
+    assert!(status.success(), "{err}");
+    let log = fs::read_to_string(f.dir().log_path()).unwrap();
+    assert!(log.contains("x=hello fp=unset\n"), "{log}");
+    assert!(log.contains("\n/dev/null\n"), "{log}");
+    assert!(log.contains("to-stderr\n"), "{log}");
+    let mask = |name: &str| {
+        let line = log.lines().find(|l| l.starts_with(name)).unwrap();
+        u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+    };
+    assert_eq!(
+        mask("SigBlk:"),
+        0,
+        "the shim's blocked signals leaked: {log}"
+    );
+    let sigpipe_bit = 1u64 << (libc::SIGPIPE - 1);
+    assert_eq!(mask("SigIgn:") & sigpipe_bit, 0, "SIGPIPE ignored: {log}");
+}
+
+#[test]
+fn every_claim_appends_to_the_log() {
+    let f = Fixture::new();
+    for token in [1, 2] {
+        let script = format!("echo claim {token}");
+        let (status, _, err) = finish(spawn_shim(&f.args(token, &["sh", "-c", &script]), &[]));
+        assert!(status.success(), "{err}");
+    }
+    let dir = f.dir();
+    assert_eq!(
+        fs::read_to_string(dir.log_path()).unwrap(),
+        "claim 1\nclaim 2\n"
+    );
+    assert_eq!(dir.read_exit().unwrap().unwrap().token, 2);
+    assert_eq!(dir.read_started().unwrap().unwrap().token, 2);
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let out = Command::new(shim_exe())
+        .arg("--bogus")
+        .output()
+        .expect("run the shim");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad arguments"));
+}
+
+/// Crashes injected at the shim's failpoints leave the run folder in the state the register
+/// (`supervisor::shim::FAILPOINTS`) tells recovery to expect.
+/// Run with `cargo test -p supervisor --features failpoints`.
+#[cfg(feature = "failpoints")]
+mod failpoints {
+    use super::*;
+
+    fn crash_at(point: &str) -> (Fixture, RunDir) {
+        let f = Fixture::new();
+        let fp = format!("{point}=return");
+        let args = f.args(3, &["sh", "-c", "touch marker; exit 4"]);
+        let (status, _, err) = finish(spawn_shim(&args, &[("FAILPOINTS", &fp)]));
+        assert_eq!(status.signal(), Some(libc::SIGABRT), "{point}: {err}");
+        let dir = f.dir();
+        assert!(
+            !dir.is_locked().unwrap(),
+            "{point}: the crash frees the lock"
+        );
+        (f, dir)
+    }
+
+    #[test]
+    fn crash_before_started_proves_never_started() {
+        for point in ["shim-before-lock", "shim-after-lock", "shim-before-started"] {
+            let (f, dir) = crash_at(point);
+            assert!(dir.read_started().unwrap().is_none(), "{point}");
+            assert!(!f.work.join("marker").exists(), "{point}");
+        }
+    }
+
+    #[test]
+    fn crash_after_started_leaves_started_without_exit() {
+        let (f, dir) = crash_at("shim-after-started");
+        assert!(dir.read_started().unwrap().is_some());
+        assert!(dir.read_exit().unwrap().is_none());
+        assert!(!f.work.join("marker").exists());
+    }
+
+    #[test]
+    fn crash_after_exit_leaves_started_without_exit() {
+        for point in ["shim-after-exit", "shim-before-exit-file"] {
+            let (f, dir) = crash_at(point);
+            assert!(dir.read_started().unwrap().is_some(), "{point}");
+            assert!(dir.read_exit().unwrap().is_none(), "{point}");
+            assert!(f.work.join("marker").exists(), "{point}");
+        }
+    }
+
+    #[test]
+    fn crash_after_exit_file_keeps_the_real_status() {
+        let (_f, dir) = crash_at("shim-after-exit-file");
+        let exit = dir.read_exit().unwrap().unwrap();
+        assert_eq!((exit.outcome, exit.code), (Outcome::Exited, Some(4)));
+    }
+
+    #[test]
+    fn late_shim_finds_the_tombstone() {
+        // The shim is delayed before its lock; recovery locks, tombstones and lets go meanwhile.
+        let f = Fixture::new();
+        let dir = f.dir();
+        let args = f.args(9, &["sh", "-c", "touch marker"]);
+        let shim = spawn_shim(&args, &[("FAILPOINTS", "shim-before-lock=sleep(2000)")]);
+        let lock = dir
+            .try_lock()
+            .unwrap()
+            .expect("the delayed shim has not locked yet");
+        dir.write_tombstone(&lock, 9).unwrap();
+        drop(lock);
+        let (status, _, err) = finish(shim);
+        assert!(status.success(), "{err}");
+        assert!(err.contains("given up by recovery"), "{err}");
+        assert!(!f.work.join("marker").exists());
+        assert!(dir.read_started().unwrap().is_none());
+    }
+}
