@@ -108,6 +108,12 @@ enum Command {
     },
     /// Ask the daemon to re-read fleet.toml now.
     Reload,
+    /// Restart-safety checker: exit 0 when every invariant holds, 1 listing each violation.
+    Check {
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Parses the command line and runs the command.
@@ -135,6 +141,7 @@ pub fn main() -> Result<()> {
         Command::Logs { run, follow } => logs(&cli.config, run, follow),
         Command::Cancel { run } => cancel(&cli.config, run),
         Command::Reload => reload(&cli.config),
+        Command::Check { json } => check(&cli.config, json),
     }
 }
 
@@ -392,4 +399,33 @@ fn reload(path: &Path) -> Result<()> {
         .map_err(|e| Failure::action(format!("no daemon answers on {}: {e}", socket.display())))?;
     println!("reload requested");
     Ok(())
+}
+
+fn check(path: &Path, json: bool) -> Result<()> {
+    let config = load(path)?;
+    let state = StateDir::new(&config.state_dir);
+    let report = match open_existing(&config)? {
+        Some(store) => {
+            supervisor::check::check(&state, &store, store::now_ms()).map_err(Failure::action)?
+        }
+        None => supervisor::check::Report::default(),
+    };
+    if json {
+        println!("{}", output::check_json(&report));
+    } else {
+        print!("{}", output::check_text(&report));
+    }
+    if report.ok() {
+        Ok(())
+    } else {
+        Err(Failure::action(format!(
+            "check found {} violation{}",
+            report.violations.len(),
+            if report.violations.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        )))
+    }
 }

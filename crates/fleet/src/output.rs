@@ -221,3 +221,40 @@ impl Status {
         s
     }
 }
+
+/// `fleet check --json`.
+pub fn check_json(report: &supervisor::check::Report) -> String {
+    json!({
+        "ok": report.ok(),
+        "violations": report.violations.iter().map(|v| json!({
+            "kind": v.kind.as_str(),
+            "run_id": v.run_id,
+            "message": v.message,
+        })).collect::<Vec<_>>(),
+        "checked": {"runs": report.runs, "events": report.events, "run_dirs": report.run_dirs},
+        "awaiting_finalize": report.awaiting_finalize,
+    })
+    .to_string()
+}
+
+/// `fleet check` for a person.
+pub fn check_text(report: &supervisor::check::Report) -> String {
+    let mut s = String::new();
+    for v in &report.violations {
+        s += &format!("violation: {}: {}\n", v.kind.as_str(), v.message);
+    }
+    if !report.awaiting_finalize.is_empty() {
+        s += &format!(
+            "note: runs {:?} ended while no daemon ran; the next daemon records their exit\n",
+            report.awaiting_finalize
+        );
+    }
+    s += &format!(
+        "{}: {} runs, {} events, {} run directories checked\n",
+        if report.ok() { "ok" } else { "FAILED" },
+        report.runs,
+        report.events,
+        report.run_dirs
+    );
+    s
+}

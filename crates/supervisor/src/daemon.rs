@@ -96,6 +96,8 @@ pub fn caps_json(config: &Config) -> String {
 /// socket cannot be set up. Once running, nothing a config edit, a busy database or a failing
 /// command does makes it return.
 pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonError> {
+    // Reads FAILPOINTS (tests inject crashes by name); a no-op without the `failpoints` feature.
+    let _failpoints = fail::FailScenario::setup();
     let state = StateDir::new(&config.state_dir);
     let _lock = state.lock_daemon()?;
     let store = {
@@ -108,8 +110,15 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         let store = store.clone();
         let caps = caps_json(&config);
         let path = options.config_path.display().to_string();
-        tokio::task::spawn_blocking(move || {
-            store.take_over(std::process::id() as i32, &path, &caps, now_ms())
+        // Another program may hold the write lock as we start: wait it out, never give up.
+        tokio::task::spawn_blocking(move || loop {
+            match store.take_over(std::process::id() as i32, &path, &caps, now_ms()) {
+                Err(e) if e.is_busy() => {
+                    tracing::warn!(error = %e, "the database is busy; retrying the takeover");
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                other => break other,
+            }
         })
         .await
         .expect("take_over panicked")?

@@ -3,11 +3,14 @@
 //! See docs/ARCHITECTURE.md for the bird's-eye view. In short: [`daemon`] owns the EVAL loop;
 //! [`fate`] decides what became of a run from its [`runfiles`]; [`shim`] is the per-run monitor
 //! process; [`pool`] is the in-memory slot pool; [`statedir`] the directory and its daemon lock;
-//! [`control`] the socket through which commands nudge the daemon; [`config`] reads fleet.toml.
+//! [`control`] the socket through which commands nudge the daemon; [`config`] reads fleet.toml;
+//! [`check`] is the restart-safety checker behind `fleet check`.
 
+pub mod check;
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod failpoints;
 pub mod fate;
 pub mod pool;
 pub mod runfiles;

@@ -1,0 +1,246 @@
+//! `fleet check`: the restart-safety checker. It reads the database (runs and the append-only
+//! events table) and the run files, and reports every way the restart contract can be broken.
+//!
+//! It only reads. It is safe to run while the daemon runs; a run caught between its claim and
+//! its shim taking the lock is given [`STARTING_GRACE_MS`] before it counts as shim-less.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use store::{Millis, RunId, RunStatus, Store, StoreError};
+
+use crate::runfiles::{list_run_ids, RunDir};
+use crate::statedir::StateDir;
+
+/// How long a `starting` run may go without a live shim before `check` calls it a violation:
+/// the shim is spawned right after the claim commits, but takes a moment to lock.
+pub const STARTING_GRACE_MS: Millis = 30_000;
+
+/// The kinds of violation `fleet check` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ViolationKind {
+    /// One run (one attempt) was started more than once (brief failures 1 and 2).
+    DoubleStart,
+    /// A claim took a namespace or the global count over the cap in force at that moment.
+    OverCap,
+    /// The database records a run as active but no shim holds its lock, and none recorded its end.
+    ActiveWithoutShim,
+    /// A live shim holds the lock of a run the database does not hold as active (for that claim).
+    ShimWithoutActiveRun,
+    /// A project has two active runs at once.
+    TwoActiveRuns,
+    /// A run reached a terminal status more than once.
+    TwoEnds,
+}
+
+impl ViolationKind {
+    /// The snake_case name used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ViolationKind::DoubleStart => "double_start",
+            ViolationKind::OverCap => "over_cap",
+            ViolationKind::ActiveWithoutShim => "active_without_shim",
+            ViolationKind::ShimWithoutActiveRun => "shim_without_active_run",
+            ViolationKind::TwoActiveRuns => "two_active_runs",
+            ViolationKind::TwoEnds => "two_ends",
+        }
+    }
+}
+
+/// One broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which invariant.
+    pub kind: ViolationKind,
+    /// The run concerned, when there is one.
+    pub run_id: Option<RunId>,
+    /// What was found, in words, naming run ids, projects and numbers.
+    pub message: String,
+}
+
+/// The checker's findings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Every violation found; empty means every invariant holds.
+    pub violations: Vec<Violation>,
+    /// Runs read from the database.
+    pub runs: usize,
+    /// Events read.
+    pub events: usize,
+    /// Run directories read.
+    pub run_dirs: usize,
+    /// Runs that ended while no daemon was there to record it: their exit record waits for the
+    /// next daemon (not a violation).
+    pub awaiting_finalize: Vec<RunId>,
+}
+
+impl Report {
+    /// True when no invariant is broken.
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// Runs every check against one state directory.
+///
+/// Errors: the database cannot be read. Unreadable run files are reported as what they imply
+/// (a missing started record, a free lock), never skipped silently.
+pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, StoreError> {
+    let mut report = Report::default();
+    let runs = store.list_runs(&store::RunFilter::default())?;
+    let events = store.events_after(0)?;
+    report.runs = runs.len();
+    report.events = events.len();
+
+    // From the events: starts, ends and occupancy at every claim.
+    let mut runnings: BTreeMap<RunId, usize> = BTreeMap::new();
+    let mut ends: BTreeMap<RunId, usize> = BTreeMap::new();
+    // A claim not followed by a requeue is a start of the attempt (the command may have run).
+    let mut open_claim: BTreeMap<RunId, bool> = BTreeMap::new();
+    let mut claims_started: BTreeMap<RunId, usize> = BTreeMap::new();
+    for ev in &events {
+        if ev.to == RunStatus::Starting {
+            if open_claim.get(&ev.run_id) == Some(&true) {
+                *claims_started.entry(ev.run_id).or_default() += 1;
+            }
+            open_claim.insert(ev.run_id, true);
+            if let (Some(active), Some(cap)) = (ev.global_active, ev.global_cap) {
+                if active > cap {
+                    report.violations.push(Violation {
+                        kind: ViolationKind::OverCap,
+                        run_id: Some(ev.run_id),
+                        message: format!(
+                            "run {} ({}) was claimed with {active} runs active, over the global cap of {cap} (epoch {})",
+                            ev.run_id,
+                            ev.project,
+                            ev.epoch.unwrap_or(0)
+                        ),
+                    });
+                }
+            }
+            if let (Some(active), Some(cap)) = (ev.namespace_active, ev.namespace_cap) {
+                if active > cap {
+                    report.violations.push(Violation {
+                        kind: ViolationKind::OverCap,
+                        run_id: Some(ev.run_id),
+                        message: format!(
+                            "run {} ({}) was claimed with {active} runs active in namespace {}, over its cap of {cap} (epoch {})",
+                            ev.run_id,
+                            ev.project,
+                            ev.namespace,
+                            ev.epoch.unwrap_or(0)
+                        ),
+                    });
+                }
+            }
+        }
+        if ev.from == Some(RunStatus::Starting) && ev.to == RunStatus::Queued {
+            open_claim.insert(ev.run_id, false);
+        }
+        if ev.to == RunStatus::Running {
+            *runnings.entry(ev.run_id).or_default() += 1;
+        }
+        if ev.to.is_terminal() {
+            *ends.entry(ev.run_id).or_default() += 1;
+        }
+    }
+    for (run, n) in &runnings {
+        if *n > 1 {
+            report.violations.push(Violation {
+                kind: ViolationKind::DoubleStart,
+                run_id: Some(*run),
+                message: format!("run {run} was recorded running {n} times in one attempt"),
+            });
+        }
+    }
+    for (run, n) in &claims_started {
+        report.violations.push(Violation {
+            kind: ViolationKind::DoubleStart,
+            run_id: Some(*run),
+            message: format!(
+                "run {run} was claimed again {n} time(s) without recovery proving the earlier claim never started"
+            ),
+        });
+    }
+    for (run, n) in &ends {
+        if *n > 1 {
+            report.violations.push(Violation {
+                kind: ViolationKind::TwoEnds,
+                run_id: Some(*run),
+                message: format!("run {run} reached a terminal status {n} times"),
+            });
+        }
+    }
+
+    // The database's running set against the shims' locks.
+    let by_id: BTreeMap<RunId, &store::Run> = runs.iter().map(|r| (r.id, r)).collect();
+    let mut active_by_project: BTreeMap<&str, Vec<RunId>> = BTreeMap::new();
+    for run in runs.iter().filter(|r| r.status.is_active()) {
+        active_by_project
+            .entry(run.project.as_str())
+            .or_default()
+            .push(run.id);
+        let dir = RunDir::new(state.root(), run.id);
+        if dir.is_locked().unwrap_or(false) {
+            continue;
+        }
+        let ended = matches!(dir.read_exit(), Ok(Some(e)) if e.token == run.claim_token);
+        if ended {
+            report.awaiting_finalize.push(run.id);
+            continue;
+        }
+        let young = run.status == RunStatus::Starting
+            && now - run.started_at.unwrap_or(now) < STARTING_GRACE_MS;
+        if young {
+            continue;
+        }
+        report.violations.push(Violation {
+            kind: ViolationKind::ActiveWithoutShim,
+            run_id: Some(run.id),
+            message: format!(
+                "run {} ({}) is {} in the database but no shim holds its lock and no exit was recorded",
+                run.id, run.project, run.status
+            ),
+        });
+    }
+    for (project, ids) in &active_by_project {
+        if ids.len() > 1 {
+            report.violations.push(Violation {
+                kind: ViolationKind::TwoActiveRuns,
+                run_id: ids.first().copied(),
+                message: format!("project {project} has {} active runs: {ids:?}", ids.len()),
+            });
+        }
+    }
+    let dirs: BTreeSet<RunId> = list_run_ids(state.root())
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    report.run_dirs = dirs.len();
+    for id in dirs {
+        let dir = RunDir::new(state.root(), id);
+        if !dir.is_locked().unwrap_or(false) {
+            continue;
+        }
+        let token = dir.read_started().ok().flatten().map(|s| s.token);
+        let fine = match by_id.get(&id) {
+            Some(run) => run.status.is_active() && token.is_none_or(|t| t == run.claim_token),
+            None => false,
+        };
+        if !fine {
+            let what = match by_id.get(&id) {
+                Some(run) => format!("{} (claim {})", run.status, run.claim_token),
+                None => "unknown to the database".into(),
+            };
+            report.violations.push(Violation {
+                kind: ViolationKind::ShimWithoutActiveRun,
+                run_id: Some(id),
+                message: format!(
+                    "a live shim holds run {id}'s lock (claim {}) but the run is {what}",
+                    token.map(|t| t.to_string()).unwrap_or_else(|| "?".into())
+                ),
+            });
+        }
+    }
+    report.violations.sort_by_key(|v| (v.kind, v.run_id));
+    Ok(report)
+}

@@ -1,0 +1,106 @@
+//! The register of every failpoint in the supervisor, with what recovery does after a crash
+//! there. Tests inject crashes by name (`FAILPOINTS=name=return` aborts the process at that
+//! point; the cargo feature `failpoints` compiles them in). A unit test keeps this register, the
+//! `fail_point!` calls in the source and the table in docs/ARCHITECTURE.md in agreement.
+
+/// The daemon's failpoints (the shim's are in [`crate::shim::FAILPOINTS`]).
+pub const DAEMON: &[(&str, &str)] = &[
+    (
+        "daemon-after-claim",
+        "the claim is committed, no shim spawned: lock free and no started record => \
+         recovery tombstones the claim and requeues the run, same attempt",
+    ),
+    (
+        "daemon-after-spawn",
+        "the shim is spawned, the daemon dies: the shim lives on in its own session => \
+         recovery finds its lock held and adopts the run (or finalizes it from its exit record)",
+    ),
+    (
+        "daemon-before-finalize",
+        "a shim's exit was read but not written to the database => recovery finds the lock free \
+         and the exit record, and finalizes the run with its real status",
+    ),
+    (
+        "daemon-after-finalize",
+        "transitions and claims of this EVAL are committed, no shim of its claims spawned => \
+         finalized runs stay final; claimed runs are requeued as never started",
+    ),
+    (
+        "recovery-before-tombstone",
+        "settling a claim whose command never started, before the tombstone => the next \
+         recovery finds the same state and decides the same (tombstone, requeue)",
+    ),
+    (
+        "recovery-after-tombstone",
+        "tombstone written, requeue not yet committed => the next recovery writes the \
+         tombstone again (idempotent) and requeues; a late shim of that claim never starts",
+    ),
+    (
+        "recovery-before-apply",
+        "recovery decided but wrote nothing => the next recovery decides the same again",
+    ),
+];
+
+/// Every failpoint, daemon's then shim's: (name, what recovery does after a crash there).
+pub fn all() -> Vec<(&'static str, &'static str)> {
+    DAEMON
+        .iter()
+        .chain(crate::shim::FAILPOINTS.iter())
+        .copied()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    fn names_in_source() -> BTreeSet<String> {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut names = BTreeSet::new();
+        for entry in std::fs::read_dir(&src).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for marker in ["fail_point!(\"", "crash_point!(\""] {
+                for part in text.split(marker).skip(1) {
+                    names.insert(part.split('"').next().unwrap().to_string());
+                }
+            }
+        }
+        names
+    }
+
+    /// Register check: a failpoint added to the code without its recovery story (or a register
+    /// entry whose failpoint was removed) is refused.
+    #[test]
+    fn register_matches_source() {
+        let register: BTreeSet<String> = super::all().iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(register, names_in_source());
+        assert!(
+            register.len() >= 12,
+            "the restart contract asks for at least twelve"
+        );
+    }
+
+    /// Register check: every failpoint is documented in docs/ARCHITECTURE.md's table.
+    #[test]
+    fn register_matches_architecture_doc() {
+        let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/ARCHITECTURE.md");
+        let text = std::fs::read_to_string(&doc).unwrap();
+        let documented: BTreeSet<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split('`').next())
+            .filter(|n| n.contains('-'))
+            .map(String::from)
+            .collect();
+        let register: BTreeSet<String> = super::all().iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(
+            register, documented,
+            "docs/ARCHITECTURE.md's failpoint table is out of step"
+        );
+    }
+}
