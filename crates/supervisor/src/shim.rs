@@ -207,7 +207,9 @@ impl ShimArgs {
 /// why on stderr; recovery reads the run folder); 2 for bad arguments.
 ///
 /// Never returns before the `exit` record is durable, except for a tombstoned claim (nothing was
-/// started) and setup failures (the lock, the `started` record: nothing was started either).
+/// started), setup failures (the lock, the tombstones, the `started` record: nothing was started
+/// either), and a failure to write the `exit` record itself (after the command and its group are
+/// gone; recovery then sees `started` without `exit` and calls the run lost).
 ///
 /// Must be called on the process's only thread, before any async runtime or other thread
 /// exists: the parent-death signal follows the thread that forked the command, and the signal
@@ -399,9 +401,11 @@ fn spawn_command(a: &ShimArgs, dir: &RunDir, shim_pid: i32) -> Result<Child, Str
     // calls (sigemptyset, sigprocmask, signal, prctl, getppid, _exit).
     unsafe {
         cmd.pre_exec(move || {
-            // std already resets the signal mask and SIGPIPE before exec (verified: the
-            // `command_sees_clean_signal_state` test); done again here so the command never
-            // starts with the shim's blocked signals whatever std does.
+            // std resets SIGPIPE to its default before exec but NOT the signal mask (verified
+            // with Rust 1.95: a `sleep` spawned from the shim had SIGTERM and SIGCHLD blocked and
+            // ignored a cancel). Shells unblock at startup, other programs do not, so the mask
+            // the shim set for sigtimedwait is cleared here. SIGPIPE is reset too, in case std
+            // ever stops doing it. Test: `command_starts_with_a_clean_signal_state`.
             let mut empty = MaybeUninit::<libc::sigset_t>::uninit();
             libc::sigemptyset(empty.as_mut_ptr());
             libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut());
@@ -474,13 +478,11 @@ fn supervise(
             .flatten()
             .min();
         let wait = next.map(|d| d.saturating_duration_since(Instant::now()));
-        match wait_signal(signals, wait) {
-            Some(libc::SIGTERM | libc::SIGINT | libc::SIGHUP) => {
-                term_requested = true;
-                begin_termination(pgid, a.kill_grace, &mut terminating, &mut kill_at);
-            }
-            // SIGCHLD, a deadline, or an interruption: the top of the loop looks again.
-            _ => {}
+        // SIGCHLD, a deadline or an interruption need nothing here: the top of the loop looks
+        // again at the command and the clock.
+        if let Some(libc::SIGTERM | libc::SIGINT | libc::SIGHUP) = wait_signal(signals, wait) {
+            term_requested = true;
+            begin_termination(pgid, a.kill_grace, &mut terminating, &mut kill_at);
         }
     }
     let finished_at = now_rfc3339();

@@ -1,6 +1,6 @@
-//! Process-level tests of the shim: they run the real shim code as its own process (the
-//! `examples/shim.rs` program, built by `cargo test` next to this test binary) on real commands,
-//! and check the run folder, the log, the lock and the processes left behind.
+//! Process-level tests of the shim: they run the real shim code as its own process (this test
+//! binary re-executed with `--fleet-test-shim`, see [`RUN_AS_SHIM`]) on real commands, and check
+//! the run folder, the log, the lock and the processes left behind.
 //!
 //! No sleeping for synchronisation: every wait polls a condition against a deadline.
 
@@ -17,21 +17,39 @@ use supervisor::shim::ShimArgs;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
-/// The shim program: `<profile>/examples/shim`, next to `<profile>/deps/<this test binary>`.
-fn shim_exe() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary in <profile>/deps/");
-    let shim = profile.join("examples").join("shim");
-    assert!(
-        shim.exists(),
-        "{} is missing: `cargo test -p supervisor` builds it (examples/shim.rs); \
-         or run `cargo build -p supervisor --examples`",
-        shim.display()
-    );
-    shim
+/// Before libtest's `main` runs (so before it starts any thread): when this test binary is
+/// re-executed as `<test binary> --fleet-test-shim ARGS...`, it becomes the shim
+/// (`supervisor::shim::main(ARGS)`) and exits. The shim must be single-threaded, which a libtest
+/// test function is not (libtest runs tests on spawned threads; signals sent to the process
+/// could land on its main thread); an `.init_array` constructor runs on the only thread. And the
+/// shim code is then always the one compiled with this test, same source and same features
+/// (`failpoints`), under `cargo test` and `cargo nextest` alike.
+#[used]
+#[link_section = ".init_array"]
+static RUN_AS_SHIM: extern "C" fn() = run_as_shim;
+
+const SHIM_FLAG: &str = "--fleet-test-shim";
+
+extern "C" fn run_as_shim() {
+    use std::os::unix::ffi::OsStringExt;
+    // std::env::args is not guaranteed to be set up yet; /proc/self/cmdline always is.
+    let Ok(cmdline) = fs::read("/proc/self/cmdline") else {
+        return;
+    };
+    let mut args: Vec<OsString> = cmdline
+        .split(|&b| b == 0)
+        .map(|a| OsString::from_vec(a.to_vec()))
+        .collect();
+    args.pop(); // after the final NUL
+    if args.get(1).is_some_and(|a| a == SHIM_FLAG) {
+        std::process::exit(supervisor::shim::main(&args[2..]));
+    }
+}
+
+fn shim_command() -> Command {
+    let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
+    cmd.arg(SHIM_FLAG);
+    cmd
 }
 
 struct Fixture {
@@ -73,7 +91,7 @@ impl Fixture {
 /// Starts the shim the way the daemon does: its own session, stdout a pipe; here stderr is a pipe
 /// too, so tests can read what the shim says.
 fn spawn_shim(args: &ShimArgs, env: &[(&str, &str)]) -> Child {
-    let mut cmd = Command::new(shim_exe());
+    let mut cmd = shim_command();
     cmd.args(args.to_args())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -386,10 +404,9 @@ fn sigkilled_shim_takes_the_command_with_it_and_frees_the_lock() {
 }
 
 #[test]
-fn command_sees_the_environment_a_clean_signal_state_and_dev_null() {
+fn command_sees_the_environment_without_failpoints_and_dev_null() {
     let f = Fixture::new();
     let script = r#"echo "x=$X fp=${FAILPOINTS-unset}"
-grep -E '^(SigBlk|SigIgn):' /proc/self/status
 readlink /proc/self/fd/0
 echo to-stderr >&2"#;
     let args = f.args(1, &["sh", "-c", script]);
@@ -399,9 +416,18 @@ echo to-stderr >&2"#;
     ));
     assert!(status.success(), "{err}");
     let log = fs::read_to_string(f.dir().log_path()).unwrap();
-    assert!(log.contains("x=hello fp=unset\n"), "{log}");
-    assert!(log.contains("\n/dev/null\n"), "{log}");
-    assert!(log.contains("to-stderr\n"), "{log}");
+    assert_eq!(log, "x=hello fp=unset\n/dev/null\nto-stderr\n");
+}
+
+/// The shim blocks signals for sigtimedwait; the command must not inherit that mask (std does
+/// not reset it), nor an ignored SIGPIPE. Not through a shell: shells reset their mask.
+#[test]
+fn command_starts_with_a_clean_signal_state() {
+    let f = Fixture::new();
+    let args = f.args(1, &["grep", "-E", "^(SigBlk|SigIgn):", "/proc/self/status"]);
+    let (status, _, err) = finish(spawn_shim(&args, &[]));
+    assert!(status.success(), "{err}");
+    let log = fs::read_to_string(f.dir().log_path()).unwrap();
     let mask = |name: &str| {
         let line = log.lines().find(|l| l.starts_with(name)).unwrap();
         u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
@@ -434,7 +460,7 @@ fn every_claim_appends_to_the_log() {
 
 #[test]
 fn bad_arguments_exit_2() {
-    let out = Command::new(shim_exe())
+    let out = shim_command()
         .arg("--bogus")
         .output()
         .expect("run the shim");
@@ -503,7 +529,7 @@ mod failpoints {
         let f = Fixture::new();
         let dir = f.dir();
         let args = f.args(9, &["sh", "-c", "touch marker"]);
-        let shim = spawn_shim(&args, &[("FAILPOINTS", "shim-before-lock=sleep(2000)")]);
+        let shim = spawn_shim(&args, &[("FAILPOINTS", "shim-before-lock=sleep(3000)")]);
         let lock = dir
             .try_lock()
             .unwrap()
