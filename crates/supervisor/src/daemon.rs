@@ -172,7 +172,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         {
             daemon.reload_config().await;
         }
-        if daemon.tick_period() != daemon.config.tick {
+        if tick.period() != daemon.config.tick {
             tick = tokio::time::interval(daemon.config.tick);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         }
@@ -281,10 +281,6 @@ struct EvalOutcome {
 }
 
 impl Daemon {
-    fn tick_period(&self) -> Duration {
-        self.config.tick
-    }
-
     fn wake_at(&self) -> Option<Instant> {
         match (self.backoff.map(|(u, _)| u), self.next_due) {
             (Some(a), Some(b)) => Some(a.max(b)),
