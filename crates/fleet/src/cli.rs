@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use store::{CancelOutcome, NewRun, RunFilter, RunStatus, Store, Trigger};
-use supervisor::config::Config;
+use supervisor::config::{Config, ConfigErrors};
 use supervisor::control::{self, Nudge};
 use supervisor::statedir::StateDir;
 
@@ -157,17 +157,37 @@ fn load(path: &Path) -> Result<Config> {
     })
 }
 
+/// The config for a command that only reads or cancels. When the file is invalid, such commands
+/// still work on the state directory it names (a typo in fleet.toml must not hide the runs),
+/// with a warning; the errors come back for `status` to show.
+fn load_for_reading(path: &Path) -> Result<(StateDir, Option<Config>, Option<ConfigErrors>)> {
+    match Config::load(path) {
+        Ok(config) => Ok((StateDir::new(&config.state_dir), Some(config), None)),
+        Err(errors) => match Config::state_dir_of(path) {
+            Some(dir) => {
+                eprintln!(
+                    "fleet: warning: {} (reading {} anyway)",
+                    errors.0.first().map(|e| e.to_string()).unwrap_or_default(),
+                    dir.display()
+                );
+                Ok((StateDir::new(dir), None, Some(errors)))
+            }
+            None => Err(load(path)
+                .err()
+                .unwrap_or_else(|| Failure::input("invalid config"))),
+        },
+    }
+}
+
+/// Opens the existing store of a state directory; `None` when nothing was ever queued.
+fn open_existing_at(state: &StateDir) -> Result<Option<Store>> {
+    state.open_existing_store().map_err(Failure::input)
+}
+
 /// Opens the store for a command that writes (creating the state directory if needed).
 fn open_store(config: &Config) -> Result<Store> {
     StateDir::new(&config.state_dir)
         .open_store()
-        .map_err(Failure::input)
-}
-
-/// Opens the store for a command that only reads; `None` when nothing was ever queued.
-fn open_existing(config: &Config) -> Result<Option<Store>> {
-    StateDir::new(&config.state_dir)
-        .open_existing_store()
         .map_err(Failure::input)
 }
 
@@ -263,11 +283,11 @@ fn runs(
     limit: u32,
     json: bool,
 ) -> Result<()> {
-    let config = load(path)?;
     let status = status
         .map(|s| s.parse::<RunStatus>().map_err(Failure::input))
         .transpose()?;
-    let runs = match open_existing(&config)? {
+    let (state, _, _) = load_for_reading(path)?;
+    let runs = match open_existing_at(&state)? {
         Some(store) => store
             .list_runs(&RunFilter {
                 project,
@@ -286,19 +306,26 @@ fn runs(
 }
 
 fn status(path: &Path, json: bool) -> Result<()> {
-    let config = load(path)?;
-    let state = StateDir::new(&config.state_dir);
+    let (state, config, errors) = load_for_reading(path)?;
     let holder = state
         .daemon_holder()
         .map_err(|e| Failure::action(format!("{}: {e}", state.lock_path().display())))?;
-    let (row, active) = match open_existing(&config)? {
+    let (row, active) = match open_existing_at(&state)? {
         Some(store) => (
             store.daemon_row().map_err(Failure::action)?,
             store.active_runs().map_err(Failure::action)?,
         ),
         None => (None, Vec::new()),
     };
-    let report = output::Status::new(&config, path, holder, row, &active);
+    let report = output::Status::new(
+        config.as_ref(),
+        errors.as_ref(),
+        &state,
+        path,
+        holder,
+        row,
+        &active,
+    );
     if json {
         println!("{}", report.json());
     } else {
@@ -308,15 +335,15 @@ fn status(path: &Path, json: bool) -> Result<()> {
 }
 
 fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
-    let config = load(path)?;
-    let Some(store) = open_existing(&config)? else {
+    let (state, _, _) = load_for_reading(path)?;
+    let Some(store) = open_existing_at(&state)? else {
         return Err(Failure::input(format!("unknown run id {run}")));
     };
     let record = store.get_run(run).map_err(|e| match e {
         store::StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {run}")),
         other => Failure::action(other),
     })?;
-    let log = supervisor::daemon::log_path(&config.state_dir, run);
+    let log = supervisor::daemon::log_path(state.root(), run);
     let mut out = std::io::stdout().lock();
     let mut offset = 0u64;
     let mut copy = |offset: &mut u64| -> Result<()> {
@@ -359,8 +386,8 @@ fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
 }
 
 fn cancel(path: &Path, run: i64) -> Result<()> {
-    let config = load(path)?;
-    let Some(store) = open_existing(&config)? else {
+    let (state, _, _) = load_for_reading(path)?;
+    let Some(store) = open_existing_at(&state)? else {
         return Err(Failure::input(format!("unknown run id {run}")));
     };
     let outcome = store
@@ -372,7 +399,7 @@ fn cancel(path: &Path, run: i64) -> Result<()> {
     match outcome {
         CancelOutcome::Cancelled => println!("run {run} cancelled"),
         CancelOutcome::Requested => {
-            let sent = control::send(&StateDir::new(&config.state_dir).socket_path(), Nudge::Eval);
+            let sent = control::send(&state.socket_path(), Nudge::Eval);
             if sent.is_ok() {
                 println!(
                     "run {run}: cancel requested; it ends `cancelled` once its process is gone"
@@ -388,23 +415,30 @@ fn cancel(path: &Path, run: i64) -> Result<()> {
             )));
         }
     }
-    let _ = control::send(&StateDir::new(&config.state_dir).socket_path(), Nudge::Eval);
+    let _ = control::send(&state.socket_path(), Nudge::Eval);
     Ok(())
 }
 
 fn reload(path: &Path) -> Result<()> {
-    let config = load(path)?;
-    let socket = StateDir::new(&config.state_dir).socket_path();
+    let (state, _, errors) = load_for_reading(path)?;
+    let socket = state.socket_path();
+    // Sent even for an invalid file: the daemon then records the refusal for `fleet status`.
     control::send(&socket, Nudge::Reload)
         .map_err(|e| Failure::action(format!("no daemon answers on {}: {e}", socket.display())))?;
+    if errors.is_some() {
+        // The warning above named the first error; the daemon keeps its last good config.
+        return Err(Failure::input(format!(
+            "{} is invalid; the daemon keeps the config it has (see `fleet validate`)",
+            path.display()
+        )));
+    }
     println!("reload requested");
     Ok(())
 }
 
 fn check(path: &Path, json: bool) -> Result<()> {
-    let config = load(path)?;
-    let state = StateDir::new(&config.state_dir);
-    let report = match open_existing(&config)? {
+    let (state, _, _) = load_for_reading(path)?;
+    let report = match open_existing_at(&state)? {
         Some(store) => {
             supervisor::check::check(&state, &store, store::now_ms()).map_err(Failure::action)?
         }

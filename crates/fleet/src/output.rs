@@ -6,7 +6,8 @@ use std::path::Path;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde_json::{json, Value};
 use store::{rfc3339, DaemonRow, Run};
-use supervisor::config::Config;
+use supervisor::config::{Config, ConfigErrors};
+use supervisor::statedir::StateDir;
 
 fn time(ms: Option<i64>) -> Value {
     ms.map(|m| Value::String(rfc3339(m))).unwrap_or(Value::Null)
@@ -112,7 +113,9 @@ impl Status {
     /// Builds the report: the daemon (alive if it holds the lock), its epoch and uptime, the
     /// config in force and its last reload error, occupancy against every cap.
     pub fn new(
-        config: &Config,
+        config: Option<&Config>,
+        file_errors: Option<&ConfigErrors>,
+        state: &StateDir,
         path: &Path,
         holder: Option<i32>,
         row: Option<DaemonRow>,
@@ -126,9 +129,9 @@ impl Status {
         // The caps in force: the daemon's, when one runs; otherwise the file's.
         let caps: Value = match (&holder, &row) {
             (Some(_), Some(row)) => serde_json::from_str(&row.caps_json).unwrap_or(Value::Null),
-            _ => {
-                serde_json::from_str(&supervisor::daemon::caps_json(config)).unwrap_or(Value::Null)
-            }
+            _ => config.map_or(Value::Null, |c| {
+                serde_json::from_str(&supervisor::daemon::caps_json(c)).unwrap_or(Value::Null)
+            }),
         };
         let mut namespaces = serde_json::Map::new();
         if let Some(map) = caps.get("namespaces").and_then(|v| v.as_object()) {
@@ -169,7 +172,8 @@ impl Status {
             value: json!({
                 "daemon": daemon,
                 "config": path.display().to_string(),
-                "state_dir": config.state_dir.display().to_string(),
+                "config_errors": file_errors.map(|e| e.0.iter().map(|e| e.to_string()).collect::<Vec<_>>()),
+                "state_dir": state.root().display().to_string(),
                 "global": {"active": active.len(), "max_concurrency": caps.get("global")},
                 "namespaces": namespaces,
             }),
@@ -203,10 +207,22 @@ impl Status {
         } else {
             s += "daemon: not running\n";
         }
+        if let Some(errors) = v["config_errors"].as_array() {
+            s += "the config file is invalid now:\n";
+            for e in errors {
+                s += &format!("  {}\n", e.as_str().unwrap_or("?"));
+            }
+        }
         s += &format!("state dir: {}\n", v["state_dir"].as_str().unwrap_or("?"));
+        let cap = &v["global"]["max_concurrency"];
         s += &format!(
             "active: {} of {} (global cap)\n",
-            v["global"]["active"], v["global"]["max_concurrency"]
+            v["global"]["active"],
+            if cap.is_null() {
+                "?".to_string()
+            } else {
+                cap.to_string()
+            }
         );
         if let Some(map) = v["namespaces"].as_object() {
             for (name, n) in map {

@@ -250,6 +250,28 @@ impl Config {
     pub fn project(&self, name: &str) -> Option<&ProjectConfig> {
         self.projects.get(name)
     }
+
+    /// The state directory a config file names, found even when the rest of the file is
+    /// invalid — so that `fleet status` can show a refused edit, and `fleet runs` keeps working,
+    /// while the operator fixes a typo. `None` when the file cannot be read, or its `state_dir`
+    /// itself cannot be made out.
+    pub fn state_dir_of(path: &Path) -> Option<PathBuf> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let dir = resolve_dir(path);
+        let Ok(root) = DeTable::parse(&text) else {
+            // Unparsable: only a file with no state_dir line can be trusted to use the default.
+            return (!text.contains("state_dir")).then(|| resolve_against(&dir, DEFAULT_STATE_DIR));
+        };
+        match root.get_ref().get("state_dir") {
+            None => Some(resolve_against(&dir, DEFAULT_STATE_DIR)),
+            Some(v) => match v.get_ref() {
+                toml::de::DeValue::String(s) if !s.is_empty() && !s.contains('\0') => {
+                    Some(resolve_against(&dir, s))
+                }
+                _ => None,
+            },
+        }
+    }
 }
 
 /// Parses a cron expression the way fleet.toml accepts it: 5 fields (minute hour day-of-month

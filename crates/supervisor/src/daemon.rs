@@ -129,6 +129,21 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     let notify = Arc::new(Notify::new());
     let reload = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let listener = control_listener(&state, notify.clone(), reload.clone())?;
+    // Edits of fleet.toml are noticed by themselves; the reload happens at an EVAL boundary.
+    let _watcher = {
+        let notify = notify.clone();
+        let reload = reload.clone();
+        match crate::watch::watch(&options.config_path, move || {
+            reload.store(true, std::sync::atomic::Ordering::SeqCst);
+            notify.notify_one();
+        }) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch the config file; use `fleet reload` or SIGHUP after edits");
+                None
+            }
+        }
+    };
     let mut daemon = Daemon {
         config: Arc::new(config),
         options,
@@ -437,8 +452,10 @@ impl Daemon {
                 (caps_json(&self.config), Some(msg))
             }
             Ok(new) => {
-                tracing::info!("reloaded {}", self.options.config_path.display());
-                self.config = Arc::new(new);
+                if new != *self.config {
+                    tracing::info!("reloaded {}", self.options.config_path.display());
+                    self.config = Arc::new(new);
+                }
                 (caps_json(&self.config), None)
             }
             Err(errors) => {

@@ -16,3 +16,4 @@ pub mod pool;
 pub mod runfiles;
 pub mod shim;
 pub mod statedir;
+pub mod watch;
