@@ -21,6 +21,7 @@
 //!
 //! Times are `i64` milliseconds since the Unix epoch, UTC ([`Millis`]).
 
+mod schedules;
 mod schema;
 pub mod status;
 
@@ -30,6 +31,7 @@ use std::time::Duration;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
+pub use schedules::{FireRequest, Fired, OverlapPolicy, ScheduleRow};
 pub use status::{RunStatus, Trigger, ALL_STATUSES, TRANSITIONS};
 
 /// A run's id: the `runs.id` primary key. Never reused.

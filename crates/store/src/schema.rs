@@ -83,7 +83,7 @@ CREATE INDEX events_by_run ON events (run_id, seq);
 "#;
 
 /// Every migration's SQL, oldest first.
-const ALL: &[&str] = &[V1];
+const ALL: &[&str] = &[V1, V2];
 
 /// The schema version after every migration ran.
 pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
@@ -91,6 +91,22 @@ pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
         std::num::NonZeroUsize::new(ALL.len()).expect("at least one migration"),
     )
 }
+
+/// Version 2: the persisted cursor of each schedule.
+pub(crate) const V2: &str = r#"
+-- One row per scheduled project: the last occurrence handled (fired or skipped). The next
+-- occurrence is always computed from it, never from "now", so an early or repeated pass cannot
+-- make a second run for one slot; the unique index runs_one_per_occurrence is the second guard.
+CREATE TABLE schedules (
+    project        TEXT PRIMARY KEY,
+    timetable      TEXT NOT NULL,
+    cursor         INTEGER NOT NULL,
+    next_fire      INTEGER,
+    skipped_total  INTEGER NOT NULL DEFAULT 0,
+    last_skipped   INTEGER,
+    updated_at     INTEGER NOT NULL
+) STRICT;
+"#;
 
 /// All migrations, oldest first.
 pub(crate) fn migrations() -> Migrations<'static> {

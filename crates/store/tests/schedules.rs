@@ -1,0 +1,155 @@
+//! Firing schedule occurrences: one run per occurrence, the cursor moves in the same
+//! transaction, overlap policies.
+
+use std::time::Duration;
+
+use store::*;
+
+fn open() -> (tempfile::TempDir, Store, i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("fleet.db"), Duration::from_millis(200)).unwrap();
+    let epoch = store.take_over(1, "fleet.toml", "{}", 0).unwrap();
+    (dir, store, epoch)
+}
+
+fn req(expected: Option<Millis>, fire: Option<Millis>, overlap: OverlapPolicy) -> FireRequest {
+    FireRequest {
+        project: "p".into(),
+        namespace: "default".into(),
+        timetable: "* * * * * UTC".into(),
+        expected_cursor: expected,
+        cursor: fire.unwrap_or(0),
+        next_fire: None,
+        fire,
+        skipped: vec![],
+        skipped_count: 0,
+        too_late: None,
+        overlap,
+    }
+}
+
+fn schedule_runs(s: &Store) -> Vec<Run> {
+    s.list_runs(&RunFilter::default())
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.trigger == Trigger::Schedule)
+        .collect()
+}
+
+/// The brief's failure 3: an occurrence is handled once. A second pass computed from a stale
+/// cursor writes nothing; even a caller that ignores the cursor cannot insert a second run for
+/// the same occurrence (unique key).
+#[test]
+fn one_run_per_occurrence() {
+    let (_d, s, epoch) = open();
+    let first = s
+        .fire_schedule(epoch, &req(None, Some(60_000), OverlapPolicy::Queue), 1)
+        .unwrap();
+    assert!(first.written && first.queued.is_some());
+    // Same step again from the old cursor: refused as stale.
+    let again = s
+        .fire_schedule(epoch, &req(None, Some(60_000), OverlapPolicy::Queue), 2)
+        .unwrap();
+    assert!(!again.written);
+    // From the new cursor but the same occurrence (a buggy caller): the unique key refuses it.
+    let dup = s
+        .fire_schedule(
+            epoch,
+            &req(Some(60_000), Some(60_000), OverlapPolicy::Queue),
+            3,
+        )
+        .unwrap();
+    assert!(dup.queued.is_none());
+    assert_eq!(schedule_runs(&s).len(), 1);
+    let row = &s.schedules().unwrap()[0];
+    assert_eq!(row.cursor, 60_000);
+}
+
+#[test]
+fn forbid_skips_while_active_and_records_it() {
+    let (_d, s, epoch) = open();
+    let f = s
+        .fire_schedule(epoch, &req(None, Some(60_000), OverlapPolicy::Forbid), 1)
+        .unwrap();
+    let id = f.queued.unwrap();
+    s.claim(
+        epoch,
+        &[ClaimRequest {
+            run_id: id,
+            namespace: "default".into(),
+            global_cap: 4,
+            namespace_cap: None,
+        }],
+        2,
+    )
+    .unwrap();
+    let g = s
+        .fire_schedule(
+            epoch,
+            &req(Some(60_000), Some(120_000), OverlapPolicy::Forbid),
+            3,
+        )
+        .unwrap();
+    assert!(g.queued.is_none());
+    let skip = s.get_run(g.skipped_run.unwrap()).unwrap();
+    assert_eq!(skip.status, RunStatus::Cancelled);
+    assert_eq!(skip.occurrence, Some(120_000));
+    assert!(skip.reason.unwrap().contains("forbid"));
+    assert_eq!(s.schedules().unwrap()[0].skipped_total, 1);
+}
+
+#[test]
+fn replace_flags_the_active_run_and_queues_the_new_one() {
+    let (_d, s, epoch) = open();
+    let id = s
+        .fire_schedule(epoch, &req(None, Some(60_000), OverlapPolicy::Replace), 1)
+        .unwrap()
+        .queued
+        .unwrap();
+    s.claim(
+        epoch,
+        &[ClaimRequest {
+            run_id: id,
+            namespace: "default".into(),
+            global_cap: 4,
+            namespace_cap: None,
+        }],
+        2,
+    )
+    .unwrap();
+    let g = s
+        .fire_schedule(
+            epoch,
+            &req(Some(60_000), Some(120_000), OverlapPolicy::Replace),
+            3,
+        )
+        .unwrap();
+    assert_eq!(g.replaced, Some(id));
+    assert!(s.get_run(id).unwrap().cancel_requested);
+    assert_eq!(
+        s.get_run(g.queued.unwrap()).unwrap().status,
+        RunStatus::Queued
+    );
+}
+
+#[test]
+fn too_late_occurrence_is_recorded_not_run() {
+    let (_d, s, epoch) = open();
+    let mut r = req(None, None, OverlapPolicy::Forbid);
+    r.cursor = 300_000;
+    r.too_late = Some(300_000);
+    r.skipped = vec![240_000];
+    r.skipped_count = 1;
+    let f = s.fire_schedule(epoch, &r, 1).unwrap();
+    assert!(f.queued.is_none());
+    let skip = s.get_run(f.skipped_run.unwrap()).unwrap();
+    assert_eq!(skip.status, RunStatus::Cancelled);
+    assert!(
+        skip.reason
+            .as_deref()
+            .unwrap()
+            .contains("starting_deadline"),
+        "{skip:?}"
+    );
+    assert_eq!(s.schedules().unwrap()[0].skipped_total, 2);
+}
