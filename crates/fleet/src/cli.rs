@@ -43,7 +43,7 @@ type Result<T> = std::result::Result<T, Failure>;
 
 /// fleet: a crash-safe supervisor for recurring and on-demand jobs on one host.
 #[derive(Parser, Debug)]
-#[command(name = "fleet", version, about, long_about = None)]
+#[command(name = "fleet", version)]
 struct Cli {
     /// The config file (default: $FLEET_CONFIG, else ./fleet.toml).
     #[arg(
@@ -146,35 +146,34 @@ pub fn main() -> Result<()> {
 }
 
 fn load(path: &Path) -> Result<Config> {
-    Config::load(path).map_err(|errors| {
-        let first = errors.0.first().map(|e| e.to_string()).unwrap_or_default();
-        let more = errors.0.len().saturating_sub(1);
-        if more > 0 {
-            Failure::input(format!("{first} (and {more} more; run `fleet validate`)"))
-        } else {
-            Failure::input(first)
-        }
-    })
+    Config::load(path).map_err(|errors| invalid(&errors))
 }
 
-/// The config for a command that only reads or cancels. When the file is invalid, such commands
-/// still work on the state directory it names (a typo in fleet.toml must not hide the runs),
-/// with a warning; the errors come back for `status` to show.
+/// The one-line exit-2 message for an invalid config: its first error, and how many more.
+fn invalid(errors: &ConfigErrors) -> Failure {
+    let first = errors.0.first().map(|e| e.to_string()).unwrap_or_default();
+    let more = errors.0.len().saturating_sub(1);
+    if more > 0 {
+        Failure::input(format!("{first} (and {more} more; run `fleet validate`)"))
+    } else {
+        Failure::input(first)
+    }
+}
+
+/// The state directory of a valid config; an invalid one is exit 2 (CONTRACT.md).
+fn state_of(path: &Path) -> Result<StateDir> {
+    Ok(StateDir::new(load(path)?.state_dir))
+}
+
+/// The config for `status` and `reload`, which must work while the file is invalid: `status`
+/// shows the refused edit (and then exits 2), `reload` makes the daemon record the refusal.
+/// They use the state directory the file names, with a warning.
 fn load_for_reading(path: &Path) -> Result<(StateDir, Option<Config>, Option<ConfigErrors>)> {
     match Config::load(path) {
         Ok(config) => Ok((StateDir::new(&config.state_dir), Some(config), None)),
         Err(errors) => match Config::state_dir_of(path) {
-            Some(dir) => {
-                eprintln!(
-                    "fleet: warning: {} (reading {} anyway)",
-                    errors.0.first().map(|e| e.to_string()).unwrap_or_default(),
-                    dir.display()
-                );
-                Ok((StateDir::new(dir), None, Some(errors)))
-            }
-            None => Err(load(path)
-                .err()
-                .unwrap_or_else(|| Failure::input("invalid config"))),
+            Some(dir) => Ok((StateDir::new(dir), None, Some(errors))),
+            None => Err(invalid(&errors)),
         },
     }
 }
@@ -286,7 +285,7 @@ fn runs(
     let status = status
         .map(|s| s.parse::<RunStatus>().map_err(Failure::input))
         .transpose()?;
-    let (state, _, _) = load_for_reading(path)?;
+    let state = state_of(path)?;
     let runs = match open_existing_at(&state)? {
         Some(store) => store
             .list_runs(&RunFilter {
@@ -331,11 +330,16 @@ fn status(path: &Path, json: bool) -> Result<()> {
     } else {
         print!("{}", report.text());
     }
-    Ok(())
+    match errors {
+        // Shown above too; the exit status and the one-line message still say the file is
+        // invalid.
+        Some(errors) => Err(invalid(&errors)),
+        None => Ok(()),
+    }
 }
 
 fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
-    let (state, _, _) = load_for_reading(path)?;
+    let state = state_of(path)?;
     let Some(store) = open_existing_at(&state)? else {
         return Err(Failure::input(format!("unknown run id {run}")));
     };
@@ -386,7 +390,7 @@ fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
 }
 
 fn cancel(path: &Path, run: i64) -> Result<()> {
-    let (state, _, _) = load_for_reading(path)?;
+    let state = state_of(path)?;
     let Some(store) = open_existing_at(&state)? else {
         return Err(Failure::input(format!("unknown run id {run}")));
     };
@@ -425,19 +429,16 @@ fn reload(path: &Path) -> Result<()> {
     // Sent even for an invalid file: the daemon then records the refusal for `fleet status`.
     control::send(&socket, Nudge::Reload)
         .map_err(|e| Failure::action(format!("no daemon answers on {}: {e}", socket.display())))?;
-    if errors.is_some() {
-        // The warning above named the first error; the daemon keeps its last good config.
-        return Err(Failure::input(format!(
-            "{} is invalid; the daemon keeps the config it has (see `fleet validate`)",
-            path.display()
-        )));
+    if let Some(errors) = errors {
+        // The daemon keeps its last good config and records the refusal.
+        return Err(invalid(&errors));
     }
     println!("reload requested");
     Ok(())
 }
 
 fn check(path: &Path, json: bool) -> Result<()> {
-    let (state, _, _) = load_for_reading(path)?;
+    let state = state_of(path)?;
     let report = match open_existing_at(&state)? {
         Some(store) => {
             supervisor::check::check(&state, &store, store::now_ms()).map_err(Failure::action)?

@@ -310,8 +310,14 @@ pub enum Change {
         reason: Option<String>,
         /// Queue the next attempt, not before this instant.
         retry: Option<Millis>,
+        /// When the command ended, as its shim recorded it (None: now). The database may learn
+        /// of an end much later (the daemon was down, the database busy); `finished_at` tells
+        /// when it happened, not when it was written.
+        finished_at: Option<Millis>,
     },
-    /// `starting → queued`, same attempt: recovery proved the command never started.
+    /// `starting → queued`, same attempt: recovery proved the command never started. If a cancel
+    /// was requested meanwhile, the run ends `cancelled` instead: requeueing it would only have
+    /// it claimed, signalled and requeued again.
     Requeue {
         /// Why, in words (kept in the event).
         reason: String,
@@ -969,9 +975,11 @@ fn apply_one(conn: &Connection, epoch: i64, t: &Transition, now: Millis) -> Resu
             run.id, run.claim_token, t.token
         )));
     }
+    let cancelled_before_start = matches!(t.change, Change::Requeue { .. }) && run.cancel_requested;
     let to = match &t.change {
         Change::Running { .. } => RunStatus::Running,
         Change::Finish { status, .. } => *status,
+        Change::Requeue { .. } if cancelled_before_start => RunStatus::Cancelled,
         Change::Requeue { .. } => RunStatus::Queued,
     };
     if !run.status.can_become(to) {
@@ -1008,11 +1016,19 @@ fn apply_one(conn: &Connection, epoch: i64, t: &Transition, now: Millis) -> Resu
             signal,
             reason,
             retry,
+            finished_at,
         } => {
             conn.prepare_cached(
                 "UPDATE runs SET status = ?2, exit_code = ?3, signal = ?4, reason = ?5, finished_at = ?6 WHERE id = ?1",
             )?
-            .execute(params![run.id, status.as_str(), exit_code, signal, reason, now])?;
+            .execute(params![
+                run.id,
+                status.as_str(),
+                exit_code,
+                signal,
+                reason,
+                finished_at.unwrap_or(now)
+            ])?;
             detail = reason.clone();
             if let Some(not_before) = retry {
                 let next = NewRun {
@@ -1025,6 +1041,14 @@ fn apply_one(conn: &Connection, epoch: i64, t: &Transition, now: Millis) -> Resu
                 };
                 retry_id = Some(insert_run(conn, &next, run.attempt + 1, Some(run.id), now)?);
             }
+        }
+        Change::Requeue { .. } if cancelled_before_start => {
+            let reason = "cancelled before it started";
+            conn.prepare_cached(
+                "UPDATE runs SET status = 'cancelled', reason = ?2, finished_at = ?3, pid = NULL WHERE id = ?1",
+            )?
+            .execute(params![run.id, reason, now])?;
+            detail = Some(reason.to_string());
         }
         Change::Requeue { reason } => {
             conn.prepare_cached(

@@ -188,6 +188,7 @@ fn transitions_follow_the_state_machine() {
                 signal: None,
                 reason: None,
                 retry: Some(100),
+                finished_at: None,
             })],
             5,
         )
@@ -215,6 +216,7 @@ fn transitions_follow_the_state_machine() {
                 signal: None,
                 reason: None,
                 retry: None,
+                finished_at: Some(6),
             })],
             6,
         )
@@ -315,4 +317,36 @@ fn list_runs_filters_newest_first() {
         })
         .unwrap();
     assert_eq!(a.iter().map(|r| r.id).collect::<Vec<_>>(), vec![5, 3]);
+}
+
+/// A run whose cancel was requested while it was starting, and which then proves never to have
+/// started, ends cancelled instead of going back to the queue (where it would be claimed,
+/// signalled and requeued again, in a loop).
+#[test]
+fn requeue_of_a_cancelled_run_ends_it() {
+    let (_d, s) = open();
+    let epoch = take_over(&s);
+    let id = s.enqueue(&new_run("p", "default"), 1).unwrap();
+    let token = s.claim(epoch, &[req(id, "default")], 2).unwrap()[0]
+        .run
+        .claim_token;
+    assert_eq!(
+        s.request_cancel(id, "x", 3).unwrap(),
+        CancelOutcome::Requested
+    );
+    s.apply(
+        epoch,
+        &[Transition {
+            run_id: id,
+            token,
+            change: Change::Requeue {
+                reason: "never started".into(),
+            },
+        }],
+        4,
+    )
+    .unwrap();
+    let r = s.get_run(id).unwrap();
+    assert_eq!(r.status, RunStatus::Cancelled);
+    assert!(s.queue_heads(10).unwrap().is_empty());
 }

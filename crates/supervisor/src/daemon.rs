@@ -159,6 +159,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         reload,
         backoff: None,
         next_due: None,
+        fenced: None,
     };
     daemon.recover().await;
 
@@ -198,8 +199,15 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
             continue;
         }
         daemon.eval().await;
+        if daemon.fenced.is_some() {
+            break;
+        }
     }
     listener.abort();
+    if let Some(err) = daemon.fenced.take() {
+        // The socket now belongs to the daemon that fenced us off: leave it.
+        return Err(DaemonError::Store(err));
+    }
     let _ = std::fs::remove_file(daemon.state.socket_path());
     Ok(())
 }
@@ -278,6 +286,8 @@ struct Daemon {
     backoff: Option<(Instant, Duration)>,
     /// The earliest instant a delayed (retry) run becomes claimable.
     next_due: Option<Instant>,
+    /// Set when the store refused a write because a newer epoch took over: the loop stops.
+    fenced: Option<StoreError>,
 }
 
 /// What the blocking half of an EVAL hands back.
@@ -549,6 +559,12 @@ impl Daemon {
             }
         }
         if let Some((err, unapplied)) = outcome.failed {
+            if let StoreError::Fenced { .. } = err {
+                // Another daemon took the state directory over: this one must not write again.
+                tracing::error!(error = %err, "fenced off: stopping");
+                self.fenced = Some(err);
+                return;
+            }
             self.pending = unapplied;
             let wait = self
                 .backoff
@@ -676,6 +692,7 @@ impl Daemon {
                         signal: None,
                         reason: Some(reason),
                         retry: None,
+                        finished_at: None,
                     },
                 });
                 self.pool.insert(slot);
@@ -792,6 +809,8 @@ fn eval_blocking(
             .collect();
         let picks = packer_for(&caps).pack(&caps, &running, &candidates);
         out.db_active = db;
+        // Read before the claim: once runs are claimed, nothing may stop them being spawned.
+        out.next_not_before = store.next_not_before(now)?;
         if !picks.is_empty() {
             let requests: Vec<ClaimRequest> = picks
                 .iter()
@@ -814,7 +833,6 @@ fn eval_blocking(
             }
             out.claimed = claimed.into_iter().map(|c| c.run).collect();
         }
-        out.next_not_before = store.next_not_before(now)?;
         Ok(())
     };
     if let Err(e) = step() {

@@ -138,6 +138,7 @@ pub fn transition(
             signal: None,
             reason: Some("the shim died without recording the command's end".into()),
             retry: policy.next(RunStatus::Lost, attempt, now),
+            finished_at: None,
         },
         Fate::Ended(exit) => {
             let (status, exit_code, signal, reason) = outcome(exit);
@@ -147,6 +148,7 @@ pub fn transition(
                 signal,
                 reason,
                 retry: policy.next(status, attempt, now),
+                finished_at: exit.finished_ms(),
             }
         }
     };

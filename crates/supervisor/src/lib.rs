@@ -14,6 +14,7 @@ pub mod failpoints;
 pub mod fate;
 pub mod pool;
 pub mod runfiles;
+pub mod schedule;
 pub mod shim;
 pub mod statedir;
 pub mod watch;

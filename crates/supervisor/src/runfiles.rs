@@ -121,6 +121,15 @@ pub struct ExitRecord {
     pub finished_at: String,
 }
 
+impl ExitRecord {
+    /// `finished_at` as milliseconds since the Unix epoch (UTC); `None` if it does not parse.
+    pub fn finished_ms(&self) -> Option<i64> {
+        chrono::DateTime::parse_from_rfc3339(&self.finished_at)
+            .ok()
+            .map(|t| t.timestamp_millis())
+    }
+}
+
 /// The folder of one run: `<state_dir>/runs/<run_id>/`. Creating a value does no I/O.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunDir {

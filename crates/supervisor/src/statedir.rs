@@ -134,32 +134,37 @@ impl StateDir {
             let mut text = String::new();
             let _ = file.read_to_string(&mut text);
             return Err(StateDirError::Held {
-                pid: text.trim().parse().ok(),
+                pid: text.split_whitespace().next().and_then(|p| p.parse().ok()),
                 path: self.root.clone(),
             });
         }
         file.set_len(0).map_err(unusable)?;
         file.rewind().map_err(unusable)?;
-        writeln!(file, "{}", std::process::id()).map_err(unusable)?;
+        // pid and start time: `daemon_holder` recognises the holder without touching the lock.
+        let pid = std::process::id() as i32;
+        let start = crate::runfiles::proc_start_time(pid).unwrap_or(0);
+        writeln!(file, "{pid} {start}").map_err(unusable)?;
         file.sync_all().map_err(unusable)?;
         Ok(DaemonLock { _file: file })
     }
 
     /// The pid of the daemon holding this state directory, or `None` when no daemon holds it.
-    /// Read-only: never creates anything.
+    ///
+    /// Read-only, and it never touches the lock: a probe that took the lock even for an instant
+    /// could make a daemon starting at that instant believe the directory held. The lock file
+    /// names the holder's pid and start time; the holder is alive when that very process is.
     pub fn daemon_holder(&self) -> io::Result<Option<i32>> {
-        let mut file = match File::open(self.lock_path()) {
-            Ok(f) => f,
+        let text = match std::fs::read_to_string(self.lock_path()) {
+            Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        if try_flock(&file)? {
-            // We got it, so nobody holds it; dropping the file releases it at once.
+        let mut parts = text.split_whitespace().map(|p| p.parse::<u64>().ok());
+        let (Some(Some(pid)), Some(Some(start))) = (parts.next(), parts.next()) else {
             return Ok(None);
-        }
-        let mut text = String::new();
-        file.read_to_string(&mut text)?;
-        Ok(Some(text.trim().parse().unwrap_or(0)))
+        };
+        let pid = pid as i32;
+        Ok((crate::runfiles::proc_start_time(pid) == Some(start)).then_some(pid))
     }
 }
 

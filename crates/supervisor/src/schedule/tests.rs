@@ -1,0 +1,822 @@
+//! Unit and property tests for the schedule logic. The "clock" is just the `now` passed in.
+
+use super::*;
+use chrono::{Offset, Timelike};
+use proptest::prelude::*;
+
+fn utc(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s)
+        .unwrap_or_else(|e| panic!("bad test instant {s:?}: {e}"))
+        .with_timezone(&Utc)
+}
+
+fn secs(n: i64) -> TimeDelta {
+    TimeDelta::seconds(n)
+}
+
+fn mins(n: i64) -> TimeDelta {
+    TimeDelta::minutes(n)
+}
+
+fn tt(expr: &str, tz: Option<&str>) -> Timetable {
+    Timetable::new(expr, tz).unwrap_or_else(|e| panic!("{expr:?} {tz:?}: {e}"))
+}
+
+/// Every occurrence in `(from, to]`, by iterating `next_after`.
+fn occurrences(tt: &Timetable, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    let mut out = Vec::new();
+    let mut cur = from;
+    while let Some(n) = tt.next_after(cur).filter(|n| *n <= to) {
+        out.push(n);
+        cur = n;
+    }
+    out
+}
+
+/// A daemon that evaluates every `tick` from `from` to `to`, starting with no cursor, feeding
+/// each cursor back. Returns what fired.
+fn simulate(
+    tt: &Timetable,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    tick: TimeDelta,
+    deadline: Option<Duration>,
+) -> Vec<DateTime<Utc>> {
+    let mut cursor = None;
+    let mut fired = Vec::new();
+    let mut now = from;
+    while now <= to {
+        let d = due(tt, cursor, now, deadline);
+        fired.extend(d.fire);
+        cursor = Some(d.cursor);
+        now += tick;
+    }
+    fired
+}
+
+fn local_hm(tt: &Timetable, t: DateTime<Utc>) -> (u32, u32) {
+    let l = t.with_timezone(&tt.timezone());
+    (l.hour(), l.minute())
+}
+
+fn offset_secs(tz: Tz, t: DateTime<Utc>) -> i32 {
+    tz.offset_from_utc_datetime(&t.naive_utc())
+        .fix()
+        .local_minus_utc()
+}
+
+const FIVE_MIN: Option<Duration> = Some(Duration::from_secs(300));
+
+// ---- Timetable::new ----
+
+#[test]
+fn new_rejects_bad_expressions_and_zones() {
+    assert!(Timetable::new("61 * * * *", None).is_err());
+    assert!(Timetable::new("* * * *", None).is_err());
+    let e = Timetable::new("* * * * *", Some("Mars/Olympus_Mons")).unwrap_err();
+    assert!(e.contains("Mars/Olympus_Mons"), "{e}");
+    assert_eq!(tt("* * * * *", None).timezone(), Tz::UTC);
+    assert_eq!(
+        tt("* * * * *", Some("Europe/Paris")).timezone(),
+        Tz::Europe__Paris
+    );
+}
+
+#[test]
+fn job_kinds_follow_cronie() {
+    for wall in [
+        "30 1 * * *",
+        "0 2,14 * * *",
+        "0 9-17 * * 1-5",
+        "15 30 1 * * *",
+        "0-59/10 1 * * *",
+    ] {
+        assert!(tt(wall, None).is_wall_clock(), "{wall}");
+    }
+    for interval in [
+        "* * * * *",
+        "*/15 * * * *",
+        "0 * * * *",
+        "0 */2 * * *",
+        "*/2 * * * * *",
+        "* 30 1 * * *",
+    ] {
+        assert!(!tt(interval, None).is_wall_clock(), "{interval}");
+    }
+}
+
+// ---- DST: required cases ----
+
+#[test]
+fn new_york_fall_back_daily_0130_fires_once() {
+    // 2026-11-01: EDT (UTC-4) until 06:00Z, then EST (UTC-5); 01:30 local happens at 05:30Z
+    // and again at 06:30Z.
+    let t = tt("30 1 * * *", Some("America/New_York"));
+    let expected = vec![
+        utc("2026-10-30T05:30:00Z"),
+        utc("2026-10-31T05:30:00Z"),
+        utc("2026-11-01T05:30:00Z"),
+        utc("2026-11-02T06:30:00Z"),
+        utc("2026-11-03T06:30:00Z"),
+    ];
+    let occ = occurrences(&t, utc("2026-10-29T12:00:00Z"), utc("2026-11-03T12:00:00Z"));
+    assert_eq!(occ, expected);
+    for o in &occ {
+        assert_eq!(local_hm(&t, *o), (1, 30), "{o}");
+    }
+
+    // A daemon evaluating every minute fires each once, and nothing at the second 01:30.
+    let fired = simulate(
+        &t,
+        utc("2026-10-29T12:00:00Z"),
+        utc("2026-11-03T12:00:00Z"),
+        mins(1),
+        FIVE_MIN,
+    );
+    assert_eq!(fired, expected);
+    let on_the_night: Vec<_> = fired
+        .iter()
+        .filter(|f| f.with_timezone(&t.timezone()).date_naive().to_string() == "2026-11-01")
+        .collect();
+    assert_eq!(on_the_night, vec![&utc("2026-11-01T05:30:00Z")]);
+
+    // Asked from inside the repeated hour (second half), the next one is the next day's.
+    assert_eq!(
+        t.next_after(utc("2026-11-01T06:10:00Z")),
+        Some(utc("2026-11-02T06:30:00Z"))
+    );
+    // ... and from its first half, too (01:30 EDT already passed at 05:30Z).
+    assert_eq!(
+        t.next_after(utc("2026-11-01T05:45:00Z")),
+        Some(utc("2026-11-02T06:30:00Z"))
+    );
+    // The cursor after the fired one, evaluated right at the second 01:30: nothing.
+    let d = due(
+        &t,
+        Some(utc("2026-11-01T05:30:00Z")),
+        utc("2026-11-01T06:30:00Z"),
+        FIVE_MIN,
+    );
+    assert_eq!(d.fire, None);
+    assert_eq!(d.next, Some(utc("2026-11-02T06:30:00Z")));
+}
+
+#[test]
+fn pacific_spring_forward_daily_0200_fires_at_0300_pdt() {
+    // 2025-03-09: PST (UTC-8) until 10:00Z, when 02:00 local becomes 03:00 PDT (UTC-7).
+    let t = tt("0 2 * * *", Some("US/Pacific"));
+    let expected = vec![
+        utc("2025-03-07T10:00:00Z"),
+        utc("2025-03-08T10:00:00Z"),
+        utc("2025-03-09T10:00:00Z"),
+        utc("2025-03-10T09:00:00Z"),
+        utc("2025-03-11T09:00:00Z"),
+    ];
+    let from = utc("2025-03-06T12:00:00Z");
+    let to = utc("2025-03-11T12:00:00Z");
+    assert_eq!(occurrences(&t, from, to), expected);
+    assert_eq!(local_hm(&t, expected[2]), (3, 0), "03:00 PDT");
+    assert_eq!(offset_secs(t.timezone(), expected[2]), -7 * 3600);
+    for o in [expected[0], expected[1], expected[3], expected[4]] {
+        assert_eq!(local_hm(&t, o), (2, 0), "{o}");
+    }
+    assert_eq!(simulate(&t, from, to, mins(1), FIVE_MIN), expected);
+}
+
+#[test]
+fn utc_schedule_ignores_every_local_dst() {
+    for zone in [None, Some("UTC")] {
+        let t = tt("0 2 * * *", zone);
+        for (from, to) in [
+            ("2025-03-06T00:00:00Z", "2025-03-12T00:00:00Z"),
+            ("2025-03-27T00:00:00Z", "2025-04-02T00:00:00Z"),
+            ("2026-10-29T00:00:00Z", "2026-11-04T00:00:00Z"),
+        ] {
+            let occ = occurrences(&t, utc(from), utc(to));
+            assert_eq!(occ.len(), 6, "{zone:?} {from}");
+            for pair in occ.windows(2) {
+                assert_eq!(pair[1] - pair[0], TimeDelta::hours(24), "{zone:?} {pair:?}");
+            }
+            for o in &occ {
+                assert_eq!((o.hour(), o.minute(), o.second()), (2, 0, 0));
+            }
+        }
+    }
+}
+
+// ---- DST: the rest of the classic-cron rules ----
+
+#[test]
+fn listed_hours_are_wall_clock_jobs_too() {
+    // croner alone treats `1,13` as an interval job; cronie (and we) do not.
+    let ny = tt("30 1,13 * * *", Some("America/New_York"));
+    assert_eq!(
+        occurrences(
+            &ny,
+            utc("2026-11-01T00:00:00Z"),
+            utc("2026-11-01T23:59:59Z")
+        ),
+        vec![utc("2026-11-01T05:30:00Z"), utc("2026-11-01T18:30:00Z")]
+    );
+    let la = tt("0 2,14 * * *", Some("US/Pacific"));
+    assert_eq!(
+        occurrences(
+            &la,
+            utc("2025-03-09T08:00:00Z"),
+            utc("2025-03-10T08:00:00Z")
+        ),
+        vec![utc("2025-03-09T10:00:00Z"), utc("2025-03-09T21:00:00Z")]
+    );
+}
+
+#[test]
+fn several_times_in_one_gap_give_one_run_right_after_it() {
+    let t = tt("0,30 2 * * *", Some("US/Pacific"));
+    let occ = occurrences(&t, utc("2025-03-08T12:00:00Z"), utc("2025-03-10T12:00:00Z"));
+    let expected = vec![
+        utc("2025-03-09T10:00:00Z"),
+        utc("2025-03-10T09:00:00Z"),
+        utc("2025-03-10T09:30:00Z"),
+    ];
+    assert_eq!(occ, expected);
+}
+
+#[test]
+fn interval_jobs_run_on_real_time_through_dst() {
+    // Hourly in New York on the fall-back night: every real hour, both 01:00s included.
+    let hourly = tt("0 * * * *", Some("America/New_York"));
+    assert_eq!(
+        occurrences(
+            &hourly,
+            utc("2026-11-01T04:30:00Z"),
+            utc("2026-11-01T07:30:00Z")
+        ),
+        vec![
+            utc("2026-11-01T05:00:00Z"),
+            utc("2026-11-01T06:00:00Z"),
+            utc("2026-11-01T07:00:00Z"),
+        ]
+    );
+    // Every minute of hour 2 in Los Angeles: that hour does not exist on 2025-03-09.
+    let in_two = tt("* 2 * * *", Some("US/Pacific"));
+    let day = occurrences(
+        &in_two,
+        utc("2025-03-09T08:00:00Z"),
+        utc("2025-03-10T08:00:00Z"),
+    );
+    assert!(day.is_empty(), "{day:?}");
+    assert_eq!(
+        in_two.next_after(utc("2025-03-09T08:00:00Z")),
+        Some(utc("2025-03-10T09:00:00Z"))
+    );
+}
+
+#[test]
+fn a_gap_at_midnight_and_a_skipped_day() {
+    // Havana jumps from 00:00 to 01:00 on 2025-03-09 (UTC-5 -> UTC-4).
+    let t = tt("0 0 * * *", Some("America/Havana"));
+    assert_eq!(
+        occurrences(&t, utc("2025-03-08T12:00:00Z"), utc("2025-03-10T12:00:00Z")),
+        vec![utc("2025-03-09T05:00:00Z"), utc("2025-03-10T04:00:00Z")]
+    );
+    // Samoa skipped 2011-12-30 entirely: its 01:30 runs right after the jump, at 00:00 on the
+    // 31st, and the 31st's own 01:30 runs too.
+    let apia = tt("30 1 * * *", Some("Pacific/Apia"));
+    let occ = occurrences(
+        &apia,
+        utc("2011-12-28T00:00:00Z"),
+        utc("2011-12-31T00:00:00Z"),
+    );
+    let local: Vec<String> = occ
+        .iter()
+        .map(|o| o.with_timezone(&apia.timezone()).naive_local().to_string())
+        .collect();
+    assert_eq!(
+        local,
+        vec![
+            "2011-12-28 01:30:00",
+            "2011-12-29 01:30:00",
+            "2011-12-31 00:00:00",
+            "2011-12-31 01:30:00"
+        ]
+    );
+}
+
+// ---- The cursor: next from the last handled, never from now ----
+
+#[test]
+fn a_new_schedule_starts_at_now_and_fires_nothing_for_the_past() {
+    let t = tt("0 * * * *", None);
+    let now = utc("2025-06-01T10:00:00.250Z");
+    let d = due(&t, None, now, None);
+    assert_eq!(d.fire, None);
+    assert!(d.skipped.is_empty());
+    assert_eq!(
+        d.cursor,
+        utc("2025-06-01T10:00:00Z"),
+        "rounded down to the second"
+    );
+    assert_eq!(d.next, Some(utc("2025-06-01T11:00:00Z")));
+    // Exactly on an occurrence: still nothing for it.
+    let d = due(&t, None, utc("2025-06-01T10:00:00Z"), None);
+    assert_eq!((d.fire, d.next), (None, Some(utc("2025-06-01T11:00:00Z"))));
+}
+
+#[test]
+fn the_same_now_twice_fires_once() {
+    let t = tt("0 * * * *", None);
+    let now = utc("2025-06-01T11:00:03Z");
+    let first = due(&t, Some(utc("2025-06-01T10:00:00Z")), now, FIVE_MIN);
+    assert_eq!(first.fire, Some(utc("2025-06-01T11:00:00Z")));
+    assert_eq!(first.cursor, utc("2025-06-01T11:00:00Z"));
+    assert_eq!(first.next, Some(utc("2025-06-01T12:00:00Z")));
+    let second = due(&t, Some(first.cursor), now, FIVE_MIN);
+    assert_eq!(second.fire, None);
+    assert_eq!(second.cursor, first.cursor);
+    assert_eq!(second.next, first.next);
+}
+
+#[test]
+fn a_clock_stepped_back_never_refires() {
+    let t = tt("0 * * * *", None);
+    let cursor = utc("2025-06-01T11:00:00Z");
+    // The clock goes back two and a half hours, then creeps forward again past 10:00 and 11:00.
+    let mut c = cursor;
+    let mut now = utc("2025-06-01T08:30:00Z");
+    while now <= utc("2025-06-01T11:30:00Z") {
+        let d = due(&t, Some(c), now, None);
+        assert_eq!(d.fire, None, "at {now}");
+        assert!(d.skipped.is_empty());
+        assert_eq!(d.cursor, cursor, "the cursor never moves back");
+        assert_eq!(d.next, Some(utc("2025-06-01T12:00:00Z")), "from the cursor");
+        c = d.cursor;
+        now += mins(1);
+    }
+    let d = due(&t, Some(c), utc("2025-06-01T12:00:01Z"), None);
+    assert_eq!(d.fire, Some(utc("2025-06-01T12:00:00Z")));
+}
+
+#[test]
+fn a_clock_stepped_forward_fires_only_the_latest() {
+    let t = tt("0 * * * *", None);
+    let d = due(
+        &t,
+        Some(utc("2025-06-01T10:00:00Z")),
+        utc("2025-06-01T13:00:20Z"),
+        FIVE_MIN,
+    );
+    assert_eq!(d.fire, Some(utc("2025-06-01T13:00:00Z")));
+    assert_eq!(
+        d.skipped,
+        vec![utc("2025-06-01T11:00:00Z"), utc("2025-06-01T12:00:00Z")]
+    );
+    assert_eq!((d.skipped_count, d.skipped_count_exact), (2, true));
+    assert_eq!(d.skipped_first, Some(utc("2025-06-01T11:00:00Z")));
+    assert_eq!(d.too_late, None);
+    assert_eq!(d.cursor, utc("2025-06-01T13:00:00Z"));
+    assert_eq!(d.next, Some(utc("2025-06-01T14:00:00Z")));
+}
+
+// ---- Missed occurrences and starting_deadline ----
+
+#[test]
+fn down_across_five_back_within_the_deadline_fires_the_latest() {
+    let t = tt("0 * * * *", None);
+    let d = due(
+        &t,
+        Some(utc("2025-06-01T10:00:00Z")),
+        utc("2025-06-01T15:04:59Z"),
+        FIVE_MIN,
+    );
+    assert_eq!(d.fire, Some(utc("2025-06-01T15:00:00Z")));
+    assert_eq!(
+        d.skipped,
+        vec![
+            utc("2025-06-01T11:00:00Z"),
+            utc("2025-06-01T12:00:00Z"),
+            utc("2025-06-01T13:00:00Z"),
+            utc("2025-06-01T14:00:00Z"),
+        ]
+    );
+    assert_eq!((d.skipped_count, d.skipped_count_exact), (4, true));
+    assert_eq!(d.too_late, None);
+    assert_eq!(d.cursor, utc("2025-06-01T15:00:00Z"));
+    assert_eq!(d.next, Some(utc("2025-06-01T16:00:00Z")));
+    // Exactly at the deadline still fires.
+    let d = due(
+        &t,
+        Some(utc("2025-06-01T10:00:00Z")),
+        utc("2025-06-01T15:05:00Z"),
+        FIVE_MIN,
+    );
+    assert_eq!(d.fire, Some(utc("2025-06-01T15:00:00Z")));
+}
+
+#[test]
+fn down_across_five_back_after_the_deadline_fires_nothing() {
+    let t = tt("0 * * * *", None);
+    let d = due(
+        &t,
+        Some(utc("2025-06-01T10:00:00Z")),
+        utc("2025-06-01T15:05:01Z"),
+        FIVE_MIN,
+    );
+    assert_eq!(d.fire, None);
+    assert_eq!(d.too_late, Some(utc("2025-06-01T15:00:00Z")));
+    assert_eq!(
+        d.skipped,
+        vec![
+            utc("2025-06-01T11:00:00Z"),
+            utc("2025-06-01T12:00:00Z"),
+            utc("2025-06-01T13:00:00Z"),
+            utc("2025-06-01T14:00:00Z"),
+            utc("2025-06-01T15:00:00Z"),
+        ]
+    );
+    assert_eq!((d.skipped_count, d.skipped_count_exact), (5, true));
+    assert_eq!(d.skipped_first, Some(utc("2025-06-01T11:00:00Z")));
+    assert_eq!(d.cursor, utc("2025-06-01T15:00:00Z"));
+    assert_eq!(d.next, Some(utc("2025-06-01T16:00:00Z")));
+    // Handled: the same moment again is quiet.
+    let again = due(&t, Some(d.cursor), utc("2025-06-01T15:05:01Z"), FIVE_MIN);
+    assert_eq!(
+        (again.fire, again.too_late, again.skipped_count),
+        (None, None, 0)
+    );
+}
+
+#[test]
+fn no_deadline_means_any_lateness_is_fine() {
+    let t = tt("0 * * * *", None);
+    let d = due(
+        &t,
+        Some(utc("2025-06-01T10:00:00Z")),
+        utc("2025-06-03T15:59:59Z"),
+        None,
+    );
+    assert_eq!(d.fire, Some(utc("2025-06-03T15:00:00Z")));
+    assert_eq!(d.too_late, None);
+    assert_eq!((d.skipped_count, d.skipped_count_exact), (52, true));
+    // A deadline too large for chrono is no deadline either.
+    let d = due(
+        &t,
+        Some(utc("2025-06-01T10:00:00Z")),
+        utc("2025-06-03T15:59:59Z"),
+        Some(Duration::MAX),
+    );
+    assert_eq!(d.fire, Some(utc("2025-06-03T15:00:00Z")));
+}
+
+// ---- Seconds-level schedules and long gaps ----
+
+#[test]
+fn seconds_level_schedules_work() {
+    let t = tt("*/2 * * * * *", None);
+    let base = utc("2025-06-01T10:00:00Z");
+    assert_eq!(t.next_after(base), Some(base + secs(2)));
+    assert_eq!(
+        t.next_after(base + TimeDelta::milliseconds(1500)),
+        Some(base + secs(2))
+    );
+    let d = due(
+        &t,
+        Some(base),
+        base + TimeDelta::milliseconds(7500),
+        FIVE_MIN,
+    );
+    assert_eq!(d.fire, Some(base + secs(6)));
+    assert_eq!(d.skipped, vec![base + secs(2), base + secs(4)]);
+    assert_eq!(d.next, Some(base + secs(8)));
+    // A daemon ticking every 500 ms fires every one, once.
+    let fired = simulate(
+        &t,
+        base,
+        base + secs(60),
+        TimeDelta::milliseconds(500),
+        FIVE_MIN,
+    );
+    let expected: Vec<_> = (1..=30).map(|i| base + secs(2 * i)).collect();
+    assert_eq!(fired, expected);
+    // Six fields, seconds fixed: a wall-clock job at hh:mm:15.
+    let t = tt("15 30 1 * * *", Some("Europe/London"));
+    assert_eq!(
+        t.next_after(utc("2025-06-01T00:00:00Z")),
+        Some(utc("2025-06-01T00:30:15Z"))
+    );
+}
+
+#[test]
+fn a_year_long_gap_on_a_per_second_schedule_is_quick() {
+    let cursor = utc("2025-01-01T00:00:00Z");
+    let now = utc("2026-01-01T00:00:00.500Z");
+    for (expr, zone) in [
+        ("* * * * * *", None),
+        ("* * * * * *", Some("America/New_York")),
+        // No `*`: a wall-clock job, searched on the naive wall clock, through both DST changes.
+        ("0-59 0-59 0-23 * * *", Some("America/New_York")),
+    ] {
+        let t = tt(expr, zone);
+        let d = due(&t, Some(cursor), now, Some(Duration::from_secs(1)));
+        let latest = utc("2026-01-01T00:00:00Z");
+        assert_eq!(d.fire, Some(latest), "{expr} {zone:?}");
+        assert_eq!(d.cursor, latest);
+        assert_eq!(d.next, Some(latest + secs(1)));
+        assert!(!d.skipped_count_exact);
+        assert!(d.skipped_count > SKIP_COUNT_CAP);
+        assert_eq!(d.skipped_first, Some(cursor + secs(1)));
+        let expected: Vec<_> = (1..=SKIPPED_KEEP as i64)
+            .rev()
+            .map(|i| latest - secs(i))
+            .collect();
+        assert_eq!(d.skipped, expected, "{expr} {zone:?}");
+    }
+    // A daily one over a year: exact.
+    let t = tt("0 3 * * *", Some("Europe/Paris"));
+    let d = due(&t, Some(cursor), now, None);
+    assert_eq!(d.fire, Some(utc("2025-12-31T02:00:00Z")));
+    assert_eq!((d.skipped_count, d.skipped_count_exact), (364, true));
+    assert_eq!(d.skipped.len(), SKIPPED_KEEP);
+    assert_eq!(d.skipped.last(), Some(&utc("2025-12-30T02:00:00Z")));
+    assert_eq!(d.skipped_first, Some(utc("2025-01-01T02:00:00Z")));
+}
+
+#[test]
+fn skipped_counts_are_exact_until_they_cannot_be() {
+    let t = tt("* * * * * *", None);
+    let cursor = utc("2025-06-01T00:00:00Z");
+    let cap = SKIP_COUNT_CAP as i64;
+    let keep = SKIPPED_KEEP as i64;
+    for skipped in [
+        1,
+        SKIPPED_KEEP as i64,
+        cap - 1,
+        cap,
+        cap + 1,
+        cap + 50,
+        cap + keep,
+        cap + keep + 1,
+        cap + keep + 2,
+        cap + 5000,
+    ] {
+        // Occurrences cursor+1s ..= cursor+(skipped+1)s; the last fires.
+        let latest = cursor + secs(skipped + 1);
+        let d = due(&t, Some(cursor), latest, FIVE_MIN);
+        assert_eq!(d.fire, Some(latest));
+        let expected_list: Vec<_> = (1..=skipped.min(keep))
+            .rev()
+            .map(|i| latest - secs(i))
+            .collect();
+        assert_eq!(d.skipped, expected_list, "{skipped}");
+        assert_eq!(d.skipped_first, Some(cursor + secs(1)));
+        if d.skipped_count_exact {
+            assert_eq!(d.skipped_count, skipped as u64, "{skipped}");
+        } else {
+            assert!(
+                d.skipped_count <= skipped as u64,
+                "{skipped}: a lower bound"
+            );
+            assert!(d.skipped_count > SKIP_COUNT_CAP);
+        }
+        assert_eq!(
+            d.skipped_count_exact,
+            skipped <= cap + keep + 1,
+            "{skipped}: exact while the two walks meet"
+        );
+    }
+}
+
+// ---- next_after and last_in against a brute-force oracle, around real DST changes ----
+
+/// The instants in `year` where `tz` changes its UTC offset (found on a 15-minute grid).
+fn transitions(tz: Tz, year: i32) -> Vec<DateTime<Utc>> {
+    let start = Utc.with_ymd_and_hms(year, 1, 1, 0, 0, 0).unwrap();
+    let end = Utc.with_ymd_and_hms(year + 1, 1, 1, 0, 0, 0).unwrap();
+    let mut out = Vec::new();
+    let mut t = start;
+    let mut off = offset_secs(tz, t);
+    while t < end {
+        let n = t + mins(15);
+        let o = offset_secs(tz, n);
+        if o != off {
+            // Narrow to the second.
+            let (mut lo, mut hi) = (t, n);
+            while (hi - lo).num_seconds() > 1 {
+                let mid = lo + secs((hi - lo).num_seconds() / 2);
+                if offset_secs(tz, mid) == off {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            out.push(hi);
+            off = o;
+        }
+        t = n;
+    }
+    out
+}
+
+/// The occurrences in `(from, to]` straight from the definitions in the module docs, by
+/// looking at every second.
+fn oracle(t: &Timetable, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    let local = |i: DateTime<Utc>| i.with_timezone(&t.timezone()).naive_local();
+    let matches = |w: &NaiveDateTime| t.cron.is_time_matching(w).unwrap();
+    let mut out = Vec::new();
+    if !t.is_wall_clock() {
+        let mut i = from + secs(1);
+        while i <= to {
+            if matches(&local(i)) {
+                out.push(i);
+            }
+            i += secs(1);
+        }
+        return out;
+    }
+    // Wall clock: instant i is an occurrence iff some matching wall-clock time w has i as the
+    // first instant whose local time is >= w, i.e. w in (highest local time before i, local(i)].
+    let margin = TimeDelta::hours(3);
+    let mut high = local(from - margin);
+    let mut i = from - margin + secs(1);
+    while i <= to {
+        let l = local(i);
+        if l > high {
+            let mut w = l;
+            let mut hit = false;
+            while w > high {
+                if matches(&w) {
+                    hit = true;
+                    break;
+                }
+                w -= secs(1);
+            }
+            if hit && i > from {
+                out.push(i);
+            }
+            high = l;
+        }
+        i += secs(1);
+    }
+    out
+}
+
+const ORACLE_EXPRS: &[&str] = &[
+    "30 1 * * *",
+    "0 2 * * *",
+    "30 2 * * *",
+    "0,30 2 * * *",
+    "30 1,13 * * *",
+    "0 0,2 * * *",
+    "0 * * * *",
+    "*/20 * * * *",
+    "* 2 * * *",
+    "15 30 1 * * *",
+    "*/20 30 1 * * *",
+];
+
+#[test]
+fn next_after_and_last_in_agree_with_the_definition_around_dst_changes() {
+    let mut cases = Vec::new();
+    for (zone, year) in [
+        ("America/New_York", 2026),
+        ("US/Pacific", 2025),
+        ("Europe/London", 2025),
+        ("Australia/Lord_Howe", 2025),
+        ("America/Havana", 2025),
+        ("Pacific/Apia", 2011),
+    ] {
+        let tz: Tz = zone.parse().unwrap();
+        let ts = transitions(tz, year);
+        assert!(!ts.is_empty(), "{zone} {year}");
+        cases.extend(ts.into_iter().map(|t| (zone, t)));
+    }
+    for (zone, at) in cases {
+        let from = at - TimeDelta::hours(3);
+        let to = at + TimeDelta::hours(3);
+        for expr in ORACLE_EXPRS {
+            let t = tt(expr, Some(zone));
+            let want = oracle(&t, from, to);
+            assert_eq!(
+                occurrences(&t, from, to),
+                want,
+                "{expr} in {zone} around {at}"
+            );
+            // Spot checks from arbitrary instants, with sub-seconds.
+            let mut s = from + TimeDelta::milliseconds(250);
+            while s < to {
+                let next = want.iter().copied().find(|o| *o > s);
+                if let Some(n) = next {
+                    assert_eq!(t.next_after(s), Some(n), "{expr} {zone} next_after {s}");
+                }
+                let last = want.iter().copied().rfind(|o| *o <= s);
+                assert_eq!(t.last_in(from, s), last, "{expr} {zone} last_in {s}");
+                s += secs(7 * 60 + 13);
+            }
+        }
+    }
+}
+
+// ---- Property: no occurrence ever fires twice ----
+
+const PROP_EXPRS: &[&str] = &[
+    "*/2 * * * * *",
+    "0 * * * *",
+    "*/15 * * * *",
+    "30 1 * * *",
+    "0 2 * * *",
+    "0,30 2 * * *",
+    "30 1,13 * * *",
+    "* 2 * * *",
+];
+
+/// (zone, an instant near one of its DST changes)
+const PROP_ZONES: &[(&str, &str)] = &[
+    ("UTC", "2026-11-01T06:00:00Z"),
+    ("America/New_York", "2026-11-01T06:00:00Z"),
+    ("America/New_York", "2026-03-08T07:00:00Z"),
+    ("US/Pacific", "2025-03-09T10:00:00Z"),
+    ("Europe/London", "2025-10-26T01:00:00Z"),
+    ("Australia/Lord_Howe", "2025-04-05T15:00:00Z"),
+];
+
+/// Whether `o` is on the timetable, checked from the definitions rather than `next_after`.
+fn is_real_occurrence(t: &Timetable, o: DateTime<Utc>) -> bool {
+    if o.nanosecond() != 0 {
+        return false;
+    }
+    let tz = t.timezone();
+    let local = o.with_timezone(&tz).naive_local();
+    if t.cron.is_time_matching(&local).unwrap() {
+        // A wall-clock job runs a repeated time at its first instant only.
+        return !t.is_wall_clock()
+            || tz.from_local_datetime(&local).earliest() == Some(o.with_timezone(&tz));
+    }
+    // Otherwise only the first instant after a gap holding a matching wall-clock time.
+    let before = (o - secs(1)).with_timezone(&tz).naive_local();
+    if !t.is_wall_clock() || local - before <= secs(1) {
+        return false;
+    }
+    let mut w = before + secs(1);
+    while w < local {
+        if t.cron.is_time_matching(&w).unwrap() {
+            return true;
+        }
+        w += secs(1);
+    }
+    false
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn no_occurrence_fires_twice(
+        expr in 0..PROP_EXPRS.len(),
+        zone in 0..PROP_ZONES.len(),
+        start in -(2 * 86_400i64)..86_400i64,
+        steps in proptest::collection::vec(
+            prop_oneof![
+                4 => 0i64..600_000,        // forward, up to 10 minutes (ms)
+                2 => 0i64..14_400_000,     // forward, up to 4 hours (ms)
+                1 => -900_000i64..0,       // a small step back, up to 15 minutes (ms)
+            ],
+            1..120,
+        ),
+        deadline in proptest::option::of(0u64..7200),
+        fresh in any::<bool>(),
+    ) {
+        let (zone, near) = PROP_ZONES[zone];
+        let t = tt(PROP_EXPRS[expr], Some(zone));
+        let deadline = deadline.map(Duration::from_secs);
+        let mut now = utc(near) + secs(start);
+        let mut cursor = if fresh { None } else { Some(now - TimeDelta::hours(3)) };
+        let mut fired: Vec<DateTime<Utc>> = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for step in steps {
+            now += TimeDelta::milliseconds(step);
+            let d = due(&t, cursor, now, deadline);
+            if let Some(c) = cursor {
+                prop_assert!(d.cursor >= c, "the cursor moved back");
+            }
+            if let Some(f) = d.fire {
+                prop_assert!(f <= now);
+                prop_assert!(cursor.is_none_or(|c| f > c), "fired at or before the cursor");
+                prop_assert!(fired.last().is_none_or(|l| f > *l), "not increasing");
+                prop_assert!(is_real_occurrence(&t, f), "{f} is not on the timetable");
+                prop_assert!(seen.insert(f), "{f} fired twice");
+                prop_assert_eq!(d.cursor, f);
+                fired.push(f);
+            }
+            for s in &d.skipped {
+                prop_assert!(cursor.is_some_and(|c| *s > c) && *s <= now);
+                prop_assert!(is_real_occurrence(&t, *s), "skipped {s} is not on the timetable");
+                prop_assert!(!seen.contains(s), "{s} skipped after firing");
+            }
+            prop_assert!(d.skipped.windows(2).all(|w| w[0] < w[1]));
+            if let Some(n) = d.next {
+                prop_assert!(n > d.cursor);
+                prop_assert!(is_real_occurrence(&t, n));
+            }
+            cursor = Some(d.cursor);
+        }
+    }
+}
