@@ -301,6 +301,8 @@ struct EvalOutcome {
     db_active: Vec<Run>,
     /// The earliest not-before of a delayed queued run.
     next_not_before: Option<Millis>,
+    /// The earliest next schedule occurrence.
+    next_occurrence: Option<Millis>,
     /// The error that stopped the EVAL, with the transitions still to be written.
     failed: Option<(StoreError, Vec<Transition>)>,
 }
@@ -575,7 +577,11 @@ impl Daemon {
             return;
         }
         self.backoff = None;
-        self.next_due = outcome.next_not_before.map(|at| {
+        let next = match (outcome.next_not_before, outcome.next_occurrence) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.next_due = next.map(|at| {
             let ms = (at - now_ms()).max(0) as u64;
             Instant::now() + Duration::from_millis(ms)
         });
@@ -771,6 +777,8 @@ fn eval_blocking(
         }
     }
     let mut step = || -> Result<(), StoreError> {
+        // Fire due schedule occurrences before packing, so a fired run can start in this EVAL.
+        out.next_occurrence = crate::firing::fire_schedules(store, epoch, config, now)?;
         // Queued runs of projects no longer in the config can never start: end them, visibly.
         for project in store.queued_projects()? {
             if !config.projects.contains_key(&project) {

@@ -12,6 +12,7 @@ pub mod control;
 pub mod daemon;
 pub mod failpoints;
 pub mod fate;
+pub mod firing;
 pub mod pool;
 pub mod runfiles;
 pub mod schedule;
