@@ -151,6 +151,9 @@ impl Status {
                 .entry(name.to_string())
                 .or_insert_with(|| json!({"active": n, "max_concurrency": null, "weight": null}));
         }
+        // The row belongs to the lock holder only once it has taken over; until then (a moment
+        // after start) the row still describes the previous daemon and must not be mixed in.
+        let row = row.filter(|r| holder.is_none_or(|pid| pid == r.pid));
         let daemon = match (&holder, &row) {
             (Some(pid), Some(row)) => json!({
                 "running": true,
@@ -161,7 +164,7 @@ impl Status {
                 "config": row.config_path,
                 "last_reload_error": row.reload_error,
             }),
-            (Some(pid), None) => json!({"running": true, "pid": pid}),
+            (Some(pid), None) => json!({"running": true, "pid": pid, "taking_over": true}),
             (None, row) => json!({
                 "running": false,
                 "pid": null,
@@ -190,7 +193,12 @@ impl Status {
         let v = &self.value;
         let d = &v["daemon"];
         let mut s = String::new();
-        if d["running"].as_bool() == Some(true) {
+        if d["taking_over"].as_bool() == Some(true) {
+            s += &format!(
+                "daemon: starting, pid {} (taking over the state directory)\n",
+                d["pid"]
+            );
+        } else if d["running"].as_bool() == Some(true) {
             s += &format!(
                 "daemon: running, pid {}, epoch {}, up {}s\nconfig: {}\n",
                 d["pid"],

@@ -216,6 +216,41 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Sto
         .into_iter()
         .collect();
     report.run_dirs = dirs.len();
+    for &id in &dirs {
+        // The shims' own record of starts: the ground truth the database may never have seen
+        // (a late shim that ignored a tombstone would start the command behind its back).
+        let dir = RunDir::new(state.root(), id);
+        let Ok(Some(started)) = dir.read_started() else {
+            continue;
+        };
+        let mut tokens = started.history.clone();
+        if tokens.is_empty() {
+            tokens.push(started.token);
+        }
+        tokens.sort_unstable();
+        tokens.dedup();
+        if tokens.len() > 1 {
+            report.violations.push(Violation {
+                kind: ViolationKind::DoubleStart,
+                run_id: Some(id),
+                message: format!(
+                    "run {id}'s command was started by {} claims: {tokens:?}",
+                    tokens.len()
+                ),
+            });
+        }
+        for t in tokens {
+            if dir.is_tombstoned(t).unwrap_or(false) {
+                report.violations.push(Violation {
+                    kind: ViolationKind::DoubleStart,
+                    run_id: Some(id),
+                    message: format!(
+                        "run {id}'s claim {t} was given up by recovery (tombstoned) but its shim started the command"
+                    ),
+                });
+            }
+        }
+    }
     for id in dirs {
         let dir = RunDir::new(state.root(), id);
         if !dir.is_locked().unwrap_or(false) {
@@ -243,4 +278,57 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Sto
     }
     report.violations.sort_by_key(|v| (v.kind, v.run_id));
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runfiles::StartedRecord;
+
+    fn started(token: u64, history: Vec<u64>) -> StartedRecord {
+        StartedRecord {
+            token,
+            shim_pid: 1,
+            shim_start_time: 0,
+            at: "2026-01-01T00:00:00Z".into(),
+            history,
+        }
+    }
+
+    fn setup() -> (tempfile::TempDir, StateDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path());
+        let store = state.open_store().unwrap();
+        (dir, state, store)
+    }
+
+    /// The shims' start history is the ground truth: a command started by two claims of one
+    /// run, or by a claim recovery had given up, is a double start even if the database never
+    /// heard of the second start.
+    #[test]
+    fn start_history_reveals_double_starts_the_database_missed() {
+        let (_d, state, store) = setup();
+        let run = RunDir::new(state.root(), 1);
+        let lock = run.try_lock().unwrap().unwrap();
+        run.write_started(&lock, &started(2, vec![2])).unwrap();
+        drop(lock);
+        let ok = check(&state, &store, 0).unwrap();
+        assert!(ok.ok(), "{:?}", ok.violations);
+
+        let lock = run.try_lock().unwrap().unwrap();
+        run.write_started(&lock, &started(1, vec![2, 1])).unwrap();
+        run.write_tombstone(&lock, 1).unwrap();
+        drop(lock);
+        let bad = check(&state, &store, 0).unwrap();
+        let kinds: Vec<_> = bad.violations.iter().map(|v| v.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![ViolationKind::DoubleStart, ViolationKind::DoubleStart]
+        );
+        assert!(
+            bad.violations[1].message.contains("tombstoned"),
+            "{:?}",
+            bad.violations
+        );
+    }
 }

@@ -63,6 +63,13 @@ pub struct StartedRecord {
     pub shim_start_time: u64,
     /// When the record was written, RFC 3339 UTC.
     pub at: String,
+    /// The token of every claim whose shim wrote a started record in this folder, this one
+    /// last. A run is one attempt, and a claim is requeued only when it provably never
+    /// started, so more than one token here — or a tombstoned one — means the command was
+    /// started twice: `fleet check` reports it. Carried in the record itself, so keeping this
+    /// history costs no extra write.
+    #[serde(default)]
+    pub history: Vec<u64>,
 }
 
 /// Written by the shim right after the spawn (atomically, not fsynced: it is a convenience, the
@@ -533,6 +540,7 @@ mod tests {
             shim_pid: 77,
             shim_start_time: 12345,
             at: now_rfc3339(),
+            history: vec![],
         };
         let running = RunningRecord {
             token: 3,

@@ -288,11 +288,19 @@ fn run(a: &ShimArgs, signals: &libc::sigset_t) -> io::Result<i32> {
 
     crash_point!("shim-before-started");
     let shim_pid = std::process::id() as i32;
+    // Earlier claims' starts stay on record (see `StartedRecord::history`).
+    let mut history = match dir.read_started() {
+        Ok(Some(old)) if old.history.is_empty() => vec![old.token],
+        Ok(Some(old)) => old.history,
+        _ => Vec::new(),
+    };
+    history.push(a.token);
     let started = StartedRecord {
         token: a.token,
         shim_pid,
         shim_start_time: proc_start_time(shim_pid).unwrap_or(0),
         at: now_rfc3339(),
+        history,
     };
     // Durable before the spawn: the claim is only "maybe started" once this is on disk.
     dir.write_started(&lock, &started)?;
