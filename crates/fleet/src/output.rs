@@ -163,6 +163,9 @@ impl Status {
                 "uptime_seconds": (now - row.started_at).max(0) / 1000,
                 "config": row.config_path,
                 "last_reload_error": row.reload_error,
+                // Moves at every reload the daemon processed (applied or refused): scripts wait
+                // on it to know an edit was seen.
+                "config_checked_at": rfc3339(row.updated_at),
             }),
             (Some(pid), None) => json!({"running": true, "pid": pid, "taking_over": true}),
             (None, row) => json!({

@@ -1019,7 +1019,11 @@ fn apply_one(conn: &Connection, epoch: i64, t: &Transition, now: Millis) -> Resu
             finished_at,
         } => {
             conn.prepare_cached(
-                "UPDATE runs SET status = ?2, exit_code = ?3, signal = ?4, reason = ?5, finished_at = ?6 WHERE id = ?1",
+                // A note written when the run was made (skipped occurrences before it) is kept.
+                "UPDATE runs SET status = ?2, exit_code = ?3, signal = ?4, \
+                   reason = CASE WHEN ?5 IS NULL THEN reason WHEN reason IS NULL THEN ?5 \
+                                 ELSE reason || '; ' || ?5 END, \
+                   finished_at = ?6 WHERE id = ?1",
             )?
             .execute(params![
                 run.id,

@@ -163,9 +163,12 @@ impl Store {
             };
             match (req.overlap, blocking) {
                 (OverlapPolicy::Forbid, Some((id, status))) => {
-                    let reason = format!(
+                    let mut reason = format!(
                         "skipped: overlap = \"forbid\" and run {id} of this project is {status}"
                     );
+                    if let Some(note) = &skipped_note {
+                        reason = format!("{reason}; {note}");
+                    }
                     out.skipped_run = insert_skip(&tx, &new, &reason, now)?;
                 }
                 (policy, blocking) => {

@@ -259,8 +259,29 @@ impl Config {
         let text = std::fs::read_to_string(path).ok()?;
         let dir = resolve_dir(path);
         let Ok(root) = DeTable::parse(&text) else {
-            // Unparsable: only a file with no state_dir line can be trusted to use the default.
-            return (!text.contains("state_dir")).then(|| resolve_against(&dir, DEFAULT_STATE_DIR));
+            // Unparsable elsewhere: a top-level `state_dir = "..."` line (before any table) can
+            // still be read on its own; a file with no such line uses the default.
+            let mut found = None;
+            for line in text.lines() {
+                let line = line.trim();
+                if line.starts_with('[') {
+                    break;
+                }
+                let Some(rest) = line.strip_prefix("state_dir") else {
+                    continue;
+                };
+                let value = rest.trim_start().strip_prefix('=')?.trim();
+                let value = value.split('#').next().unwrap_or("").trim();
+                let inner = value
+                    .strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))?;
+                if inner.is_empty() || inner.contains(['\\', '"', '\0']) {
+                    return None;
+                }
+                found = Some(resolve_against(&dir, inner));
+            }
+            return Some(found.unwrap_or_else(|| resolve_against(&dir, DEFAULT_STATE_DIR)));
         };
         match root.get_ref().get("state_dir") {
             None => Some(resolve_against(&dir, DEFAULT_STATE_DIR)),

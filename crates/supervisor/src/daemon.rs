@@ -129,13 +129,14 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     let notify = Arc::new(Notify::new());
     let reload = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let listener = control_listener(&state, notify.clone(), reload.clone())?;
-    // Edits of fleet.toml are noticed by themselves; the reload happens at an EVAL boundary.
+    // Edits of fleet.toml are noticed by themselves. A change only arms a timer: the reload
+    // happens once the file has been quiet for RELOAD_SETTLE, so an editor caught between its
+    // truncate and its write is not applied (a cut-off file can parse, and would cancel the
+    // queued runs of every project it lost).
+    let (edits_tx, mut edits) = mpsc::unbounded_channel::<()>();
     let _watcher = {
-        let notify = notify.clone();
-        let reload = reload.clone();
         match crate::watch::watch(&options.config_path, move || {
-            reload.store(true, std::sync::atomic::Ordering::SeqCst);
-            notify.notify_one();
+            let _ = edits_tx.send(());
         }) {
             Ok(w) => Some(w),
             Err(e) => {
@@ -160,6 +161,9 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         backoff: None,
         next_due: None,
         fenced: None,
+        // An edit saved between the command line's read of the file and the watcher's start
+        // would otherwise wait for the next edit: look once, as soon as we are up.
+        reload_due: Some(Instant::now() + RELOAD_SETTLE),
     };
     daemon.recover().await;
 
@@ -177,7 +181,17 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
             _ = tick.tick() => {}
             _ = notify.notified() => {}
             Some(ev) = daemon.rx.recv() => { daemon.note(ev); }
+            Some(()) = edits.recv() => { daemon.reload_due = Some(Instant::now() + RELOAD_SETTLE); }
             _ = sleep_until_opt(due) => {}
+        }
+        while edits.try_recv().is_ok() {
+            daemon.reload_due = Some(Instant::now() + RELOAD_SETTLE);
+        }
+        if daemon.reload_due.is_some_and(|at| at <= Instant::now()) {
+            daemon.reload_due = None;
+            daemon
+                .reload
+                .store(true, std::sync::atomic::Ordering::SeqCst);
         }
         while let Ok(ev) = daemon.rx.try_recv() {
             daemon.note(ev);
@@ -288,7 +302,12 @@ struct Daemon {
     next_due: Option<Instant>,
     /// Set when the store refused a write because a newer epoch took over: the loop stops.
     fenced: Option<StoreError>,
+    /// A noticed edit of fleet.toml is reloaded at this instant (see [`RELOAD_SETTLE`]).
+    reload_due: Option<Instant>,
 }
+
+/// How long fleet.toml must stay unchanged after a noticed edit before it is re-read.
+pub const RELOAD_SETTLE: Duration = Duration::from_millis(300);
 
 /// What the blocking half of an EVAL hands back.
 #[derive(Default)]
@@ -309,8 +328,13 @@ struct EvalOutcome {
 
 impl Daemon {
     fn wake_at(&self) -> Option<Instant> {
-        match (self.backoff.map(|(u, _)| u), self.next_due) {
-            (Some(a), Some(b)) => Some(a.max(b)),
+        // While backing off, nothing is due before the backoff ends.
+        let work = match self.backoff {
+            Some((until, _)) => Some(until),
+            None => self.next_due,
+        };
+        match (work, self.reload_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
