@@ -416,6 +416,15 @@ pub struct DaemonRow {
     pub updated_at: Millis,
 }
 
+/// A common table expression `p(name)`: each project that has queued runs, found by jumping
+/// through the `runs_queue` index from one project to the next (a skip-scan), so its cost grows
+/// with the number of projects, not with the length of the queue. The last row is NULL.
+const QUEUED_PROJECTS: &str = "WITH RECURSIVE p(name) AS ( \
+       SELECT (SELECT project FROM runs WHERE status = 'queued' ORDER BY project LIMIT 1) \
+       UNION ALL \
+       SELECT (SELECT project FROM runs WHERE status = 'queued' AND project > p.name \
+               ORDER BY project LIMIT 1) FROM p WHERE p.name IS NOT NULL)";
+
 /// A handle on one state directory's database. Cheap to clone; all clones share one pool.
 ///
 /// Every method blocks on SQLite: async callers run them on a blocking thread
@@ -529,18 +538,13 @@ impl Store {
     /// not to the backlog.
     pub fn queue_heads(&self, now: Millis) -> Result<Vec<QueueHead>> {
         let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "WITH RECURSIVE p(name) AS ( \
-               SELECT (SELECT project FROM runs WHERE status = 'queued' ORDER BY project LIMIT 1) \
-               UNION ALL \
-               SELECT (SELECT project FROM runs WHERE status = 'queued' AND project > p.name \
-                       ORDER BY project LIMIT 1) FROM p WHERE p.name IS NOT NULL \
-             ) \
-             SELECT r.id, r.project, r.namespace, r.priority FROM p JOIN runs r ON r.id = ( \
-               SELECT id FROM runs WHERE status = 'queued' AND project = p.name \
-                 AND not_before <= ?1 ORDER BY priority DESC, id LIMIT 1) \
-             WHERE p.name IS NOT NULL",
-        )?;
+        let mut stmt = conn.prepare_cached(&format!(
+            "{QUEUED_PROJECTS} \
+                 SELECT r.id, r.project, r.namespace, r.priority FROM p JOIN runs r ON r.id = ( \
+                   SELECT id FROM runs WHERE status = 'queued' AND project = p.name \
+                     AND not_before <= ?1 ORDER BY priority DESC, id LIMIT 1) \
+                 WHERE p.name IS NOT NULL"
+        ))?;
         let rows = stmt.query_map([now], |r| {
             Ok(QueueHead {
                 run_id: r.get(0)?,
@@ -805,14 +809,9 @@ impl Store {
     /// Projects that have queued runs (for spotting runs of projects no longer in the config).
     pub fn queued_projects(&self) -> Result<Vec<String>> {
         let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(
-            "WITH RECURSIVE p(name) AS ( \
-               SELECT (SELECT project FROM runs WHERE status = 'queued' ORDER BY project LIMIT 1) \
-               UNION ALL \
-               SELECT (SELECT project FROM runs WHERE status = 'queued' AND project > p.name \
-                       ORDER BY project LIMIT 1) FROM p WHERE p.name IS NOT NULL \
-             ) SELECT name FROM p WHERE name IS NOT NULL",
-        )?;
+        let mut stmt = conn.prepare_cached(&format!(
+            "{QUEUED_PROJECTS} SELECT name FROM p WHERE name IS NOT NULL"
+        ))?;
         let rows = stmt.query_map([], |r| r.get(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }

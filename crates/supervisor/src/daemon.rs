@@ -164,6 +164,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         // An edit saved between the command line's read of the file and the watcher's start
         // would otherwise wait for the next edit: look once, as soon as we are up.
         reload_due: Some(Instant::now() + RELOAD_SETTLE),
+        sweep_removed: true,
     };
     daemon.recover().await;
 
@@ -304,6 +305,9 @@ struct Daemon {
     fenced: Option<StoreError>,
     /// A noticed edit of fleet.toml is reloaded at this instant (see [`RELOAD_SETTLE`]).
     reload_due: Option<Instant>,
+    /// The next EVAL looks for queued runs of every project missing from the config (set at
+    /// startup and after each config change).
+    sweep_removed: bool,
 }
 
 /// How long fleet.toml must stay unchanged after a noticed edit before it is re-read.
@@ -491,6 +495,7 @@ impl Daemon {
                 if new != *self.config {
                     tracing::info!("reloaded {}", self.options.config_path.display());
                     self.config = Arc::new(new);
+                    self.sweep_removed = true;
                 }
                 (caps_json(&self.config), None)
             }
@@ -526,6 +531,7 @@ impl Daemon {
             .map(|(_, _, p)| (p.clone(), self.policy(p)))
             .collect();
         let live = self.pool.running_set();
+        let sweep_removed = self.sweep_removed;
         let config = self.config.clone();
         let store = self.store.clone();
         let state = self.state.clone();
@@ -556,7 +562,10 @@ impl Daemon {
                 }
             }
             fail::fail_point!("daemon-before-finalize", |_| std::process::abort());
-            (eval_blocking(&store, epoch, &config, batch, live, now), still_alive)
+            (
+                eval_blocking(&store, epoch, &config, batch, live, sweep_removed, now),
+                still_alive,
+            )
         })
         .await
         .expect("EVAL panicked");
@@ -601,6 +610,7 @@ impl Daemon {
             return;
         }
         self.backoff = None;
+        self.sweep_removed = false;
         let next = match (outcome.next_not_before, outcome.next_occurrence) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -774,6 +784,7 @@ fn eval_blocking(
     config: &Config,
     batch: Vec<Transition>,
     mut live: RunningSet,
+    sweep_removed: bool,
     now: Millis,
 ) -> EvalOutcome {
     let mut out = EvalOutcome::default();
@@ -804,14 +815,14 @@ fn eval_blocking(
         // Fire due schedule occurrences before packing, so a fired run can start in this EVAL.
         out.next_occurrence = crate::firing::fire_schedules(store, epoch, config, now)?;
         // Queued runs of projects no longer in the config can never start: end them, visibly.
-        for project in store.queued_projects()? {
-            if !config.projects.contains_key(&project) {
-                let n = store.cancel_queued_of(&project, "project removed", now)?;
-                tracing::info!(
-                    project,
-                    runs = n,
-                    "cancelled queued runs of a removed project"
-                );
+        // All queued projects are swept after a config change (and at startup); between
+        // changes, a queue head naming an unknown project (queued by a command that read
+        // another config) is caught below.
+        if sweep_removed {
+            for project in store.queued_projects()? {
+                if !config.projects.contains_key(&project) {
+                    cancel_removed(store, &project, now)?;
+                }
             }
         }
         let db = store.active_runs()?;
@@ -827,6 +838,12 @@ fn eval_blocking(
         let running = merge(&live, &persisted);
         let caps = config.caps();
         let heads = store.queue_heads(now)?;
+        for h in heads
+            .iter()
+            .filter(|h| !config.projects.contains_key(&h.project))
+        {
+            cancel_removed(store, &h.project, now)?;
+        }
         let candidates: Vec<Candidate> = heads
             .into_iter()
             .filter_map(|h| {
@@ -871,6 +888,17 @@ fn eval_blocking(
         out.failed = Some((e, Vec::new()));
     }
     out
+}
+
+/// Ends the queued runs of a project that is not in the config ("project removed").
+fn cancel_removed(store: &Store, project: &str, now: Millis) -> Result<(), StoreError> {
+    let n = store.cancel_queued_of(project, "project removed", now)?;
+    tracing::info!(
+        project,
+        runs = n,
+        "cancelled queued runs of a removed project"
+    );
+    Ok(())
 }
 
 /// The path of a run's log, for `fleet logs`.
