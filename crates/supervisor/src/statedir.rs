@@ -130,13 +130,23 @@ impl StateDir {
             .mode(0o600)
             .open(&path)
             .map_err(unusable)?;
-        if !try_flock(&file).map_err(unusable)? {
-            let mut text = String::new();
-            let _ = file.read_to_string(&mut text);
-            return Err(StateDirError::Held {
-                pid: text.split_whitespace().next().and_then(|p| p.parse().ok()),
-                path: self.root.clone(),
-            });
+        // A daemon killed while it was forking a shim leaves, for a moment, a child that holds a
+        // copy of the lock until its exec closes it (close-on-exec acts at exec, not at fork).
+        // So a lock held while the daemon named in the file is dead is waited for, briefly;
+        // a lock held by a live daemon is refused at once.
+        let deadline = std::time::Instant::now() + HOLDER_GONE_WAIT;
+        while !try_flock(&file).map_err(unusable)? {
+            let holder = self.daemon_holder().ok().flatten();
+            if holder.is_some() || std::time::Instant::now() >= deadline {
+                let mut text = String::new();
+                file.rewind().map_err(unusable)?;
+                let _ = file.read_to_string(&mut text);
+                return Err(StateDirError::Held {
+                    pid: text.split_whitespace().next().and_then(|p| p.parse().ok()),
+                    path: self.root.clone(),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
         file.set_len(0).map_err(unusable)?;
         file.rewind().map_err(unusable)?;
@@ -167,6 +177,10 @@ impl StateDir {
         Ok((crate::runfiles::proc_start_time(pid) == Some(start)).then_some(pid))
     }
 }
+
+/// How long [`StateDir::lock_daemon`] waits for a lock whose daemon is dead (a child it was
+/// forking still holds a copy until its exec).
+pub const HOLDER_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The held daemon lock. Dropping it releases the state directory.
 #[derive(Debug)]
