@@ -161,11 +161,18 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         backoff: None,
         next_due: None,
         fenced: None,
-        // An edit saved between the command line's read of the file and the watcher's start
-        // would otherwise wait for the next edit: look once, as soon as we are up.
-        reload_due: Some(Instant::now() + RELOAD_SETTLE),
+        reload_due: None,
         sweep_removed: true,
     };
+    // An edit saved between the command line's read of the file and the watcher's start would
+    // otherwise wait for the next edit: if the file no longer says what we were given, reload.
+    let path = daemon.options.config_path.clone();
+    let now_on_disk = tokio::task::spawn_blocking(move || Config::load(&path).ok())
+        .await
+        .expect("config load panicked");
+    if now_on_disk.as_ref() != Some(&*daemon.config) {
+        daemon.reload_due = Some(Instant::now() + RELOAD_SETTLE);
+    }
     daemon.recover().await;
 
     let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
