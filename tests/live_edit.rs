@@ -1087,17 +1087,30 @@ fn symlinked_fleet(text: &str) -> (Fleet, PathBuf) {
     (f, target)
 }
 
-/// Edits the symlink's target by rename inside its own folder (unseen by the watcher).
+/// Edits the symlink's target by rename inside its own folder.
 fn edit_target(target: &Path, text: &str) {
     let tmp = target.with_extension("tmp");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, target).unwrap();
 }
 
+/// An edit of a symlinked fleet.toml's target is noticed by itself, like an edit of the file.
+#[test]
+fn an_edit_of_a_symlinked_configs_target_is_noticed() {
+    let (f, target) = symlinked_fleet(&rule7_config(2, "one"));
+    let _d = start(&f);
+    edit_target(&target, &rule7_config(5, "one"));
+    f.wait_until(DEADLINE, "the target's edit to be applied", || {
+        f.status()["global"]["max_concurrency"] == 5
+    });
+}
+
 #[test]
 fn sighup_rereads_the_file() {
     let (f, target) = symlinked_fleet(&rule7_config(2, "one"));
-    let mut d = start(&f);
+    // The watcher is off, so only the signal or the command can bring the edit in.
+    let mut d = f.start_daemon_env(&[("FLEET_WATCH", "0")]);
+    reload_round_trip(&f);
     wait_applied(&f, 2, "the daemon's first config");
     edit_target(&target, &rule7_config(6, "two"));
     // SAFETY: plain kill(2) on our own, unreaped child.
@@ -1124,7 +1137,9 @@ fn sighup_rereads_the_file() {
 #[test]
 fn fleet_reload_rereads_the_file() {
     let (f, target) = symlinked_fleet(&rule7_config(2, "one"));
-    let mut d = start(&f);
+    // The watcher is off, so only the signal or the command can bring the edit in.
+    let mut d = f.start_daemon_env(&[("FLEET_WATCH", "0")]);
+    reload_round_trip(&f);
     wait_applied(&f, 2, "the daemon's first config");
     edit_target(&target, &rule7_config(7, "two"));
     assert_eq!(f.cmd_ok(&["reload"]).trim(), "reload requested");

@@ -1,6 +1,6 @@
 //! Argument parsing and one function per command.
 
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -355,13 +355,12 @@ fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
             Ok(mut f) => {
                 f.seek(SeekFrom::Start(*offset))
                     .map_err(|e| Failure::action(format!("{}: {e}", log.display())))?;
-                let mut buf = Vec::new();
-                f.read_to_end(&mut buf)
+                // Streamed: a log may be larger than memory.
+                let n = std::io::copy(&mut f, &mut out)
+                    .and_then(|n| out.flush().map(|()| n))
                     .map_err(|e| Failure::action(format!("{}: {e}", log.display())))?;
-                *offset += buf.len() as u64;
-                out.write_all(&buf)
-                    .and_then(|_| out.flush())
-                    .map_err(|e| Failure::action(format!("writing the log: {e}")))
+                *offset += n;
+                Ok(())
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Failure::action(format!("{}: {e}", log.display()))),
@@ -374,10 +373,17 @@ fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
     loop {
         // Read the status before the file: whatever the run wrote before it ended is then
         // printed by the copy that follows.
-        let done = store
-            .get_run(run)
-            .map(|r| r.status.is_terminal())
-            .unwrap_or(false);
+        // Ended: recorded as such, or (no daemon running to record it) its shim wrote the exit
+        // record of the current claim.
+        let done = match store.get_run(run) {
+            Ok(r) if r.status.is_terminal() => true,
+            Ok(r) if r.status.is_active() => supervisor::runfiles::RunDir::new(state.root(), run)
+                .read_exit()
+                .ok()
+                .flatten()
+                .is_some_and(|e| e.token == r.claim_token),
+            _ => false,
+        };
         copy(&mut offset)?;
         if done {
             return Ok(());

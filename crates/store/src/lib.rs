@@ -161,7 +161,10 @@ pub struct Run {
     /// An operator asked to cancel it; the status changes only once the process is gone.
     pub cancel_requested: bool,
     /// Which claim of this run is current (0 before the first). Run files carry it, so files
-    /// left by an earlier claim are never mistaken for the current one.
+    /// left by an earlier claim are never mistaken for the current one. Random (63 bits), not a
+    /// counter: after a database is restored from a backup, run ids and counters repeat, and
+    /// the run folder of an old run with the same id must still not pass for the new claim's
+    /// (a counter made a run that never ran look `succeeded` from the old run's exit record).
     pub claim_token: u64,
     /// The epoch of the daemon that last claimed it.
     pub epoch: Option<i64>,
@@ -446,21 +449,19 @@ impl Store {
             source: e,
         };
         let busy_ms = busy_timeout.as_millis() as u64;
-        let manager = SqliteConnectionManager::file(path).with_init(move |c| {
+        let init = move |c: &mut Connection| -> rusqlite::Result<()> {
             c.busy_timeout(Duration::from_millis(busy_ms))?;
             // FULL: a committed claim or transition survives power loss, not only a crash —
             // the brief's "every state change is durable before the side effect it licenses".
             c.execute_batch(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
             )
-        });
-        let pool = r2d2::Pool::builder()
-            .max_size(4)
-            .min_idle(Some(1))
-            .connection_timeout(Duration::from_secs(30))
-            .build(manager)
-            .map_err(|e| open_err(Box::new(e)))?;
-        let mut conn = pool.get().map_err(|e| open_err(Box::new(e)))?;
+        };
+        // One plain connection first: a file that is not a database, or a place where none can
+        // be created, fails here at once with SQLite's own words, instead of after the pool's
+        // connection timeout.
+        let mut conn = Connection::open(path).map_err(|e| open_err(Box::new(e)))?;
+        init(&mut conn).map_err(|e| open_err(Box::new(e)))?;
         let migrations = schema::migrations();
         // Two processes opening a new database at once (the daemon and a first `fleet enqueue`)
         // both try to migrate; the loser's transaction rolls back. It then finds the schema
@@ -483,6 +484,13 @@ impl Store {
             }
         }
         drop(conn);
+        let manager = SqliteConnectionManager::file(path).with_init(init);
+        let pool = r2d2::Pool::builder()
+            .max_size(4)
+            .min_idle(Some(1))
+            .connection_timeout(Duration::from_secs(30))
+            .build(manager)
+            .map_err(|e| open_err(Box::new(e)))?;
         Ok(Store { pool })
     }
 
@@ -664,7 +672,7 @@ impl Store {
         let mut out = Vec::with_capacity(requests.len());
         {
             let sql = format!(
-                "UPDATE runs SET status = 'starting', namespace = ?2, claim_token = claim_token + 1, \
+                "UPDATE runs SET status = 'starting', namespace = ?2, claim_token = ((random() & 9223372036854775807) | 1), \
                    epoch = ?3, started_at = ?4, finished_at = NULL, pid = NULL, exit_code = NULL, signal = NULL \
                  WHERE id = ?1 AND status = 'queued' RETURNING {RUN_COLUMNS}"
             );

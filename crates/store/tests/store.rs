@@ -44,7 +44,7 @@ fn second_claim_of_one_run_hands_back_nothing() {
     let first = s.claim(epoch, &[req(id, "default")], 2).unwrap();
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].run.status, RunStatus::Starting);
-    assert_eq!(first[0].run.claim_token, 1);
+    assert_ne!(first[0].run.claim_token, 0);
     let second = s.claim(epoch, &[req(id, "default")], 3).unwrap();
     assert!(second.is_empty(), "a claimed run was handed out again");
     // And one batch naming the run twice claims it once.
@@ -349,4 +349,25 @@ fn requeue_of_a_cancelled_run_ends_it() {
     let r = s.get_run(id).unwrap();
     assert_eq!(r.status, RunStatus::Cancelled);
     assert!(s.queue_heads(10).unwrap().is_empty());
+}
+
+/// A database restored from a backup repeats run ids; the claim token of the new run with a
+/// reused id must still differ from the old run's, whose files are still in runs/<id>/.
+#[test]
+fn claim_tokens_do_not_repeat_when_run_ids_do() {
+    let tokens: Vec<u64> = (0..2)
+        .map(|_| {
+            let (_d, s) = open();
+            let epoch = take_over(&s);
+            let id = s.enqueue(&new_run("p", "default"), 1).unwrap();
+            assert_eq!(
+                id, 1,
+                "a fresh database starts ids at 1, like a restored one repeats them"
+            );
+            s.claim(epoch, &[req(id, "default")], 2).unwrap()[0]
+                .run
+                .claim_token
+        })
+        .collect();
+    assert_ne!(tokens[0], tokens[1]);
 }

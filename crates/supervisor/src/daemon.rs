@@ -97,7 +97,13 @@ pub fn caps_json(config: &Config) -> String {
 /// command does makes it return.
 pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonError> {
     // Reads FAILPOINTS (tests inject crashes by name); a no-op without the `failpoints` feature.
-    let _failpoints = fail::FailScenario::setup();
+    let _failpoints = crate::failpoints::scenario().map_err(|()| DaemonError::Io {
+        what: "FAILPOINTS".into(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "malformed (expected name=action;name=action)",
+        ),
+    })?;
     let state = StateDir::new(&config.state_dir);
     let _lock = state.lock_daemon()?;
     let store = {
@@ -134,7 +140,15 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // truncate and its write is not applied (a cut-off file can parse, and would cancel the
     // queued runs of every project it lost).
     let (edits_tx, mut edits) = mpsc::unbounded_channel::<()>();
-    let _watcher = {
+    // FLEET_WATCH=0 turns the watcher off (filesystems where inotify misbehaves; tests that
+    // must see SIGHUP or `fleet reload` alone do the work).
+    let watching = std::env::var_os("FLEET_WATCH").is_none_or(|v| v != "0");
+    let _watcher = if !watching {
+        tracing::info!(
+            "FLEET_WATCH=0: edits of the config are read on SIGHUP or `fleet reload` only"
+        );
+        None
+    } else {
         match crate::watch::watch(&options.config_path, move || {
             let _ = edits_tx.send(());
         }) {
@@ -259,7 +273,11 @@ fn control_listener(
     let path = state.socket_path();
     // We hold the daemon lock, so a socket file left here belongs to a dead daemon.
     let _ = std::fs::remove_file(&path);
-    let listener = tokio::net::UnixListener::bind(&path).map_err(|source| DaemonError::Io {
+    let bind = || {
+        let (address, _folder) = crate::control::addressable(&path)?;
+        tokio::net::UnixListener::bind(&address)
+    };
+    let listener = bind().map_err(|source| DaemonError::Io {
         what: format!("binding the control socket {}", path.display()),
         source,
     })?;

@@ -256,16 +256,7 @@ pub fn main(args: &[OsString]) -> i32 {
     }
 }
 
-/// Reads `FAILPOINTS` when failpoints are compiled in. `Err` if it is malformed (the fail crate
-/// panics on that; the panic is caught so the shim reports it instead of unwinding).
-fn failpoint_scenario() -> Result<Option<fail::FailScenario<'static>>, ()> {
-    if !fail::has_failpoints() {
-        return Ok(None);
-    }
-    std::panic::catch_unwind(fail::FailScenario::setup)
-        .map(Some)
-        .map_err(|_| ())
-}
+use crate::failpoints::scenario as failpoint_scenario;
 
 fn run(a: &ShimArgs, signals: &libc::sigset_t) -> io::Result<i32> {
     crash_point!("shim-before-lock");

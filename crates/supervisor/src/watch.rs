@@ -30,14 +30,33 @@ pub fn watch(
     config: &Path,
     on_change: impl Fn() + Send + Clone + 'static,
 ) -> notify::Result<ConfigWatcher> {
-    let file_name = config.file_name().map(|n| n.to_os_string());
-    let folder: PathBuf = match config.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    // The file as named and, when it is a symlink, the file it points to: an edit of the
+    // target must be noticed too. Each is watched through its folder.
+    let mut places: Vec<(PathBuf, std::ffi::OsString)> = Vec::new();
+    for path in [
+        Some(config.to_path_buf()),
+        std::fs::canonicalize(config).ok(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let Some(name) = path.file_name().map(|n| n.to_os_string()) else {
+            continue;
+        };
+        let folder = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !places
+            .iter()
+            .any(|(f, n)| same_folder(f, &folder) && *n == name)
+        {
+            places.push((folder, name));
+        }
+    }
+    let names: Vec<std::ffi::OsString> = places.iter().map(|(_, n)| n.clone()).collect();
     let handler = {
         let on_change = on_change.clone();
-        let file_name = file_name.clone();
         move |res: notify::Result<notify::Event>| {
             let Ok(event) = res else { return };
             if event.kind.is_access() {
@@ -46,14 +65,20 @@ pub fn watch(
             let ours = event
                 .paths
                 .iter()
-                .any(|p| p.file_name().map(|n| n.to_os_string()) == file_name);
+                .any(|p| p.file_name().is_some_and(|n| names.iter().any(|m| m == n)));
             if ours {
                 on_change();
             }
         }
     };
+    let watch_all = |w: &mut dyn Watcher| -> notify::Result<()> {
+        for (folder, _) in &places {
+            w.watch(folder, RecursiveMode::NonRecursive)?;
+        }
+        Ok(())
+    };
     match notify::recommended_watcher(handler.clone()).and_then(|mut w| {
-        w.watch(&folder, RecursiveMode::NonRecursive)?;
+        watch_all(&mut w)?;
         Ok(w)
     }) {
         Ok(w) => Ok(ConfigWatcher {
@@ -68,11 +93,19 @@ pub fn watch(
                     .with_poll_interval(POLL_INTERVAL)
                     .with_compare_contents(true),
             )?;
-            w.watch(&folder, RecursiveMode::NonRecursive)?;
+            watch_all(&mut w)?;
             Ok(ConfigWatcher {
                 _inner: Box::new(w),
                 polling: true,
             })
         }
+    }
+}
+
+/// Whether two folder paths name the same folder.
+fn same_folder(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
     }
 }
