@@ -97,12 +97,9 @@ pub fn caps_json(config: &Config) -> String {
 /// command does makes it return.
 pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonError> {
     // Reads FAILPOINTS (tests inject crashes by name); a no-op without the `failpoints` feature.
-    let _failpoints = crate::failpoints::scenario().map_err(|()| DaemonError::Io {
+    let _failpoints = crate::failpoints::scenario().map_err(|e| DaemonError::Io {
         what: "FAILPOINTS".into(),
-        source: std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "malformed (expected name=action;name=action)",
-        ),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
     })?;
     let state = StateDir::new(&config.state_dir);
     let _lock = state.lock_daemon()?;

@@ -44,14 +44,19 @@ pub const DAEMON: &[(&str, &str)] = &[
 /// Reads `FAILPOINTS` when failpoints are compiled in (feature `failpoints`); without them it
 /// reads nothing, so a production binary never reacts to the variable. `Err` if the variable is
 /// malformed (the fail crate panics on that; the panic is caught so the caller reports it).
-pub fn scenario() -> Result<Option<fail::FailScenario<'static>>, ()> {
+pub fn scenario() -> Result<Option<fail::FailScenario<'static>>, MalformedFailpoints> {
     if !fail::has_failpoints() {
         return Ok(None);
     }
     std::panic::catch_unwind(fail::FailScenario::setup)
         .map(Some)
-        .map_err(|_| ())
+        .map_err(|_| MalformedFailpoints)
 }
+
+/// `FAILPOINTS` could not be parsed (expected `name=action;name=action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("FAILPOINTS is malformed (expected name=action;name=action)")]
+pub struct MalformedFailpoints;
 
 /// Every failpoint, daemon's then shim's: (name, what recovery does after a crash there).
 pub fn all() -> Vec<(&'static str, &'static str)> {

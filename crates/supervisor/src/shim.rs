@@ -232,7 +232,7 @@ pub fn main(args: &[OsString]) -> i32 {
     // Keep the scenario alive for the shim's whole life: it holds the failpoint configuration.
     let _scenario = match failpoint_scenario() {
         Ok(s) => s,
-        Err(()) => {
+        Err(_) => {
             warn(format_args!("fleet shim: invalid FAILPOINTS"));
             return EXIT_USAGE;
         }
