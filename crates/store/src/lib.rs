@@ -773,7 +773,10 @@ impl Store {
                 CancelOutcome::Cancelled
             }
             RunStatus::Starting | RunStatus::Running => {
-                tx.execute("UPDATE runs SET cancel_requested = 1 WHERE id = ?1", [id])?;
+                tx.execute(
+                    "UPDATE runs SET cancel_requested = 1, reason = ?2 WHERE id = ?1",
+                    params![id, reason],
+                )?;
                 CancelOutcome::Requested
             }
             done => CancelOutcome::AlreadyFinished(done),

@@ -174,7 +174,16 @@ impl Store {
                 (policy, blocking) => {
                     if let (OverlapPolicy::Replace, Some((id, status))) = (policy, &blocking) {
                         if status != "queued" {
-                            tx.execute("UPDATE runs SET cancel_requested = 1 WHERE id = ?1", [id])?;
+                            tx.execute(
+                                "UPDATE runs SET cancel_requested = 1, reason = ?2 WHERE id = ?1",
+                                params![
+                                    id,
+                                    format!(
+                                        "replaced by the occurrence at {} (overlap = \"replace\")",
+                                        crate::rfc3339(occurrence)
+                                    )
+                                ],
+                            )?;
                             out.replaced = Some(*id);
                         }
                     }

@@ -20,6 +20,10 @@ mod tests;
 
 /// The namespace of a project that names none. Always known, even when not declared; when
 /// undeclared it is capped by the global cap alone.
+/// The shortest `tick` accepted: the tick is only a backstop, and a shorter one makes an idle
+/// daemon spin.
+pub const MIN_TICK: Duration = Duration::from_millis(100);
+
 pub const DEFAULT_NAMESPACE: &str = "default";
 
 /// Shown as the default of a key that must be given.
@@ -641,7 +645,22 @@ impl<'a> Checker<'a> {
             .and_then(|(_, v)| self.expect_cap(v, "max_concurrency"))
             .unwrap_or(DEFAULT_MAX_CONCURRENCY);
         let tick = lookup(root, "tick")
-            .and_then(|(_, v)| self.expect_duration(v, "tick", false))
+            .and_then(|(_, v)| {
+                let d = self.expect_duration(v, "tick", false)?;
+                // EVALs follow events anyway; a tick much shorter than this only burns CPU.
+                if d < MIN_TICK {
+                    self.error(
+                        v.span(),
+                        "tick",
+                        format!(
+                            "must be at least {} (EVALs already follow every event)",
+                            humantime::format_duration(MIN_TICK)
+                        ),
+                    );
+                    return None;
+                }
+                Some(d)
+            })
             .unwrap_or(DEFAULT_TICK);
 
         let mut namespaces = BTreeMap::new();

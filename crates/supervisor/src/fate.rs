@@ -54,7 +54,8 @@ pub fn settle(dir: &RunDir, token: u64) -> io::Result<Fate> {
 /// The terminal status, exit code, signal and reason an exit record stands for.
 ///
 /// `term_requested` means the daemon sent SIGTERM for a cancel (timeouts are the shim's own and
-/// say `timed_out`), so such a run ends `cancelled` whatever its exit code.
+/// say `timed_out`), so such a run ends `cancelled` whatever its exit code; its reason is the
+/// one recorded with the request.
 pub fn outcome(exit: &ExitRecord) -> (RunStatus, Option<i32>, Option<i32>, Option<String>) {
     match exit.outcome {
         Outcome::SpawnFailed => (
@@ -73,12 +74,9 @@ pub fn outcome(exit: &ExitRecord) -> (RunStatus, Option<i32>, Option<i32>, Optio
             exit.signal,
             Some("timeout expired".into()),
         ),
-        _ if exit.term_requested => (
-            RunStatus::Cancelled,
-            exit.code,
-            exit.signal,
-            Some("cancelled by operator".into()),
-        ),
+        // The reason was written with the request ("cancelled by operator", "replaced by the
+        // occurrence at …"), and stays.
+        _ if exit.term_requested => (RunStatus::Cancelled, exit.code, exit.signal, None),
         Outcome::Exited if exit.code == Some(0) => (RunStatus::Succeeded, Some(0), None, None),
         Outcome::Exited => (RunStatus::Failed, exit.code, None, None),
         Outcome::Signalled => (

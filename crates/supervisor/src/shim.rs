@@ -397,7 +397,8 @@ fn spawn_command(a: &ShimArgs, dir: &RunDir, shim_pid: i32) -> Result<Child, Str
         // The failpoint configuration is the shim's, not the command's.
         .env_remove("FAILPOINTS");
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe
-    // calls (sigemptyset, sigprocmask, signal, prctl, getppid, _exit).
+    // calls (sigemptyset, sigprocmask, signal, prctl, getppid, _exit; SIGRTMIN reads a value
+    // glibc fixed at startup).
     unsafe {
         cmd.pre_exec(move || {
             // std resets SIGPIPE to its default before exec but NOT the signal mask (verified
@@ -409,6 +410,14 @@ fn spawn_command(a: &ShimArgs, dir: &RunDir, shim_pid: i32) -> Result<Child, Str
             libc::sigemptyset(empty.as_mut_ptr());
             libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut());
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            // Dispositions set to "ignore" survive exec too: a daemon started in the background
+            // of a script (SIGINT, SIGQUIT ignored) would pass them to every command, which
+            // then could not be stopped the usual way. Every command starts with the defaults.
+            for sig in 1..libc::SIGRTMIN() {
+                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
             // The command must not outlive the shim. Tied to the forking thread: the shim's
             // only thread, which lives as long as the shim.
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {

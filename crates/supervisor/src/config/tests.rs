@@ -384,6 +384,9 @@ fn caps_must_be_positive() {
 fn tick_must_be_positive_and_durations_must_parse() {
     let (line, key) = one("tick = \"0s\"\n", "greater than zero");
     assert_eq!((line, key.as_str()), (1, "tick"));
+    // A tick so short that an idle daemon would spin is refused.
+    let (line, key) = one("tick = \"1ns\"\n", "at least 100ms");
+    assert_eq!((line, key.as_str()), (1, "tick"));
 
     let (line, key) = one(&project("timeout = \"10x\""), "invalid duration \"10x\"");
     assert_eq!((line, key.as_str()), (3, "projects.p.timeout"));
