@@ -717,3 +717,38 @@ fn crash_after_claim_requeues_same_attempt() {
     );
     assert_check_ok(&f);
 }
+
+/// The brief's failure 1 at the daemon's level: the database records a run as active that the
+/// slot pool cannot hold (recovery cannot read its run files, so it is neither adopted nor
+/// settled). The packers must still count it — they see merge(pool, DB), not the pool — so under
+/// a global cap of 1 nothing else starts. Goes red if the daemon hands the packers its pool alone.
+#[test]
+fn failure1_db_active_run_unknown_to_the_pool_still_counts() {
+    let f = Fleet::new(
+        "max_concurrency = 1\n\
+         [projects.held]\ncommand = [\"true\"]\n\
+         [projects.other]\ncommand = [\"true\"]\n",
+    );
+    let held = f.enqueue("held");
+    {
+        // Another writer (as a restored backup or a crashed daemon of another build might leave
+        // it): run `held` is active, and its run folder is not a folder at all.
+        let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).unwrap();
+        db.execute(
+            "UPDATE runs SET status = 'running', claim_token = 7, started_at = 1 WHERE id = ?1",
+            [held],
+        )
+        .unwrap();
+        let runs = f.state_dir().join("runs");
+        std::fs::create_dir_all(&runs).unwrap();
+        std::fs::write(runs.join(held.to_string()), "not a run folder").unwrap();
+    }
+    let _d = f.start_daemon();
+    let other = f.enqueue("other");
+    assert_stays_queued(
+        &f,
+        other,
+        "the global cap of 1 is taken by a run only the database knows",
+    );
+    assert_eq!(status_of(&f.run(held)), "running");
+}
