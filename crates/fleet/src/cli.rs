@@ -449,7 +449,14 @@ fn check(path: &Path, json: bool) -> Result<()> {
         Some(store) => {
             supervisor::check::check(&state, &store, store::now_ms()).map_err(Failure::action)?
         }
-        None => supervisor::check::Report::default(),
+        None => {
+            // Say so: a mistyped state_dir must not pass for a clean install.
+            println!(
+                "ok: nothing to check: no database at {}",
+                state.db_path().display()
+            );
+            return Ok(());
+        }
     };
     if json {
         println!("{}", output::check_json(&report));

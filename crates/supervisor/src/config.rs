@@ -814,6 +814,16 @@ impl<'a> Checker<'a> {
                         );
                         continue;
                     }
+                    // fleet sets these for every run; a project's own value would be silently
+                    // overridden (or, for FAILPOINTS, dropped), so it is refused instead.
+                    if var.starts_with("FLEET_") || var == "FAILPOINTS" {
+                        self.error(
+                            ek.span(),
+                            &var_key,
+                            "reserved: fleet sets FLEET_* (and strips FAILPOINTS) for every run",
+                        );
+                        continue;
+                    }
                     if let Some(val) = self.expect_str(ev, &var_key) {
                         if val.contains('\0') {
                             self.error(ev.span(), &var_key, "must not contain a NUL byte");

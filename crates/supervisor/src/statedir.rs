@@ -74,6 +74,12 @@ impl StateDir {
             path: self.root.clone(),
             source,
         };
+        if self.root.exists() && !self.root.is_dir() {
+            return Err(unusable(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                "exists and is not a directory",
+            )));
+        }
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)

@@ -494,6 +494,9 @@ fn schedules_timezones_and_overlap_are_validated() {
 
 #[test]
 fn env_values_must_be_strings_and_retries_non_negative() {
+    let (line, key) = one(&project("env = { FLEET_RUN_ID = \"7\" }"), "reserved");
+    assert_eq!((line, key.as_str()), (3, "projects.p.env.FLEET_RUN_ID"));
+
     let (line, key) = one(
         &project("[projects.p.env]\nA = \"1\"\nB = 2\n"),
         "expected a string, found integer 2",
