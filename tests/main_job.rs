@@ -715,3 +715,29 @@ fn second_daemon_is_refused_naming_the_first() {
     assert_eq!(f.logs(id), "hello\n");
     d.assert_alive();
 }
+
+/// `--state-dir` reaches the runs while fleet.toml is broken: an operator can still list, read
+/// and cancel them (the config-based commands refuse the file, exit 2, as the contract says).
+#[test]
+fn state_dir_flag_works_while_the_config_is_broken() {
+    let f = Fleet::new("[projects.p]\ncommand = [\"sleep\", \"30\"]\n");
+    let id = f.enqueue("p");
+    std::fs::write(&f.config, "this is = = not toml\n").unwrap();
+    assert_eq!(f.cmd(&["runs"]).code(), Some(2));
+    let state = f.state_dir();
+    let state = state.to_str().unwrap();
+    let out = f.cmd(&["--state-dir", state, "runs", "--json"]);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let runs: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(runs[0]["id"], id);
+    let out = f.cmd(&["--state-dir", state, "cancel", &id.to_string()]);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let out = f.cmd(&["--state-dir", state, "runs", "--json"]);
+    let runs: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(runs[0]["status"], "cancelled");
+    // The daemon and enqueue take their state directory from the config only.
+    assert_eq!(
+        f.cmd(&["--state-dir", state, "enqueue", "p"]).code(),
+        Some(2)
+    );
+}

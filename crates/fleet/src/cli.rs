@@ -53,9 +53,16 @@ struct Cli {
         default_value = "fleet.toml"
     )]
     config: PathBuf,
+    /// Read this state directory instead of the one the config names (runs, status, logs,
+    /// cancel, check): they then work even while fleet.toml is broken or missing.
+    #[arg(long, global = true)]
+    state_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
+
+/// `--state-dir`, when given: read-only commands and `cancel` use it instead of the config.
+static STATE_DIR_OVERRIDE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -127,6 +134,20 @@ pub fn main() -> Result<()> {
         let _ = e.print();
         std::process::exit(2);
     })?;
+    if let Some(dir) = &cli.state_dir {
+        if matches!(
+            cli.command,
+            Command::Daemon | Command::Enqueue { .. } | Command::Validate
+        ) {
+            // These act on the config itself; a second source for the state directory could
+            // only disagree with it.
+            return Err(Failure::input(
+                "--state-dir is for runs, status, logs, cancel, check and reload; daemon, enqueue and validate use the config's state_dir",
+            ));
+        }
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        let _ = STATE_DIR_OVERRIDE.set(dir);
+    }
     match cli.command {
         Command::Daemon => daemon(&cli.config),
         Command::Validate => validate(&cli.config),
@@ -160,8 +181,12 @@ fn invalid(errors: &ConfigErrors) -> Failure {
     }
 }
 
-/// The state directory of a valid config; an invalid one is exit 2 (CONTRACT.md).
+/// The state directory: `--state-dir` if given, else the config's; an invalid config is exit 2
+/// (CONTRACT.md).
 fn state_of(path: &Path) -> Result<StateDir> {
+    if let Some(dir) = STATE_DIR_OVERRIDE.get() {
+        return Ok(StateDir::new(dir));
+    }
     Ok(StateDir::new(load(path)?.state_dir))
 }
 
@@ -169,7 +194,15 @@ fn state_of(path: &Path) -> Result<StateDir> {
 /// shows the refused edit (and then exits 2), `reload` makes the daemon record the refusal.
 /// They use the state directory the file names, with a warning.
 fn load_for_reading(path: &Path) -> Result<(StateDir, Option<Config>, Option<ConfigErrors>)> {
-    match Config::load(path) {
+    let loaded = Config::load(path);
+    if let Some(dir) = STATE_DIR_OVERRIDE.get() {
+        let (config, errors) = match loaded {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(e)),
+        };
+        return Ok((StateDir::new(dir), config, errors));
+    }
+    match loaded {
         Ok(config) => Ok((StateDir::new(&config.state_dir), Some(config), None)),
         Err(errors) => match Config::state_dir_of(path) {
             Some(dir) => Ok((StateDir::new(dir), None, Some(errors))),
