@@ -665,6 +665,18 @@ impl Daemon {
             if slot.cancel_sent {
                 continue;
             }
+            if slot.shim.is_none() && slot.adopted {
+                // Adopted before its shim had written `started`: it has by now, if it lives.
+                slot.shim = RunDir::new(self.state.root(), run.id)
+                    .read_started()
+                    .ok()
+                    .flatten()
+                    .filter(|s| s.token == slot.token)
+                    .map(|s| ShimIdentity {
+                        pid: s.shim_pid,
+                        start_time: s.shim_start_time,
+                    });
+            }
             match slot.shim {
                 Some(shim) if shim.signal(libc::SIGTERM) => {
                     tracing::info!(run = run.id, "cancel: sent SIGTERM to the run's shim");
