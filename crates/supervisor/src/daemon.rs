@@ -174,6 +174,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         fenced: None,
         reload_due: None,
         sweep_removed: true,
+        recovered: false,
     };
     // An edit saved between the command line's read of the file and the watcher's start would
     // otherwise wait for the next edit: if the file no longer says what we were given, reload.
@@ -230,6 +231,14 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
             .is_some_and(|(until, _)| Instant::now() < until)
         {
             continue;
+        }
+        if !daemon.recovered {
+            // Recovery could not read the database at startup: nothing may be claimed before the
+            // runs a previous daemon left are adopted or settled.
+            daemon.recover().await;
+            if !daemon.recovered {
+                continue;
+            }
         }
         daemon.eval().await;
         if daemon.fenced.is_some() {
@@ -330,6 +339,8 @@ struct Daemon {
     /// The next EVAL looks for queued runs of every project missing from the config (set at
     /// startup and after each config change).
     sweep_removed: bool,
+    /// Startup recovery has run to the end (it is retried, with backoff, until it has).
+    recovered: bool,
 }
 
 /// How long fleet.toml must stay unchanged after a noticed edit before it is re-read.
@@ -472,13 +483,16 @@ impl Daemon {
                 }
                 fail::fail_point!("recovery-before-apply", |_| std::process::abort());
                 self.pending.extend(transitions);
+                self.recovered = true;
+                self.backoff = None;
             }
             Err(e) => {
-                tracing::error!(error = %e, "recovery could not read the database; will retry at the next EVAL");
-                self.backoff = Some((
-                    Instant::now() + Duration::from_millis(200),
-                    Duration::from_millis(200),
-                ));
+                let wait = self
+                    .backoff
+                    .map(|(_, w)| (w * 2).min(Duration::from_secs(5)))
+                    .unwrap_or(Duration::from_millis(200));
+                tracing::error!(error = %e, retry_in = ?wait, "recovery could not read the database; retrying");
+                self.backoff = Some((Instant::now() + wait, wait));
             }
         }
     }
