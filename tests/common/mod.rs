@@ -416,18 +416,23 @@ impl Drop for Fleet {
     }
 }
 
+/// Every pid in /proc right now (empty if /proc cannot be read).
+pub fn all_pids() -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .collect()
+}
+
 /// Pids of live (non-zombie) processes whose environment holds `MARKER_VAR=marker`.
 pub fn marked_pids(marker: &str) -> Vec<i32> {
     let needle = format!("{MARKER_VAR}={marker}");
     let needle = needle.as_bytes();
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
+    for pid in all_pids() {
         let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
             continue;
         };
@@ -532,13 +537,7 @@ pub fn process_gone(pid: i32) -> bool {
 /// Live (non-zombie) processes in process group `pgid`.
 pub fn group_members(pgid: i32) -> Vec<i32> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
+    for pid in all_pids() {
         if let Some((state, pgrp)) = proc_state(pid) {
             if pgrp == pgid && !matches!(state, 'Z' | 'X' | 'x') {
                 out.push(pid);

@@ -85,13 +85,7 @@ pub fn use_private_bin() {
 /// Live processes with `path` (the state directory's daemon.lock) open: (pid, command line).
 pub fn lock_holders(path: &Path) -> Vec<(i32, String)> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
+    for pid in crate::common::all_pids() {
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };
