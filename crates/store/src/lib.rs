@@ -460,8 +460,25 @@ impl Store {
         // One plain connection first: a file that is not a database, or a place where none can
         // be created, fails here at once with SQLite's own words, instead of after the pool's
         // connection timeout.
-        let mut conn = Connection::open(path).map_err(|e| open_err(Box::new(e)))?;
-        init(&mut conn).map_err(|e| open_err(Box::new(e)))?;
+        // SQLite can answer "busy" here without waiting in its busy handler (another connection
+        // is switching the file to WAL or recovering it): that passes, so it is retried until
+        // the busy timeout; any other error is final.
+        let deadline = std::time::Instant::now() + busy_timeout;
+        let mut conn = loop {
+            let attempt = Connection::open(path).and_then(|mut c| init(&mut c).map(|()| c));
+            match attempt {
+                Ok(c) => break c,
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if matches!(
+                        e.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(open_err(Box::new(e))),
+            }
+        };
         let migrations = schema::migrations();
         // Two processes opening a new database at once (the daemon and a first `fleet enqueue`)
         // both try to migrate; the loser's transaction rolls back. It then finds the schema
