@@ -60,6 +60,7 @@ macro_rules! failpoint_tests {
 failpoint_tests! {
     daemon_after_claim => "daemon-after-claim",
     daemon_after_spawn => "daemon-after-spawn",
+    forkserver_after_fork => "forkserver-after-fork",
     daemon_before_finalize => "daemon-before-finalize",
     daemon_after_finalize => "daemon-after-finalize",
     recovery_before_tombstone => "recovery-before-tombstone",
@@ -464,25 +465,10 @@ fn in_status(f: &Fleet, ids: &[i64], status: &str) -> BTreeSet<i64> {
 
 /// Live shims of this test: pid → run id.
 fn shims(f: &Fleet) -> BTreeMap<i32, i64> {
-    let mut out = BTreeMap::new();
-    for pid in marked_pids(&f.marker) {
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = cmdline
-            .split(|&b| b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        if args.get(1).map(String::as_str) != Some("shim") {
-            continue;
-        }
-        if let Some(i) = args.iter().position(|a| a == "--run-id") {
-            if let Some(id) = args.get(i + 1).and_then(|s| s.parse().ok()) {
-                out.insert(pid, id);
-            }
-        }
-    }
-    out
+    marked_pids(&f.marker)
+        .into_iter()
+        .filter_map(|pid| Some((pid, shim_run_id(pid)?)))
+        .collect()
 }
 
 fn fleet_check_json(f: &Fleet) -> Value {
@@ -804,6 +790,23 @@ fn crash_at(name: &str) {
                 },
                 &[&d],
             );
+        }
+        // The fork server forks the first shim and dies before it answers: the daemon lives on,
+        // never starts a second shim for that claim, and execs every later shim.
+        "forkserver-after-fork" => {
+            let mut d = Crashy::start(f, "forkserver-after-fork=return");
+            poll(f, &[&d], DEADLINE, "every run to succeed", || {
+                in_status(f, &ids, "succeeded").len() == ids.len()
+            });
+            d.assert_alive();
+            let log = std::fs::read_to_string(&d.stderr_path).unwrap_or_default();
+            assert!(
+                log.contains("took the request but gave no answer")
+                    && log.contains("every shim from now on is exec'd"),
+                "the daemon should say its fork server is gone:\n{log}"
+            );
+            d.kill();
+            finish(&s, name, Expect::FirstAttempt, &[&d]);
         }
         // The exit record is durable, then the shim dies: the real status.
         "shim-after-exit-file" => {

@@ -154,12 +154,13 @@ fn wait_daemon_abort(f: &Fleet, d: &mut Daemon<'_>, id: i64, what: &str) {
     }
 }
 
-/// Live processes of this test other than `except` (a daemon) and the test itself.
+/// Live processes of this test other than `except` (a daemon), fork servers (each lives as
+/// long as its daemon) and the test itself: shims and commands.
 fn others(f: &Fleet, except: &[i32]) -> Vec<i32> {
     let me = std::process::id() as i32;
     marked_pids(&f.marker)
         .into_iter()
-        .filter(|p| *p != me && !except.contains(p))
+        .filter(|p| *p != me && !except.contains(p) && !is_fork_server(*p))
         .collect()
 }
 

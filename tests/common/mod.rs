@@ -427,6 +427,31 @@ pub fn all_pids() -> Vec<i32> {
         .collect()
 }
 
+/// Whether `pid` is a daemon's fork server (crates/supervisor/src/forkserver.rs names itself
+/// `fleet-forksrv`): it lives exactly as long as its daemon and is no run's process.
+pub fn is_fork_server(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "fleet-forksrv")
+}
+
+/// The run a shim process serves: `fleet shim ... --run-id N ...` when exec'd, or named
+/// `shim-N` when forked by the fork server. `None` for any other process.
+pub fn shim_run_id(pid: i32) -> Option<i64> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    if let Some(id) = comm.trim().strip_prefix("shim-") {
+        return id.parse().ok();
+    }
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    if args.get(1).map(String::as_str) != Some("shim") {
+        return None;
+    }
+    let i = args.iter().position(|a| a == "--run-id")?;
+    args.get(i + 1)?.parse().ok()
+}
+
 /// Pids of live (non-zombie) processes whose environment holds `MARKER_VAR=marker`.
 pub fn marked_pids(marker: &str) -> Vec<i32> {
     let needle = format!("{MARKER_VAR}={marker}");

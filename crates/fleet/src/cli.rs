@@ -225,6 +225,14 @@ fn open_store(config: &Config) -> Result<Store> {
 
 fn daemon(path: &Path) -> Result<()> {
     let config = load(path)?;
+    // Now, while this process has one thread: the fork server must be forked before the
+    // runtime (or anything else) starts threads, and before the daemon lock is taken.
+    // FLEET_FORK_SERVER=0 execs every shim instead (slower; for comparison and diagnosis).
+    let fork_server = if std::env::var_os("FLEET_FORK_SERVER").is_some_and(|v| v == "0") {
+        Err("FLEET_FORK_SERVER=0".to_string())
+    } else {
+        supervisor::forkserver::ForkServer::start().map_err(|e| e.to_string())
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -235,9 +243,17 @@ fn daemon(path: &Path) -> Result<()> {
         .init();
     let shim_program = std::env::current_exe()
         .map_err(|e| Failure::action(format!("cannot find the fleet binary for the shim: {e}")))?;
+    let fork_server = match fork_server {
+        Ok(server) => Some(std::sync::Arc::new(server)),
+        Err(why) => {
+            tracing::warn!("no fork server ({why}): every shim is exec'd");
+            None
+        }
+    };
     let options = supervisor::daemon::DaemonOptions {
         config_path: path.to_path_buf(),
         shim_program,
+        fork_server,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

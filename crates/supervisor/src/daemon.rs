@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use crate::config::Config;
 use crate::control::Nudge;
 use crate::fate::{self, Fate, RetryPolicy};
+use crate::forkserver::{ForkServer, ForkServerError};
 use crate::pool::{ShimIdentity, Slot, SlotPool};
 use crate::runfiles::RunDir;
 use crate::shim::ShimArgs;
@@ -69,8 +70,12 @@ enum ShimEvent {
 pub struct DaemonOptions {
     /// The config file, re-read on reload.
     pub config_path: PathBuf,
-    /// The program to run as `PROGRAM shim ARGS…` for each run (normally the fleet binary).
+    /// The program to run as `PROGRAM shim ARGS…` for each run (normally the fleet binary),
+    /// when there is no fork server or it cannot be used.
     pub shim_program: PathBuf,
+    /// The fork server that forks shims without an exec (see [`crate::forkserver`]); started by
+    /// the caller while the process still had one thread. `None`: every shim is exec'd.
+    pub fork_server: Option<Arc<ForkServer>>,
 }
 
 /// The caps of a config as the JSON kept in the daemon's row (read by `fleet status`).
@@ -156,6 +161,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
             }
         }
     };
+    let fork_server = options.fork_server.clone();
     let mut daemon = Daemon {
         config: Arc::new(config),
         options,
@@ -175,6 +181,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         reload_due: None,
         sweep_removed: true,
         recovered: false,
+        fork_server,
     };
     // An edit saved between the command line's read of the file and the watcher's start would
     // otherwise wait for the next edit: if the file no longer says what we were given, reload.
@@ -341,6 +348,8 @@ struct Daemon {
     sweep_removed: bool,
     /// Startup recovery has run to the end (it is retried, with backoff, until it has).
     recovered: bool,
+    /// Where shims are forked; `None` once it failed (shims are exec'd from then on).
+    fork_server: Option<Arc<ForkServer>>,
 }
 
 /// How long fleet.toml must stay unchanged after a noticed edit before it is re-read.
@@ -573,10 +582,11 @@ impl Daemon {
         let state = self.state.clone();
         let epoch = self.epoch;
 
-        let (outcome, still_alive) = tokio::task::spawn_blocking(move || {
+        let (outcome, still_alive, still_locked) = tokio::task::spawn_blocking(move || {
             let now = now_ms();
             // Reap: settle the shims that exited.
             let mut still_alive = Vec::new();
+            let mut still_locked = Vec::new();
             for (run_id, token) in exited {
                 let Some((slot_token, attempt, project)) = slots.get(&run_id) else {
                     continue;
@@ -586,7 +596,10 @@ impl Daemon {
                 }
                 let dir = RunDir::new(state.root(), run_id);
                 match fate::settle(&dir, token) {
-                    Ok(Fate::Alive) => still_alive.push((run_id, token)),
+                    // The shim's report pipe can reach end-of-file an instant before the kernel
+                    // drops its lock (a crashed shim's descriptors close in order): wait for the
+                    // lock, as for an adopted run.
+                    Ok(Fate::Alive) => still_locked.push((run_id, token)),
                     Ok(f) => {
                         let policy = policies[project];
                         batch.extend(fate::transition(run_id, token, *attempt, &f, policy, now));
@@ -601,6 +614,7 @@ impl Daemon {
             (
                 eval_blocking(&store, epoch, &config, batch, live, sweep_removed, now),
                 still_alive,
+                still_locked,
             )
         })
         .await
@@ -608,6 +622,9 @@ impl Daemon {
         fail::fail_point!("daemon-after-finalize", |_| std::process::abort());
 
         self.exited.extend(still_alive);
+        for (run_id, token) in still_locked {
+            self.watch_adopted(run_id, token);
+        }
         for (run_id, applied) in &outcome.applied {
             match applied {
                 Applied::Done { status, retry } => {
@@ -679,8 +696,9 @@ impl Daemon {
             if slot.cancel_sent {
                 continue;
             }
-            if slot.shim.is_none() && slot.adopted {
-                // Adopted before its shim had written `started`: it has by now, if it lives.
+            if slot.shim.is_none() {
+                // Adopted before its shim had written `started`, or forked without an answer
+                // from the fork server: the shim has written it by now, if it lives.
                 slot.shim = RunDir::new(self.state.root(), run.id)
                     .read_started()
                     .ok()
@@ -728,6 +746,24 @@ impl Daemon {
             self.pool.insert(slot);
             return;
         };
+        let mut env: Vec<(OsString, Option<OsString>)> = project
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), Some(OsString::from(v))))
+            .collect();
+        for (k, v) in [
+            ("FLEET_RUN_ID", run.id.to_string()),
+            ("FLEET_PROJECT", run.project.clone()),
+            ("FLEET_NAMESPACE", run.namespace.clone()),
+            ("FLEET_ATTEMPT", run.attempt.to_string()),
+        ] {
+            env.push((k.into(), Some(v.into())));
+        }
+        // Removed when absent: the daemon may itself run under a scheduled fleet run.
+        env.push((
+            "FLEET_OCCURRENCE".into(),
+            run.occurrence.map(|o| store::rfc3339(o).into()),
+        ));
         let args = ShimArgs {
             state_dir: self.state.root().to_path_buf(),
             run_id: run.id,
@@ -736,23 +772,44 @@ impl Daemon {
             kill_grace: project.kill_grace,
             cwd: project.cwd.clone(),
             argv: project.command.iter().map(OsString::from).collect(),
+            env,
         };
+        let (run_id, token) = (run.id, run.claim_token);
+        let tx = self.tx.clone();
+        match self.fork_shim(&args) {
+            Forked::Pid(pid, report) => {
+                slot.shim = crate::runfiles::proc_start_time(pid)
+                    .map(|start_time| ShimIdentity { pid, start_time });
+                fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
+                self.pool.insert(slot);
+                tokio::spawn(watch_shim(report, None, run_id, token, tx));
+                return;
+            }
+            Forked::Unknown(report) => {
+                // A shim may exist: never start a second one for this claim. The pipe's
+                // end-of-file comes when it ends (or at once if none was forked), and the run
+                // files then say which (no `started` record: tombstone and requeue).
+                self.pool.insert(slot);
+                tokio::spawn(watch_shim(report, None, run_id, token, tx));
+                return;
+            }
+            Forked::No => {}
+        }
         let mut cmd = tokio::process::Command::new(&self.options.shim_program);
         cmd.arg("shim")
             .args(args.to_args())
-            .envs(&project.env)
-            .env("FLEET_RUN_ID", run.id.to_string())
-            .env("FLEET_PROJECT", &run.project)
-            .env("FLEET_NAMESPACE", &run.namespace)
-            .env("FLEET_ATTEMPT", run.attempt.to_string())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .kill_on_drop(false);
-        match run.occurrence {
-            Some(o) => cmd.env("FLEET_OCCURRENCE", store::rfc3339(o)),
-            None => cmd.env_remove("FLEET_OCCURRENCE"),
-        };
+        // The exec'd shim gets the command's environment as its own (never on its command line,
+        // which anyone can read).
+        for (key, value) in &args.env {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
         // SAFETY: setsid is async-signal-safe. Its own session keeps the shim alive through a
         // daemon crash and out of reach of signals sent to the daemon's terminal.
         unsafe {
@@ -763,7 +820,7 @@ impl Daemon {
                 Ok(())
             });
         }
-        let child = match cmd.spawn() {
+        let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
                 let reason = format!(
@@ -795,31 +852,112 @@ impl Daemon {
                 .map(|start_time| ShimIdentity { pid, start_time });
         }
         self.pool.insert(slot);
-        let tx = self.tx.clone();
-        let (run_id, token) = (run.id, run.claim_token);
-        tokio::spawn(watch_child(child, run_id, token, tx));
+        match child.stdout.take() {
+            Some(stdout) => {
+                tokio::spawn(watch_shim(stdout, Some(child), run_id, token, tx));
+            }
+            None => {
+                tokio::spawn(watch_shim(
+                    tokio::io::empty(),
+                    Some(child),
+                    run_id,
+                    token,
+                    tx,
+                ));
+            }
+        }
+    }
+
+    /// Starts the shim through the fork server, if there is one and it still works.
+    fn fork_shim(&mut self, args: &ShimArgs) -> Forked {
+        let Some(server) = self.fork_server.clone() else {
+            return Forked::No;
+        };
+        let (read, write) = match report_pipe() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not create a shim's report pipe; exec'ing it");
+                return Forked::No;
+            }
+        };
+        let reader = match tokio::net::unix::pipe::Receiver::from_owned_fd(read) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not watch a shim's report pipe; exec'ing it");
+                return Forked::No;
+            }
+        };
+        match server.spawn(args, write) {
+            Ok(pid) => Forked::Pid(pid, reader),
+            Err(e @ ForkServerError::ForkFailed(_)) => {
+                tracing::warn!(run = args.run_id, error = %e, "exec'ing the shim instead");
+                Forked::No
+            }
+            Err(e) => {
+                tracing::error!(
+                    run = args.run_id,
+                    error = %e,
+                    "the fork server is gone; every shim from now on is exec'd"
+                );
+                self.fork_server = None;
+                match e {
+                    ForkServerError::Unknown(_) => Forked::Unknown(reader),
+                    _ => Forked::No,
+                }
+            }
+        }
     }
 }
 
-/// Follows one shim this daemon spawned: its `running PID` line, then its exit.
-async fn watch_child(
-    mut child: tokio::process::Child,
+/// How [`Daemon::fork_shim`] went.
+enum Forked {
+    /// The fork server forked the shim: its pid, and the pipe it reports on.
+    Pid(i32, tokio::net::unix::pipe::Receiver),
+    /// The request may or may not have forked a shim: only the pipe is known.
+    Unknown(tokio::net::unix::pipe::Receiver),
+    /// No shim was forked: exec one.
+    No,
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn report_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two new descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and belong to nobody else.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// Follows one shim this daemon started: its `running PID` line, then its end — the report
+/// pipe's end-of-file (every copy of the write end is the shim's), and for an exec'd shim, which
+/// is our child, its exit status too (so it is reaped).
+async fn watch_shim(
+    report: impl tokio::io::AsyncRead + Unpin,
+    child: Option<tokio::process::Child>,
     run_id: RunId,
     token: u64,
     tx: mpsc::UnboundedSender<ShimEvent>,
 ) {
-    if let Some(stdout) = child.stdout.take() {
-        let mut lines = BufReader::new(stdout).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(pid) = line
-                .strip_prefix("running ")
-                .and_then(|p| p.trim().parse().ok())
-            {
-                let _ = tx.send(ShimEvent::Running { run_id, token, pid });
-            }
+    let mut lines = BufReader::new(report).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(pid) = line
+            .strip_prefix("running ")
+            .and_then(|p| p.trim().parse().ok())
+        {
+            let _ = tx.send(ShimEvent::Running { run_id, token, pid });
         }
     }
-    let _ = child.wait().await;
+    if let Some(mut child) = child {
+        let _ = child.wait().await;
+    }
     let _ = tx.send(ShimEvent::Exited { run_id, token });
 }
 

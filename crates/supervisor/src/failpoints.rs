@@ -16,6 +16,12 @@ pub const DAEMON: &[(&str, &str)] = &[
          recovery finds its lock held and adopts the run (or finalizes it from its exit record)",
     ),
     (
+        "forkserver-after-fork",
+        "the fork server forked a shim and died before answering => the daemon does not know \
+         the shim's pid, starts no second shim for the claim, follows the shim through its \
+         report pipe and records its real status; shims are exec'd from then on",
+    ),
+    (
         "daemon-before-finalize",
         "a shim's exit was read but not written to the database => recovery finds the lock free \
          and the exit record, and finalizes the run with its real status",

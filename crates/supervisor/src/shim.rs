@@ -122,6 +122,12 @@ pub struct ShimArgs {
     pub cwd: PathBuf,
     /// The command: program and arguments, no shell. Never empty.
     pub argv: Vec<OsString>,
+    /// Changes to the command's environment, applied in order on top of the shim's own:
+    /// `Some(value)` sets a variable, `None` removes it. Not part of [`ShimArgs::to_args`]:
+    /// a command line is world-readable (`ps`), an environment is not, and project env may hold
+    /// secrets. A shim started with `fleet shim` gets them as its own environment instead (and
+    /// this list is empty); a shim forked by the fork server gets them here.
+    pub env: Vec<(OsString, Option<OsString>)>,
 }
 
 impl ShimArgs {
@@ -197,6 +203,7 @@ impl ShimArgs {
             kill_grace: kill_grace.ok_or("missing --kill-grace")?,
             cwd: cwd.ok_or("missing --cwd")?,
             argv,
+            env: Vec::new(),
         })
     }
 }
@@ -223,11 +230,20 @@ pub fn main(args: &[OsString]) -> i32 {
             return EXIT_FAILED;
         }
     };
-    // Writing `running <pid>` to a dead daemon's pipe must fail, not kill the shim. Rust already
-    // ignores SIGPIPE in its binaries; this keeps it true whoever embeds the shim.
-    // SAFETY: setting a signal disposition, single-threaded.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    let args = match ShimArgs::from_args(args) {
+        Ok(a) => a,
+        Err(m) => {
+            warn(format_args!("fleet shim: bad arguments: {m}"));
+            return EXIT_USAGE;
+        }
+    };
+    // Whatever the daemon inherited and did not mark close-on-exec (a service manager's or a
+    // test harness's descriptors) would otherwise reach every command.
+    if let Err(e) = close_inherited_descriptors() {
+        warn(format_args!(
+            "fleet shim: could not close inherited descriptors: {e}"
+        ));
+        return EXIT_FAILED;
     }
     // Keep the scenario alive for the shim's whole life: it holds the failpoint configuration.
     let _scenario = match failpoint_scenario() {
@@ -237,14 +253,72 @@ pub fn main(args: &[OsString]) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let args = match ShimArgs::from_args(args) {
-        Ok(a) => a,
-        Err(m) => {
-            warn(format_args!("fleet shim: bad arguments: {m}"));
-            return EXIT_USAGE;
+    supervise_claim(&args, &signals)
+}
+
+/// The shim in a process the fork server has just forked (see [`crate::forkserver`]): the same
+/// work as [`main`], without an exec of the fleet binary (which costs more CPU than the command
+/// of a short run). Returns the process exit status, as [`main`] does.
+///
+/// The fork server leaves the new process as a copy of itself, so this first undoes what a
+/// fresh exec would have given: signal dispositions back to their defaults (the server ignores
+/// SIGCHLD, so that the kernel reaps its children — a shim that kept that could not wait for its
+/// command — and the termination signals, which `sigtimedwait` could then never see), its own
+/// session, stdin `/dev/null`, `report` as stdout (the pipe the daemon reads `running PID` from
+/// and whose end-of-file tells it the shim is gone), and no other descriptor open.
+///
+/// Failpoints are the fork server's (it set them up; the forked copy has them already).
+///
+/// Must be called in the forked child only, before anything else, on its only thread.
+pub fn main_forked(args: &ShimArgs, report: std::os::fd::OwnedFd) -> i32 {
+    use std::os::fd::IntoRawFd;
+    let signals = match block_shim_signals() {
+        Ok(set) => set,
+        Err(e) => {
+            warn(format_args!("fleet shim: could not block signals: {e}"));
+            return EXIT_FAILED;
         }
     };
-    match run(&args, &signals) {
+    let report = report.into_raw_fd();
+    // SAFETY: single-threaded child of a fork; plain system calls on descriptors we own.
+    let setup = unsafe {
+        // Blocked first, so a termination request arriving now waits for the loop below.
+        default_signal_dispositions();
+        // `ps` and `top` show `shim-<run id>` (at most 15 bytes: longer ids are cut).
+        let mut name = format!("shim-{}", args.run_id).into_bytes();
+        name.truncate(15);
+        name.push(0);
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0);
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        libc::setsid() >= 0
+            && null >= 0
+            && libc::dup2(null, 0) == 0
+            && (report == 1 || libc::dup2(report, 1) == 1)
+    };
+    // Everything else the server had (its socket, the received descriptor) goes now: a command
+    // must never inherit the daemon's pipes.
+    let setup = setup && close_inherited_descriptors().is_ok();
+    if !setup {
+        warn(format_args!(
+            "fleet shim: run {} claim {}: could not set up the forked shim: {}",
+            args.run_id,
+            args.token,
+            io::Error::last_os_error()
+        ));
+        return EXIT_FAILED;
+    }
+    supervise_claim(args, &signals)
+}
+
+/// What [`main`] and [`main_forked`] share once signals are blocked and arguments known.
+fn supervise_claim(args: &ShimArgs, signals: &libc::sigset_t) -> i32 {
+    // Writing `running <pid>` to a dead daemon's pipe must fail, not kill the shim. Rust already
+    // ignores SIGPIPE in its binaries; this keeps it true whoever embeds the shim.
+    // SAFETY: setting a signal disposition, single-threaded.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    match run(args, signals) {
         Ok(status) => status,
         Err(e) => {
             warn(format_args!(
@@ -396,6 +470,12 @@ fn spawn_command(a: &ShimArgs, dir: &RunDir, shim_pid: i32) -> Result<Child, Str
         .process_group(0)
         // The failpoint configuration is the shim's, not the command's.
         .env_remove("FAILPOINTS");
+    for (key, value) in &a.env {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe
     // calls (sigemptyset, sigprocmask, signal, prctl, getppid, _exit; SIGRTMIN reads a value
     // glibc fixed at startup).
@@ -413,11 +493,7 @@ fn spawn_command(a: &ShimArgs, dir: &RunDir, shim_pid: i32) -> Result<Child, Str
             // Dispositions set to "ignore" survive exec too: a daemon started in the background
             // of a script (SIGINT, SIGQUIT ignored) would pass them to every command, which
             // then could not be stopped the usual way. Every command starts with the defaults.
-            for sig in 1..libc::SIGRTMIN() {
-                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                    libc::signal(sig, libc::SIG_DFL);
-                }
-            }
+            default_signal_dispositions();
             // The command must not outlive the shim. Tied to the forking thread: the shim's
             // only thread, which lives as long as the shim.
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -577,6 +653,56 @@ fn wait_signal(set: &libc::sigset_t, timeout: Option<Duration>) -> Option<libc::
     (r > 0).then_some(r)
 }
 
+/// Closes every descriptor above stderr. Call only where nothing of this process's own is open
+/// yet (the start of a shim). Errors: the system refused (the descriptors stay open).
+fn close_inherited_descriptors() -> io::Result<()> {
+    // SAFETY: closes descriptors this process does not use (see above).
+    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) } == 0 {
+        return Ok(());
+    }
+    // Kernels before 5.9 have no close_range: close what /proc lists.
+    let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in open {
+        // SAFETY: as above (the directory's own descriptor is already closed: EBADF is fine).
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
+/// Sets every signal's disposition but SIGKILL's and SIGSTOP's to the default, the real-time
+/// signals the C library reserves for itself (32 and 33 on Linux) included: an "ignore" there,
+/// inherited from whoever started the daemon, would otherwise reach every command. Those two
+/// are set with the raw system call, since the C library refuses to touch them; this process
+/// makes no use of them (it is single-threaded and never cancels a thread or changes its ids).
+///
+/// Async-signal-safe (only `sigaction`/`rt_sigaction`), so usable between fork and exec.
+fn default_signal_dispositions() {
+    // SAFETY: plain signal-disposition changes; see the function's documentation.
+    unsafe {
+        for sig in 1..libc::SIGRTMIN() {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
+                // The kernel's sigaction: handler, flags, restorer, mask — all zero is "default,
+                // no flags" whatever the architecture's exact layout.
+                let default = [0u64; 4];
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    default.as_ptr(),
+                    std::ptr::null_mut::<libc::c_void>(),
+                    8usize,
+                );
+            }
+        }
+    }
+}
+
 /// Blocks [`SHIM_SIGNALS`] and returns the set, for `sigtimedwait`.
 fn block_shim_signals() -> io::Result<libc::sigset_t> {
     let mut set = MaybeUninit::<libc::sigset_t>::uninit();
@@ -649,6 +775,7 @@ mod tests {
             kill_grace: Duration::from_millis(10_250),
             cwd: "/srv/job".into(),
             argv: os(&["sh", "-c", "echo --token; exit 3", "--"]),
+            env: Vec::new(),
         }
     }
 

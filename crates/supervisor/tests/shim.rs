@@ -80,6 +80,7 @@ impl Fixture {
             kill_grace: Duration::from_secs(5),
             cwd: self.work.clone(),
             argv: argv.iter().map(OsString::from).collect(),
+            env: Vec::new(),
         }
     }
 

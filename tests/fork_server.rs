@@ -1,0 +1,211 @@
+//! End-to-end tests of the fork server (crates/supervisor/src/forkserver.rs): the daemon forks
+//! each run's shim from a small process forked before its runtime, instead of exec'ing the fleet
+//! binary. The command must not be able to tell the two apart, a fork server that dies must only
+//! slow the daemon down, and it must never outlive its daemon.
+//!
+//! The crash of the fork server between its fork and its answer has its own test in
+//! tests/failpoints.rs (`forkserver_after_fork`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// What commands report about the world they start in, one project each: their environment
+/// (FLEET_* and variables set on the daemon and the project), their open descriptors, blocked
+/// and ignored signals, process group and session (`pid pgrp sid`), and the name of
+/// their parent (the shim). Programs read their own /proc entry, so what they see is the state
+/// exec gave them, not some shell's.
+const PROBES: &[(&str, &str)] = &[
+    (
+        "env",
+        r#"["sh", "-c", "echo RUN=$FLEET_RUN_ID PROJECT=$FLEET_PROJECT NS=$FLEET_NAMESPACE ATTEMPT=$FLEET_ATTEMPT OCC=${FLEET_OCCURRENCE-unset} GREETING=$GREETING FROM_DAEMON=$FROM_DAEMON"]"#,
+    ),
+    ("fds", r#"["ls", "/proc/self/fd"]"#),
+    (
+        "signals",
+        r#"["grep", "-E", "^(SigBlk|SigIgn):", "/proc/self/status"]"#,
+    ),
+    (
+        "ids",
+        r#"["cut", "-d", " ", "-f", "1,5,6", "/proc/self/stat"]"#,
+    ),
+    ("parent", r#"["sh", "-c", "cat /proc/$PPID/comm"]"#),
+];
+
+/// Runs every probe under a daemon started with `env`; returns (probe, log) pairs, and the
+/// daemon's session id.
+fn probe(env: &[(&str, &str)]) -> (Vec<(&'static str, String)>, String) {
+    let mut toml = String::new();
+    for (name, command) in PROBES {
+        toml += &format!("[projects.{name}]\nenv = {{ GREETING = \"hi\" }}\ncommand = {command}\n");
+    }
+    let f = Fleet::new(&toml);
+    let mut all = vec![("FROM_DAEMON", "yes"), ("FLEET_OCCURRENCE", "stale")];
+    all.extend_from_slice(env);
+    let d = f.start_daemon_env(&all);
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", d.pid())).unwrap();
+    // Field 6 (session id), counted after the command name in parentheses.
+    let sid = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .to_string();
+    let mut out = Vec::new();
+    for (name, _) in PROBES {
+        let id = f.enqueue(name);
+        let r = f.wait_terminal(id);
+        assert_eq!(r["status"], "succeeded", "{r}\n{}", f.logs(id));
+        out.push((*name, f.logs(id)));
+    }
+    (out, sid)
+}
+
+#[test]
+fn forked_and_execd_shims_start_the_command_alike() {
+    let (forked, forked_sid) = probe(&[]);
+    let (execd, execd_sid) = probe(&[("FLEET_FORK_SERVER", "0")]);
+    let get = |logs: &[(&str, String)], name: &str| {
+        logs.iter().find(|(n, _)| *n == name).unwrap().1.clone()
+    };
+    // Each path was the one meant: the forked shim is named `shim-<run>`, the exec'd one is the
+    // fleet binary.
+    assert_eq!(get(&forked, "parent"), "shim-5\n");
+    assert_eq!(get(&execd, "parent"), "fleet\n");
+    for (what, logs, daemon_sid) in [
+        ("forked", &forked, &forked_sid),
+        ("exec'd", &execd, &execd_sid),
+    ] {
+        assert_eq!(
+            get(logs, "env"),
+            "RUN=1 PROJECT=env NS=default ATTEMPT=1 OCC=unset GREETING=hi FROM_DAEMON=yes\n",
+            "{what}"
+        );
+        // stdin, stdout, stderr, and the directory `ls` itself opened.
+        assert_eq!(
+            get(logs, "fds"),
+            "0\n1\n2\n3\n",
+            "{what}: descriptors leaked"
+        );
+        assert_eq!(
+            get(logs, "signals"),
+            "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n",
+            "{what}: the command must start with no signal blocked or ignored"
+        );
+        let ids = get(logs, "ids");
+        let ids: Vec<&str> = ids.split_whitespace().collect();
+        assert_eq!(
+            ids[0], ids[1],
+            "{what}: the command leads its own process group"
+        );
+        assert_ne!(
+            ids[2],
+            daemon_sid.as_str(),
+            "{what}: the shim has its own session"
+        );
+    }
+}
+
+/// The daemon's fork server: its child named `fleet-forksrv`.
+fn fork_server_of(daemon: i32) -> Option<i32> {
+    all_pids().into_iter().find(|&pid| {
+        is_fork_server(pid)
+            && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<i32>()
+                        .ok()
+                })
+                == Some(daemon)
+    })
+}
+
+#[test]
+fn a_killed_fork_server_only_slows_the_daemon_down() {
+    let f = Fleet::with(|dir| {
+        let rec = dir.join("records");
+        let mut t = String::from("max_concurrency = 3\n");
+        for p in ["a", "b", "c"] {
+            t += &format!(
+                "[projects.{p}]\ncommand = {}\n",
+                sh(&recorder_script(&rec, "0.05"))
+            );
+        }
+        // Held open until the test lets it go: started through the fork server, it must finish
+        // normally after the server is gone.
+        t += &format!(
+            "[projects.held]\ncommand = {}\n",
+            sh(&format!(
+                "while [ ! -e '{}' ]; do sleep 0.02; done",
+                dir.join("GO").display()
+            ))
+        );
+        t
+    });
+    let mut d = f.start_daemon();
+    let server = fork_server_of(d.pid()).expect("the daemon should have a fork server");
+    let held = f.enqueue("held");
+    f.wait_status(held, "running");
+    // SAFETY: a process of this test, found by its name and parent just above.
+    unsafe {
+        libc::kill(server, libc::SIGKILL);
+    }
+    f.wait_until(DEADLINE, "the fork server to be gone", || {
+        process_gone(server)
+    });
+    let ids: Vec<i64> = (0..12).map(|i| f.enqueue(["a", "b", "c"][i % 3])).collect();
+    for &id in &ids {
+        let r = f.wait_terminal(id);
+        assert_eq!(r["status"], "succeeded", "{r}");
+    }
+    std::fs::write(f.file("GO"), "").unwrap();
+    let r = f.wait_terminal(held);
+    assert_eq!(r["status"], "succeeded", "{r}");
+    d.assert_alive();
+    assert!(
+        d.stderr().contains("every shim from now on is exec'd"),
+        "{}",
+        d.stderr()
+    );
+    // Every run started exactly once, and the cap held.
+    let records = read_records(&f.file("records"));
+    for &id in &ids {
+        let starts = records.iter().filter(|r| r.start && r.run_id == id).count();
+        assert_eq!(starts, 1, "run {id} started {starts} times");
+    }
+    max_overlap(&records).check(3, &[]).unwrap();
+}
+
+#[test]
+fn the_fork_server_ends_with_its_daemon() {
+    let f = Fleet::new("[projects.p]\ncommand = [\"true\"]\n");
+    // Stopped with SIGTERM.
+    let mut d = f.start_daemon();
+    let server = fork_server_of(d.pid()).expect("the daemon should have a fork server");
+    // SAFETY: our own child.
+    unsafe {
+        libc::kill(d.pid(), libc::SIGTERM);
+    }
+    f.wait_until(DEADLINE, "the daemon to stop", || d.try_exit().is_some());
+    f.wait_until(Duration::from_secs(10), "the fork server to end", || {
+        process_gone(server)
+    });
+    // Killed.
+    let mut d = f.start_daemon();
+    let server = fork_server_of(d.pid()).expect("the daemon should have a fork server");
+    d.kill();
+    f.wait_until(Duration::from_secs(10), "the fork server to end", || {
+        process_gone(server)
+    });
+    // Not started when asked not to.
+    let d = f.start_daemon_env(&[("FLEET_FORK_SERVER", "0")]);
+    assert_eq!(fork_server_of(d.pid()), None);
+}
