@@ -435,6 +435,34 @@ const QUEUED_PROJECTS: &str = "WITH RECURSIVE p(name) AS ( \
 #[derive(Clone)]
 pub struct Store {
     pool: r2d2::Pool<SqliteConnectionManager>,
+    path: PathBuf,
+}
+
+/// A connection of its own that tells whether anything was committed to the database since it
+/// last looked — by this process's other connections or by any other program — through SQLite's
+/// `PRAGMA data_version`. It reads a counter and takes no lock, so it costs microseconds
+/// however large the database is.
+///
+/// Why: the daemon's backstop tick (for writers that never nudge it) would otherwise run a
+/// full EVAL every second on an idle install; with this it runs one only when something changed.
+pub struct ChangeProbe {
+    conn: Connection,
+    last: Option<i64>,
+}
+
+impl ChangeProbe {
+    /// True if a commit happened since the previous call (always true on the first call).
+    ///
+    /// Errors: SQLite's, if the database cannot be read.
+    pub fn changed(&mut self) -> Result<bool> {
+        let now: i64 = self
+            .conn
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |r| r.get(0))?;
+        let changed = self.last != Some(now);
+        self.last = Some(now);
+        Ok(changed)
+    }
 }
 
 impl Store {
@@ -451,6 +479,9 @@ impl Store {
         let busy_ms = busy_timeout.as_millis() as u64;
         let init = move |c: &mut Connection| -> rusqlite::Result<()> {
             c.busy_timeout(Duration::from_millis(busy_ms))?;
+            // Every statement the daemon uses stays prepared (the default of 16 is fewer than
+            // the store's statements, so an EVAL kept re-preparing the ones it evicted).
+            c.set_prepared_statement_cache_capacity(64);
             // FULL: a committed claim or transition survives power loss, not only a crash —
             // the brief's "every state change is durable before the side effect it licenses".
             c.execute_batch(
@@ -508,7 +539,20 @@ impl Store {
             .connection_timeout(Duration::from_secs(30))
             .build(manager)
             .map_err(|e| open_err(Box::new(e)))?;
-        Ok(Store { pool })
+        Ok(Store {
+            pool,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// A [`ChangeProbe`] on this database: a new connection, outside the pool.
+    ///
+    /// Errors: [`StoreError::Sqlite`] if the database cannot be opened.
+    pub fn change_probe(&self) -> Result<ChangeProbe> {
+        Ok(ChangeProbe {
+            conn: Connection::open(&self.path)?,
+            last: None,
+        })
     }
 
     fn conn(&self) -> Result<r2d2::PooledConnection<SqliteConnectionManager>> {

@@ -371,3 +371,32 @@ fn claim_tokens_do_not_repeat_when_run_ids_do() {
         .collect();
     assert_ne!(tokens[0], tokens[1]);
 }
+
+/// The change probe sees every commit, whoever made it: this store's pool, another `Store` on
+/// the same file, and a plain SQLite connection (another program). Without it the daemon's tick
+/// would skip EVALs that something written behind its back needed.
+#[test]
+fn change_probe_sees_commits_from_anyone() {
+    let (dir, s) = open();
+    let mut probe = s.change_probe().unwrap();
+    assert!(
+        probe.changed().unwrap(),
+        "the first look always says changed"
+    );
+    assert!(!probe.changed().unwrap(), "nothing was committed");
+    // Reads commit nothing.
+    s.queue_heads(now_ms()).unwrap();
+    assert!(!probe.changed().unwrap());
+    s.enqueue(&new_run("a", "default"), now_ms()).unwrap();
+    assert!(probe.changed().unwrap(), "a commit through the pool");
+    assert!(!probe.changed().unwrap());
+    let other = Store::open(&dir.path().join("fleet.db"), Duration::from_secs(5)).unwrap();
+    other.enqueue(&new_run("b", "default"), now_ms()).unwrap();
+    assert!(probe.changed().unwrap(), "a commit through another store");
+    let plain = rusqlite::Connection::open(dir.path().join("fleet.db")).unwrap();
+    plain
+        .execute("UPDATE runs SET priority = 5 WHERE project = 'a'", [])
+        .unwrap();
+    assert!(probe.changed().unwrap(), "a commit by another program");
+    assert!(!probe.changed().unwrap());
+}

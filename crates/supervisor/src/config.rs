@@ -75,8 +75,14 @@ pub struct Config {
     pub max_concurrency: usize,
     /// Backstop EVAL interval; greater than zero.
     pub tick: Duration,
+    /// The `[namespaces.<name>]` tables, by name.
     pub namespaces: BTreeMap<String, NamespaceConfig>,
+    /// The `[projects.<name>]` tables, by name.
     pub projects: BTreeMap<String, ProjectConfig>,
+    /// The names of the projects that have a `schedule`, in name order: derived from
+    /// `projects` at load, so that an EVAL (every tick) does not walk every project to find
+    /// the few scheduled ones.
+    pub scheduled: Vec<String>,
 }
 
 /// One `[namespaces.<name>]` table.
@@ -691,6 +697,11 @@ impl<'a> Checker<'a> {
             }
         }
 
+        let scheduled = projects
+            .values()
+            .filter(|p| p.schedule.is_some())
+            .map(|p| p.name.clone())
+            .collect();
         Config {
             path: path.to_path_buf(),
             dir,
@@ -699,6 +710,7 @@ impl<'a> Checker<'a> {
             tick,
             namespaces,
             projects,
+            scheduled,
         }
     }
 

@@ -37,9 +37,9 @@ pub fn fire_schedules(
     now: Millis,
 ) -> Result<Option<Millis>, StoreError> {
     let scheduled: Vec<_> = config
-        .projects
-        .values()
-        .filter(|p| p.schedule.is_some())
+        .scheduled
+        .iter()
+        .filter_map(|name| config.projects.get(name))
         .collect();
     if scheduled.is_empty() {
         return Ok(None);
