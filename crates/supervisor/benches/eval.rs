@@ -1,0 +1,303 @@
+//! EVAL cost against the length of the queue (issue 6, measure 2; docs/PERFORMANCE.md, "EVAL cost
+//! with a large backlog").
+//!
+//! What one measured iteration is: the pack-and-claim half of one EVAL, the same calls in the same
+//! order as `supervisor::daemon::eval_blocking` — `Store::active_runs`, `packer::merge` with the
+//! (empty) slot pool, `Config::caps`, `Store::queue_heads`, the packer chosen by
+//! `packer::packer_for`, `Store::next_not_before`, and `Store::claim` of every pick in one
+//! transaction (committed with `synchronous = FULL`, as the daemon's are). Left out: the reap
+//! (no shim exited, so `eval_blocking` writes nothing there either), schedules (no project has
+//! one) and the sweep of removed projects (every queued project is in the config).
+//!
+//! The install: 1,000 namespaces (`max_concurrency = 2`), one project in each, a global cap of
+//! 16, and N queued runs spread evenly over the projects, enqueued interleaved (run i belongs to
+//! project i mod 1,000) as independent `fleet enqueue`s would be. Nothing is active, so every EVAL
+//! packs 16 free slots out of 1,000 queue heads and claims 16 runs. Between iterations, untimed,
+//! the 16 claims are put back (`Store::apply` of a `Requeue`, the transition recovery uses), so
+//! every iteration sees the same queue.
+//!
+//! Target: the EVAL with N = 100,000 within 1.2x of the one with N = 1,000 — an EVAL's cost
+//! follows the number of projects and free slots, never the backlog.
+//!
+//! Run it (criterion writes `target/criterion/eval/<N>/new/estimates.json`):
+//!
+//! ```sh
+//! cargo bench -p supervisor --bench eval                          # N = 1k, 10k, 100k
+//! FLEET_BENCH_SIZES=1000,10000 cargo bench -p supervisor --bench eval -- --quick   # tiny, CI
+//! ```
+//!
+//! Setup fills the database with rusqlite in one transaction (runs and their `queued` events,
+//! the rows `Store::enqueue` writes): a hundred thousand `Store::enqueue` calls, each a durable
+//! transaction, would take longer than the whole measurement. Nothing measured touches SQLite
+//! except through `store`.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use packer::{merge, packer_for, Candidate, RunningSet};
+use store::{Applied, Change, ClaimRequest, Claimed, RunStatus, Store, StoreError, Transition};
+use supervisor::config::Config;
+use supervisor::statedir::StateDir;
+
+/// Namespaces in the install, one project in each.
+const NAMESPACES: usize = 1_000;
+/// `max_concurrency` of every namespace.
+const NAMESPACE_CAP: usize = 2;
+/// The global `max_concurrency`: the runs each EVAL claims, since nothing is active.
+const GLOBAL_CAP: usize = 16;
+/// Queue lengths measured unless `FLEET_BENCH_SIZES` names others.
+const DEFAULT_SIZES: &[usize] = &[1_000, 10_000, 100_000];
+
+/// The sizes to measure: `FLEET_BENCH_SIZES=1000,10000` (comma-separated), else [`DEFAULT_SIZES`].
+fn sizes() -> Vec<usize> {
+    match std::env::var("FLEET_BENCH_SIZES") {
+        Ok(list) if !list.trim().is_empty() => list
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .replace('_', "")
+                    .parse()
+                    .unwrap_or_else(|_| panic!("FLEET_BENCH_SIZES: {s:?} is not a number"))
+            })
+            .collect(),
+        _ => DEFAULT_SIZES.to_vec(),
+    }
+}
+
+fn project(i: usize) -> String {
+    format!("p{i:04}")
+}
+
+fn namespace(i: usize) -> String {
+    format!("ns{i:04}")
+}
+
+/// fleet.toml for the install described at the top.
+fn config_text(state_dir: &Path) -> String {
+    let mut text = format!(
+        "state_dir = {:?}\nmax_concurrency = {GLOBAL_CAP}\ntick = \"1h\"\n",
+        state_dir.display().to_string()
+    );
+    for i in 0..NAMESPACES {
+        text.push_str(&format!(
+            "\n[namespaces.{}]\nmax_concurrency = {NAMESPACE_CAP}\n",
+            namespace(i)
+        ));
+    }
+    for i in 0..NAMESPACES {
+        text.push_str(&format!(
+            "\n[projects.{}]\nnamespace = \"{}\"\ncommand = [\"true\"]\n",
+            project(i),
+            namespace(i)
+        ));
+    }
+    text
+}
+
+/// Queues `n` runs, run i of project i mod [`NAMESPACES`], with the rows `Store::enqueue` writes
+/// (the run and its `queued` event), in one transaction. Setup only.
+fn fill(db: &Path, n: usize, now: i64) {
+    let mut conn = rusqlite::Connection::open(db).expect("open fleet.db for setup");
+    let tx = conn.transaction().expect("begin setup transaction");
+    {
+        let mut run = tx
+            .prepare(
+                "INSERT INTO runs (project, namespace, status, attempt, trigger, priority, \
+                   not_before, enqueued_at) VALUES (?1, ?2, 'queued', 1, 'manual', 0, 0, ?3)",
+            )
+            .expect("prepare run insert");
+        let mut event = tx
+            .prepare(
+                "INSERT INTO events (run_id, at, to_status, project, namespace, attempt, \
+                   claim_token) VALUES (?1, ?2, 'queued', ?3, ?4, 1, 0)",
+            )
+            .expect("prepare event insert");
+        for i in 0..n {
+            let (p, ns) = (project(i % NAMESPACES), namespace(i % NAMESPACES));
+            run.execute(rusqlite::params![p, ns, now])
+                .expect("insert run");
+            let id = tx.last_insert_rowid();
+            event
+                .execute(rusqlite::params![id, now, p, ns])
+                .expect("insert event");
+        }
+    }
+    tx.commit().expect("commit setup");
+}
+
+/// One state directory with `n` queued runs, taken over by "the daemon" (this process).
+struct Install {
+    _dir: tempfile::TempDir,
+    config: Config,
+    store: Store,
+    epoch: i64,
+    /// The slot pool: empty, as every claim is put back before the next EVAL.
+    live: RunningSet,
+}
+
+impl Install {
+    fn new(n: usize) -> Install {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("fleet.toml");
+        let text = config_text(&dir.path().join("state"));
+        std::fs::write(&path, &text).expect("write fleet.toml");
+        let config = Config::parse(&text, &path).expect("valid fleet.toml");
+        let state = StateDir::new(&config.state_dir);
+        // As the daemon opens it: schema migrated, WAL, synchronous = FULL.
+        let store = state.open_store().expect("open store");
+        let now = store::now_ms();
+        fill(&state.db_path(), n, now);
+        let epoch = store
+            .take_over(
+                std::process::id() as i32,
+                &path.display().to_string(),
+                "{}",
+                now,
+            )
+            .expect("take over");
+        let install = Install {
+            _dir: dir,
+            config,
+            store,
+            epoch,
+            live: RunningSet::new(),
+        };
+        assert_eq!(
+            install.store.queue_heads(now).expect("queue heads").len(),
+            NAMESPACES.min(n),
+            "every project with a queued run has a queue head"
+        );
+        install
+    }
+
+    /// One EVAL's pack and claim. Mirrors `supervisor::daemon::eval_blocking` (after its reap and
+    /// its schedule firing); keep the two in step.
+    fn eval(&self) -> Result<Vec<Claimed>, StoreError> {
+        let now = store::now_ms();
+        let db = self.store.active_runs()?;
+        let persisted: RunningSet = db
+            .iter()
+            .map(|r| packer::ActiveRun {
+                run_id: r.id,
+                project: r.project.clone(),
+                namespace: r.namespace.clone(),
+            })
+            .collect();
+        let running = merge(&self.live, &persisted);
+        let caps = self.config.caps();
+        let heads = self.store.queue_heads(now)?;
+        // eval_blocking cancels the runs of heads whose project left the config; here every
+        // project is in it, so the lookup below keeps them all.
+        let candidates: Vec<Candidate> = heads
+            .into_iter()
+            .filter_map(|h| {
+                let project = self.config.projects.get(&h.project)?;
+                Some(Candidate {
+                    run_id: h.run_id,
+                    project: h.project,
+                    namespace: project.namespace.clone(),
+                    priority: h.priority,
+                })
+            })
+            .collect();
+        let picks = packer_for(&caps).pack(&caps, &running, &candidates);
+        black_box(self.store.next_not_before(now)?);
+        if picks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let requests: Vec<ClaimRequest> = picks
+            .iter()
+            .map(|c| ClaimRequest {
+                run_id: c.run_id,
+                namespace: c.namespace.clone(),
+                global_cap: caps.global as u32,
+                namespace_cap: if caps.namespaces.is_empty() {
+                    None
+                } else {
+                    caps.namespaces
+                        .get(&c.namespace)
+                        .map(|n| n.max_concurrency as u32)
+                },
+            })
+            .collect();
+        self.store.claim(self.epoch, &requests, now)
+    }
+
+    /// Puts claimed runs back in the queue, same attempt, same id (so the same queue heads).
+    fn requeue(&self, claimed: &[Claimed]) {
+        let batch: Vec<Transition> = claimed
+            .iter()
+            .map(|c| Transition {
+                run_id: c.run.id,
+                token: c.run.claim_token,
+                change: Change::Requeue {
+                    reason: "bench: put back".to_string(),
+                },
+            })
+            .collect();
+        let applied = self
+            .store
+            .apply(self.epoch, &batch, store::now_ms())
+            .expect("requeue the claims");
+        for a in applied {
+            assert!(
+                matches!(
+                    a,
+                    Applied::Done {
+                        status: RunStatus::Queued,
+                        ..
+                    }
+                ),
+                "claim not put back: {a:?}"
+            );
+        }
+    }
+}
+
+fn eval_against_queue_size(c: &mut Criterion) {
+    let mut group = c.benchmark_group("eval");
+    // Three sizes in well under 90 s on 2 cores while an EVAL takes milliseconds: each iteration
+    // also pays an untimed requeue, about as long as the EVAL itself, and the 100k setup takes
+    // about two seconds.
+    group
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(6));
+    for n in sizes() {
+        let install = Install::new(n);
+        let start = Instant::now();
+        let first = install.eval().expect("first EVAL");
+        let first_took = start.elapsed();
+        assert_eq!(
+            first.len(),
+            GLOBAL_CAP.min(n),
+            "one EVAL fills the free slots"
+        );
+        install.requeue(&first);
+        // An EVAL that reads the whole backlog (seconds at 100k) gets criterion's fewest samples:
+        // a regression is still measured, in minutes rather than in tens of minutes.
+        group.sample_size(if first_took > Duration::from_millis(100) {
+            10
+        } else {
+            30
+        });
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter_custom(|iters| {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    let claimed = install.eval().expect("EVAL");
+                    timed += start.elapsed();
+                    assert_eq!(claimed.len(), GLOBAL_CAP.min(n));
+                    install.requeue(&claimed);
+                }
+                timed
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, eval_against_queue_size);
+criterion_main!(benches);
