@@ -400,3 +400,64 @@ fn change_probe_sees_commits_from_anyone() {
     assert!(probe.changed().unwrap(), "a commit by another program");
     assert!(!probe.changed().unwrap());
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// `queue_heads` (an index walk with a second seek for a project whose best run is delayed)
+    /// agrees with the plain definition: for each project, its queued run with `not_before <=
+    /// now` of highest priority, then lowest id; projects in name order. Runs are queued in
+    /// random projects with random priorities and delays, and some are claimed (so no longer
+    /// queued).
+    #[test]
+    fn queue_heads_match_their_definition(
+        runs in proptest::collection::vec((0u8..6, -2i64..3, 0i64..4, proptest::bool::ANY), 0..60),
+        now in 0i64..4,
+    ) {
+        let (_d, s) = open();
+        let epoch = take_over(&s);
+        let mut queued: Vec<(String, i64, i64, RunId)> = Vec::new();
+        for (project, priority, delay, claim) in runs {
+            let project = format!("p{project}");
+            let mut n = new_run(&project, "default");
+            n.priority = priority;
+            n.not_before = delay;
+            let id = s.enqueue(&n, 0).unwrap();
+            // Claim some (at most one active per project, as the unique index demands).
+            let claimed = claim
+                && delay == 0
+                && !s.active_runs().unwrap().iter().any(|r| r.project == project)
+                && s.claim(epoch, &[ClaimRequest { global_cap: 1000, ..req(id, "default") }], 0)
+                    .unwrap()
+                    .len()
+                    == 1;
+            if !claimed {
+                queued.push((project, priority, delay, id));
+            }
+        }
+        let mut expected: std::collections::BTreeMap<String, (i64, RunId)> = Default::default();
+        for (project, priority, delay, id) in &queued {
+            if *delay > now {
+                continue;
+            }
+            let better = match expected.get(project) {
+                None => true,
+                Some((p, i)) => (*priority, std::cmp::Reverse(*id)) > (*p, std::cmp::Reverse(*i)),
+            };
+            if better {
+                expected.insert(project.clone(), (*priority, *id));
+            }
+        }
+        let expected: Vec<(String, RunId)> =
+            expected.into_iter().map(|(p, (_, id))| (p, id)).collect();
+        let got: Vec<(String, RunId)> = s
+            .queue_heads(now)
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.project, h.run_id))
+            .collect();
+        proptest::prop_assert_eq!(got, expected);
+        let next = queued.iter().map(|q| q.2).filter(|d| *d > now).min();
+        proptest::prop_assert_eq!(s.next_not_before(now).unwrap(), next);
+    }
+}
