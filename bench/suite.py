@@ -875,7 +875,7 @@ def main():
             f"- load average before / after: {load0} / {loadavg()}",
             f"- date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; suite wall time {total:.0f} s "
             f"({', '.join(f'{k} {v:.0f} s' for k, v in raw.get('seconds', {}).items())})",
-            f"- command: `python3 bench/suite.py{' --tiny' if a.tiny else ''}{' --only ' + a.only if a.only else ''}`",
+            f"- command: `python3 bench/suite.py{''.join(' ' + x for x in sys.argv[1:])}`",
             ""]
     text = "\n".join(head) + "\n" + table(rows) + "\n"
     print(text)
