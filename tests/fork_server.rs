@@ -209,3 +209,45 @@ fn the_fork_server_ends_with_its_daemon() {
     let d = f.start_daemon_env(&[("FLEET_FORK_SERVER", "0")]);
     assert_eq!(fork_server_of(d.pid()), None);
 }
+
+/// A fork server that stops answering (here: SIGSTOP) must not freeze the daemon: after the
+/// reply timeout it is abandoned and killed, the request it never read dies with it, and the run
+/// is requeued as never started and then run once by an exec'd shim.
+#[test]
+fn a_stuck_fork_server_is_abandoned_and_the_run_still_runs_once() {
+    let f = Fleet::with(|dir| {
+        let rec = dir.join("records");
+        format!(
+            "[projects.p]\ncommand = {}\n",
+            sh(&recorder_script(&rec, "0"))
+        )
+    });
+    let mut d = f.start_daemon();
+    let server = fork_server_of(d.pid()).expect("the daemon should have a fork server");
+    // SAFETY: a process of this test, found by its name and parent.
+    unsafe {
+        libc::kill(server, libc::SIGSTOP);
+    }
+    let id = f.enqueue("p");
+    let r = f.wait_terminal(id);
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(
+        r["attempt"], 1,
+        "requeued as never started, same attempt: {r}"
+    );
+    d.assert_alive();
+    assert!(
+        d.stderr().contains("gave no answer"),
+        "the daemon should say why it gave up on its fork server:\n{}",
+        d.stderr()
+    );
+    f.wait_until(DEADLINE, "the stopped fork server to be killed", || {
+        process_gone(server)
+    });
+    let records = read_records(&f.file("records"));
+    let starts = records.iter().filter(|r| r.start && r.run_id == id).count();
+    assert_eq!(starts, 1, "run {id} started {starts} times");
+    // And the next run goes straight to an exec'd shim.
+    let next = f.enqueue("p");
+    assert_eq!(f.wait_terminal(next)["status"], "succeeded");
+}

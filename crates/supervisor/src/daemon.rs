@@ -968,7 +968,21 @@ impl Daemon {
                 );
                 self.fork_server = None;
                 match e {
-                    ForkServerError::Unknown(_) => Forked::Unknown(reader),
+                    ForkServerError::Unknown(_) => {
+                        // It may be stopped or stuck with our request (and the pipe's write end)
+                        // unread: end it, so that the request dies with it and the pipe reaches
+                        // end-of-file. It is our child, not yet reaped, so its pid is still its own.
+                        let pid = server.pid();
+                        // SAFETY: see above.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                        let _ = std::thread::Builder::new()
+                            .name("forksrv-reaper".into())
+                            .spawn(move || {
+                                // SAFETY: waits for our own child.
+                                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                            });
+                        Forked::Unknown(reader)
+                    }
                     _ => Forked::No,
                 }
             }

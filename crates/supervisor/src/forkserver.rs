@@ -39,6 +39,11 @@ use crate::shim::{self, ShimArgs};
 /// Larger ones are refused before anything is sent; the daemon then execs the shim instead.
 pub const MAX_REQUEST: usize = 128 * 1024;
 
+/// How long the daemon waits for the fork server's answer, in seconds. A fork takes well under
+/// a millisecond; past this the request counts as unanswered ([`ForkServerError::Unknown`]) and
+/// the daemon stops using the server.
+pub const REPLY_TIMEOUT_SECS: libc::time_t = 5;
+
 /// The daemon's end of a running fork server.
 #[derive(Debug)]
 pub struct ForkServer {
@@ -101,6 +106,26 @@ impl ForkServer {
             }
             pid => {
                 drop(theirs);
+                // A fork server that stops answering (stopped, starved) must not freeze the
+                // daemon's loop: a reply that takes longer than this counts as no reply.
+                let timeout = libc::timeval {
+                    tv_sec: REPLY_TIMEOUT_SECS,
+                    tv_usec: 0,
+                };
+                // SAFETY: setting a socket option from a local value of the right type.
+                let rc = unsafe {
+                    libc::setsockopt(
+                        ours.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        libc::SO_RCVTIMEO,
+                        (&timeout as *const libc::timeval).cast(),
+                        size_of::<libc::timeval>() as libc::socklen_t,
+                    )
+                };
+                if rc != 0 {
+                    // Dropping `ours` ends the server.
+                    return Err(io::Error::last_os_error());
+                }
                 Ok(ForkServer { socket: ours, pid })
             }
         }
@@ -114,8 +139,9 @@ impl ForkServer {
     /// Asks the server to fork the shim for `args`, with `report` (the write end of the pipe
     /// the daemon reads) as its stdout. Returns the shim's pid.
     ///
-    /// Blocks for one round trip (about as long as a fork of a small process). Errors say
-    /// whether a shim may exist ([`ForkServerError::Unknown`]) or surely does not.
+    /// Blocks for one round trip (about as long as a fork of a small process), at most
+    /// [`REPLY_TIMEOUT_SECS`]. Errors say whether a shim may exist ([`ForkServerError::Unknown`]:
+    /// no answer, or none in time) or surely does not.
     pub fn spawn(&self, args: &ShimArgs, report: OwnedFd) -> Result<i32, ForkServerError> {
         let request = encode(args).map_err(ForkServerError::NotSent)?;
         send_with_fd(self.socket.as_raw_fd(), &request, report.as_raw_fd())
