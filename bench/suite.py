@@ -46,6 +46,10 @@ SIZES = {
 }
 
 
+# The anchor is pinned, so that figures from different days compare the same pueue.
+PUEUE_VERSION = "4.0.4"
+
+
 class NotRun(Exception):
     """A measure that could not run for a reason outside fleet (no network, no bench yet)."""
 
@@ -234,6 +238,13 @@ class Fleet:
 
     def close(self):
         self.stop()
+        # Shims outlive their daemon (that is their job): let those still running end before
+        # their state directory is removed under them, or kill them if they take too long.
+        try:
+            wait_for(lambda: not [p for p in tagged_pids() if not zombie(p)], 30,
+                     "the shims to exit")
+        except TimeoutError:
+            kill_everything()
         if self._con is not None:
             self._con.close()
             self._con = None
@@ -313,7 +324,8 @@ def pueue_bins(cache, install):
     print(f"  installing pueue into {cache} (once; log: {log}) ...", file=sys.stderr, flush=True)
     with open(log, "w") as lf:
         try:
-            r = subprocess.run(["cargo", "install", "--locked", "--root", cache, "pueue"],
+            r = subprocess.run(["cargo", "install", "--locked", "--root", cache, "pueue",
+                                "--version", PUEUE_VERSION],
                                stdout=lf, stderr=subprocess.STDOUT, timeout=1800)
         except subprocess.TimeoutExpired:
             raise NotRun("cargo install pueue took over 30 min")
@@ -826,8 +838,12 @@ def main():
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: sys.exit("terminated"))
     sz = dict(SIZES["tiny" if a.tiny else "full"])
-    if a.repeat:
+    if a.repeat is not None:
+        if a.repeat < 1:
+            sys.exit(f"error: --repeat must be at least 1, got {a.repeat}")
         sz["repeat"] = a.repeat
+    if a.only is not None and not a.only.strip():
+        sys.exit(f"error: --only needs at least one of: {', '.join(MEASURES)}")
     only = a.only.split(",") if a.only else list(MEASURES)
     for m in only:
         if m not in MEASURES:

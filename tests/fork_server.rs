@@ -32,6 +32,10 @@ const PROBES: &[(&str, &str)] = &[
         r#"["cut", "-d", " ", "-f", "1,5,6", "/proc/self/stat"]"#,
     ),
     ("parent", r#"["sh", "-c", "cat /proc/$PPID/comm"]"#),
+    (
+        "parent_cmdline",
+        r#"["sh", "-c", "tr '\\0' ' ' < /proc/$PPID/cmdline; echo"]"#,
+    ),
 ];
 
 /// Runs every probe under a daemon started with `env`; returns (probe, log) pairs, and the
@@ -76,6 +80,17 @@ fn forked_and_execd_shims_start_the_command_alike() {
     // fleet binary.
     assert_eq!(get(&forked, "parent"), "shim-5\n");
     assert_eq!(get(&execd, "parent"), "fleet\n");
+    // And neither looks like the daemon to `pgrep -f`/`pkill -f`: a forked shim rewrites the
+    // command line it inherited from the daemon.
+    for (what, logs) in [("forked", &forked), ("exec'd", &execd)] {
+        let cmdline = get(logs, "parent_cmdline");
+        assert!(
+            cmdline.contains(" shim ")
+                && cmdline.contains("--run-id 6")
+                && !cmdline.contains("daemon"),
+            "{what}: the shim's command line is {cmdline:?}"
+        );
+    }
     for (what, logs, daemon_sid) in [
         ("forked", &forked, &forked_sid),
         ("exec'd", &execd, &execd_sid),
@@ -250,4 +265,47 @@ fn a_stuck_fork_server_is_abandoned_and_the_run_still_runs_once() {
     // And the next run goes straight to an exec'd shim.
     let next = f.enqueue("p");
     assert_eq!(f.wait_terminal(next)["status"], "succeeded");
+}
+
+/// A run whose command and environment are too large for one request to the fork server gets
+/// an exec'd shim; the fork server stays in use for the next runs.
+#[test]
+fn an_oversized_run_is_execd_and_the_fork_server_stays() {
+    // Two variables of 70 KiB: together above the fork server's 128 KiB, each below the
+    // kernel's limit for one exec string.
+    let big = "x".repeat(70 * 1024);
+    let f = Fleet::new(&format!(
+        "[projects.big]\nenv = {{ BIG = \"{big}\", BIG2 = \"{big}\" }}\n\
+         command = [\"sh\", \"-c\", \"echo ${{#BIG}} ${{#BIG2}}\"]\n\
+         [projects.small]\ncommand = [\"sh\", \"-c\", \"cat /proc/$PPID/comm\"]\n"
+    ));
+    let d = f.start_daemon();
+    let server = fork_server_of(d.pid()).expect("the daemon should have a fork server");
+    let id = f.enqueue("big");
+    let r = f.wait_terminal(id);
+    assert_eq!(r["status"], "succeeded", "{r}\n{}", d.stderr());
+    assert_eq!(f.logs(id), format!("{0} {0}\n", big.len()));
+    let small = f.enqueue("small");
+    assert_eq!(f.wait_terminal(small)["status"], "succeeded");
+    assert_eq!(f.logs(small), format!("shim-{small}\n"), "forked again");
+    assert!(!process_gone(server), "the fork server must still be up");
+    let log = d.stderr();
+    assert!(log.contains("exec'ing this run's shim instead"), "{log}");
+    assert!(!log.contains("fork server is gone"), "{log}");
+}
+
+#[test]
+fn a_bad_fork_server_setting_is_refused_naming_it() {
+    let f = Fleet::new("[projects.p]\ncommand = [\"true\"]\n");
+    for value in ["garbage", "off", ""] {
+        let mut c = f.command();
+        c.arg("daemon").env("FLEET_FORK_SERVER", value);
+        let out = run_with_deadline(c, CMD_DEADLINE);
+        assert_eq!(out.code(), Some(2), "FLEET_FORK_SERVER={value:?}: {out:?}");
+        assert!(
+            out.stderr.contains("FLEET_FORK_SERVER must be 0 or 1"),
+            "{out:?}"
+        );
+        assert_eq!(out.stderr.lines().count(), 1, "one line: {out:?}");
+    }
 }

@@ -228,10 +228,28 @@ fn daemon(path: &Path) -> Result<()> {
     // Now, while this process has one thread: the fork server must be forked before the
     // runtime (or anything else) starts threads, and before the daemon lock is taken.
     // FLEET_FORK_SERVER=0 execs every shim instead (slower; for comparison and diagnosis).
-    let fork_server = if std::env::var_os("FLEET_FORK_SERVER").is_some_and(|v| v == "0") {
-        Err("FLEET_FORK_SERVER=0".to_string())
-    } else {
+    let use_fork_server = match std::env::var_os("FLEET_FORK_SERVER") {
+        None => true,
+        Some(v) if v == "1" => true,
+        Some(v) if v == "0" => false,
+        Some(v) => {
+            return Err(Failure::input(format!(
+                "FLEET_FORK_SERVER must be 0 or 1, not {v:?}"
+            )))
+        }
+    };
+    // Signals the daemon relies on (SIGTERM, SIGINT, SIGHUP) must not stay blocked because
+    // whoever started it had them blocked: tokio's handlers would never run.
+    // SAFETY: setting this thread's (the only thread's) signal mask.
+    unsafe {
+        let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        libc::sigemptyset(empty.as_mut_ptr());
+        libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut());
+    }
+    let fork_server = if use_fork_server {
         supervisor::forkserver::ForkServer::start().map_err(|e| e.to_string())
+    } else {
+        Err("FLEET_FORK_SERVER=0".to_string())
     };
     tracing_subscriber::fmt()
         .with_env_filter(

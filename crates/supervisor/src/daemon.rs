@@ -956,8 +956,9 @@ impl Daemon {
         };
         match server.spawn(args, write) {
             Ok(pid) => Forked::Pid(pid, reader),
-            Err(e @ ForkServerError::ForkFailed(_)) => {
-                tracing::warn!(run = args.run_id, error = %e, "exec'ing the shim instead");
+            // Only this request is refused; the server stays in use.
+            Err(e @ (ForkServerError::ForkFailed(_) | ForkServerError::TooLarge(_))) => {
+                tracing::warn!(run = args.run_id, error = %e, "exec'ing this run's shim instead");
                 Forked::No
             }
             Err(e) => {
@@ -967,22 +968,21 @@ impl Daemon {
                     "the fork server is gone; every shim from now on is exec'd"
                 );
                 self.fork_server = None;
+                // Dead, or stopped or stuck with our request (and the pipe's write end in it)
+                // unread: end it, so that the request dies with it and the pipe reaches
+                // end-of-file, and reap it. It is our child, not yet reaped, so its pid is still
+                // its own.
+                let pid = server.pid();
+                // SAFETY: see above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let _ = std::thread::Builder::new()
+                    .name("forksrv-reaper".into())
+                    .spawn(move || {
+                        // SAFETY: waits for our own child.
+                        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                    });
                 match e {
-                    ForkServerError::Unknown(_) => {
-                        // It may be stopped or stuck with our request (and the pipe's write end)
-                        // unread: end it, so that the request dies with it and the pipe reaches
-                        // end-of-file. It is our child, not yet reaped, so its pid is still its own.
-                        let pid = server.pid();
-                        // SAFETY: see above.
-                        unsafe { libc::kill(pid, libc::SIGKILL) };
-                        let _ = std::thread::Builder::new()
-                            .name("forksrv-reaper".into())
-                            .spawn(move || {
-                                // SAFETY: waits for our own child.
-                                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-                            });
-                        Forked::Unknown(reader)
-                    }
+                    ForkServerError::Unknown(_) => Forked::Unknown(reader),
                     _ => Forked::No,
                 }
             }

@@ -54,6 +54,10 @@ pub struct ForkServer {
 /// Why a request to the fork server failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ForkServerError {
+    /// The request is larger than [`MAX_REQUEST`]: nothing was sent, the server is fine, and
+    /// this one shim must be started another way.
+    #[error("{0}")]
+    TooLarge(#[source] io::Error),
     /// Nothing reached the server, so no shim exists: starting the shim another way is safe.
     #[error("the fork server did not take the request: {0}")]
     NotSent(#[source] io::Error),
@@ -97,11 +101,22 @@ impl ForkServer {
         // SAFETY: both descriptors were just created and are owned by nobody else.
         let (ours, theirs) =
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let parent = std::process::id() as i32;
         // SAFETY: the process has one thread (checked above), so the child is a consistent copy.
         match unsafe { libc::fork() } {
             -1 => Err(io::Error::last_os_error()),
             0 => {
                 drop(ours);
+                // Die with the daemon even if stopped or stuck (SIGKILL reaches a stopped
+                // process; the end-of-file on the socket would not). The forking thread is the
+                // daemon's main thread, which lives as long as the daemon.
+                // SAFETY: prctl and getppid on this process.
+                unsafe {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                    if libc::getppid() != parent {
+                        libc::_exit(0);
+                    }
+                }
                 serve(theirs)
             }
             pid => {
@@ -143,7 +158,7 @@ impl ForkServer {
     /// [`REPLY_TIMEOUT_SECS`]. Errors say whether a shim may exist ([`ForkServerError::Unknown`]:
     /// no answer, or none in time) or surely does not.
     pub fn spawn(&self, args: &ShimArgs, report: OwnedFd) -> Result<i32, ForkServerError> {
-        let request = encode(args).map_err(ForkServerError::NotSent)?;
+        let request = encode(args).map_err(ForkServerError::TooLarge)?;
         send_with_fd(self.socket.as_raw_fd(), &request, report.as_raw_fd())
             .map_err(ForkServerError::NotSent)?;
         // Our copy of the write end must close, or the daemon would never see end-of-file.
@@ -196,6 +211,7 @@ fn serve(socket: OwnedFd) -> ! {
         let name = c"fleet-forksrv";
         libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0);
     }
+    set_command_line(&["fleet-forksrv"]);
     // Keep the socket and the standard three; nothing else the daemon had open may reach a
     // shim (the daemon's own inherited descriptors included).
     let fd = socket.as_raw_fd();
@@ -261,6 +277,39 @@ fn serve(socket: OwnedFd) -> ! {
             )
         };
     }
+}
+
+/// Rewrites the command line this process shows in `ps` and /proc/PID/cmdline (for instance
+/// `fleet shim --run-id 7`), so that a forked copy of the daemon no longer reads as
+/// `fleet … daemon`: an operator's `pkill -f 'fleet.*daemon'` must not reach shims (and, through
+/// them, their commands). The new words replace the original ones in place, cut to the space the
+/// original command line had; the rest is cleared.
+///
+/// Call only in a process forked from the daemon that will never read its arguments again.
+pub(crate) fn set_command_line(words: &[&str]) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    // Fields 48 and 49 of proc(5), counted after the parenthesised command name (field 2).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let (Some(start), Some(end)) = (
+        fields.get(45).and_then(|f| f.parse::<usize>().ok()),
+        fields.get(46).and_then(|f| f.parse::<usize>().ok()),
+    ) else {
+        return;
+    };
+    if end <= start || end - start > 1 << 20 {
+        return;
+    }
+    let mut text: Vec<u8> = words.join("\0").into_bytes();
+    text.truncate(end - start - 1);
+    text.resize(end - start, 0);
+    // SAFETY: [start, end) is this process's own argument area (the kernel's record of where
+    // the original argv strings are), writable stack memory that nothing here reads any more.
+    unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), start as *mut u8, text.len()) };
 }
 
 /// A request's bytes: `u32 count` then `u32 length, bytes` for each shim argument, then the

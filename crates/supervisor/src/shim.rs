@@ -289,6 +289,8 @@ pub fn main_forked(args: &ShimArgs, report: std::os::fd::OwnedFd) -> i32 {
         name.truncate(15);
         name.push(0);
         libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0);
+        let run_id = args.run_id.to_string();
+        crate::forkserver::set_command_line(&["fleet", "shim", "--run-id", &run_id]);
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
         libc::setsid() >= 0
             && null >= 0
