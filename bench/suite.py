@@ -3,7 +3,7 @@
 
 Usage (from anywhere; the repository is the one this file lives in):
 
-    python3 bench/suite.py            # the whole suite, about 5 minutes on 2 cores once pueue is cached
+    python3 bench/suite.py            # the whole suite: 3-4 minutes on 2 cores, ~9 the first time
     python3 bench/suite.py --tiny     # every measure at a tiny size, well under a minute (CI)
 
 It builds fleet (`cargo build --release -p fleet`), runs each measure in a fresh temporary state
