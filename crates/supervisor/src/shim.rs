@@ -469,15 +469,16 @@ fn spawn_command(a: &ShimArgs, dir: &RunDir, shim_pid: i32) -> Result<Child, Str
         .stderr(log_err)
         // Its own process group, so that a timeout or cancel reaches the command's children
         // too (kill(-pgid)), and so that the group can be swept after the command ends.
-        .process_group(0)
-        // The failpoint configuration is the shim's, not the command's.
-        .env_remove("FAILPOINTS");
+        .process_group(0);
     for (key, value) in &a.env {
         match value {
             Some(v) => cmd.env(key, v),
             None => cmd.env_remove(key),
         };
     }
+    // The failpoint configuration is the shim's, not the command's (last, so that the exec'd
+    // and the forked shim treat it alike).
+    cmd.env_remove("FAILPOINTS");
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe
     // calls (sigemptyset, sigprocmask, signal, prctl, getppid, _exit; SIGRTMIN reads a value
     // glibc fixed at startup).
