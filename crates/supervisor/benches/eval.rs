@@ -1,13 +1,13 @@
 //! EVAL cost against the length of the queue (issue 6, measure 2; docs/PERFORMANCE.md, "EVAL cost
 //! with a large backlog").
 //!
-//! What one measured iteration is: the pack-and-claim half of one EVAL, the same calls in the same
-//! order as `supervisor::daemon::eval_blocking` — `Store::active_runs`, `packer::merge` with the
-//! (empty) slot pool, `Config::caps`, `Store::queue_heads`, the packer chosen by
-//! `packer::packer_for`, `Store::next_not_before`, and `Store::claim` of every pick in one
-//! transaction (committed with `synchronous = FULL`, as the daemon's are). Left out: the reap
-//! (no shim exited, so `eval_blocking` writes nothing there either), schedules (no project has
-//! one) and the sweep of removed projects (every queued project is in the config).
+//! What one measured iteration is: one call of the daemon's own
+//! `supervisor::daemon::eval_blocking` — `Store::active_runs`, `packer::merge` with the (empty)
+//! slot pool, `Config::caps`, `Store::queue_heads`, the packer chosen by `packer::packer_for`,
+//! `Store::next_not_before`, and `Store::claim` of every pick in one transaction (committed with
+//! `synchronous = FULL`, as the daemon's are). Nothing is reaped (no shim exited), no project has
+//! a schedule, and the sweep of removed projects is off (every queued project is in the config),
+//! as in a daemon's steady state.
 //!
 //! The install: 1,000 namespaces (`max_concurrency = 2`), one project in each, a global cap of
 //! 16, and N queued runs spread evenly over the projects, enqueued interleaved (run i belongs to
@@ -36,9 +36,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use packer::{merge, packer_for, Candidate, RunningSet};
-use store::{Applied, Change, ClaimRequest, Claimed, RunStatus, Store, StoreError, Transition};
+use packer::RunningSet;
+use store::{Applied, Change, Run, RunStatus, Store, StoreError, Transition};
 use supervisor::config::Config;
+use supervisor::daemon::eval_blocking;
 use supervisor::statedir::StateDir;
 
 /// Namespaces in the install, one project in each.
@@ -172,66 +173,32 @@ impl Install {
         install
     }
 
-    /// One EVAL's pack and claim. Mirrors `supervisor::daemon::eval_blocking` (after its reap and
-    /// its schedule firing); keep the two in step.
-    fn eval(&self) -> Result<Vec<Claimed>, StoreError> {
-        let now = store::now_ms();
-        let db = self.store.active_runs()?;
-        let persisted: RunningSet = db
-            .iter()
-            .map(|r| packer::ActiveRun {
-                run_id: r.id,
-                project: r.project.clone(),
-                namespace: r.namespace.clone(),
-            })
-            .collect();
-        let running = merge(&self.live, &persisted);
-        let caps = self.config.caps();
-        let heads = self.store.queue_heads(now)?;
-        // eval_blocking cancels the runs of heads whose project left the config; here every
-        // project is in it, so the lookup below keeps them all.
-        let candidates: Vec<Candidate> = heads
-            .into_iter()
-            .filter_map(|h| {
-                let project = self.config.projects.get(&h.project)?;
-                Some(Candidate {
-                    run_id: h.run_id,
-                    project: h.project,
-                    namespace: project.namespace.clone(),
-                    priority: h.priority,
-                })
-            })
-            .collect();
-        let picks = packer_for(&caps).pack(&caps, &running, &candidates);
-        black_box(self.store.next_not_before(now)?);
-        if picks.is_empty() {
-            return Ok(Vec::new());
+    /// One EVAL: the daemon's own `supervisor::daemon::eval_blocking`, with nothing reaped and
+    /// the (empty) slot pool as the live running set.
+    fn eval(&self) -> Result<Vec<Run>, StoreError> {
+        let out = eval_blocking(
+            &self.store,
+            self.epoch,
+            &self.config,
+            Vec::new(),
+            self.live.clone(),
+            false,
+            store::now_ms(),
+        );
+        black_box(out.next_not_before);
+        match out.failed {
+            Some((e, _)) => Err(e),
+            None => Ok(out.claimed),
         }
-        let requests: Vec<ClaimRequest> = picks
-            .iter()
-            .map(|c| ClaimRequest {
-                run_id: c.run_id,
-                namespace: c.namespace.clone(),
-                global_cap: caps.global as u32,
-                namespace_cap: if caps.namespaces.is_empty() {
-                    None
-                } else {
-                    caps.namespaces
-                        .get(&c.namespace)
-                        .map(|n| n.max_concurrency as u32)
-                },
-            })
-            .collect();
-        self.store.claim(self.epoch, &requests, now)
     }
 
     /// Puts claimed runs back in the queue, same attempt, same id (so the same queue heads).
-    fn requeue(&self, claimed: &[Claimed]) {
+    fn requeue(&self, claimed: &[Run]) {
         let batch: Vec<Transition> = claimed
             .iter()
-            .map(|c| Transition {
-                run_id: c.run.id,
-                token: c.run.claim_token,
+            .map(|r| Transition {
+                run_id: r.id,
+                token: r.claim_token,
                 change: Change::Requeue {
                     reason: "bench: put back".to_string(),
                 },

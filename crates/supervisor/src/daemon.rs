@@ -382,19 +382,19 @@ pub const RELOAD_SETTLE: Duration = Duration::from_millis(300);
 
 /// What the blocking half of an EVAL hands back.
 #[derive(Default)]
-struct EvalOutcome {
+pub struct EvalOutcome {
     /// Transitions written, by run.
-    applied: Vec<(RunId, Applied)>,
-    /// Runs claimed (status `starting`, committed).
-    claimed: Vec<Run>,
+    pub applied: Vec<(RunId, Applied)>,
+    /// Runs claimed (status `starting`, committed): the caller must start a shim for each.
+    pub claimed: Vec<Run>,
     /// The DB running set after the claims.
-    db_active: Vec<Run>,
-    /// The earliest not-before of a delayed queued run.
-    next_not_before: Option<Millis>,
-    /// The earliest next schedule occurrence.
-    next_occurrence: Option<Millis>,
+    pub db_active: Vec<Run>,
+    /// The earliest not-before of a delayed queued run (milliseconds since the epoch, UTC).
+    pub next_not_before: Option<Millis>,
+    /// The earliest next schedule occurrence (milliseconds since the epoch, UTC).
+    pub next_occurrence: Option<Millis>,
     /// The error that stopped the EVAL, with the transitions still to be written.
-    failed: Option<(StoreError, Vec<Transition>)>,
+    pub failed: Option<(StoreError, Vec<Transition>)>,
 }
 
 impl Daemon {
@@ -1042,10 +1042,16 @@ async fn watch_shim(
     let _ = tx.send(ShimEvent::Exited { run_id, token });
 }
 
-/// The blocking half of an EVAL: write the reaped transitions, read the DB running set, pack the
-/// merged running set against the queue heads, claim the picks. Stops at the first store error,
-/// handing back what is still unwritten.
-fn eval_blocking(
+/// The blocking half of an EVAL: write the reaped transitions (`batch`), fire due schedule
+/// occurrences, end queued runs of projects no longer in `config` (all of them when
+/// `sweep_removed`), read the DB running set, pack `merge(live, DB running set)` against the
+/// queue heads, and claim the picks (committed before it returns). `live` is the slot pool's
+/// running set; `now` is milliseconds since the epoch, UTC.
+///
+/// Blocks on SQLite: call it on a blocking thread. Public so that the EVAL-cost bench
+/// (`benches/eval.rs`) measures this very code. Never returns an error: a store error stops it
+/// and is handed back in [`EvalOutcome::failed`], with what is still unwritten.
+pub fn eval_blocking(
     store: &Store,
     epoch: i64,
     config: &Config,
