@@ -190,6 +190,10 @@ fn a_killed_fork_server_only_slows_the_daemon_down() {
         "{}",
         d.stderr()
     );
+    // And reaped: no zombie of it stays under the daemon.
+    f.wait_until(DEADLINE, "the dead fork server to be reaped", || {
+        !std::path::Path::new(&format!("/proc/{server}")).exists()
+    });
     // Every run started exactly once, and the cap held.
     let records = read_records(&f.file("records"));
     for &id in &ids {

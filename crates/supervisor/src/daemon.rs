@@ -968,19 +968,7 @@ impl Daemon {
                     "the fork server is gone; every shim from now on is exec'd"
                 );
                 self.fork_server = None;
-                // Dead, or stopped or stuck with our request (and the pipe's write end in it)
-                // unread: end it, so that the request dies with it and the pipe reaches
-                // end-of-file, and reap it. It is our child, not yet reaped, so its pid is still
-                // its own.
-                let pid = server.pid();
-                // SAFETY: see above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                let _ = std::thread::Builder::new()
-                    .name("forksrv-reaper".into())
-                    .spawn(move || {
-                        // SAFETY: waits for our own child.
-                        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-                    });
+                server.kill();
                 match e {
                     ForkServerError::Unknown(_) => Forked::Unknown(reader),
                     _ => Forked::No,

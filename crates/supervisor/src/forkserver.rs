@@ -151,6 +151,23 @@ impl ForkServer {
         self.pid
     }
 
+    /// Ends a server the daemon gives up on (dead, or stopped or stuck with a request unread):
+    /// SIGKILL, so that an unread request — and the report pipe's write end it carries — dies
+    /// with it and the pipe reaches end-of-file; then reaps it on a thread of its own, so that no
+    /// zombie is left. Safe because the server is the caller's child and not yet reaped: its pid
+    /// cannot belong to another process. Call at most once.
+    pub fn kill(&self) {
+        let pid = self.pid;
+        // SAFETY: see above.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let _ = std::thread::Builder::new()
+            .name("forksrv-reaper".into())
+            .spawn(move || {
+                // SAFETY: waits for our own child.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+            });
+    }
+
     /// Asks the server to fork the shim for `args`, with `report` (the write end of the pipe
     /// the daemon reads) as its stdout. Returns the shim's pid.
     ///
