@@ -36,7 +36,7 @@ fn schedule_runs(s: &Store) -> Vec<Run> {
         .collect()
 }
 
-/// The brief's failure 3: an occurrence is handled once. A second pass computed from a stale
+/// An occurrence is handled once, by one run. A second pass computed from a stale
 /// cursor writes nothing; even a caller that ignores the cursor cannot insert a second run for
 /// the same occurrence (unique key).
 #[test]

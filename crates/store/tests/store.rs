@@ -35,7 +35,8 @@ fn take_over(s: &Store) -> i64 {
         .unwrap()
 }
 
-/// The brief's failure 2: can a second dequeue hand back the same run? It must not.
+/// Can a second dequeue hand back the same run? It must not: a run handed out twice is started
+/// twice, past every cap.
 #[test]
 fn second_claim_of_one_run_hands_back_nothing() {
     let (_d, s) = open();

@@ -1,88 +1,24 @@
-//! Schedule cursors and firing occurrences: "handled" means a run row for the occurrence exists,
-//! inserted in the same transaction that advances the persisted cursor (the brief's failure 3).
+//! Schedule cursors and firing occurrences, for SQLite.
+//!
+//! An occurrence is "handled" only when a run row for it exists, inserted in the same
+//! transaction that advances the persisted cursor, under the unique key (project, occurrence):
+//! a runner that marked an occurrence handled without making its run would have the schedule
+//! claim to fire while nothing starts. Nothing here may move a cursor without that insert.
 
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
+use super::daemon::check_epoch;
+use super::events::{insert_event, EventRow};
+use super::runs::{get_run, insert_run};
+use super::{is_constraint_violation, SqliteStore};
+use crate::error::Result;
 use crate::{
-    check_epoch, get_run, insert_event, insert_run, EventRow, Millis, NewRun, Result, RunId,
-    RunStatus, Store, Trigger,
+    FireRequest, Fired, Millis, NewRun, OverlapPolicy, RunId, RunStatus, ScheduleRow, Trigger,
 };
 
-/// A scheduled project's persisted cursor.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScheduleRow {
-    /// The project.
-    pub project: String,
-    /// The timetable the cursor belongs to (cron expression and timezone, as one string). When
-    /// the config's timetable differs, the schedule starts afresh.
-    pub timetable: String,
-    /// The last occurrence handled, fired or skipped (ms UTC).
-    pub cursor: Millis,
-    /// The next occurrence after the cursor, if any (ms UTC).
-    pub next_fire: Option<Millis>,
-    /// How many occurrences were skipped (missed or overlapping) over the schedule's life.
-    pub skipped_total: i64,
-    /// The latest skipped occurrence.
-    pub last_skipped: Option<Millis>,
-}
-
-/// What to do with an occurrence that is due, given the project's active run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OverlapPolicy {
-    /// Skip the occurrence while a run of the project is active or waiting (recorded as a
-    /// `cancelled` run with the reason, so it shows in `fleet runs`).
-    Forbid,
-    /// Queue it; it starts when the active run ends.
-    Queue,
-    /// Ask the active run to stop (cancel flag) and queue the new one.
-    Replace,
-}
-
-/// One schedule step, written atomically by [`Store::fire_schedule`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FireRequest {
-    /// The project.
-    pub project: String,
-    /// Its namespace in the config in force.
-    pub namespace: String,
-    /// The timetable string (see [`ScheduleRow::timetable`]).
-    pub timetable: String,
-    /// The cursor the caller computed from (None: a new schedule). If the stored cursor differs,
-    /// nothing is written: someone else advanced it.
-    pub expected_cursor: Option<Millis>,
-    /// The new cursor.
-    pub cursor: Millis,
-    /// The next occurrence after the new cursor.
-    pub next_fire: Option<Millis>,
-    /// The occurrence to fire now, if any.
-    pub fire: Option<Millis>,
-    /// Occurrences passed over without a run (missed), newest last.
-    pub skipped: Vec<Millis>,
-    /// The number of skipped occurrences, when more were skipped than `skipped` lists.
-    pub skipped_count: u64,
-    /// A missed occurrence that was too late to start (beyond starting_deadline): recorded as a
-    /// `cancelled` run with the reason, so the operator sees it in `fleet runs`.
-    pub too_late: Option<Millis>,
-    /// The overlap policy for `fire`.
-    pub overlap: OverlapPolicy,
-}
-
-/// What [`Store::fire_schedule`] did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Fired {
-    /// The queued run made for the occurrence.
-    pub queued: Option<RunId>,
-    /// A `cancelled` run recording a skipped occurrence (overlap forbid, or too late).
-    pub skipped_run: Option<RunId>,
-    /// The active run asked to stop (overlap replace).
-    pub replaced: Option<RunId>,
-    /// False when the stored cursor had moved: nothing was written.
-    pub written: bool,
-}
-
-impl Store {
-    /// Every schedule cursor.
-    pub fn schedules(&self) -> Result<Vec<ScheduleRow>> {
+impl SqliteStore {
+    /// [`crate::Store::schedules`].
+    pub(crate) fn schedules(&self) -> Result<Vec<ScheduleRow>> {
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
             "SELECT project, timetable, cursor, next_fire, skipped_total, last_skipped FROM schedules ORDER BY project",
@@ -100,14 +36,14 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Advances one schedule: inserts the occurrence's run (or the record of its skip) and moves
-    /// the cursor, in one transaction. The run insert is under the unique key (project,
-    /// occurrence), so an occurrence already handled is never handled twice, whatever the caller
-    /// computed.
-    ///
-    /// Errors: busy database (nothing written; the next EVAL computes the same step again),
-    /// fencing.
-    pub fn fire_schedule(&self, epoch: i64, req: &FireRequest, now: Millis) -> Result<Fired> {
+    /// [`crate::Store::fire_schedule`]: the cursor check, the occurrence's run (or its
+    /// skip) and the new cursor in one `BEGIN IMMEDIATE` transaction.
+    pub(crate) fn fire_schedule(
+        &self,
+        epoch: i64,
+        req: &FireRequest,
+        now: Millis,
+    ) -> Result<Fired> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         check_epoch(&tx, epoch)?;
@@ -241,11 +177,7 @@ impl Store {
 fn insert_unique(tx: &rusqlite::Connection, new: &NewRun, now: Millis) -> Result<Option<RunId>> {
     match insert_run(tx, new, 1, None, now) {
         Ok(id) => Ok(Some(id)),
-        Err(crate::StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)))
-            if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-        {
-            Ok(None)
-        }
+        Err(crate::StoreError::Sqlite(e)) if is_constraint_violation(&e) => Ok(None),
         Err(e) => Err(e),
     }
 }

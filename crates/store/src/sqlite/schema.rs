@@ -1,5 +1,8 @@
-//! The database schema, as an ordered list of migrations (rusqlite_migration keeps the version in
-//! SQLite's `user_version`). Never edit a migration that has shipped; add a new one.
+//! The SQLite schema, as an ordered list of migrations (rusqlite_migration keeps the version in
+//! SQLite's `user_version`).
+//!
+//! It owns every table and index definition. Never edit a migration that has shipped (a
+//! database already past it would never see the edit); add a new one.
 
 use rusqlite_migration::{Migrations, M};
 
@@ -121,8 +124,19 @@ pub(crate) fn migrations() -> Migrations<'static> {
 
 #[cfg(test)]
 mod tests {
+    use crate::ALL_STATUSES;
+
     #[test]
     fn migrations_are_valid() {
         super::migrations().validate().unwrap();
+    }
+
+    /// Register check: the schema's CHECK constraint lists exactly the statuses of the enum.
+    #[test]
+    fn schema_lists_every_status() {
+        let schema = super::V1;
+        for st in ALL_STATUSES {
+            assert!(schema.contains(&format!("'{}'", st.as_str())), "{st}");
+        }
     }
 }

@@ -1,0 +1,75 @@
+//! [`StoreError`]: everything that can go wrong in the store, for every caller.
+//!
+//! The variants a caller acts on (an unknown run, a refused transition, a stale epoch, a
+//! corrupt row) carry the run id or key they concern and say nothing about SQL. The database's
+//! own failures keep the driver's error as their source; which of them may be retried is
+//! decided by the backend that produced them ([`StoreError::is_busy`]), never by string matching
+//! in callers.
+
+use std::path::PathBuf;
+
+use crate::{RunId, RunStatus};
+
+/// Everything that can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database file could not be opened or its schema brought up to date.
+    #[error("database {}: {source}", path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite or the pool said.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A statement failed; see [`StoreError::is_busy`] for the retryable kind.
+    #[error("database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// No connection could be had from the pool.
+    #[error("database connection pool: {0}")]
+    Pool(#[from] r2d2::Error),
+    /// The id names no run.
+    #[error("no run with id {0}")]
+    UnknownRun(RunId),
+    /// A write would move a run along a transition the state machine does not allow.
+    #[error("run {run}: {from} -> {to} is not an allowed transition")]
+    IllegalTransition {
+        /// The run.
+        run: RunId,
+        /// Its status in the database.
+        from: RunStatus,
+        /// The status asked for.
+        to: RunStatus,
+    },
+    /// The caller's epoch is not the current one: another daemon took over the state directory.
+    #[error("epoch {ours} is stale: the state directory was taken over (epoch {current})")]
+    Fenced {
+        /// The epoch the caller holds.
+        ours: i64,
+        /// The epoch in the database.
+        current: i64,
+    },
+    /// A row holds a value this version does not understand (written by another program).
+    #[error("run {run}: column {column} holds {value:?}, which fleet does not understand")]
+    Corrupt {
+        /// The run.
+        run: RunId,
+        /// The column.
+        column: &'static str,
+        /// The value found.
+        value: String,
+    },
+}
+
+impl StoreError {
+    /// True when the error is SQLite's `SQLITE_BUSY`/`SQLITE_LOCKED`: another connection held the
+    /// write lock past the busy timeout. The operation changed nothing and may be retried later.
+    pub fn is_busy(&self) -> bool {
+        match self {
+            StoreError::Sqlite(e) => crate::sqlite::is_busy(e),
+            _ => false,
+        }
+    }
+}
+
+/// The store's result type.
+pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;

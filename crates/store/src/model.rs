@@ -1,0 +1,337 @@
+//! The store's row types, shared by every backend: runs, what is asked of them, what became of
+//! them, the events, the daemon row and the schedule cursors.
+//!
+//! Plain data only. Nothing here reads the clock except [`now_ms`], and nothing here may name
+//! SQL or a driver type: a backend maps its rows to these types, so that callers never learn
+//! which database they talk to.
+
+use crate::{RunStatus, Trigger};
+
+/// A run's id: the `runs.id` primary key. Never reused.
+pub type RunId = i64;
+
+/// Milliseconds since the Unix epoch, UTC.
+pub type Millis = i64;
+
+/// The current time as [`Millis`].
+pub fn now_ms() -> Millis {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Formats [`Millis`] as RFC 3339 in UTC with millisecond precision (`2026-11-30T10:33:43.123Z`).
+pub fn rfc3339(ms: Millis) -> String {
+    match chrono::DateTime::from_timestamp_millis(ms) {
+        Some(t) => t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        None => ms.to_string(),
+    }
+}
+
+/// One run as the database records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Run {
+    /// Its id.
+    pub id: RunId,
+    /// The project it runs.
+    pub project: String,
+    /// The namespace it counts against: the project's at enqueue, re-read from the config at
+    /// claim, and fixed from then on (a moved project's active run counts where it started).
+    pub namespace: String,
+    /// Where it is in the state machine.
+    pub status: RunStatus,
+    /// 1 for the first attempt, 2 for the first retry, …
+    pub attempt: u32,
+    /// What made it.
+    pub trigger: Trigger,
+    /// The schedule occurrence it belongs to, for scheduled runs and their retries.
+    pub occurrence: Option<Millis>,
+    /// Higher runs first; equal priorities run in enqueue order.
+    pub priority: i64,
+    /// It may not be claimed before this instant (0: at once).
+    pub not_before: Millis,
+    /// When it was queued.
+    pub enqueued_at: Millis,
+    /// When it was claimed (the start of its current attempt).
+    pub started_at: Option<Millis>,
+    /// When it reached its terminal status.
+    pub finished_at: Option<Millis>,
+    /// The command's process id (also its process group id), once known.
+    pub pid: Option<i32>,
+    /// The command's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command, when one did.
+    pub signal: Option<i32>,
+    /// Why it ended as it did, in words (spawn errors, "project removed", skipped occurrences…).
+    pub reason: Option<String>,
+    /// An operator asked to cancel it; the status changes only once the process is gone.
+    pub cancel_requested: bool,
+    /// Which claim of this run is current (0 before the first). Run files carry it, so files
+    /// left by an earlier claim are never mistaken for the current one. Random (63 bits), not a
+    /// counter: after a database is restored from a backup, run ids and counters repeat, and
+    /// the run folder of an old run with the same id must still not pass for the new claim's
+    /// (a counter made a run that never ran look `succeeded` from the old run's exit record).
+    pub claim_token: u64,
+    /// The epoch of the daemon that last claimed it.
+    pub epoch: Option<i64>,
+    /// The run this one retries.
+    pub retry_of: Option<RunId>,
+}
+
+/// A run to be queued.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewRun {
+    /// The project (the caller checked it exists in the config).
+    pub project: String,
+    /// The project's namespace in the config at this moment.
+    pub namespace: String,
+    /// Higher first.
+    pub priority: i64,
+    /// What made it.
+    pub trigger: Trigger,
+    /// The schedule occurrence, for scheduled runs.
+    pub occurrence: Option<Millis>,
+    /// Not to be claimed before this instant (0: at once).
+    pub not_before: Millis,
+}
+
+/// A filter for [`Store::list_runs`](crate::Store::list_runs). Results come newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only this project's runs.
+    pub project: Option<String>,
+    /// Only runs in this status.
+    pub status: Option<RunStatus>,
+    /// At most this many.
+    pub limit: Option<u32>,
+}
+
+/// The best queued run of one project: what the packers choose from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueHead {
+    /// The run.
+    pub run_id: RunId,
+    /// Its project.
+    pub project: String,
+    /// The namespace recorded at enqueue (the supervisor re-reads the current one).
+    pub namespace: String,
+    /// Its priority.
+    pub priority: i64,
+}
+
+/// One run the packer picked, with the caps in force, to be claimed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// The run to claim.
+    pub run_id: RunId,
+    /// The namespace the run counts against from now on (the project's, in the config in force).
+    pub namespace: String,
+    /// The global cap in force, recorded in the claim's event.
+    pub global_cap: u32,
+    /// The namespace's cap in force, if it has one (the fallback packer has none).
+    pub namespace_cap: Option<u32>,
+}
+
+/// A run this EVAL now owns: `queued → starting` is committed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claimed {
+    /// The run.
+    pub run: Run,
+}
+
+/// What happens to an active run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// `starting → running`: the shim reported the command started with this pid.
+    Running {
+        /// The command's pid (its process group id).
+        pid: Option<i32>,
+    },
+    /// `→ terminal`: the run ended. With `retry`, a new queued run (next attempt, trigger
+    /// `retry`, not before the given instant) is inserted in the same transaction.
+    Finish {
+        /// One of the terminal statuses.
+        status: RunStatus,
+        /// The command's exit code, if it exited.
+        exit_code: Option<i32>,
+        /// The signal that ended it, if one did.
+        signal: Option<i32>,
+        /// Why, in words.
+        reason: Option<String>,
+        /// Queue the next attempt, not before this instant.
+        retry: Option<Millis>,
+        /// When the command ended, as its shim recorded it (None: now). The database may learn
+        /// of an end much later (the daemon was down, the database busy); `finished_at` tells
+        /// when it happened, not when it was written.
+        finished_at: Option<Millis>,
+    },
+    /// `starting → queued`, same attempt: recovery proved the command never started. If a cancel
+    /// was requested meanwhile, the run ends `cancelled` instead: requeueing it would only have
+    /// it claimed, signalled and requeued again.
+    Requeue {
+        /// Why, in words (kept in the event).
+        reason: String,
+    },
+}
+
+/// One change to one claim of one run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// The run.
+    pub run_id: RunId,
+    /// The claim it concerns; a transition for an older claim is skipped, never applied.
+    pub token: u64,
+    /// The change.
+    pub change: Change,
+}
+
+/// What [`Store::apply`](crate::Store::apply) did with one transition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Written. With a retry, the new run's id.
+    Done {
+        /// The run's new status.
+        status: RunStatus,
+        /// The id of the retry run queued with it, if any.
+        retry: Option<RunId>,
+    },
+    /// Not written, harmlessly: the run is already past it (e.g. finished by recovery) or the
+    /// token belongs to an older claim. The string says which.
+    Skipped(String),
+}
+
+/// What `fleet cancel` achieved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The run was queued and is now `cancelled`.
+    Cancelled,
+    /// The run is active: the request is recorded; the daemon stops it and writes `cancelled`
+    /// once the process is gone.
+    Requested,
+    /// The run had already ended with this status; nothing changed.
+    AlreadyFinished(RunStatus),
+}
+
+/// One row of the append-only events table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Order of writing.
+    pub seq: i64,
+    /// The run.
+    pub run_id: RunId,
+    /// When.
+    pub at: Millis,
+    /// The epoch of the writer, when a daemon wrote it.
+    pub epoch: Option<i64>,
+    /// The status before (None for an insert).
+    pub from: Option<RunStatus>,
+    /// The status after.
+    pub to: RunStatus,
+    /// The run's project.
+    pub project: String,
+    /// The namespace it counted against.
+    pub namespace: String,
+    /// The run's attempt.
+    pub attempt: u32,
+    /// The claim token after the change.
+    pub claim_token: u64,
+    /// Active runs in the whole install right after the change (claims only).
+    pub global_active: Option<u32>,
+    /// The global cap in force (claims only).
+    pub global_cap: Option<u32>,
+    /// Active runs in the run's namespace right after the change (claims only).
+    pub namespace_active: Option<u32>,
+    /// The namespace's cap in force, if it had one (claims only).
+    pub namespace_cap: Option<u32>,
+    /// Words: a reason, a pid.
+    pub detail: Option<String>,
+}
+
+/// The daemon's own row: who holds the state directory and what config is in force.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DaemonRow {
+    /// Its process id.
+    pub pid: i32,
+    /// Its epoch.
+    pub epoch: i64,
+    /// When it took over.
+    pub started_at: Millis,
+    /// The config file it reads.
+    pub config_path: String,
+    /// The caps in force, as JSON written by the supervisor.
+    pub caps_json: String,
+    /// The last reload error, if the newest edit of the config was refused.
+    pub reload_error: Option<String>,
+    /// When the row was last written.
+    pub updated_at: Millis,
+}
+
+/// A scheduled project's persisted cursor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleRow {
+    /// The project.
+    pub project: String,
+    /// The timetable the cursor belongs to (cron expression and timezone, as one string). When
+    /// the config's timetable differs, the schedule starts afresh.
+    pub timetable: String,
+    /// The last occurrence handled, fired or skipped (ms UTC).
+    pub cursor: Millis,
+    /// The next occurrence after the cursor, if any (ms UTC).
+    pub next_fire: Option<Millis>,
+    /// How many occurrences were skipped (missed or overlapping) over the schedule's life.
+    pub skipped_total: i64,
+    /// The latest skipped occurrence.
+    pub last_skipped: Option<Millis>,
+}
+
+/// What to do with an occurrence that is due, given the project's active run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverlapPolicy {
+    /// Skip the occurrence while a run of the project is active or waiting (recorded as a
+    /// `cancelled` run with the reason, so it shows in `fleet runs`).
+    Forbid,
+    /// Queue it; it starts when the active run ends.
+    Queue,
+    /// Ask the active run to stop (cancel flag) and queue the new one.
+    Replace,
+}
+
+/// One schedule step, written atomically by [`Store::fire_schedule`](crate::Store::fire_schedule).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FireRequest {
+    /// The project.
+    pub project: String,
+    /// Its namespace in the config in force.
+    pub namespace: String,
+    /// The timetable string (see [`ScheduleRow::timetable`]).
+    pub timetable: String,
+    /// The cursor the caller computed from (None: a new schedule). If the stored cursor differs,
+    /// nothing is written: someone else advanced it.
+    pub expected_cursor: Option<Millis>,
+    /// The new cursor.
+    pub cursor: Millis,
+    /// The next occurrence after the new cursor.
+    pub next_fire: Option<Millis>,
+    /// The occurrence to fire now, if any.
+    pub fire: Option<Millis>,
+    /// Occurrences passed over without a run (missed), newest last.
+    pub skipped: Vec<Millis>,
+    /// The number of skipped occurrences, when more were skipped than `skipped` lists.
+    pub skipped_count: u64,
+    /// A missed occurrence that was too late to start (beyond starting_deadline): recorded as a
+    /// `cancelled` run with the reason, so the operator sees it in `fleet runs`.
+    pub too_late: Option<Millis>,
+    /// The overlap policy for `fire`.
+    pub overlap: OverlapPolicy,
+}
+
+/// What [`Store::fire_schedule`](crate::Store::fire_schedule) did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fired {
+    /// The queued run made for the occurrence.
+    pub queued: Option<RunId>,
+    /// A `cancelled` run recording a skipped occurrence (overlap forbid, or too late).
+    pub skipped_run: Option<RunId>,
+    /// The active run asked to stop (overlap replace).
+    pub replaced: Option<RunId>,
+    /// False when the stored cursor had moved: nothing was written.
+    pub written: bool,
+}

@@ -1,0 +1,77 @@
+//! The SQLite backend: one state directory's database file, reached through an r2d2 pool.
+//!
+//! It owns every SQL statement for SQLite and is the only code in the project that uses
+//! `rusqlite`. It must never be reached except through [`crate::Store`], and must never hand a
+//! connection, a statement or a row out of the crate: callers see the row types of the crate
+//! root only.
+//!
+//! How it keeps the store's guarantees, and why:
+//! - Writes run in `BEGIN IMMEDIATE` transactions: the write lock is taken up front, so a
+//!   transaction never fails half-way on an upgrade from reader to writer.
+//! - The claim is one guarded `UPDATE … WHERE id = ? AND status = 'queued' RETURNING …`,
+//!   committed before the call returns (a run that stays `queued` while its worker starts could
+//!   be handed out again).
+//! - The partial unique index `runs_one_active_per_project` makes two active runs of one project
+//!   impossible to write, whatever a packer decides.
+//! - `SQLITE_BUSY`/`SQLITE_LOCKED` after the busy timeout is the retryable failure
+//!   ([`is_busy`]).
+//!
+//! Files, one per concern: `open` (pool, pragmas, migrations, change probe), `schema` (the
+//! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
+//! `eval` (the EVAL's read queries and the occupancy count), `daemon` (take over, epoch,
+//! fencing) and `schedules`.
+
+mod claim;
+mod daemon;
+mod eval;
+mod events;
+mod open;
+mod runs;
+mod schedules;
+mod schema;
+mod transitions;
+
+use std::path::PathBuf;
+
+use r2d2_sqlite::SqliteConnectionManager;
+
+pub(crate) use open::SqliteProbe;
+
+use crate::error::Result;
+
+/// The SQLite backend of one database file. Cheap to clone; all clones share one pool.
+#[derive(Clone)]
+pub(crate) struct SqliteStore {
+    pool: r2d2::Pool<SqliteConnectionManager>,
+    /// The database file, for connections outside the pool (the change probe).
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// A connection from the pool. Errors: [`crate::StoreError::Pool`] when none frees up
+    /// within the pool's connection timeout.
+    fn conn(&self) -> Result<r2d2::PooledConnection<SqliteConnectionManager>> {
+        Ok(self.pool.get()?)
+    }
+}
+
+/// True for SQLite's `SQLITE_BUSY`/`SQLITE_LOCKED`: another connection held the lock past the
+/// busy timeout, and the statement changed nothing.
+pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
+    match e {
+        rusqlite::Error::SqliteFailure(e, _) => matches!(
+            e.code,
+            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+        ),
+        _ => false,
+    }
+}
+
+/// True when a write broke a constraint: for the store, one of the unique indexes refused a
+/// second active run of a project or a second run for one schedule occurrence.
+fn is_constraint_violation(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation
+    )
+}

@@ -1,0 +1,244 @@
+//! Run commands and the run row mapping: enqueue, read one run or a filtered list, cancel one
+//! run or every queued run of a project.
+//!
+//! It owns `RUN_COLUMNS` and the one mapping from a `runs` row to [`Run`]; every file that
+//! reads whole runs goes through them. Every write here appends its event in the same
+//! transaction; none may change an active run's status (that is the daemon's, through
+//! `transitions`).
+
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+
+use super::events::{insert_event, EventRow};
+use super::SqliteStore;
+use crate::error::Result;
+use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, StoreError, Trigger};
+
+/// The columns of `runs`, in the order [`run_from_row`] reads them.
+pub(super) const RUN_COLUMNS: &str =
+    "id, project, namespace, status, attempt, trigger, occurrence, priority, \
+     not_before, enqueued_at, started_at, finished_at, pid, exit_code, signal, reason, \
+     cancel_requested, claim_token, epoch, retry_of";
+
+/// Maps a row selected as [`RUN_COLUMNS`] to a [`Run`]. The outer error is SQLite's; the inner
+/// one [`StoreError::Corrupt`], for a status or trigger this version does not know.
+pub(super) fn run_from_row(
+    row: &Row<'_>,
+) -> rusqlite::Result<std::result::Result<Run, StoreError>> {
+    let id: RunId = row.get(0)?;
+    let status: String = row.get(3)?;
+    let trigger: String = row.get(5)?;
+    let Ok(status) = status.parse::<RunStatus>() else {
+        return Ok(Err(StoreError::Corrupt {
+            run: id,
+            column: "status",
+            value: status,
+        }));
+    };
+    let Some(trigger) = Trigger::parse(&trigger) else {
+        return Ok(Err(StoreError::Corrupt {
+            run: id,
+            column: "trigger",
+            value: trigger,
+        }));
+    };
+    Ok(Ok(Run {
+        id,
+        project: row.get(1)?,
+        namespace: row.get(2)?,
+        status,
+        attempt: row.get(4)?,
+        trigger,
+        occurrence: row.get(6)?,
+        priority: row.get(7)?,
+        not_before: row.get(8)?,
+        enqueued_at: row.get(9)?,
+        started_at: row.get(10)?,
+        finished_at: row.get(11)?,
+        pid: row.get(12)?,
+        exit_code: row.get(13)?,
+        signal: row.get(14)?,
+        reason: row.get(15)?,
+        cancel_requested: row.get::<_, i64>(16)? != 0,
+        claim_token: row.get::<_, i64>(17)? as u64,
+        epoch: row.get(18)?,
+        retry_of: row.get(19)?,
+    }))
+}
+
+/// Runs every row of a statement selecting [`RUN_COLUMNS`] through [`run_from_row`].
+pub(super) fn collect_runs(
+    stmt: &mut rusqlite::Statement<'_>,
+    params: impl rusqlite::Params,
+) -> Result<Vec<Run>> {
+    let rows = stmt.query_map(params, run_from_row)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(row??);
+    }
+    Ok(out)
+}
+
+impl SqliteStore {
+    /// [`crate::Store::enqueue`]: the insert and its event in one `BEGIN IMMEDIATE` transaction.
+    pub(crate) fn enqueue(&self, new: &NewRun, now: Millis) -> Result<RunId> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let id = insert_run(&tx, new, 1, None, now)?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// [`crate::Store::get_run`].
+    pub(crate) fn get_run(&self, id: RunId) -> Result<Run> {
+        let conn = self.conn()?;
+        get_run(&conn, id)?.ok_or(StoreError::UnknownRun(id))
+    }
+
+    /// [`crate::Store::list_runs`]; no limit is SQLite's `LIMIT -1`.
+    pub(crate) fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
+        let conn = self.conn()?;
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE (?1 IS NULL OR project = ?1) \
+             AND (?2 IS NULL OR status = ?2) ORDER BY id DESC LIMIT ?3"
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let limit = filter.limit.map(i64::from).unwrap_or(-1);
+        collect_runs(
+            &mut stmt,
+            params![filter.project, filter.status.map(|s| s.as_str()), limit],
+        )
+    }
+
+    /// [`crate::Store::request_cancel`]: the status is read and written in one
+    /// `BEGIN IMMEDIATE` transaction, so a claim cannot slip in between.
+    pub(crate) fn request_cancel(
+        &self,
+        id: RunId,
+        reason: &str,
+        now: Millis,
+    ) -> Result<CancelOutcome> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let run = get_run(&tx, id)?.ok_or(StoreError::UnknownRun(id))?;
+        let outcome = match run.status {
+            RunStatus::Queued => {
+                tx.execute(
+                    "UPDATE runs SET status = 'cancelled', finished_at = ?2, reason = ?3 WHERE id = ?1 AND status = 'queued'",
+                    params![id, now, reason],
+                )?;
+                let after = get_run(&tx, id)?.ok_or(StoreError::UnknownRun(id))?;
+                insert_event(
+                    &tx,
+                    &EventRow {
+                        run: &after,
+                        from: Some(RunStatus::Queued),
+                        epoch: None,
+                        at: now,
+                        occupancy: None,
+                        detail: Some(reason),
+                    },
+                )?;
+                CancelOutcome::Cancelled
+            }
+            RunStatus::Starting | RunStatus::Running => {
+                tx.execute(
+                    "UPDATE runs SET cancel_requested = 1, reason = ?2 WHERE id = ?1",
+                    params![id, reason],
+                )?;
+                CancelOutcome::Requested
+            }
+            done => CancelOutcome::AlreadyFinished(done),
+        };
+        tx.commit()?;
+        Ok(outcome)
+    }
+
+    /// [`crate::Store::cancel_queued_of`]: one guarded `UPDATE … RETURNING id`, then one
+    /// event per run, in one transaction.
+    pub(crate) fn cancel_queued_of(
+        &self,
+        project: &str,
+        reason: &str,
+        now: Millis,
+    ) -> Result<usize> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let ids: Vec<RunId> = {
+            let mut stmt = tx.prepare_cached(
+                "UPDATE runs SET status = 'cancelled', finished_at = ?2, reason = ?3 \
+                 WHERE project = ?1 AND status = 'queued' RETURNING id",
+            )?;
+            let rows = stmt.query_map(params![project, now, reason], |r| r.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        for id in &ids {
+            if let Some(run) = get_run(&tx, *id)? {
+                insert_event(
+                    &tx,
+                    &EventRow {
+                        run: &run,
+                        from: Some(RunStatus::Queued),
+                        epoch: None,
+                        at: now,
+                        occupancy: None,
+                        detail: Some(reason),
+                    },
+                )?;
+            }
+        }
+        tx.commit()?;
+        Ok(ids.len())
+    }
+}
+
+/// One run by id, read on the caller's connection (inside its transaction, if it has one).
+pub(super) fn get_run(conn: &Connection, id: RunId) -> Result<Option<Run>> {
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1");
+    let mut stmt = conn.prepare_cached(&sql)?;
+    match stmt.query_row([id], run_from_row).optional()? {
+        Some(r) => Ok(Some(r?)),
+        None => Ok(None),
+    }
+}
+
+/// Inserts a queued run and its first event; returns its id. `attempt` and `retry_of` tell a
+/// retry from a first attempt. A second run for one schedule occurrence fails here on the
+/// unique index `runs_one_per_occurrence`.
+pub(super) fn insert_run(
+    conn: &Connection,
+    new: &NewRun,
+    attempt: u32,
+    retry_of: Option<RunId>,
+    now: Millis,
+) -> Result<RunId> {
+    let sql = format!(
+        "INSERT INTO runs (project, namespace, status, attempt, trigger, occurrence, priority, not_before, \
+           enqueued_at, retry_of) VALUES (?1, ?2, 'queued', ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING {RUN_COLUMNS}"
+    );
+    let run = conn.prepare_cached(&sql)?.query_row(
+        params![
+            new.project,
+            new.namespace,
+            attempt,
+            new.trigger.as_str(),
+            new.occurrence,
+            new.priority,
+            new.not_before,
+            now,
+            retry_of
+        ],
+        run_from_row,
+    )??;
+    insert_event(
+        conn,
+        &EventRow {
+            run: &run,
+            from: None,
+            epoch: None,
+            at: now,
+            occupancy: None,
+            detail: None,
+        },
+    )?;
+    Ok(run.id)
+}

@@ -1,0 +1,270 @@
+//! [`Store`], the one handle callers use, and [`ChangeProbe`]: each a thin front over a backend.
+//!
+//! It owns what every operation promises (the docs below) and the choice of backend. It must
+//! never hold SQL or a driver type of its own: each method is one `match` that hands the call to
+//! the backend (see the crate doc for why an enum).
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::sqlite::{SqliteProbe, SqliteStore};
+use crate::{
+    Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Event, FireRequest, Fired, Millis,
+    NewRun, QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
+};
+
+/// How long a statement waits for another connection's write lock before it fails as busy.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A handle on one state directory's database. Cheap to clone; all clones share one pool.
+///
+/// Every method blocks on the database: async callers run them on a blocking thread
+/// (`tokio::task::spawn_blocking`), never on the runtime.
+#[derive(Clone)]
+pub struct Store {
+    backend: Backend,
+}
+
+/// The database behind a [`Store`]. A PostgreSQL backend becomes a second variant.
+#[derive(Clone)]
+enum Backend {
+    /// One SQLite file in the state directory.
+    Sqlite(SqliteStore),
+}
+
+impl Store {
+    /// Opens (creating if missing) the SQLite database at `path`, in WAL mode with the given
+    /// busy timeout, and brings its schema up to date.
+    ///
+    /// Errors: [`StoreError::Open`](crate::StoreError::Open) when the file cannot be opened or
+    /// created, or the migration fails (for instance a database written by a newer fleet).
+    pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
+        Ok(Store {
+            backend: Backend::Sqlite(SqliteStore::open(path, busy_timeout)?),
+        })
+    }
+
+    /// A [`ChangeProbe`] on this database: a new connection, outside the pool.
+    ///
+    /// Errors: [`StoreError::Sqlite`](crate::StoreError::Sqlite) if the database cannot be
+    /// opened.
+    pub fn change_probe(&self) -> Result<ChangeProbe> {
+        match &self.backend {
+            Backend::Sqlite(db) => Ok(ChangeProbe {
+                probe: Probe::Sqlite(db.change_probe()?),
+            }),
+        }
+    }
+
+    /// Queues a run; returns its id. Works whether or not a daemon is running.
+    pub fn enqueue(&self, new: &NewRun, now: Millis) -> Result<RunId> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.enqueue(new, now),
+        }
+    }
+
+    /// One run by id. Errors: [`StoreError::UnknownRun`](crate::StoreError::UnknownRun).
+    pub fn get_run(&self, id: RunId) -> Result<Run> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.get_run(id),
+        }
+    }
+
+    /// Runs matching the filter, newest first.
+    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.list_runs(filter),
+        }
+    }
+
+    /// The DB running set: every run the database records as active (`starting` or `running`).
+    pub fn active_runs(&self) -> Result<Vec<Run>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.active_runs(),
+        }
+    }
+
+    /// The best claimable queued run of each project (highest priority, then oldest), among runs
+    /// whose `not_before` has passed at `now`, in project name order.
+    ///
+    /// Cost: in proportion to the projects that have queued runs, whatever the queue's length,
+    /// so an EVAL costs in proportion to the projects, not to the backlog (SQLite: one seek per
+    /// project in the `runs_queue` index, two when its best run is delayed).
+    pub fn queue_heads(&self, now: Millis) -> Result<Vec<QueueHead>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.queue_heads(now),
+        }
+    }
+
+    /// The earliest `not_before` among queued runs still waiting for it, if any: the daemon's
+    /// next reason to EVAL.
+    pub fn next_not_before(&self, now: Millis) -> Result<Option<Millis>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.next_not_before(now),
+        }
+    }
+
+    /// Takes over the state directory: increments the epoch and records this daemon's row.
+    /// The caller must already hold the daemon lock. Returns the new epoch.
+    pub fn take_over(
+        &self,
+        pid: i32,
+        config_path: &str,
+        caps_json: &str,
+        now: Millis,
+    ) -> Result<i64> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.take_over(pid, config_path, caps_json, now),
+        }
+    }
+
+    /// Updates the daemon row after a reload: the caps now in force and the last reload error.
+    pub fn set_daemon_config(
+        &self,
+        epoch: i64,
+        caps_json: &str,
+        reload_error: Option<&str>,
+        now: Millis,
+    ) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.set_daemon_config(epoch, caps_json, reload_error, now),
+        }
+    }
+
+    /// The daemon row, if a daemon ever took over this state directory.
+    pub fn daemon_row(&self) -> Result<Option<DaemonRow>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.daemon_row(),
+        }
+    }
+
+    /// The current epoch (0 before any daemon took over).
+    pub fn epoch(&self) -> Result<i64> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.epoch(),
+        }
+    }
+
+    /// Claims runs: for each request, `queued → starting` in one guarded statement, all in one
+    /// transaction committed before this returns — before anything is spawned.
+    ///
+    /// A run that is no longer queued (claimed, cancelled) is left out of the result, so a second
+    /// claim of one run hands back nothing (a run handed out twice would be started twice). A
+    /// claim that would give a project a second active run is refused by the unique index and
+    /// left out too. Claims carry `epoch` and are refused as
+    /// [`StoreError::Fenced`](crate::StoreError::Fenced) when it is not the current one.
+    ///
+    /// Errors: busy database (nothing was claimed; retry on a later EVAL), fencing.
+    pub fn claim(
+        &self,
+        epoch: i64,
+        requests: &[ClaimRequest],
+        now: Millis,
+    ) -> Result<Vec<Claimed>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.claim(epoch, requests, now),
+        }
+    }
+
+    /// Applies transitions of active runs in one transaction (the reap of an EVAL). Each is
+    /// checked against the state machine and the run's current claim token; one that no longer
+    /// fits is skipped, not failed, so a batch is never blocked by one stale entry.
+    ///
+    /// Errors: busy database (nothing was written; the caller keeps the batch and retries),
+    /// fencing, and [`StoreError::IllegalTransition`](crate::StoreError::IllegalTransition) for
+    /// a change the state machine forbids from a non-terminal status (a bug in the caller).
+    pub fn apply(
+        &self,
+        epoch: i64,
+        transitions: &[Transition],
+        now: Millis,
+    ) -> Result<Vec<Applied>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.apply(epoch, transitions, now),
+        }
+    }
+
+    /// `fleet cancel`: a queued run becomes `cancelled` at once; an active one gets its cancel
+    /// flag set, and stays active until the daemon has stopped it (a status describes the
+    /// world, never an intention). Errors:
+    /// [`StoreError::UnknownRun`](crate::StoreError::UnknownRun), busy.
+    pub fn request_cancel(&self, id: RunId, reason: &str, now: Millis) -> Result<CancelOutcome> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.request_cancel(id, reason, now),
+        }
+    }
+
+    /// Cancels every queued run of the given project in one statement (used when a project is
+    /// removed from the config). Returns how many.
+    pub fn cancel_queued_of(&self, project: &str, reason: &str, now: Millis) -> Result<usize> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.cancel_queued_of(project, reason, now),
+        }
+    }
+
+    /// Projects that have queued runs (for spotting runs of projects no longer in the config).
+    pub fn queued_projects(&self) -> Result<Vec<String>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.queued_projects(),
+        }
+    }
+
+    /// Every event with `seq > after`, oldest first.
+    ///
+    /// Errors: [`StoreError::Corrupt`](crate::StoreError::Corrupt) for an event whose status
+    /// this version does not know.
+    pub fn events_after(&self, after: i64) -> Result<Vec<Event>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.events_after(after),
+        }
+    }
+
+    /// Every schedule cursor, by project name.
+    pub fn schedules(&self) -> Result<Vec<ScheduleRow>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.schedules(),
+        }
+    }
+
+    /// Advances one schedule: inserts the occurrence's run (or the record of its skip) and moves
+    /// the cursor, in one transaction. The run insert is under the unique key (project,
+    /// occurrence), so an occurrence already handled is never handled twice, whatever the caller
+    /// computed. When the stored cursor is not `req.expected_cursor`, nothing is written
+    /// ([`Fired::written`] is false).
+    ///
+    /// Errors: busy database (nothing written; the next EVAL computes the same step again),
+    /// fencing.
+    pub fn fire_schedule(&self, epoch: i64, req: &FireRequest, now: Millis) -> Result<Fired> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.fire_schedule(epoch, req, now),
+        }
+    }
+}
+
+/// Tells whether anything was committed to the database since it last looked — by this
+/// process's other connections or by any other program. A look reads a counter and takes no
+/// lock, so it costs microseconds however large the database is.
+///
+/// Why: the daemon's backstop tick (for writers that never nudge it) would otherwise run a
+/// full EVAL every second on an idle install; with this it runs one only when something changed.
+pub struct ChangeProbe {
+    probe: Probe,
+}
+
+/// The backend's probe behind a [`ChangeProbe`], one variant per [`Backend`].
+enum Probe {
+    /// SQLite's `PRAGMA data_version`, on a connection of its own.
+    Sqlite(SqliteProbe),
+}
+
+impl ChangeProbe {
+    /// True if a commit happened since the previous call (always true on the first call).
+    ///
+    /// Errors: the database's, if it cannot be read.
+    pub fn changed(&mut self) -> Result<bool> {
+        match &mut self.probe {
+            Probe::Sqlite(p) => p.changed(),
+        }
+    }
+}
