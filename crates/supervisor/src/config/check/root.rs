@@ -1,0 +1,82 @@
+//! The top level of fleet.toml: `state_dir`, `max_concurrency`, `tick`, and the walk into the
+//! `[namespaces]` and `[projects]` tables, each key checked by its own function.
+//!
+//! This module assembles the [`Config`]; it never checks a namespace's or project's own keys
+//! (see `namespace` and `project`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::de::DeTable;
+
+use super::{Checker, Value};
+use crate::config::load::{resolve_against, resolve_dir};
+use crate::config::model::{DEFAULT_MAX_CONCURRENCY, DEFAULT_STATE_DIR, DEFAULT_TICK};
+use crate::config::{Config, MIN_TICK};
+
+impl Checker<'_> {
+    /// The whole configuration from the parsed `root` table of the file at `path`. Always
+    /// returns a `Config`; it is only meaningful when no error was recorded.
+    pub(super) fn config(&mut self, root: &DeTable<'_>, path: &Path) -> Config {
+        let dir = resolve_dir(path);
+        self.check_keys(root, "", "");
+
+        let state_dir = self
+            .optional(root, "", "state_dir", |cx, v, key| {
+                cx.state_dir(v, key, &dir)
+            })
+            .unwrap_or_else(|| resolve_against(&dir, DEFAULT_STATE_DIR));
+        let max_concurrency = self
+            .optional(root, "", "max_concurrency", Self::expect_cap)
+            .unwrap_or(DEFAULT_MAX_CONCURRENCY);
+        let tick = self
+            .optional(root, "", "tick", Self::tick)
+            .unwrap_or(DEFAULT_TICK);
+        let (namespaces, declared) = self.namespaces(root);
+        let projects = self.projects(root, &dir, &declared);
+
+        let scheduled = projects
+            .values()
+            .filter(|p| p.schedule.is_some())
+            .map(|p| p.name.clone())
+            .collect();
+        Config {
+            path: path.to_path_buf(),
+            dir,
+            state_dir,
+            max_concurrency,
+            tick,
+            namespaces,
+            projects,
+            scheduled,
+        }
+    }
+
+    /// `state_dir`: a non-empty path, resolved against the config's folder `dir`.
+    fn state_dir(&mut self, v: &Value<'_>, key: &str, dir: &Path) -> Option<PathBuf> {
+        let s = self.expect_nul_free(v, key)?;
+        if s.is_empty() {
+            self.error(v.span(), key, "must not be empty");
+            return None;
+        }
+        Some(resolve_against(dir, s))
+    }
+
+    /// `tick`: a duration of at least [`MIN_TICK`].
+    fn tick(&mut self, v: &Value<'_>, key: &str) -> Option<Duration> {
+        let d = self.expect_duration(v, key, false)?;
+        // EVALs follow events anyway; a tick much shorter than this only burns CPU.
+        if d < MIN_TICK {
+            self.error(
+                v.span(),
+                key,
+                format!(
+                    "must be at least {} (EVALs already follow every event)",
+                    humantime::format_duration(MIN_TICK)
+                ),
+            );
+            return None;
+        }
+        Some(d)
+    }
+}

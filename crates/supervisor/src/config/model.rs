@@ -1,0 +1,210 @@
+//! The validated configuration: its types, its defaults, the register of accepted keys, and the
+//! value rules (names, cron expressions) that both validation and the rest of fleet share.
+//!
+//! Everything here is plain data and pure functions: this module never reads a file and never
+//! reports errors with positions; reading is `load`'s job and position-aware validation is
+//! `check`'s.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The shortest `tick` accepted: the tick is only a backstop, and a shorter one makes an idle
+/// daemon spin.
+pub const MIN_TICK: Duration = Duration::from_millis(100);
+
+/// The namespace of a project that names none. Always known, even when not declared; when
+/// undeclared it is capped by the global cap alone.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Shown as the default of a key that must be given.
+pub const REQUIRED: &str = "required";
+/// Shown as the default of an optional key whose absence means "not set".
+pub const UNSET: &str = "none";
+
+/// The register of every key fleet.toml accepts: (dotted key pattern, default as documented).
+///
+/// `<name>` stands for a namespace or project name. The unknown-key check is derived from this
+/// list, and a test asserts that docs/CONFIG.md documents exactly these keys with these defaults.
+pub const KEYS: &[(&str, &str)] = &[
+    ("state_dir", ".fleet"),
+    ("max_concurrency", "4"),
+    ("tick", "1s"),
+    ("namespaces.<name>.max_concurrency", REQUIRED),
+    ("namespaces.<name>.weight", "1"),
+    ("projects.<name>.command", REQUIRED),
+    ("projects.<name>.namespace", DEFAULT_NAMESPACE),
+    ("projects.<name>.cwd", "."),
+    ("projects.<name>.env", "{}"),
+    ("projects.<name>.timeout", UNSET),
+    ("projects.<name>.kill_grace", "10s"),
+    ("projects.<name>.retries", "0"),
+    ("projects.<name>.retry_backoff", "10s"),
+    ("projects.<name>.schedule", UNSET),
+    ("projects.<name>.timezone", "UTC"),
+    ("projects.<name>.starting_deadline", UNSET),
+    ("projects.<name>.overlap", "forbid"),
+];
+
+// The defaults of the optional keys; each must agree with its entry in `KEYS`.
+pub(super) const DEFAULT_STATE_DIR: &str = ".fleet";
+pub(super) const DEFAULT_MAX_CONCURRENCY: usize = 4;
+pub(super) const DEFAULT_TICK: Duration = Duration::from_secs(1);
+pub(super) const DEFAULT_WEIGHT: u32 = 1;
+pub(super) const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
+pub(super) const DEFAULT_RETRIES: u32 = 0;
+pub(super) const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(10);
+
+/// The whole configuration, validated and with every path made absolute.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The file it came from, as given.
+    pub path: PathBuf,
+    /// The folder of that file, absolute (canonicalized when it exists).
+    pub dir: PathBuf,
+    /// Absolute: the `state_dir` key (default `.fleet`) resolved against `dir`.
+    pub state_dir: PathBuf,
+    /// Global cap on active runs; at least 1.
+    pub max_concurrency: usize,
+    /// Backstop EVAL interval; at least [`MIN_TICK`].
+    pub tick: Duration,
+    /// The `[namespaces.<name>]` tables, by name.
+    pub namespaces: BTreeMap<String, NamespaceConfig>,
+    /// The `[projects.<name>]` tables, by name.
+    pub projects: BTreeMap<String, ProjectConfig>,
+    /// The names of the projects that have a `schedule`, in name order: derived from
+    /// `projects` at load, so that an EVAL (every tick) does not walk every project to find
+    /// the few scheduled ones.
+    pub scheduled: Vec<String>,
+}
+
+impl Config {
+    /// The caps the packer enforces: the global cap and each declared namespace's.
+    pub fn caps(&self) -> packer::Caps {
+        packer::Caps {
+            global: self.max_concurrency,
+            namespaces: self
+                .namespaces
+                .iter()
+                .map(|(name, ns)| {
+                    (
+                        name.clone(),
+                        packer::NamespaceCap {
+                            max_concurrency: ns.max_concurrency,
+                            weight: ns.weight,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The project called `name`, if declared.
+    pub fn project(&self, name: &str) -> Option<&ProjectConfig> {
+        self.projects.get(name)
+    }
+}
+
+/// One `[namespaces.<name>]` table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamespaceConfig {
+    /// Cap on the namespace's active runs; at least 1.
+    pub max_concurrency: usize,
+    /// Share of the global cap when it binds; at least 1, default 1.
+    pub weight: u32,
+}
+
+/// One `[projects.<name>]` table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProjectConfig {
+    /// The project's name: the `<name>` of its table; satisfies [`valid_name`].
+    pub name: String,
+    /// The argv: non-empty, and `argv[0]`, the program, non-empty.
+    pub command: Vec<String>,
+    /// [`DEFAULT_NAMESPACE`] when omitted.
+    pub namespace: String,
+    /// Absolute: the `cwd` key resolved against [`Config::dir`] (default: `Config::dir`). Not
+    /// required to exist: a missing cwd fails the run at spawn time, not the config.
+    pub cwd: PathBuf,
+    /// Extra environment variables for each run, on top of the daemon's own; never a
+    /// `FLEET_*` name or `FAILPOINTS`, which fleet sets or strips for every run.
+    pub env: BTreeMap<String, String>,
+    /// The longest a run may take before it is stopped as `timed_out`; greater than zero.
+    /// `None` means no limit.
+    pub timeout: Option<Duration>,
+    /// The time between SIGTERM and SIGKILL when a run is stopped (timeout or cancel); may be
+    /// zero.
+    pub kill_grace: Duration,
+    /// Extra attempts after a run ends `failed`, `timed_out` or `lost`; 0 means none.
+    pub retries: u32,
+    /// Base of the exponential backoff between retries.
+    pub retry_backoff: Duration,
+    /// A validated cron expression: 5 fields, or 6 with seconds first. See [`parse_schedule`].
+    pub schedule: Option<String>,
+    /// A validated IANA time zone name; `None` means UTC.
+    pub timezone: Option<String>,
+    /// How late a missed schedule occurrence may still start; `None` means no limit.
+    pub starting_deadline: Option<Duration>,
+    /// What an occurrence does while a run of the project is active.
+    pub overlap: Overlap,
+}
+
+/// What a schedule occurrence does while a run of the project is active.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overlap {
+    /// Skip the occurrence.
+    Forbid,
+    /// Queue a run behind the active one.
+    Queue,
+    /// Cancel the active run and start the new one.
+    Replace,
+}
+
+impl Overlap {
+    /// The spelling used in fleet.toml.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overlap::Forbid => "forbid",
+            Overlap::Queue => "queue",
+            Overlap::Replace => "replace",
+        }
+    }
+}
+
+impl fmt::Display for Overlap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Parses a cron expression the way fleet.toml accepts it: 5 fields (minute hour day-of-month
+/// month day-of-week), or 6 with seconds first. Day-of-month and day-of-week combine with OR,
+/// as in classic cron. The schedule timetable parses through this as well, so that what
+/// `fleet validate` accepts is exactly what fires.
+///
+/// # Errors
+///
+/// A human-readable reason when the field count is wrong or a field does not parse.
+pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
+    let fields = expr.split_whitespace().count();
+    if fields != 5 && fields != 6 {
+        return Err(format!(
+            "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, found {fields}"
+        ));
+    }
+    croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Optional)
+        .year(croner::parser::Year::Disallowed)
+        .build()
+        .parse(expr)
+        .map_err(|e| e.to_string())
+}
+
+/// Whether `name` is an acceptable namespace or project name: non-empty, `[A-Za-z0-9_.-]`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
