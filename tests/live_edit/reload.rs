@@ -137,7 +137,7 @@ pub fn reload_round_trip(f: &Fleet) {
 /// Starts the daemon and waits until its loop runs. The harness returns once the control
 /// socket is bound, but the file watcher is set up just after: one processed reload proves the
 /// loop (hence the watcher) is running, so that edits made next are not missed (see
-/// [`an_edit_saved_while_the_daemon_starts_is_applied`]).
+/// `saves::an_edit_saved_while_the_daemon_starts_is_applied`).
 pub fn start(f: &Fleet) -> Daemon<'_> {
     let d = f.start_daemon();
     reload_round_trip(f);
