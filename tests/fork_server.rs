@@ -4,7 +4,7 @@
 //! slow the daemon down, and it must never outlive its daemon.
 //!
 //! The crash of the fork server between its fork and its answer has its own test in
-//! tests/failpoints.rs (`forkserver_after_fork`).
+//! tests/failpoints (`forkserver_after_fork`).
 
 mod common;
 
@@ -169,10 +169,8 @@ fn a_killed_fork_server_only_slows_the_daemon_down() {
     let server = fork_server_of(d.pid()).expect("the daemon should have a fork server");
     let held = f.enqueue("held");
     f.wait_status(held, "running");
-    // SAFETY: a process of this test, found by its name and parent just above.
-    unsafe {
-        libc::kill(server, libc::SIGKILL);
-    }
+    // A process of this test, found by its name and parent just above.
+    send_signal(server, Signal::KILL).expect("SIGKILL to the fork server");
     f.wait_until(DEADLINE, "the fork server to be gone", || {
         process_gone(server)
     });
@@ -209,10 +207,7 @@ fn the_fork_server_ends_with_its_daemon() {
     // Stopped with SIGTERM.
     let mut d = f.start_daemon();
     let server = fork_server_of(d.pid()).expect("the daemon should have a fork server");
-    // SAFETY: our own child.
-    unsafe {
-        libc::kill(d.pid(), libc::SIGTERM);
-    }
+    d.signal(Signal::TERM);
     f.wait_until(DEADLINE, "the daemon to stop", || d.try_exit().is_some());
     f.wait_until(Duration::from_secs(10), "the fork server to end", || {
         process_gone(server)
@@ -243,10 +238,8 @@ fn a_stuck_fork_server_is_abandoned_and_the_run_still_runs_once() {
     });
     let mut d = f.start_daemon();
     let server = fork_server_of(d.pid()).expect("the daemon should have a fork server");
-    // SAFETY: a process of this test, found by its name and parent.
-    unsafe {
-        libc::kill(server, libc::SIGSTOP);
-    }
+    // A process of this test, found by its name and parent just above.
+    send_signal(server, Signal::STOP).expect("SIGSTOP to the fork server");
     let id = f.enqueue("p");
     let r = f.wait_terminal(id);
     assert_eq!(r["status"], "succeeded", "{r}");

@@ -1,6 +1,7 @@
 //! Soak: the daemon is SIGKILLed again and again at random instants while runs flow through two
 //! capped namespaces and the default one, with failures and retries; then a last daemon drains
-//! everything and the whole history is checked against the restart contract.
+//! everything and the whole history is checked against the restart rules: at most one start per
+//! attempt, every cap held, every run ended exactly once and as its command decided.
 //!
 //! Knobs (environment):
 //! - `FLEET_SOAK_KILLS`: how many daemons are SIGKILLed (default 30: about 20 s on a 2-core VM).
@@ -19,7 +20,6 @@
 //! means a shim died, which nothing in this scenario does, so it fails the soak.
 
 mod common;
-mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -113,8 +113,7 @@ fn config(dir: &Path) -> String {
 
 /// Number of terminal events per run, straight from the database's append-only events table.
 fn terminal_events(f: &Fleet) -> BTreeMap<i64, usize> {
-    let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).expect("open fleet.db");
-    db.busy_timeout(Duration::from_secs(30)).unwrap();
+    let db = f.db();
     let mut st = db
         .prepare(
             "SELECT run_id, COUNT(*) FROM events WHERE to_status IN \
@@ -129,32 +128,11 @@ fn terminal_events(f: &Fleet) -> BTreeMap<i64, usize> {
     .collect()
 }
 
-/// run id → the run it retries (`retry_of`), from the database (not in `fleet runs --json`).
-fn retry_of(f: &Fleet) -> BTreeMap<i64, i64> {
-    let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).expect("open fleet.db");
-    db.busy_timeout(Duration::from_secs(30)).unwrap();
-    let mut st = db
-        .prepare("SELECT id, retry_of FROM runs WHERE retry_of IS NOT NULL")
-        .unwrap();
-    st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
 /// For each instant (ms since the epoch), how many runs the database held active (claimed and
 /// not yet requeued or ended), from the events table. A statistic: it shows the kills landed
 /// while work was in flight.
 fn active_at(f: &Fleet, instants: &[i64]) -> Vec<usize> {
-    let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).expect("open fleet.db");
-    db.busy_timeout(Duration::from_secs(30)).unwrap();
+    let db = f.db();
     let mut st = db
         .prepare("SELECT run_id, at, to_status FROM events ORDER BY seq")
         .unwrap();
@@ -187,7 +165,7 @@ fn active_at(f: &Fleet, instants: &[i64]) -> Vec<usize> {
 
 #[test]
 fn random_sigkill_soak() {
-    support::use_private_bin();
+    use_private_bin();
     let kills = env_u64("FLEET_SOAK_KILLS").unwrap_or(30) as usize;
     let total = env_u64("FLEET_SOAK_RUNS")
         .map(|n| n as usize)
@@ -242,8 +220,8 @@ fn random_sigkill_soak() {
         d.kill();
         kill_times.push(now_ms());
         // A shim half-spawned at the kill may hold the daemon lock for a moment: a product bug
-        // with its own test (failpoints.rs, restart_right_after_a_crash_is_never_refused).
-        support::wait_daemon_lock_released(&f.state_dir());
+        // with its own test (tests/failpoints, restart_right_after_a_crash_is_never_refused).
+        wait_daemon_lock_released(&f.state_dir());
     }
     for i in manual.len()..total {
         enqueue(&mut manual, i);
@@ -287,15 +265,7 @@ fn random_sigkill_soak() {
         check_json.stdout.trim()
     );
     let in_flight = active_at(&f, &kill_times);
-    let requeues = {
-        let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).expect("open fleet.db");
-        db.query_row(
-            "SELECT COUNT(*) FROM events WHERE from_status = 'starting' AND to_status = 'queued'",
-            [],
-            |r| r.get::<_, i64>(0),
-        )
-        .unwrap()
-    };
+    let requeues = requeues(&f).len();
     eprintln!("soak: {requeues} claims requeued by recovery as never started");
     let mut histogram: BTreeMap<usize, usize> = BTreeMap::new();
     for n in &in_flight {
@@ -474,7 +444,7 @@ const PROBERS: usize = 6;
 
 #[test]
 fn status_probes_never_make_a_starting_daemon_refuse() {
-    support::use_private_bin();
+    use_private_bin();
     use std::sync::atomic::{AtomicBool, Ordering};
     let starts = env_u64("FLEET_RACE_STARTS").unwrap_or(600) as usize;
     let f = Fleet::new("max_concurrency = 1\n[projects.p]\ncommand = [\"true\"]\n");
@@ -497,19 +467,13 @@ fn status_probes_never_make_a_starting_daemon_refuse() {
             })
             .collect();
         for i in 0..starts {
-            let log = f.file("race-daemon.stderr");
-            let file = std::fs::File::create(&log).unwrap();
-            let mut c = f.command();
-            c.arg("daemon")
-                .stdin(std::process::Stdio::null())
-                .stdout(file.try_clone().unwrap())
-                .stderr(file);
-            let mut child = c.spawn().expect("start fleet daemon");
-            let pid = child.id().to_string();
+            // One log file, recreated for each start: only a refusal's is read.
+            let mut d = f.spawn_daemon_logged(&[], &f.file("race-daemon.stderr"));
+            let pid = d.pid().to_string();
             let deadline = Instant::now() + DEADLINE;
             // Up when the lock file names it (written once it holds the lock); refused if it exits.
             let exited = loop {
-                if let Some(st) = child.try_wait().unwrap() {
+                if let Some(st) = d.try_exit() {
                     break Some(st);
                 }
                 let holder = std::fs::read_to_string(&lock).unwrap_or_default();
@@ -517,7 +481,6 @@ fn status_probes_never_make_a_starting_daemon_refuse() {
                     break None;
                 }
                 if Instant::now() > deadline {
-                    let _ = child.kill();
                     panic!("daemon start {i}: neither up nor gone after {DEADLINE:?}");
                 }
                 std::thread::sleep(Duration::from_millis(2));
@@ -525,11 +488,10 @@ fn status_probes_never_make_a_starting_daemon_refuse() {
             if let Some(st) = exited {
                 refusals.push(format!(
                     "start {i}: the daemon exited ({st}): {}",
-                    std::fs::read_to_string(&log).unwrap_or_default().trim()
+                    d.stderr().trim()
                 ));
             } else {
-                let _ = child.kill();
-                let _ = child.wait();
+                d.kill();
             }
         }
         stop.store(true, Ordering::SeqCst);

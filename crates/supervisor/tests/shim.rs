@@ -100,7 +100,9 @@ fn spawn_shim(args: &ShimArgs, env: &[(&str, &str)]) -> Child {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    // SAFETY: setsid is async-signal-safe.
+    // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe
+    // calls are sound. setsid(2) is one, and the closure allocates nothing and takes no lock
+    // (`last_os_error` only reads errno).
     unsafe {
         cmd.pre_exec(|| {
             if libc::setsid() < 0 {
@@ -168,7 +170,9 @@ fn read_pid(path: &Path) -> i32 {
 }
 
 fn kill(pid: i32, sig: i32) {
-    // SAFETY: plain kill(2) of a process this test started.
+    assert!(pid > 0, "kill({pid}) would signal a process group");
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours. `pid` is a child this
+    // test started and has not reaped yet, so it still names that process.
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
 }
 
@@ -432,7 +436,9 @@ fn command_starts_with_a_clean_signal_state() {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: setsid and signal are async-signal-safe.
+    // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe
+    // calls are sound. signal(2) and setsid(2) are; the closure allocates nothing and takes no
+    // lock (`last_os_error` only reads errno). SIG_IGN installs no handler of ours.
     unsafe {
         cmd.pre_exec(|| {
             libc::signal(libc::SIGQUIT, libc::SIG_IGN);

@@ -1,0 +1,44 @@
+//! Polling with a deadline, the only way the tests wait for anything, and the wall clock the
+//! commands' records and fleet's times are read against.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Checks `cond`, then every `every`, until it holds; panics after `deadline` naming `what`,
+/// followed by `context()` (called only then: the runs table, daemons' logs...).
+pub fn wait_for(
+    deadline: Duration,
+    every: Duration,
+    what: &str,
+    mut cond: impl FnMut() -> bool,
+    context: impl FnOnce() -> String,
+) {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return;
+        }
+        if start.elapsed() > deadline {
+            panic!(
+                "timed out after {deadline:?} waiting for {what}\n{}",
+                context()
+            );
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// Wall-clock milliseconds since the epoch (the clock fleet's times are in).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Wall-clock nanoseconds since the epoch (the clock `date +%s%N` in the records reads).
+pub fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}

@@ -1,0 +1,28 @@
+//! End-to-end tests of what a restart must keep: a daemon killed with SIGKILL comes back and
+//! adopts what is still running (with and without namespaces), finalizes what ended while it was
+//! down, survives an external writer holding the database's write lock, refuses to share its
+//! state directory, and never starts a run twice across crashes injected with failpoints (the
+//! late-shim tombstone trap, a crash right after the claim).
+//!
+//! Every test drives the real `fleet` binary (see tests/common/mod.rs); run them with
+//! `cargo test --all-features --test restart` so the binary has its failpoints compiled in.
+//!
+//! The `failure1_`, `failure2_` and `failure3_` tests are named after the three failures fleet
+//! exists to make impossible: a run started twice after a restart because a packer counted only
+//! the in-memory slot pool; a still-queued run handed out again while another connection holds
+//! the database's write lock; two runners sharing one state directory. One module per rule:
+//! - `adoption`: every packer counts the runs the database records as active (adopted or not);
+//! - `ended_while_down`: a command that ended while no daemon ran is settled with its real status;
+//! - `busy_database`: a held write lock slows the daemon down, never makes it start a run twice;
+//! - `one_daemon`: a second daemon on the same state directory is refused;
+//! - `crashes`: crashes injected at failpoints never start a run twice.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod helpers;
+
+mod adoption;
+mod busy_database;
+mod crashes;
+mod ended_while_down;
+mod one_daemon;
