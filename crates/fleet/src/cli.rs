@@ -414,7 +414,7 @@ fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
         store::StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {run}")),
         other => Failure::action(other),
     })?;
-    let log = supervisor::daemon::log_path(state.root(), run);
+    let log = supervisor::runfiles::RunDir::new(state.root(), run).log_path();
     let mut out = std::io::stdout().lock();
     let mut offset = 0u64;
     let mut copy = |offset: &mut u64| -> Result<()> {

@@ -130,7 +130,7 @@ impl Status {
         let caps: Value = match (&holder, &row) {
             (Some(_), Some(row)) => serde_json::from_str(&row.caps_json).unwrap_or(Value::Null),
             _ => config.map_or(Value::Null, |c| {
-                serde_json::from_str(&supervisor::daemon::caps_json(c)).unwrap_or(Value::Null)
+                serde_json::from_str(&supervisor::caps::caps_json(c)).unwrap_or(Value::Null)
             }),
         };
         let mut namespaces = serde_json::Map::new();

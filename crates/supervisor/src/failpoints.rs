@@ -79,13 +79,21 @@ mod tests {
     use std::path::Path;
 
     fn names_in_source() -> BTreeSet<String> {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut names = BTreeSet::new();
-        for entry in std::fs::read_dir(&src).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
+        let mut pending = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+        let mut files = Vec::new();
+        // Modules may be folders (src/daemon/, src/schedule/): walk them all.
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    files.push(path);
+                }
             }
+        }
+        let mut names = BTreeSet::new();
+        for path in files {
             let text = std::fs::read_to_string(&path).unwrap();
             for marker in ["fail_point!(\"", "crash_point!(\""] {
                 for part in text.split(marker).skip(1) {

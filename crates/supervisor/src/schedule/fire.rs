@@ -1,16 +1,21 @@
-//! The "fire schedules" step of an EVAL: for each project with a `schedule`, ask
-//! [`crate::schedule::due`] what is due since the persisted cursor, and write it through
+//! Firing due occurrences, the "fire schedules" step of an EVAL: for each project with a
+//! `schedule`, ask [`due`] what is due since the persisted cursor, and write it through
 //! [`store::Store::fire_schedule`] — the run for the occurrence and the new cursor in one
-//! transaction. The daemon's one EVAL loop is the one schedule runner of the install (the
-//! daemon lock makes it so), which is what the brief's failure 3 asks for.
+//! transaction.
+//!
+//! The daemon's one EVAL loop is the one schedule runner of the install (the daemon lock makes
+//! it so): with several runners, the first to sweep would mark an occurrence handled for all of
+//! them while starting only its own. This step must never mark an occurrence handled without the
+//! run row that handles it (the store writes both in one transaction), and never keeps a cursor
+//! in memory: each EVAL starts from the persisted one.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use store::{FireRequest, Millis, OverlapPolicy, Store, StoreError};
 
+use super::{due, Timetable};
 use crate::config::{Config, Overlap};
-use crate::schedule::{due, Timetable};
 
 /// The timetable identity stored beside a cursor: when the config's differs, the schedule
 /// starts afresh (its old cursor belonged to another timetable).
@@ -30,7 +35,7 @@ fn to_dt(ms: Millis) -> DateTime<Utc> {
 ///
 /// Errors: the store's (busy: the same step is computed again at the next EVAL, from the same
 /// persisted cursor, so nothing is fired twice or lost).
-pub fn fire_schedules(
+pub fn fire_due(
     store: &Store,
     epoch: i64,
     config: &Config,

@@ -1,6 +1,6 @@
-//! Schedules: the pure timetable logic behind the brief's "Schedules (cron) contract".
+//! The timetable: which instants a project's cron schedule names, and what is due at `now`.
 //!
-//! This module does no I/O and never reads a clock: the caller passes `now`. Every instant in
+//! This module must never do I/O nor read a clock: the caller passes `now`. Every instant in
 //! and out is UTC (`DateTime<Utc>`); the project's time zone only shapes which instants are on
 //! the timetable.
 //!
@@ -71,8 +71,8 @@ const WALL_STEPS_CAP: usize = 10_000;
 /// How far (in minutes) a DST gap or repeated range is followed; real ones are at most hours.
 const TRANSITION_MINUTES_CAP: i64 = 48 * 60;
 
-/// A project's timetable: its cron expression and time zone (the brief's "Schedules (cron)
-/// contract"; keys `schedule` and `timezone` in fleet.toml).
+/// A project's timetable: its cron expression and time zone (keys `schedule` and `timezone` in
+/// fleet.toml).
 ///
 /// Occurrences are whole-second UTC instants. See the module docs for how DST shapes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,8 +127,8 @@ impl Timetable {
     /// croner and map each matching wall-clock time `w` to `min { t : local(t) >= w }`: a time
     /// that happens once maps to itself, a repeated one to its first instant, one inside a gap to
     /// the first instant after the gap. That map never decreases, which is what makes the
-    /// classic-cron DST rules (brief: "in a repeated hour an occurrence fires once; an
-    /// occurrence inside a skipped hour fires right after the jump") hold.
+    /// classic-cron DST rules (in a repeated hour an occurrence fires once; an occurrence
+    /// inside a skipped hour fires right after the jump) hold.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let next = if self.wall_clock {
             self.next_wall_clock(after)
@@ -280,11 +280,11 @@ impl Timetable {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Due {
     /// The occurrence to fire now: the latest one in `(cursor, now]`, if it is within the
-    /// project's `starting_deadline` (brief: "start the latest one if it is within the
-    /// project's `starting_deadline`"). At most one per call.
+    /// project's `starting_deadline` (older missed ones are never started). At most one per
+    /// call.
     pub fire: Option<DateTime<Utc>>,
     /// Occurrences passed over — missed while the daemon was down, the machine asleep or the
-    /// clock stepped (brief: "skip older ones, and say so") — ascending, at most the
+    /// clock stepped (they are skipped, and the log says so) — ascending, at most the
     /// [`SKIPPED_KEEP`] latest. Includes [`Due::too_late`] when that is set.
     pub skipped: Vec<DateTime<Utc>>,
     /// How many occurrences were skipped in all (including a too-late one). Exact when
@@ -297,9 +297,10 @@ pub struct Due {
     /// The latest missed occurrence when it was beyond `starting_deadline` — the reason nothing
     /// fires although occurrences were missed. It is also in [`Due::skipped`].
     pub too_late: Option<DateTime<Utc>>,
-    /// The new persisted cursor, "the last occurrence handled" (brief: "next occurrence is
-    /// computed from the last one fired (persisted), never from now"): the latest occurrence
-    /// `<= now`, fired or skipped; unchanged when nothing is due; never moves backwards.
+    /// The new persisted cursor, "the last occurrence handled" (the next occurrence is always
+    /// computed from it, never from `now`, so a stepped clock neither repeats nor loses one):
+    /// the latest occurrence `<= now`, fired or skipped; unchanged when nothing is due; never
+    /// moves backwards.
     pub cursor: DateTime<Utc>,
     /// The next occurrence after the new cursor, for the daemon's wake-up timer; `None` if the
     /// expression never matches again. After the clock stepped back this can be well past

@@ -1,18 +1,23 @@
-//! Deciding what became of one claim of a run, from its run files — the one place that does it,
-//! used both when a shim this daemon spawned exits and by startup recovery.
+//! Settling a claim: deciding what became of one claim of a run from its run files — the one
+//! place that does it, used both when a shim this daemon spawned exits and by startup recovery.
 //!
-//! The decision follows the restart contract:
+//! The rules (each case has exactly one answer, so a run is never started twice nor forgotten):
 //! - the shim still holds the run's lock ⇒ it is alive: keep (or adopt) it;
 //! - lock free and an exit record for this claim ⇒ the run ended: record its real status;
 //! - lock free, no started record for this claim ⇒ the command provably never started: leave a
 //!   tombstone (while holding the lock) and requeue, same attempt. The tombstone is what stops a
 //!   shim that was spawned but had not yet taken the lock from starting the run later;
 //! - lock free, started, no exit record ⇒ the command may have run; its fate is unknown: `lost`.
+//!
+//! This module writes nothing but the tombstone: it never touches the database (it hands back a
+//! [`Transition`] for the caller to write) and never signals a process. When a retry is due is
+//! [`crate::retry`]'s to say.
 
 use std::io;
 
 use store::{Change, Millis, RunStatus, Transition};
 
+use crate::retry::RetryPolicy;
 use crate::runfiles::{ExitRecord, Outcome, RunDir};
 
 /// What the run files say about one claim of a run.
@@ -88,51 +93,6 @@ pub fn outcome(exit: &ExitRecord) -> (RunStatus, Option<i32>, Option<i32>, Optio
     }
 }
 
-/// What the retry policy needs to know about a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Extra attempts allowed after the first (`retries` in fleet.toml); 0 when the project is
-    /// no longer configured.
-    pub retries: u32,
-    /// Base of the exponential backoff, in milliseconds (`retry_backoff`).
-    pub backoff_ms: u64,
-}
-
-impl RetryPolicy {
-    /// The instant the next attempt may start, if attempt `attempt` (1-based) that ended with
-    /// `status` gets one: only `failed`, `timed_out` and `lost` are retried, and only while
-    /// attempts remain. The wait is `backoff_ms · 2^(attempt-1)`, capped at one hour, plus a
-    /// jitter of up to a quarter of it — so that runs that failed together (a shared outage)
-    /// do not all come back in the same instant. The jitter only adds: a retry never comes
-    /// sooner than the backoff says.
-    pub fn next(&self, status: RunStatus, attempt: u32, now: Millis) -> Option<Millis> {
-        let retryable = matches!(
-            status,
-            RunStatus::Failed | RunStatus::TimedOut | RunStatus::Lost
-        );
-        if !retryable || attempt > self.retries {
-            return None;
-        }
-        let factor = 1u64 << (attempt - 1).min(20);
-        let wait = self.backoff_ms.saturating_mul(factor).min(3_600_000);
-        let jitter = if wait >= 4 {
-            splitmix(now as u64 ^ u64::from(attempt)) % (wait / 4 + 1)
-        } else {
-            0
-        };
-        Some(now + (wait + jitter) as Millis)
-    }
-}
-
-/// A well-mixed hash of `x` (splitmix64's finalizer): a cheap source of jitter that needs no
-/// random-number generator.
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
 /// The database transition for a settled fate; `None` for [`Fate::Alive`].
 pub fn transition(
     run_id: store::RunId,
@@ -172,40 +132,4 @@ pub fn transition(
         token,
         change,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retries_only_retryable_statuses_while_attempts_remain() {
-        let p = RetryPolicy {
-            retries: 2,
-            backoff_ms: 1000,
-        };
-        let first = p.next(RunStatus::Failed, 1, 0).unwrap();
-        assert!((1000..=1250).contains(&first), "{first}");
-        let second = p.next(RunStatus::TimedOut, 2, 0).unwrap();
-        assert!((2000..=2500).contains(&second), "{second}");
-        assert_eq!(p.next(RunStatus::Lost, 3, 0), None);
-        assert_eq!(p.next(RunStatus::Succeeded, 1, 0), None);
-        assert_eq!(p.next(RunStatus::Cancelled, 1, 0), None);
-    }
-
-    #[test]
-    fn jitter_spreads_retries_but_never_shortens_the_backoff() {
-        let p = RetryPolicy {
-            retries: 1,
-            backoff_ms: 10_000,
-        };
-        let waits: std::collections::BTreeSet<i64> = (0..100)
-            .map(|now| p.next(RunStatus::Failed, 1, now).unwrap() - now)
-            .collect();
-        assert!(
-            waits.iter().all(|w| (10_000..=12_500).contains(w)),
-            "{waits:?}"
-        );
-        assert!(waits.len() > 50, "no jitter: {waits:?}");
-    }
 }

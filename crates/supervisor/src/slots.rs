@@ -1,9 +1,13 @@
 //! The slot pool: the runs this daemon process is supervising right now, in memory.
 //!
 //! The pool is one of the two sources of "what is running"; the other is the DB running set.
-//! After a restart the pool starts empty, which is exactly why no packer ever reads it alone:
-//! the EVAL hands the packers `packer::merge(pool, db)`, in which the database wins (the
-//! brief's failure 1).
+//! After a restart the pool starts empty, which is exactly why no packer may ever read it alone:
+//! the EVAL hands the packers `packer::merge(pool, db)`, in which the database wins (a packer
+//! that counted the pool alone would, on the first EVAL after a restart, see nothing running and
+//! start again a run the database still records as in flight).
+//!
+//! This module only keeps records: it never reads the database, and signals a shim only through
+//! [`ShimIdentity::signal`], which checks first that the pid is still that shim.
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,50 @@
+//! The daemon's half of `fleet cancel`: the command records the request in the database; after
+//! each EVAL the daemon sends SIGTERM to the shim of every run of its slot pool whose cancel was
+//! requested, once. The shim then ends the command and records it as cancelled.
+//!
+//! This step must never change a run's status (that happens when the shim reports the process
+//! gone, so the record always says how the command really ended), and never signals a pid it
+//! cannot identify as that run's shim (pids are recycled).
+
+use std::path::Path;
+
+use store::Run;
+
+use crate::runfiles::RunDir;
+use crate::slots::{ShimIdentity, SlotPool};
+
+/// Signals the shims of the runs in `db_active` (the DB running set) whose cancel was requested
+/// and whose slot is in `slots`, once each (a slot remembers it was signalled). A shim not yet
+/// identified is looked up in its run folder (`state_dir`); one still unknown is tried again
+/// after the next EVAL.
+pub(super) fn signal_cancelled(slots: &mut SlotPool, state_dir: &Path, db_active: &[Run]) {
+    for run in db_active.iter().filter(|r| r.cancel_requested) {
+        let Some(slot) = slots.get_mut(run.id) else {
+            continue;
+        };
+        if slot.cancel_sent {
+            continue;
+        }
+        if slot.shim.is_none() {
+            // Adopted before its shim had written `started`, or forked without an answer
+            // from the fork server: the shim has written it by now, if it lives.
+            slot.shim = RunDir::new(state_dir, run.id)
+                .read_started()
+                .ok()
+                .flatten()
+                .filter(|s| s.token == slot.token)
+                .map(|s| ShimIdentity {
+                    pid: s.shim_pid,
+                    start_time: s.shim_start_time,
+                });
+        }
+        match slot.shim {
+            Some(shim) if shim.signal(libc::SIGTERM) => {
+                tracing::info!(run = run.id, "cancel: sent SIGTERM to the run's shim");
+                slot.cancel_sent = true;
+            }
+            // Not spawned yet, or not ours to identify: try again next EVAL.
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! What the daemon hears from outside its process: the control socket, SIGTERM/SIGINT/SIGHUP,
+//! and edits of fleet.toml. Each listener turns what it hears into an [`Event`] on the loop's
+//! channel and does nothing else.
+//!
+//! A listener must never touch the daemon's state or the database: a nudge is only a hint (every
+//! fact lives in the database), so a lost one costs at most a tick of latency, never a run.
+
+use std::io;
+use std::path::Path;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::task::JoinHandle;
+
+use super::events::{Event, Events};
+use crate::control::Nudge;
+use crate::watch::ConfigWatcher;
+
+/// Listens on the control socket `path`; each line is a [`Nudge`], sent on as an [`Event`].
+/// Binds before it returns (a socket file left at `path` belongs to a dead daemon, since the
+/// caller holds the daemon lock, and is replaced); the accepting runs in the returned task.
+///
+/// Errors: the socket cannot be bound.
+pub(super) fn control_socket(path: &Path, events: Events) -> io::Result<JoinHandle<()>> {
+    let _ = std::fs::remove_file(path);
+    let (address, _folder) = crate::control::addressable(path)?;
+    let listener = tokio::net::UnixListener::bind(&address)?;
+    Ok(tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let events = events.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stream).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let event = match Nudge::parse(&line) {
+                        Some(Nudge::Eval) => Event::Nudge,
+                        Some(Nudge::Reload) => Event::Reload,
+                        None => {
+                            tracing::warn!(line, "unknown message on the control socket");
+                            continue;
+                        }
+                    };
+                    let _ = events.send(event);
+                }
+            });
+        }
+    }))
+}
+
+/// Installs the handlers for SIGTERM and SIGINT (stop) and SIGHUP (reload), and sends what they
+/// catch as events from the returned task.
+///
+/// Errors: a handler cannot be installed.
+pub(super) fn signals(events: Events) -> io::Result<JoinHandle<()>> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(tokio::spawn(async move {
+        loop {
+            let event = tokio::select! {
+                _ = term.recv() => Event::Stop("SIGTERM"),
+                _ = int.recv() => Event::Stop("SIGINT"),
+                _ = hup.recv() => Event::Reload,
+            };
+            if events.send(event).is_err() {
+                return;
+            }
+        }
+    }))
+}
+
+/// Watches fleet.toml at `path` for edits, each sent as [`Event::ConfigEdited`] (the loop
+/// reloads once the file has been quiet for a while, so an editor caught between its truncate
+/// and its write is not applied: a cut-off file can parse, and would cancel the queued runs of
+/// every project it lost).
+///
+/// `None` when watching is off — `FLEET_WATCH=0`, for filesystems where inotify misbehaves and
+/// tests that must see SIGHUP or `fleet reload` alone do the work — or cannot be set up (logged:
+/// edits then need `fleet reload` or SIGHUP). Dropping the watcher stops it.
+pub(super) fn config_edits(path: &Path, events: Events) -> Option<ConfigWatcher> {
+    let watching = std::env::var_os("FLEET_WATCH").is_none_or(|v| v != "0");
+    if !watching {
+        tracing::info!(
+            "FLEET_WATCH=0: edits of the config are read on SIGHUP or `fleet reload` only"
+        );
+        return None;
+    }
+    match crate::watch::watch(path, move || {
+        let _ = events.send(Event::ConfigEdited);
+    }) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch the config file; use `fleet reload` or SIGHUP after edits");
+            None
+        }
+    }
+}

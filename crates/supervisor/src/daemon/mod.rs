@@ -1,0 +1,167 @@
+//! The daemon: takes over a state directory, recovers what a previous daemon left, and runs the
+//! EVAL loop — reap → recover/adopt → fire schedules → pack → claim → spawn — until SIGTERM or
+//! SIGINT.
+//!
+//! One folder, one file per phase, in the order a run meets them:
+//! - this file: [`run`], the setup — take the state directory over, start listening, hand over
+//!   to the loop — and the teardown;
+//! - `listener`: the control socket, signals and config edits, turned into events;
+//! - `events`: the one channel into the loop, and its closed set of events;
+//! - `event_loop`: when to EVAL (coalescing triggers, the tick, timers, reloads);
+//! - `recover`: startup recovery and adoption of the runs a previous daemon left;
+//! - `reload`: re-reading fleet.toml;
+//! - `eval`: one EVAL, and [`eval_blocking`], its database half;
+//! - `spawn`: starting and following a claimed run's shim;
+//! - `cancel`: signalling the shims of runs whose cancel was requested;
+//! - `state`: the fields of the daemon's in-memory state, owned by the loop task alone.
+//!
+//! Stopping the daemon (SIGTERM/SIGINT) stops the EVALs and leaves the shims running: they are
+//! in their own sessions and hold their runs' locks, and the next daemon adopts them. The setup
+//! must never claim or spawn anything itself: nothing may start before recovery has settled what
+//! a previous daemon left.
+
+mod cancel;
+mod eval;
+mod event_loop;
+mod events;
+mod listener;
+mod recover;
+mod reload;
+mod spawn;
+mod state;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use store::{now_ms, StoreError};
+use tokio::time::Instant;
+
+pub use eval::{eval_blocking, EvalOutcome};
+pub use event_loop::{FULL_EVAL_AT_LEAST_EVERY, RELOAD_SETTLE};
+
+use crate::caps::caps_json;
+use crate::config::Config;
+use crate::forkserver::ForkServer;
+use crate::slots::SlotPool;
+use crate::statedir::{StateDir, StateDirError};
+use state::Daemon;
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The state directory is unusable or held by another daemon.
+    #[error(transparent)]
+    StateDir(#[from] StateDirError),
+    /// The database refused the takeover, or a newer daemon fenced this one off.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Setting up signals or the control socket failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being set up.
+        what: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+/// Options for [`run`].
+#[derive(Clone, Debug)]
+pub struct DaemonOptions {
+    /// The config file, re-read on reload.
+    pub config_path: PathBuf,
+    /// The program to run as `PROGRAM shim ARGS…` for each run (normally the fleet binary),
+    /// when there is no fork server or it cannot be used.
+    pub shim_program: PathBuf,
+    /// The fork server that forks shims without an exec (see [`crate::forkserver`]); started by
+    /// the caller while the process still had one thread. `None`: every shim is exec'd.
+    pub fork_server: Option<Arc<ForkServer>>,
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+///
+/// Errors: the state directory is unusable or held by another daemon (the caller exits 1,
+/// naming the holder's pid), the database cannot be opened, or signal handlers or the control
+/// socket cannot be set up; and, once running, a newer daemon fenced this one off
+/// ([`DaemonError::Store`]). Nothing a config edit, a busy database or a failing command does
+/// makes it return.
+pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonError> {
+    // Reads FAILPOINTS (tests inject crashes by name); a no-op without the `failpoints` feature.
+    let _failpoints = crate::failpoints::scenario().map_err(|e| DaemonError::Io {
+        what: "FAILPOINTS".into(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+    })?;
+    let state = StateDir::new(&config.state_dir);
+    let _lock = state.lock_daemon()?;
+    let store = {
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || state.open_store())
+            .await
+            .expect("open_store panicked")?
+    };
+    let epoch = {
+        let store = store.clone();
+        let caps = caps_json(&config);
+        let path = options.config_path.display().to_string();
+        // Another program may hold the write lock as we start: wait it out, never give up.
+        tokio::task::spawn_blocking(move || loop {
+            match store.take_over(std::process::id() as i32, &path, &caps, now_ms()) {
+                Err(e) if e.is_busy() => {
+                    tracing::warn!(error = %e, "the database is busy; retrying the takeover");
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                other => break other,
+            }
+        })
+        .await
+        .expect("take_over panicked")?
+    };
+    tracing::info!(epoch, state_dir = %state.root().display(), "took over the state directory");
+
+    let (events, inbox) = events::channel();
+    let socket = state.socket_path();
+    let control =
+        listener::control_socket(&socket, events.clone()).map_err(|source| DaemonError::Io {
+            what: format!("binding the control socket {}", socket.display()),
+            source,
+        })?;
+    let _watcher = listener::config_edits(&options.config_path, events.clone());
+    let mut daemon = Daemon {
+        config: Arc::new(config),
+        config_path: options.config_path,
+        shim_program: options.shim_program,
+        fork_server: options.fork_server,
+        state,
+        store,
+        epoch,
+        slots: SlotPool::new(),
+        pending: Vec::new(),
+        exited: Vec::new(),
+        events: events.clone(),
+        backoff: None,
+        next_due: None,
+        fenced: None,
+        sweep_removed: true,
+        recovered: false,
+    };
+    // An edit saved before the watcher started is noticed now, and reloaded like any edit.
+    let reload_due = reload::stale(daemon.config_path.clone(), &daemon.config)
+        .await
+        .then(|| Instant::now() + RELOAD_SETTLE);
+    daemon.recover().await;
+
+    let signals = listener::signals(events).map_err(|source| DaemonError::Io {
+        what: "installing a signal handler".into(),
+        source,
+    })?;
+    event_loop::run(&mut daemon, inbox, reload_due).await;
+    signals.abort();
+    control.abort();
+    if let Some(err) = daemon.fenced.take() {
+        // The socket now belongs to the daemon that fenced us off: leave it.
+        return Err(DaemonError::Store(err));
+    }
+    let _ = std::fs::remove_file(daemon.state.socket_path());
+    Ok(())
+}

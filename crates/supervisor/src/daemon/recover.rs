@@ -1,0 +1,165 @@
+//! Startup recovery: before the first EVAL, settle every run the database records as active,
+//! which a previous daemon left behind.
+//!
+//! Alive ⇒ adopt (into the slot pool, counted against every cap, followed through its lock);
+//! ended ⇒ its real status; never started ⇒ tombstone and requeue; unknown ⇒ lost (retried if
+//! attempts remain). Run files the database does not hold as active are reported, never acted on.
+//!
+//! Nothing may be claimed before recovery has run to the end: the loop retries it, with backoff,
+//! until it has. This module must never start a shim nor decide a fate itself (that is
+//! [`crate::settle`]'s), and writes to the database only through [`Daemon::pending`].
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use store::{now_ms, Millis, Run, RunId, RunStatus, Store, StoreError, Transition};
+use tokio::time::Instant;
+
+use super::spawn::watch_lock;
+use super::state::Daemon;
+use crate::config::Config;
+use crate::retry::RetryPolicy;
+use crate::runfiles::RunDir;
+use crate::settle::{self, Fate};
+use crate::slots::{ShimIdentity, Slot};
+
+/// What recovery decided, before any of it is applied.
+struct Recovery {
+    /// Runs whose shim is alive, to adopt, with the shim when its started record names it.
+    adopt: Vec<(Run, Option<ShimIdentity>)>,
+    /// Transitions to write: the fates of the others, and `running` for adopted runs the
+    /// database still has as `starting`.
+    transitions: Vec<Transition>,
+}
+
+impl Daemon {
+    /// Runs startup recovery and applies what it decided. On a database error nothing is
+    /// applied, [`Daemon::recovered`] stays false and a backoff is set; the loop calls this again.
+    pub(super) async fn recover(&mut self) {
+        let store = self.store.clone();
+        let state = self.state.clone();
+        let config = self.config.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            settle_active(&store, state.root(), &config, now_ms())
+        })
+        .await
+        .expect("recovery panicked");
+        match result {
+            Ok(Recovery { adopt, transitions }) => {
+                for (run, shim) in adopt {
+                    tracing::info!(run = run.id, project = %run.project, "adopted a live run");
+                    self.slots.insert(Slot {
+                        run_id: run.id,
+                        project: run.project.clone(),
+                        namespace: run.namespace.clone(),
+                        token: run.claim_token,
+                        attempt: run.attempt,
+                        shim,
+                        cancel_sent: false,
+                        adopted: true,
+                    });
+                    watch_lock(
+                        self.state.root(),
+                        run.id,
+                        run.claim_token,
+                        self.events.clone(),
+                    );
+                }
+                fail::fail_point!("recovery-before-apply", |_| std::process::abort());
+                self.pending.extend(transitions);
+                self.recovered = true;
+                self.backoff = None;
+            }
+            Err(e) => {
+                let wait = self
+                    .backoff
+                    .map(|(_, w)| (w * 2).min(Duration::from_secs(5)))
+                    .unwrap_or(Duration::from_millis(200));
+                tracing::error!(error = %e, retry_in = ?wait, "recovery could not read the database; retrying");
+                self.backoff = Some((Instant::now() + wait, wait));
+            }
+        }
+    }
+}
+
+/// Settles every run the database records as active (blocking: reads the database and the run
+/// folders under `state_dir`, and writes tombstones). `now` is milliseconds since the epoch, UTC,
+/// for retry instants.
+///
+/// Errors: the database cannot be read. A run whose files cannot be read is logged and left
+/// active (the next recovery, or `fleet check`, sees it again).
+fn settle_active(
+    store: &Store,
+    state_dir: &Path,
+    config: &Config,
+    now: Millis,
+) -> Result<Recovery, StoreError> {
+    let active = store.active_runs()?;
+    let mut adopt = Vec::new();
+    let mut transitions = Vec::new();
+    for run in &active {
+        let dir = RunDir::new(state_dir, run.id);
+        let fate = match settle::settle(&dir, run.claim_token) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(run = run.id, error = %e, "cannot read the run's files; leaving it active");
+                continue;
+            }
+        };
+        if fate == Fate::Alive {
+            let started = dir
+                .read_started()
+                .ok()
+                .flatten()
+                .filter(|s| s.token == run.claim_token);
+            if run.status == RunStatus::Starting {
+                if let Some(r) = dir
+                    .read_running()
+                    .ok()
+                    .flatten()
+                    .filter(|r| r.token == run.claim_token)
+                {
+                    transitions.push(Transition {
+                        run_id: run.id,
+                        token: run.claim_token,
+                        change: store::Change::Running { pid: Some(r.pid) },
+                    });
+                }
+            }
+            let shim = started.map(|s| ShimIdentity {
+                pid: s.shim_pid,
+                start_time: s.shim_start_time,
+            });
+            adopt.push((run.clone(), shim));
+            continue;
+        }
+        let policy = RetryPolicy::for_project(config, &run.project);
+        tracing::info!(run = run.id, project = %run.project, fate = ?fate, "recovered");
+        if let Some(t) =
+            settle::transition(run.id, run.claim_token, run.attempt, &fate, policy, now)
+        {
+            transitions.push(t);
+        }
+    }
+    report_unrecorded_shims(state_dir, &active);
+    Ok(Recovery { adopt, transitions })
+}
+
+/// Warns about every live shim (its run's lock held) of a run the database does not record as
+/// active. Never acts on one: which of the two is wrong is for an operator to judge, with
+/// `fleet check`.
+fn report_unrecorded_shims(state_dir: &Path, active: &[Run]) {
+    let active_ids: BTreeSet<RunId> = active.iter().map(|r| r.id).collect();
+    let Ok(ids) = crate::runfiles::list_run_ids(state_dir) else {
+        return;
+    };
+    for id in ids {
+        if active_ids.contains(&id) {
+            continue;
+        }
+        if RunDir::new(state_dir, id).is_locked().unwrap_or(false) {
+            tracing::warn!(run = id, "a live shim holds a run the database does not record as active; left alone (see `fleet check`)");
+        }
+    }
+}

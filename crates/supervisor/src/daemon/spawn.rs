@@ -1,0 +1,295 @@
+//! Starting the shim of a claimed run and following it until it is gone.
+//!
+//! A shim is forked by the fork server when there is one (no exec: fast), and exec'd as
+//! `PROGRAM shim ARGS…` otherwise. Either way it runs in its own session, so it outlives a daemon
+//! crash, and it reports on a pipe: a `running PID` line once the command started, then the
+//! pipe's end-of-file when it is gone. A run adopted at startup, whose shim is not our child and
+//! has no pipe to us, is followed through its run's lock instead ([`watch_lock`]).
+//!
+//! The claim is committed before anything here runs, so a crash at any point is found by
+//! recovery (no started record ⇒ requeue; started ⇒ adopt or lost). This module must never start
+//! a second shim for a claim, even when it cannot tell whether the first one was started, and
+//! never writes to the database: what it learns goes back to the loop as events, or into
+//! [`Daemon::pending`].
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use store::{Run, RunId, RunStatus, Transition};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::events::{Event, Events};
+use super::state::Daemon;
+use crate::config::ProjectConfig;
+use crate::forkserver::ForkServerError;
+use crate::runfiles::RunDir;
+use crate::shim::ShimArgs;
+use crate::slots::{ShimIdentity, Slot};
+
+impl Daemon {
+    /// Starts the shim of a claimed run, records its slot in the pool and follows it. A shim
+    /// that cannot be started at all leaves the run a `failed` transition to write (and a nudge,
+    /// so that the next EVAL writes it at once).
+    pub(super) fn spawn(&mut self, run: Run) {
+        fail::fail_point!("daemon-after-claim", |_| std::process::abort());
+        let mut slot = Slot {
+            run_id: run.id,
+            project: run.project.clone(),
+            namespace: run.namespace.clone(),
+            token: run.claim_token,
+            attempt: run.attempt,
+            shim: None,
+            cancel_sent: false,
+            adopted: false,
+        };
+        let Some(project) = self.config.projects.get(&run.project) else {
+            // Removed between pack and spawn: cannot happen within one EVAL, but never panic.
+            self.pending.push(Transition {
+                run_id: run.id,
+                token: run.claim_token,
+                change: store::Change::Requeue {
+                    reason: "project not in the config at spawn".into(),
+                },
+            });
+            self.slots.insert(slot);
+            return;
+        };
+        let args = shim_args(self.state.root(), &run, project);
+        let (run_id, token) = (run.id, run.claim_token);
+        let events = self.events.clone();
+        match self.fork_shim(&args) {
+            Forked::Pid(pid, report) => {
+                slot.shim = crate::runfiles::proc_start_time(pid)
+                    .map(|start_time| ShimIdentity { pid, start_time });
+                fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
+                self.slots.insert(slot);
+                tokio::spawn(watch_shim(report, None, run_id, token, events));
+                return;
+            }
+            Forked::Unknown(report) => {
+                // A shim may exist: never start a second one for this claim. The pipe's
+                // end-of-file comes when it ends (or at once if none was forked), and the run
+                // files then say which (no `started` record: tombstone and requeue).
+                self.slots.insert(slot);
+                tokio::spawn(watch_shim(report, None, run_id, token, events));
+                return;
+            }
+            Forked::No => {}
+        }
+        let mut cmd = tokio::process::Command::new(&self.shim_program);
+        cmd.arg("shim")
+            .args(args.to_args())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(false);
+        // The exec'd shim gets the command's environment as its own (never on its command line,
+        // which anyone can read).
+        for (key, value) in &args.env {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
+        // SAFETY: setsid is async-signal-safe. Its own session keeps the shim alive through a
+        // daemon crash and out of reach of signals sent to the daemon's terminal.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let reason = format!(
+                    "could not start the shim {}: {e}",
+                    self.shim_program.display()
+                );
+                tracing::error!(run = run.id, "{reason}");
+                self.pending.push(Transition {
+                    run_id: run.id,
+                    token: run.claim_token,
+                    change: store::Change::Finish {
+                        status: RunStatus::Failed,
+                        exit_code: None,
+                        signal: None,
+                        reason: Some(reason),
+                        retry: None,
+                        finished_at: None,
+                    },
+                });
+                self.slots.insert(slot);
+                let _ = self.events.send(Event::Nudge);
+                return;
+            }
+        };
+        fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
+        if let Some(pid) = child.id() {
+            let pid = pid as i32;
+            slot.shim = crate::runfiles::proc_start_time(pid)
+                .map(|start_time| ShimIdentity { pid, start_time });
+        }
+        self.slots.insert(slot);
+        match child.stdout.take() {
+            Some(stdout) => {
+                tokio::spawn(watch_shim(stdout, Some(child), run_id, token, events));
+            }
+            None => {
+                tokio::spawn(watch_shim(
+                    tokio::io::empty(),
+                    Some(child),
+                    run_id,
+                    token,
+                    events,
+                ));
+            }
+        }
+    }
+
+    /// Starts the shim through the fork server, if there is one and it still works.
+    fn fork_shim(&mut self, args: &ShimArgs) -> Forked {
+        let Some(server) = self.fork_server.clone() else {
+            return Forked::No;
+        };
+        let (read, write) = match report_pipe() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not create a shim's report pipe; exec'ing it");
+                return Forked::No;
+            }
+        };
+        let reader = match tokio::net::unix::pipe::Receiver::from_owned_fd(read) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not watch a shim's report pipe; exec'ing it");
+                return Forked::No;
+            }
+        };
+        match server.spawn(args, write) {
+            Ok(pid) => Forked::Pid(pid, reader),
+            // Only this request is refused; the server stays in use.
+            Err(e @ (ForkServerError::ForkFailed(_) | ForkServerError::TooLarge(_))) => {
+                tracing::warn!(run = args.run_id, error = %e, "exec'ing this run's shim instead");
+                Forked::No
+            }
+            Err(e) => {
+                tracing::error!(
+                    run = args.run_id,
+                    error = %e,
+                    "the fork server is gone; every shim from now on is exec'd"
+                );
+                self.fork_server = None;
+                server.kill();
+                match e {
+                    ForkServerError::Unknown(_) => Forked::Unknown(reader),
+                    _ => Forked::No,
+                }
+            }
+        }
+    }
+}
+
+/// What the shim of `run` is told: the project's command, cwd, limits and environment, plus the
+/// run's own variables (`FLEET_RUN_ID`, `FLEET_PROJECT`, `FLEET_NAMESPACE`, `FLEET_ATTEMPT`,
+/// `FLEET_OCCURRENCE`).
+fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
+    let mut env: Vec<(OsString, Option<OsString>)> = project
+        .env
+        .iter()
+        .map(|(k, v)| (OsString::from(k), Some(OsString::from(v))))
+        .collect();
+    for (k, v) in [
+        ("FLEET_RUN_ID", run.id.to_string()),
+        ("FLEET_PROJECT", run.project.clone()),
+        ("FLEET_NAMESPACE", run.namespace.clone()),
+        ("FLEET_ATTEMPT", run.attempt.to_string()),
+    ] {
+        env.push((k.into(), Some(v.into())));
+    }
+    // Removed when absent: the daemon may itself run under a scheduled fleet run.
+    env.push((
+        "FLEET_OCCURRENCE".into(),
+        run.occurrence.map(|o| store::rfc3339(o).into()),
+    ));
+    ShimArgs {
+        state_dir: state_dir.to_path_buf(),
+        run_id: run.id,
+        token: run.claim_token,
+        timeout: project.timeout,
+        kill_grace: project.kill_grace,
+        cwd: project.cwd.clone(),
+        argv: project.command.iter().map(OsString::from).collect(),
+        env,
+    }
+}
+
+/// How [`Daemon::fork_shim`] went.
+enum Forked {
+    /// The fork server forked the shim: its pid, and the pipe it reports on.
+    Pid(i32, tokio::net::unix::pipe::Receiver),
+    /// The request may or may not have forked a shim: only the pipe is known.
+    Unknown(tokio::net::unix::pipe::Receiver),
+    /// No shim was forked: exec one.
+    No,
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn report_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two new descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and belong to nobody else.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// Follows one shim this daemon started: its `running PID` line, then its end — the report
+/// pipe's end-of-file (every copy of the write end is the shim's), and for an exec'd shim, which
+/// is our child, its exit status too (so it is reaped).
+async fn watch_shim(
+    report: impl tokio::io::AsyncRead + Unpin,
+    child: Option<tokio::process::Child>,
+    run_id: RunId,
+    token: u64,
+    events: Events,
+) {
+    let mut lines = BufReader::new(report).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(pid) = line
+            .strip_prefix("running ")
+            .and_then(|p| p.trim().parse().ok())
+        {
+            let _ = events.send(Event::ShimRunning { run_id, token, pid });
+        }
+    }
+    if let Some(mut child) = child {
+        let _ = child.wait().await;
+    }
+    let _ = events.send(Event::ShimExited { run_id, token });
+}
+
+/// Waits, on a plain thread, for the shim of `run_id` (state directory `state_dir`) to release
+/// its run's lock, then reports it exited. For a run adopted at startup, and for a shim whose
+/// report pipe closed an instant before the kernel dropped its lock. A plain thread, not the
+/// blocking pool: it may wait for days, and must never hold up the runtime's shutdown.
+pub(super) fn watch_lock(state_dir: &Path, run_id: RunId, token: u64, events: Events) {
+    let dir = RunDir::new(state_dir, run_id);
+    let _ = std::thread::Builder::new()
+        .name(format!("adopted-{run_id}"))
+        .spawn(move || {
+            if let Ok(lock) = dir.lock_blocking() {
+                drop(lock);
+            }
+            let _ = events.send(Event::ShimExited { run_id, token });
+        });
+}

@@ -1,0 +1,58 @@
+//! The daemon's in-memory state ([`Daemon`]), owned by the loop task alone.
+//!
+//! One task owns it and nothing else mutates it, so there are no locks around the slot pool:
+//! shim watchers and the control socket only send [`Event`](super::events::Event)s. The phases
+//! (recovery, EVAL, spawn, reload) each add their own methods in their own module; this one
+//! only declares the fields and must never grow behaviour of its own.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use store::{RunId, Store, StoreError, Transition};
+use tokio::time::Instant;
+
+use super::events::Events;
+use crate::config::Config;
+use crate::forkserver::ForkServer;
+use crate::slots::SlotPool;
+use crate::statedir::StateDir;
+
+/// All the state of one daemon process.
+pub(super) struct Daemon {
+    /// The config in force (the last good one; a refused reload leaves it).
+    pub(super) config: Arc<Config>,
+    /// Where the config is read from, at reload.
+    pub(super) config_path: PathBuf,
+    /// The program run as `PROGRAM shim ARGS…` when a shim is exec'd.
+    pub(super) shim_program: PathBuf,
+    /// Where shims are forked; `None` once it failed (shims are exec'd from then on).
+    pub(super) fork_server: Option<Arc<ForkServer>>,
+    /// The state directory, held under the daemon lock.
+    pub(super) state: StateDir,
+    /// The database.
+    pub(super) store: Store,
+    /// This daemon's epoch: every write is fenced with it.
+    pub(super) epoch: i64,
+    /// The slot pool: the runs this process supervises.
+    pub(super) slots: SlotPool,
+    /// Transitions decided but not yet in the database (it was busy). They are written before
+    /// any new claim, and their slots stay in the pool — and so in the running set — until then.
+    pub(super) pending: Vec<Transition>,
+    /// Shims that exited since the last EVAL: (run, token).
+    pub(super) exited: Vec<(RunId, u64)>,
+    /// For shim watchers and waiters, and for a nudge to itself.
+    pub(super) events: Events,
+    /// After a failed EVAL or recovery (busy database): no EVAL before this instant; the wait
+    /// doubles.
+    pub(super) backoff: Option<(Instant, Duration)>,
+    /// The earliest instant a delayed (retry) run or a schedule occurrence becomes due.
+    pub(super) next_due: Option<Instant>,
+    /// Set when the store refused a write because a newer epoch took over: the loop stops.
+    pub(super) fenced: Option<StoreError>,
+    /// The next EVAL looks for queued runs of every project missing from the config (set at
+    /// startup and after each config change).
+    pub(super) sweep_removed: bool,
+    /// Startup recovery has run to the end (it is retried, with backoff, until it has).
+    pub(super) recovered: bool,
+}
