@@ -1,5 +1,6 @@
 //! `fleet check`: the restart-safety checker. It reads the database (runs and the append-only
-//! events table) and the run files, and reports every way the restart contract can be broken.
+//! events table) and the run files, and reports every way the promises fleet makes across
+//! restarts (docs/ARCHITECTURE.md, "Invariants") can be broken.
 //!
 //! It only reads. It is safe to run while the daemon runs; a run caught between its claim and
 //! its shim taking the lock is given [`STARTING_GRACE_MS`] before it counts as shim-less.

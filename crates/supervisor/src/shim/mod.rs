@@ -171,19 +171,21 @@ fn set_up_forked(args: &ShimArgs, report: OwnedFd) -> io::Result<()> {
         &format!("shim-{run_id}"),
         &["fleet", "shim", "--run-id", &run_id],
     );
+    process::new_session()?;
+    // Standard output first, and /dev/null opened only then: if the daemon was started with
+    // standard input closed, `report` arrived as descriptor 0, and putting /dev/null there
+    // first would replace it (the daemon would then read end-of-file from a live shim).
+    files::set_stdout(report)?;
     let null = OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")?;
-    process::new_session()?;
-    files::set_stdin(&null)?;
-    files::set_stdout(report)?;
-    drop(null);
+    files::set_stdin(OwnedFd::from(null))?;
     // Everything else the server had (its socket, the received descriptor) goes now: a command
     // must never inherit the daemon's pipes.
     // SAFETY: this process is a fresh fork of the fork server, which owns nothing above stderr
     // but its socket; this copy of the server never uses that socket again (the caller exits
-    // when the shim is done), and `null` and `report` were handed over above.
+    // when the shim is done), and `report` and /dev/null were handed to stdout and stdin above.
     unsafe { files::close_from(3) }
 }
 

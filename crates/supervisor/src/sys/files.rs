@@ -65,18 +65,24 @@ pub fn is_close_on_exec(fd: impl AsFd) -> io::Result<bool> {
     Ok(rustix::io::fcntl_getfd(fd)?.contains(FdFlags::CLOEXEC))
 }
 
-/// Makes `fd` this process's standard input (a duplicate on descriptor 0; `fd` itself stays
-/// open). Async-signal-safe.
+/// Makes `fd` this process's standard input: a duplicate on descriptor 0, after which `fd`'s own
+/// number is closed; if `fd` already is descriptor 0 it simply stays open as standard input.
+/// Async-signal-safe.
 ///
-/// Errors: the system refused (standard input is unchanged).
-pub fn set_stdin(fd: impl AsFd) -> io::Result<()> {
-    rustix::stdio::dup2_stdin(fd)?;
+/// Errors: the system refused (standard input is unchanged, and `fd` is closed).
+pub fn set_stdin(fd: OwnedFd) -> io::Result<()> {
+    if fd.as_raw_fd() == 0 {
+        // Already in place: keep it open, now owned as standard input.
+        let _ = fd.into_raw_fd();
+        return Ok(());
+    }
+    rustix::stdio::dup2_stdin(&fd)?;
     Ok(())
 }
 
 /// Makes `fd` this process's standard output: a duplicate on descriptor 1, after which `fd`'s
 /// own number is closed; if `fd` already is descriptor 1 it simply stays open as standard
-/// output.
+/// output. Async-signal-safe.
 ///
 /// Errors: the system refused (standard output is unchanged, and `fd` is closed).
 pub fn set_stdout(fd: OwnedFd) -> io::Result<()> {
