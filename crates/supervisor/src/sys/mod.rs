@@ -7,6 +7,11 @@
 //! `sigtimedwait`, `close_range`, and the rewrite of the process's own command line. Each of
 //! those `unsafe` blocks says why it is sound.
 //!
+//! Two functions are `unsafe fn` on purpose: [`files::close_from`] and
+//! [`files::keep_only_stdio_and`] close descriptors by number, which is sound only where nothing
+//! in the process owns them (the start of a shim, the start of the fork server); no check can
+//! prove that, so their callers state it in a `SAFETY` comment.
+//!
 //! What this layer must never do: decide anything. It knows nothing of runs, claims or shims;
 //! it imports nothing else from the crate, so every other module may use it without a cycle.
 //!
