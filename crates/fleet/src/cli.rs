@@ -239,15 +239,12 @@ fn daemon(path: &Path) -> Result<()> {
         }
     };
     // Signals the daemon relies on (SIGTERM, SIGINT, SIGHUP) must not stay blocked because
-    // whoever started it had them blocked: tokio's handlers would never run.
-    // SAFETY: setting this thread's (the only thread's) signal mask.
-    unsafe {
-        let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-        libc::sigemptyset(empty.as_mut_ptr());
-        libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut());
-    }
+    // whoever started it had them blocked: tokio's handlers would never run. The mask is this
+    // thread's, the only one yet, so every thread started later inherits the empty mask. A
+    // refusal leaves the mask as it was, as it always did.
+    let _ = supervisor::sys::signals::unblock_all();
     let fork_server = if use_fork_server {
-        supervisor::forkserver::ForkServer::start().map_err(|e| e.to_string())
+        supervisor::shim::forkserver::ForkServer::start().map_err(|e| e.to_string())
     } else {
         Err("FLEET_FORK_SERVER=0".to_string())
     };
@@ -414,7 +411,7 @@ fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
         store::StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {run}")),
         other => Failure::action(other),
     })?;
-    let log = supervisor::runfiles::RunDir::new(state.root(), run).log_path();
+    let log = supervisor::shim::rundir::RunDir::new(state.root(), run).log_path();
     let mut out = std::io::stdout().lock();
     let mut offset = 0u64;
     let mut copy = |offset: &mut u64| -> Result<()> {
@@ -444,11 +441,13 @@ fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
         // record of the current claim.
         let done = match store.get_run(run) {
             Ok(r) if r.status.is_terminal() => true,
-            Ok(r) if r.status.is_active() => supervisor::runfiles::RunDir::new(state.root(), run)
-                .read_exit()
-                .ok()
-                .flatten()
-                .is_some_and(|e| e.token == r.claim_token),
+            Ok(r) if r.status.is_active() => {
+                supervisor::shim::rundir::RunDir::new(state.root(), run)
+                    .read_exit()
+                    .ok()
+                    .flatten()
+                    .is_some_and(|e| e.token == r.claim_token)
+            }
             _ => false,
         };
         copy(&mut offset)?;

@@ -1,5 +1,6 @@
 //! `fleet check`: the restart-safety checker. It reads the database (runs and the append-only
-//! events table) and the run files, and reports every way the restart contract can be broken.
+//! events table) and the run files, and reports every way the promises fleet makes across
+//! restarts (docs/ARCHITECTURE.md, "Invariants") can be broken.
 //!
 //! It only reads. It is safe to run while the daemon runs; a run caught between its claim and
 //! its shim taking the lock is given [`STARTING_GRACE_MS`] before it counts as shim-less.
@@ -8,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use store::{Millis, RunId, RunStatus, Store, StoreError};
 
-use crate::runfiles::{list_run_ids, RunDir};
+use crate::shim::rundir::{list_run_ids, RunDir};
 use crate::statedir::StateDir;
 
 /// How long a `starting` run may go without a live shim before `check` calls it a violation:
@@ -18,7 +19,8 @@ pub const STARTING_GRACE_MS: Millis = 30_000;
 /// The kinds of violation `fleet check` reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ViolationKind {
-    /// One run (one attempt) was started more than once (brief failures 1 and 2).
+    /// One run (one attempt) was started more than once (a restart that forgot a run in flight,
+    /// or a run handed out again while still queued).
     DoubleStart,
     /// A claim took a namespace or the global count over the cap in force at that moment.
     OverCap,
@@ -283,7 +285,7 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Sto
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runfiles::StartedRecord;
+    use crate::shim::rundir::StartedRecord;
 
     fn started(token: u64, history: Vec<u64>) -> StartedRecord {
         StartedRecord {

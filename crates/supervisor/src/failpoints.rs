@@ -1,9 +1,15 @@
-//! The register of every failpoint in the supervisor, with what recovery does after a crash
-//! there. Tests inject crashes by name (`FAILPOINTS=name=return` aborts the process at that
-//! point; the cargo feature `failpoints` compiles them in). A unit test keeps this register, the
-//! `fail_point!` calls in the source and the table in docs/ARCHITECTURE.md in agreement.
+//! The one register of every failpoint in the supervisor — the daemon's, the fork server's and
+//! the shim's — each with what recovery does after a crash there. Tests inject crashes by name
+//! (`FAILPOINTS=name=return` aborts the process at that point; the cargo feature `failpoints`
+//! compiles them in). A unit test keeps this register, the `fail_point!`/`crash_point!` calls in
+//! the source and the table in docs/ARCHITECTURE.md in agreement.
+//!
+//! It imports nothing from the rest of the crate (every other module may read it without a
+//! cycle), and must never hold anything but names, their recovery story, and the reading of
+//! the `FAILPOINTS` variable.
 
-/// The daemon's failpoints (the shim's are in [`crate::shim::FAILPOINTS`]).
+/// The daemon's failpoints, the fork server's included: (name, what recovery does after a
+/// crash there).
 pub const DAEMON: &[(&str, &str)] = &[
     (
         "daemon-after-claim",
@@ -47,6 +53,45 @@ pub const DAEMON: &[(&str, &str)] = &[
     ),
 ];
 
+/// The shim's failpoints: (name, what recovery must conclude when the shim crashes there).
+pub const SHIM: &[(&str, &str)] = &[
+    (
+        "shim-before-lock",
+        "no lock taken, nothing written: lock free and no started record for the token \
+         => recovery locks, tombstones the token, requeues the same attempt; \
+         with a sleep here the late shim must find the tombstone and not start",
+    ),
+    (
+        "shim-after-lock",
+        "lock taken (released by the crash), nothing written: lock free and no started record \
+         => tombstone the token, requeue the same attempt",
+    ),
+    (
+        "shim-before-started",
+        "tombstones checked, started not written: lock free and no started record \
+         => tombstone the token, requeue the same attempt",
+    ),
+    (
+        "shim-after-started",
+        "started durable, command not yet spawned: lock free, started but no exit record \
+         => the command may have started: lost (retried only if retries remain)",
+    ),
+    (
+        "shim-after-exit",
+        "command and its process group gone, exit record not written: lock free, started but \
+         no exit record => lost",
+    ),
+    (
+        "shim-before-exit-file",
+        "command gone, exit record not written: lock free, started but no exit record => lost",
+    ),
+    (
+        "shim-after-exit-file",
+        "exit record durable: lock free and exit record for the token \
+         => finalize the run with the real status from the exit record",
+    ),
+];
+
 /// Reads `FAILPOINTS` when failpoints are compiled in (feature `failpoints`); without them it
 /// reads nothing, so a production binary never reacts to the variable. `Err` if the variable is
 /// malformed (the fail crate panics on that; the panic is caught so the caller reports it).
@@ -66,36 +111,38 @@ pub struct MalformedFailpoints;
 
 /// Every failpoint, daemon's then shim's: (name, what recovery does after a crash there).
 pub fn all() -> Vec<(&'static str, &'static str)> {
-    DAEMON
-        .iter()
-        .chain(crate::shim::FAILPOINTS.iter())
-        .copied()
-        .collect()
+    DAEMON.iter().chain(SHIM.iter()).copied().collect()
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
-    fn names_in_source() -> BTreeSet<String> {
-        let mut pending = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
-        let mut files = Vec::new();
-        // Modules may be folders (src/daemon/, src/schedule/): walk them all.
-        while let Some(dir) = pending.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    pending.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    files.push(path);
-                }
+    /// Every `.rs` file under `dir`, subfolders included.
+    fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
             }
         }
+    }
+
+    /// The failpoint names used under `src/<folder>` (the whole source for ""), each once, as
+    /// written after any of `markers`.
+    fn names_in(folder: &str, markers: &[&str]) -> BTreeSet<String> {
+        let mut files = Vec::new();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src")
+            .join(folder);
+        sources(&src, &mut files);
         let mut names = BTreeSet::new();
         for path in files {
             let text = std::fs::read_to_string(&path).unwrap();
-            for marker in ["fail_point!(\"", "crash_point!(\""] {
+            for marker in markers {
                 for part in text.split(marker).skip(1) {
                     names.insert(part.split('"').next().unwrap().to_string());
                 }
@@ -104,16 +151,30 @@ mod tests {
         names
     }
 
+    fn names_in_source() -> BTreeSet<String> {
+        names_in("", &["fail_point!(\"", "crash_point!(\""])
+    }
+
     /// Register check: a failpoint added to the code without its recovery story (or a register
-    /// entry whose failpoint was removed) is refused.
+    /// entry whose failpoint was removed) is refused; no name is registered twice, and every
+    /// entry says what recovery does.
     #[test]
     fn register_matches_source() {
-        let register: BTreeSet<String> = super::all().iter().map(|(n, _)| n.to_string()).collect();
+        let all = super::all();
+        let register: BTreeSet<String> = all.iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(register.len(), all.len(), "a failpoint is registered twice");
         assert_eq!(register, names_in_source());
         assert!(
-            register.len() >= 12,
-            "the restart contract asks for at least twelve"
+            all.iter().all(|(_, what)| !what.trim().is_empty()),
+            "every failpoint says what recovery does after a crash there"
         );
+        assert!(
+            register.len() >= 12,
+            "every crash window of a claim's life has its failpoint: at least twelve"
+        );
+        // The shim's part of the register is exactly the shim's crash points.
+        let shim: BTreeSet<String> = super::SHIM.iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(shim, names_in("shim", &["crash_point!(\""]));
     }
 
     /// Register check: every failpoint is documented in docs/ARCHITECTURE.md's table.

@@ -18,7 +18,7 @@ use std::io;
 use store::{Change, Millis, RunStatus, Transition};
 
 use crate::retry::RetryPolicy;
-use crate::runfiles::{ExitRecord, Outcome, RunDir};
+use crate::shim::rundir::{ExitRecord, Outcome, RunDir};
 
 /// What the run files say about one claim of a run.
 #[derive(Clone, Debug, PartialEq)]

@@ -14,6 +14,9 @@ use std::collections::BTreeMap;
 use packer::{ActiveRun, RunningSet};
 use store::RunId;
 
+use crate::sys::process;
+use crate::sys::signals::Signal;
+
 /// How to recognise a run's shim before signalling it: its pid plus the start time the kernel
 /// gives that pid (field 22 of /proc/PID/stat), so a recycled pid is never signalled by mistake.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,17 +30,21 @@ pub struct ShimIdentity {
 impl ShimIdentity {
     /// True while that exact process is alive (same pid, same start time).
     pub fn is_alive(&self) -> bool {
-        crate::runfiles::proc_start_time(self.pid) == Some(self.start_time)
+        process::start_time(self.pid) == Some(self.start_time)
     }
 
-    /// Sends `signal` to the shim if, and only if, it is still the same process.
-    /// Returns whether it was sent.
+    /// Sends `signal` (a signal number, e.g. `libc::SIGTERM`) to the shim if, and only if, it
+    /// is still the same process. Returns whether it was sent (false for a number that names no
+    /// signal).
     pub fn signal(&self, signal: i32) -> bool {
         if !self.is_alive() {
             return false;
         }
-        // SAFETY: kill(2) with a positive pid checked just above to be our shim.
-        unsafe { libc::kill(self.pid, signal) == 0 }
+        let Ok(signal) = Signal::try_from(signal) else {
+            return false;
+        };
+        // The pid was just checked to be our shim (same start time).
+        process::signal_process(self.pid, signal).is_ok()
     }
 }
 

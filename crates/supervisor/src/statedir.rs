@@ -1,13 +1,17 @@
 //! The state directory: where fleet.db, the run files, the daemon lock and the control socket live,
 //! and the exclusive lock that makes one daemon the one runner of an install.
+//!
+//! It owns paths and the daemon lock only: it must never read or write a run's files (that is
+//! `shim::rundir`) nor hold the database beyond opening it.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use store::Store;
+
+use crate::sys::{files, process};
 
 /// Errors about the state directory and its daemon lock.
 #[derive(Debug, thiserror::Error)]
@@ -20,7 +24,8 @@ pub enum StateDirError {
         /// What the system said.
         source: io::Error,
     },
-    /// Another daemon holds the state directory (the brief's failure 3: one runner per install).
+    /// Another daemon holds the state directory: one runner per install, or two daemons would
+    /// each believe a schedule occurrence theirs to handle.
     #[error("another fleet daemon (pid {}) holds the state directory {}", pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()), path.display())]
     Held {
         /// The holder's pid as it wrote it in the lock file, if readable.
@@ -141,7 +146,7 @@ impl StateDir {
         // So a lock held while the daemon named in the file is dead is waited for, briefly;
         // a lock held by a live daemon is refused at once.
         let deadline = std::time::Instant::now() + HOLDER_GONE_WAIT;
-        while !try_flock(&file).map_err(unusable)? {
+        while !files::try_lock_exclusive(&file).map_err(unusable)? {
             let holder = self.daemon_holder().ok().flatten();
             if holder.is_some() || std::time::Instant::now() >= deadline {
                 let mut text = String::new();
@@ -158,7 +163,7 @@ impl StateDir {
         file.rewind().map_err(unusable)?;
         // pid and start time: `daemon_holder` recognises the holder without touching the lock.
         let pid = std::process::id() as i32;
-        let start = crate::runfiles::proc_start_time(pid).unwrap_or(0);
+        let start = process::start_time(pid).unwrap_or(0);
         writeln!(file, "{pid} {start}").map_err(unusable)?;
         file.sync_all().map_err(unusable)?;
         Ok(DaemonLock { _file: file })
@@ -180,7 +185,7 @@ impl StateDir {
             return Ok(None);
         };
         let pid = pid as i32;
-        Ok((crate::runfiles::proc_start_time(pid) == Some(start)).then_some(pid))
+        Ok((process::start_time(pid) == Some(start)).then_some(pid))
     }
 }
 
@@ -192,19 +197,4 @@ pub const HOLDER_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs
 #[derive(Debug)]
 pub struct DaemonLock {
     _file: File,
-}
-
-/// Non-blocking exclusive flock: Ok(true) when taken, Ok(false) when someone else holds it.
-fn try_flock(file: &File) -> io::Result<bool> {
-    // SAFETY: flock on a valid, open file descriptor owned by `file`.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(false)
-    } else {
-        Err(err)
-    }
 }

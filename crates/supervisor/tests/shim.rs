@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use supervisor::runfiles::{Outcome, RunDir, RunningRecord};
+use supervisor::shim::rundir::{Outcome, RunDir, RunningRecord};
 use supervisor::shim::ShimArgs;
+use supervisor::sys::signals::Signal;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -100,17 +101,8 @@ fn spawn_shim(args: &ShimArgs, env: &[(&str, &str)]) -> Child {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe
-    // calls are sound. setsid(2) is one, and the closure allocates nothing and takes no lock
-    // (`last_os_error` only reads errno).
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // Its own session, as the daemon starts it.
+    supervisor::sys::process::spawn_in_new_session(&mut cmd);
     cmd.spawn().expect("spawn the shim")
 }
 
@@ -169,11 +161,9 @@ fn read_pid(path: &Path) -> i32 {
     })
 }
 
-fn kill(pid: i32, sig: i32) {
+fn kill(pid: i32, sig: Signal) {
     assert!(pid > 0, "kill({pid}) would signal a process group");
-    // SAFETY: kill(2) takes plain integers and touches no memory of ours. `pid` is a child this
-    // test started and has not reaped yet, so it still names that process.
-    assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    supervisor::sys::process::signal_process(pid, sig).expect("signal the shim");
 }
 
 #[test]
@@ -223,7 +213,7 @@ fn started_record_is_written_before_the_command_runs() {
     let (status, _, err) = finish(spawn_shim(&args, &[]));
     assert!(status.success(), "{err}");
     assert_eq!(dir.read_exit().unwrap().unwrap().code, Some(0), "{err}");
-    let seen: supervisor::runfiles::StartedRecord =
+    let seen: supervisor::shim::rundir::StartedRecord =
         serde_json::from_str(&fs::read_to_string(seen).unwrap()).unwrap();
     assert_eq!(seen.token, 8);
     assert_eq!(Some(seen), dir.read_started().unwrap());
@@ -336,7 +326,7 @@ fn sigterm_to_the_shim_terminates_the_command() {
     let f = Fixture::new();
     let shim = spawn_shim(&f.args(6, &["sleep", "30"]), &[]);
     let running = wait_running(&f.dir(), 6);
-    kill(shim.id() as i32, libc::SIGTERM);
+    kill(shim.id() as i32, Signal::SIGTERM);
     let (status, _, err) = finish(shim);
     assert!(status.success(), "{err}");
     let exit = f.dir().read_exit().unwrap().unwrap();
@@ -387,7 +377,7 @@ fn lock_is_held_while_running_and_not_inherited_by_the_command() {
         let target = fs::read_link(fd.unwrap().path()).unwrap_or_default();
         assert_ne!(target, lock_path, "the command inherited the lock");
     }
-    kill(shim.id() as i32, libc::SIGTERM);
+    kill(shim.id() as i32, Signal::SIGTERM);
     let (status, _, err) = finish(shim);
     assert!(status.success(), "{err}");
     assert!(!dir.is_locked().unwrap());
@@ -399,7 +389,7 @@ fn sigkilled_shim_takes_the_command_with_it_and_frees_the_lock() {
     let dir = f.dir();
     let shim = spawn_shim(&f.args(4, &["sleep", "30"]), &[]);
     let running = wait_running(&dir, 4);
-    kill(shim.id() as i32, libc::SIGKILL);
+    kill(shim.id() as i32, Signal::SIGKILL);
     let (status, _, _) = finish(shim);
     assert_eq!(status.signal(), Some(libc::SIGKILL));
     poll("the command to die", || is_dead(running.pid).then_some(()));

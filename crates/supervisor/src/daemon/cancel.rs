@@ -10,7 +10,7 @@ use std::path::Path;
 
 use store::Run;
 
-use crate::runfiles::RunDir;
+use crate::shim::rundir::RunDir;
 use crate::slots::{ShimIdentity, SlotPool};
 
 /// Signals the shims of the runs in `db_active` (the DB running set) whose cancel was requested

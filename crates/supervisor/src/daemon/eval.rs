@@ -31,8 +31,8 @@ use super::spawn::watch_lock;
 use super::state::Daemon;
 use crate::config::Config;
 use crate::retry::RetryPolicy;
-use crate::runfiles::RunDir;
 use crate::settle::{self, Fate};
+use crate::shim::rundir::RunDir;
 
 /// What the blocking half of an EVAL hands back.
 #[derive(Default)]

@@ -42,7 +42,7 @@ pub use event_loop::{FULL_EVAL_AT_LEAST_EVERY, RELOAD_SETTLE};
 
 use crate::caps::caps_json;
 use crate::config::Config;
-use crate::forkserver::ForkServer;
+use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::{StateDir, StateDirError};
 use state::Daemon;
@@ -74,7 +74,7 @@ pub struct DaemonOptions {
     /// The program to run as `PROGRAM shim ARGS…` for each run (normally the fleet binary),
     /// when there is no fork server or it cannot be used.
     pub shim_program: PathBuf,
-    /// The fork server that forks shims without an exec (see [`crate::forkserver`]); started by
+    /// The fork server that forks shims without an exec (see [`crate::shim::forkserver`]); started by
     /// the caller while the process still had one thread. `None`: every shim is exec'd.
     pub fork_server: Option<Arc<ForkServer>>,
 }

@@ -20,8 +20,8 @@ use super::spawn::watch_lock;
 use super::state::Daemon;
 use crate::config::Config;
 use crate::retry::RetryPolicy;
-use crate::runfiles::RunDir;
 use crate::settle::{self, Fate};
+use crate::shim::rundir::RunDir;
 use crate::slots::{ShimIdentity, Slot};
 
 /// What recovery decided, before any of it is applied.
@@ -151,7 +151,7 @@ fn settle_active(
 /// `fleet check`.
 fn report_unrecorded_shims(state_dir: &Path, active: &[Run]) {
     let active_ids: BTreeSet<RunId> = active.iter().map(|r| r.id).collect();
-    let Ok(ids) = crate::runfiles::list_run_ids(state_dir) else {
+    let Ok(ids) = crate::shim::rundir::list_run_ids(state_dir) else {
         return;
     };
     for id in ids {

@@ -21,8 +21,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use super::events::{Event, Events};
 use super::state::Daemon;
 use crate::config::ProjectConfig;
-use crate::forkserver::ForkServerError;
-use crate::runfiles::RunDir;
+use crate::shim::forkserver::ForkServerError;
+use crate::shim::rundir::RunDir;
 use crate::shim::ShimArgs;
 use crate::slots::{ShimIdentity, Slot};
 
@@ -59,7 +59,7 @@ impl Daemon {
         let events = self.events.clone();
         match self.fork_shim(&args) {
             Forked::Pid(pid, report) => {
-                slot.shim = crate::runfiles::proc_start_time(pid)
+                slot.shim = crate::sys::process::start_time(pid)
                     .map(|start_time| ShimIdentity { pid, start_time });
                 fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
                 self.slots.insert(slot);
@@ -91,16 +91,9 @@ impl Daemon {
                 None => cmd.env_remove(key),
             };
         }
-        // SAFETY: setsid is async-signal-safe. Its own session keeps the shim alive through a
-        // daemon crash and out of reach of signals sent to the daemon's terminal.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        // Its own session keeps the shim alive through a daemon crash and out of reach of
+        // signals sent to the daemon's terminal.
+        crate::sys::process::spawn_in_new_session(cmd.as_std_mut());
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
@@ -129,7 +122,7 @@ impl Daemon {
         fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
         if let Some(pid) = child.id() {
             let pid = pid as i32;
-            slot.shim = crate::runfiles::proc_start_time(pid)
+            slot.shim = crate::sys::process::start_time(pid)
                 .map(|start_time| ShimIdentity { pid, start_time });
         }
         self.slots.insert(slot);
@@ -154,7 +147,7 @@ impl Daemon {
         let Some(server) = self.fork_server.clone() else {
             return Forked::No;
         };
-        let (read, write) = match report_pipe() {
+        let (read, write) = match crate::sys::files::pipe() {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "could not create a shim's report pipe; exec'ing it");
@@ -234,23 +227,6 @@ enum Forked {
     Unknown(tokio::net::unix::pipe::Receiver),
     /// No shim was forked: exec one.
     No,
-}
-
-/// A close-on-exec pipe: (read end, write end).
-fn report_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
-    use std::os::fd::FromRawFd;
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two new descriptors into `fds`.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both were just created and belong to nobody else.
-    Ok(unsafe {
-        (
-            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-        )
-    })
 }
 
 /// Follows one shim this daemon started: its `running PID` line, then its end — the report

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::events::Events;
 use crate::config::Config;
-use crate::forkserver::ForkServer;
+use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::StateDir;
 

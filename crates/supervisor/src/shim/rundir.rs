@@ -1,7 +1,9 @@
-//! The per-run files under `<state_dir>/runs/<run_id>/`, shared by the shim (which writes them)
-//! and the daemon's recovery (which reads them, and writes tombstones).
+//! The run folder, `<state_dir>/runs/<run_id>/`: its records, its lock and its tombstones,
+//! shared by the shim (which writes the records) and the daemon's recovery (which reads them,
+//! and writes tombstones). It must never decide a run's fate: that is `fate`'s job, from what
+//! these files say.
 //!
-//! These files are how a run's fate is known after a daemon crash (brief, "Restart contract"):
+//! These files are how a run's fate is known after a daemon crash:
 //!
 //! | file         | written by | when                                                    | durable |
 //! | ------------ | ---------- | ------------------------------------------------------- | ------- |
@@ -22,11 +24,12 @@
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use crate::sys::files;
 
 /// Name of the folder under the state directory that holds one folder per run.
 pub const RUNS_DIR: &str = "runs";
@@ -43,7 +46,8 @@ pub const TOMBSTONES_FILE: &str = "tombstones";
 /// The command's combined stdout and stderr.
 pub const LOG_FILE: &str = "log";
 
-/// Mode of `runs/` and of every run folder: the contract says the state directory is private.
+/// Mode of `runs/` and of every run folder: the state directory is private (run logs and
+/// records are the operator's business alone).
 const DIR_MODE: u32 = 0o700;
 /// Mode of every file the run folder holds.
 const FILE_MODE: u32 = 0o600;
@@ -164,10 +168,7 @@ impl Drop for RunLock {
     fn drop(&mut self) {
         // Closing the file would release the lock anyway; unlocking explicitly first keeps the
         // release at this exact point even if the descriptor were ever shared.
-        // SAFETY: flock on a descriptor this value owns.
-        unsafe {
-            libc::flock(self.file.as_raw_fd(), libc::LOCK_UN);
-        }
+        let _ = files::unlock(&self.file);
     }
 }
 
@@ -190,7 +191,7 @@ impl RunDir {
     }
 
     /// `mkdir -p` of the run folder; every folder it creates (`runs/` included) gets mode 0700,
-    /// as the contract requires of the state directory. Existing folders are left as they are.
+    /// since the state directory is private. Existing folders are left as they are.
     ///
     /// Errors: any I/O error from creating the folders.
     pub fn create(&self) -> io::Result<()> {
@@ -208,22 +209,23 @@ impl RunDir {
     pub fn try_lock(&self) -> io::Result<Option<RunLock>> {
         self.create()?;
         let file = self.open_lock_file(true)?;
-        match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
-            Ok(()) => Ok(Some(self.lock_from(file))),
-            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(None),
-            Err(e) => Err(e),
+        if files::try_lock_exclusive(&file)? {
+            Ok(Some(self.lock_from(file)))
+        } else {
+            Ok(None)
         }
     }
 
     /// Takes the run's lock, waiting as long as another holder keeps it. Creates the run folder
     /// and the lock file if missing. The shim calls this before anything else it does in the run
-    /// folder, and checks the tombstones right after (brief: the late-shim trap).
+    /// folder, and checks the tombstones right after: a shim that was late to lock may find its
+    /// claim given up by recovery, and must then not start the command.
     ///
     /// Errors: I/O errors creating or opening the folder or lock file, or from `flock`.
     pub fn lock_blocking(&self) -> io::Result<RunLock> {
         self.create()?;
         let file = self.open_lock_file(true)?;
-        flock(&file, libc::LOCK_EX)?;
+        files::lock_exclusive(&file)?;
         Ok(self.lock_from(file))
     }
 
@@ -239,12 +241,8 @@ impl RunDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
         };
-        match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
-            // Dropping `file` closes it, which releases the probe's lock.
-            Ok(()) => Ok(false),
-            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(true),
-            Err(e) => Err(e),
-        }
+        // Dropping `file` closes it, which releases the probe's lock if it took it.
+        Ok(!files::try_lock_exclusive(&file)?)
     }
 
     /// Reads the `started` record; `Ok(None)` if the file does not exist.
@@ -462,36 +460,9 @@ pub fn list_run_ids(state_dir: &Path) -> io::Result<Vec<i64>> {
     Ok(ids)
 }
 
-/// The start time of process `pid`: field 22 of `/proc/<pid>/stat`, in clock ticks since boot.
-/// With the pid it identifies a process without trusting a bare pid, which may be reused.
-/// `None` if the process does not exist or the file cannot be parsed. The file is parsed after
-/// the last `)`, since the command name in field 2 may itself contain spaces and parentheses.
-pub fn proc_start_time(pid: i32) -> Option<u64> {
-    if pid <= 0 {
-        return None;
-    }
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // `rest` starts with field 3 (state), so field 22 is the 20th item.
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
 /// Now, as RFC 3339 UTC with milliseconds (the format of every `at` field).
 pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-fn flock(file: &File, op: libc::c_int) -> io::Result<()> {
-    loop {
-        // SAFETY: flock on a descriptor owned by `file`, which outlives the call.
-        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
 }
 
 /// fsync of a folder, which makes a rename or a new entry in it durable.
@@ -504,188 +475,4 @@ fn invalid_data(message: String) -> io::Error {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    fn run_dir() -> (tempfile::TempDir, RunDir) {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = RunDir::new(tmp.path(), 42);
-        (tmp, dir)
-    }
-
-    #[test]
-    fn new_does_no_io_and_create_uses_0700() {
-        let (tmp, dir) = run_dir();
-        assert_eq!(dir.path(), tmp.path().join("runs").join("42"));
-        assert_eq!(dir.log_path(), tmp.path().join("runs/42/log"));
-        assert!(!dir.path().exists());
-        dir.create().unwrap();
-        for p in [tmp.path().join("runs"), dir.path().to_path_buf()] {
-            let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-            assert_eq!(mode & !0o700, 0, "{} has mode {mode:o}", p.display());
-        }
-        dir.create().unwrap(); // idempotent
-    }
-
-    #[test]
-    fn records_round_trip_and_missing_is_none() {
-        let (_tmp, dir) = run_dir();
-        assert_eq!(dir.read_started().unwrap(), None);
-        assert_eq!(dir.read_running().unwrap(), None);
-        assert_eq!(dir.read_exit().unwrap(), None);
-        let lock = dir.try_lock().unwrap().unwrap();
-        let started = StartedRecord {
-            token: 3,
-            shim_pid: 77,
-            shim_start_time: 12345,
-            at: now_rfc3339(),
-            history: vec![],
-        };
-        let running = RunningRecord {
-            token: 3,
-            pid: 78,
-            at: now_rfc3339(),
-        };
-        let exit = ExitRecord {
-            token: 3,
-            outcome: Outcome::SpawnFailed,
-            code: None,
-            signal: None,
-            timed_out: false,
-            term_requested: true,
-            error: Some("nope".into()),
-            started_at: None,
-            finished_at: now_rfc3339(),
-        };
-        dir.write_started(&lock, &started).unwrap();
-        dir.write_running(&lock, &running).unwrap();
-        dir.write_exit(&lock, &exit).unwrap();
-        assert_eq!(dir.read_started().unwrap(), Some(started));
-        assert_eq!(dir.read_running().unwrap(), Some(running));
-        assert_eq!(dir.read_exit().unwrap(), Some(exit));
-        let raw = fs::read_to_string(dir.path().join(EXIT_FILE)).unwrap();
-        assert!(raw.contains(r#""outcome":"spawn_failed""#), "{raw}");
-        // No temporary file is left behind.
-        let names: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
-    }
-
-    #[test]
-    fn corrupt_json_is_an_error_not_a_panic() {
-        let (_tmp, dir) = run_dir();
-        dir.create().unwrap();
-        fs::write(dir.path().join(STARTED_FILE), b"{\"token\": 1, \"shim").unwrap();
-        fs::write(dir.path().join(EXIT_FILE), b"[]").unwrap();
-        let e = dir.read_started().unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
-        assert_eq!(
-            dir.read_exit().unwrap_err().kind(),
-            io::ErrorKind::InvalidData
-        );
-    }
-
-    #[test]
-    fn lock_is_exclusive_and_released_on_drop() {
-        let (_tmp, dir) = run_dir();
-        assert!(!dir.is_locked().unwrap(), "no lock file means not locked");
-        let lock = dir.try_lock().unwrap().expect("free lock");
-        assert!(dir.is_locked().unwrap());
-        assert!(dir.try_lock().unwrap().is_none());
-        drop(lock);
-        assert!(!dir.is_locked().unwrap());
-        let again = dir.lock_blocking().unwrap();
-        assert_eq!(again.dir(), dir.path());
-    }
-
-    #[test]
-    fn lock_file_is_close_on_exec() {
-        let (_tmp, dir) = run_dir();
-        let lock = dir.try_lock().unwrap().unwrap();
-        // SAFETY: F_GETFD on a descriptor we own.
-        let flags = unsafe { libc::fcntl(lock.file.as_raw_fd(), libc::F_GETFD) };
-        assert!(flags & libc::FD_CLOEXEC != 0);
-    }
-
-    #[test]
-    fn tombstones_compare_tokens_and_survive_torn_lines() {
-        let (_tmp, dir) = run_dir();
-        assert!(!dir.is_tombstoned(5).unwrap());
-        let lock = dir.try_lock().unwrap().unwrap();
-        dir.write_tombstone(&lock, 5).unwrap();
-        dir.write_tombstone(&lock, 9).unwrap();
-        assert!(dir.is_tombstoned(5).unwrap());
-        assert!(dir.is_tombstoned(9).unwrap());
-        assert!(!dir.is_tombstoned(6).unwrap());
-        // A crashed writer left "12" of "123" without its newline: not a tombstone for 12 …
-        let path = dir.path().join(TOMBSTONES_FILE);
-        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-        f.write_all(b"12").unwrap();
-        assert!(!dir.is_tombstoned(12).unwrap());
-        // … and the next append does not glue onto it.
-        dir.write_tombstone(&lock, 7).unwrap();
-        assert!(dir.is_tombstoned(7).unwrap());
-        assert!(
-            dir.is_tombstoned(12).unwrap(),
-            "the torn line is now complete"
-        );
-        assert!(!dir.is_tombstoned(127).unwrap());
-        fs::write(&path, b"5\nbanana\n").unwrap();
-        assert_eq!(
-            dir.is_tombstoned(5).unwrap_err().kind(),
-            io::ErrorKind::InvalidData
-        );
-    }
-
-    #[test]
-    fn writes_require_this_runs_lock() {
-        let tmp = tempfile::tempdir().unwrap();
-        let a = RunDir::new(tmp.path(), 1);
-        let b = RunDir::new(tmp.path(), 2);
-        let lock_a = a.try_lock().unwrap().unwrap();
-        let e = b.write_tombstone(&lock_a, 1).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-        b.create().unwrap();
-        assert!(!b.is_tombstoned(1).unwrap());
-    }
-
-    #[test]
-    fn list_run_ids_lists_numeric_folders() {
-        let tmp = tempfile::tempdir().unwrap();
-        assert_eq!(list_run_ids(tmp.path()).unwrap(), Vec::<i64>::new());
-        for id in [10, 2, 33] {
-            RunDir::new(tmp.path(), id).create().unwrap();
-        }
-        fs::create_dir(tmp.path().join("runs/notanumber")).unwrap();
-        fs::write(tmp.path().join("runs/7"), b"a file").unwrap();
-        assert_eq!(list_run_ids(tmp.path()).unwrap(), vec![2, 10, 33]);
-    }
-
-    #[test]
-    fn log_is_appended() {
-        let (_tmp, dir) = run_dir();
-        dir.create().unwrap();
-        dir.open_log().unwrap().write_all(b"one\n").unwrap();
-        dir.open_log().unwrap().write_all(b"two\n").unwrap();
-        assert_eq!(fs::read_to_string(dir.log_path()).unwrap(), "one\ntwo\n");
-        let mode = fs::metadata(dir.log_path()).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode & !0o600, 0);
-    }
-
-    #[test]
-    fn proc_start_time_reads_field_22() {
-        let me = std::process::id() as i32;
-        let t = proc_start_time(me).expect("own start time");
-        assert_eq!(proc_start_time(me), Some(t), "stable");
-        assert_eq!(proc_start_time(0), None);
-        assert_eq!(proc_start_time(-1), None);
-        // Field 22 is after the comm field, which may hold spaces and parentheses.
-        let stat = fs::read_to_string("/proc/self/stat").unwrap();
-        let after = &stat[stat.rfind(')').unwrap() + 1..];
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        assert_eq!(fields[19].parse::<u64>().unwrap(), t);
-    }
-}
+mod tests;

@@ -1,0 +1,252 @@
+//! The fork server: a small single-threaded process, forked from `fleet daemon` before its
+//! async runtime exists, that forks each run's shim on the daemon's request — so that starting a
+//! run costs one fork of a small process instead of an exec of the whole fleet binary.
+//!
+//! Why. An exec of the fleet binary costs more CPU than a short command itself (the dynamic
+//! loader's relocations, the C library's start-up probes; docs/PERFORMANCE.md), and forking the
+//! daemon itself is unsafe once it has threads (only the forking thread survives in the child,
+//! with whatever locks the others held). The fork server is forked while the daemon still has
+//! one thread, holds nothing (no database, no daemon lock, no runtime), and stays that way.
+//!
+//! Protocol, over a `SOCK_SEQPACKET` socket pair (one message per request or reply):
+//!
+//! * request: the shim's arguments and its environment changes ([`ShimArgs::encode`]), with one
+//!   descriptor attached (`SCM_RIGHTS`): the write end of a pipe the daemon reads. It becomes
+//!   the shim's stdout, so the daemon reads the shim's `running PID` line from it, and its
+//!   end-of-file tells the daemon the shim is gone — the same as for a shim the daemon starts
+//!   itself.
+//! * reply: the shim's pid (8 bytes, native order), or a negative errno if the fork failed.
+//!
+//! The server ignores SIGCHLD, so the kernel reaps its children (no zombies, no wait loop), and
+//! the termination signals, so it lives exactly as long as the daemon: when the daemon's end of
+//! the socket closes (exit or crash), the server's next receive reads end-of-file and it exits.
+//! Its shims are in their own sessions and outlive both, as shims always do.
+//!
+//! Never starting anything twice: a request whose outcome is unknown (sent, but no reply) may
+//! still have forked a shim, so the daemon never starts a second shim for the same claim; it
+//! waits for the pipe's end-of-file and lets the run files say what happened (`settle::settle`:
+//! no `started` record ⇒ tombstone and requeue).
+//!
+//! Every system call here goes through [`crate::sys`]; this module owns the protocol and the
+//! server's life, and must never take a lock, open the database or start a thread in the
+//! server.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Duration;
+
+use super::ShimArgs;
+use crate::sys::process::{self, Forked};
+use crate::sys::signals::{self, Signal};
+use crate::sys::{fdpass, files};
+
+/// The largest request the server accepts, in bytes (argv and environment of one run).
+/// Larger ones are refused before anything is sent; the daemon then execs the shim instead.
+pub const MAX_REQUEST: usize = 128 * 1024;
+
+/// How long the daemon waits for the fork server's answer, in seconds. A fork takes well under
+/// a millisecond; past this the request counts as unanswered ([`ForkServerError::Unknown`]) and
+/// the daemon stops using the server.
+pub const REPLY_TIMEOUT_SECS: u64 = 5;
+
+/// The daemon's end of a running fork server.
+#[derive(Debug)]
+pub struct ForkServer {
+    socket: OwnedFd,
+    pid: i32,
+}
+
+/// Why a request to the fork server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ForkServerError {
+    /// The request is larger than [`MAX_REQUEST`]: nothing was sent, the server is fine, and
+    /// this one shim must be started another way.
+    #[error("{0}")]
+    TooLarge(#[source] io::Error),
+    /// Nothing reached the server, so no shim exists: starting the shim another way is safe.
+    #[error("the fork server did not take the request: {0}")]
+    NotSent(#[source] io::Error),
+    /// The request was sent but no pid came back: a shim may exist. Never start another one for
+    /// the same claim; wait for the report pipe's end-of-file instead.
+    #[error("the fork server took the request but gave no answer: {0}")]
+    Unknown(#[source] io::Error),
+    /// The server answered that its fork failed: no shim exists.
+    #[error("the fork server could not fork: {0}")]
+    ForkFailed(#[source] io::Error),
+}
+
+impl ForkServer {
+    /// Forks the fork server. Call it while the process has exactly one thread — before any
+    /// async runtime, logging thread or database pool exists — and before taking the daemon
+    /// lock (the server must hold no descriptor but its socket and the standard three).
+    ///
+    /// Errors: the process already has more than one thread (forking then could leave the
+    /// child with a lock some other thread held), or creating the socket pair or the fork
+    /// failed. The daemon then execs `fleet shim` for every run instead: slower, the same
+    /// protocol.
+    pub fn start() -> io::Result<ForkServer> {
+        let (ours, theirs) = fdpass::seqpacket_pair()?;
+        let parent = std::process::id() as i32;
+        match process::fork()? {
+            Forked::Child => {
+                drop(ours);
+                // Die with the daemon even if stopped or stuck (SIGKILL reaches a stopped
+                // process; the end-of-file on the socket would not). The forking thread is the
+                // daemon's main thread, which lives as long as the daemon. A refusal changes
+                // nothing: the end-of-file still ends the server.
+                let _ = process::die_with_parent();
+                if process::parent_pid() != parent {
+                    process::exit_now(0);
+                }
+                serve(theirs)
+            }
+            Forked::Parent(pid) => {
+                drop(theirs);
+                // A fork server that stops answering (stopped, starved) must not freeze the
+                // daemon's loop: a reply that takes longer than this counts as no reply.
+                // On error, dropping `ours` ends the server.
+                fdpass::set_receive_timeout(&ours, Duration::from_secs(REPLY_TIMEOUT_SECS))?;
+                Ok(ForkServer { socket: ours, pid })
+            }
+        }
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Ends a server the daemon gives up on (dead, or stopped or stuck with a request unread):
+    /// SIGKILL, so that an unread request — and the report pipe's write end it carries — dies
+    /// with it and the pipe reaches end-of-file; then reaps it on a thread of its own, so that no
+    /// zombie is left. Safe because the server is the caller's child and not yet reaped: its pid
+    /// cannot belong to another process. Call at most once.
+    pub fn kill(&self) {
+        let pid = self.pid;
+        let _ = process::signal_process(pid, Signal::SIGKILL);
+        let _ = std::thread::Builder::new()
+            .name("forksrv-reaper".into())
+            .spawn(move || process::reap(pid));
+    }
+
+    /// Asks the server to fork the shim for `args`, with `report` (the write end of the pipe
+    /// the daemon reads) as its stdout. Returns the shim's pid.
+    ///
+    /// Blocks for one round trip (about as long as a fork of a small process), at most
+    /// [`REPLY_TIMEOUT_SECS`]. Errors say whether a shim may exist ([`ForkServerError::Unknown`]:
+    /// no answer, or none in time) or surely does not.
+    pub fn spawn(&self, args: &ShimArgs, report: OwnedFd) -> Result<i32, ForkServerError> {
+        let request = request(args).map_err(ForkServerError::TooLarge)?;
+        fdpass::send_with_fd(&self.socket, &request, report.as_fd())
+            .map_err(ForkServerError::NotSent)?;
+        // Our copy of the write end must close, or the daemon would never see end-of-file.
+        drop(report);
+        let mut reply = [0u8; 8];
+        let n = fdpass::recv(&self.socket, &mut reply).map_err(ForkServerError::Unknown)?;
+        if n != reply.len() {
+            return Err(ForkServerError::Unknown(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the fork server closed its socket",
+            )));
+        }
+        match i64::from_ne_bytes(reply) {
+            pid if pid > 0 => Ok(pid as i32),
+            errno => Err(ForkServerError::ForkFailed(io::Error::from_raw_os_error(
+                (-errno) as i32,
+            ))),
+        }
+    }
+}
+
+/// The request for `args` ([`ShimArgs::encode`]). Error: larger than [`MAX_REQUEST`].
+fn request(args: &ShimArgs) -> io::Result<Vec<u8>> {
+    let out = args.encode();
+    if out.len() > MAX_REQUEST {
+        return Err(io::Error::other(format!(
+            "the run's command and environment take {} bytes, above the fork server's {}",
+            out.len(),
+            MAX_REQUEST
+        )));
+    }
+    Ok(out)
+}
+
+/// The server's loop, in the forked child. Never returns.
+fn serve(socket: OwnedFd) -> ! {
+    // The kernel reaps our children: a shim's exit reaches the daemon as end-of-file.
+    signals::ignore(&[Signal::SIGCHLD]);
+    // Live as long as the daemon does, not as long as its terminal or its service manager's
+    // patience: the daemon's exit closes the socket, and that ends us.
+    signals::ignore(&[
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ]);
+    process::set_process_name("fleet-forksrv", &["fleet-forksrv"]);
+    // Keep the socket and the standard three; nothing else the daemon had open may reach a
+    // shim (the daemon's own inherited descriptors included). If the daemon was started with a
+    // standard descriptor closed, the socket took its number: it moves to 3 like any other.
+    // SAFETY: this process was just forked from the single-threaded daemon and owns nothing
+    // but `socket` above the standard three: every other descriptor is an inherited copy that
+    // nothing here uses.
+    let socket = match unsafe { files::keep_only_stdio_and(socket) } {
+        Ok(socket) => socket,
+        Err(_) => process::exit_now(1),
+    };
+    // Failpoints (tests only) are read here, once: the shims forked below inherit them, and must
+    // not set them up again (that lock is held by this guard, in every copy of this process).
+    let _failpoints = crate::failpoints::scenario();
+    let mut buf = vec![0u8; MAX_REQUEST];
+    loop {
+        let (n, report) = match fdpass::recv_with_fd(&socket, &mut buf) {
+            Ok(Some(got)) => got,
+            // End-of-file: the daemon is gone.
+            Ok(None) => process::exit_now(0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => process::exit_now(1),
+        };
+        let reply: i64 = match (ShimArgs::decode(&buf[..n]), report) {
+            (Some(args), Some(report)) => match process::fork() {
+                Err(e) => -(e.raw_os_error().unwrap_or(libc::EAGAIN) as i64),
+                Ok(Forked::Child) => {
+                    let code = super::main_forked(&args, report);
+                    // Never back into the server's loop, never its destructors.
+                    process::exit_now(code)
+                }
+                Ok(Forked::Parent(pid)) => {
+                    drop(report);
+                    fail::fail_point!("forkserver-after-fork", |_| std::process::abort());
+                    pid as i64
+                }
+            },
+            _ => -(libc::EINVAL as i64),
+        };
+        // A failed send means the daemon is gone; the next receive sees that.
+        let _ = fdpass::send(&socket, &reply.to_ne_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn oversized_requests_are_refused_before_sending() {
+        let mut a = ShimArgs {
+            state_dir: PathBuf::from("/var/lib/fleet"),
+            run_id: 12,
+            token: 99,
+            timeout: None,
+            kill_grace: Duration::from_secs(10),
+            cwd: PathBuf::from("/srv"),
+            argv: vec!["true".into()],
+            env: Vec::new(),
+        };
+        assert!(request(&a).is_ok());
+        a.env
+            .push(("BIG".into(), Some("x".repeat(MAX_REQUEST).into())));
+        assert!(request(&a).is_err());
+    }
+}

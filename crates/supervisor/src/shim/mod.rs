@@ -1,0 +1,475 @@
+//! The shim: a tiny per-run monitor (`fleet shim ARGS...`, hidden) that owns one run's command,
+//! outlives a daemon crash, and records the command's exit status in the run folder.
+//!
+//! The daemon starts the shim in its own session with stdout a pipe to the daemon, stderr
+//! inherited, and the command's environment already set — by an exec of `fleet shim` ([`main`])
+//! or through the [`forkserver`] ([`main_forked`]). The shim:
+//!
+//! 1. blocks SIGCHLD, SIGTERM, SIGINT and SIGHUP before anything else, so that none is lost
+//!    (they are consumed synchronously with `sigtimedwait`; no handlers, no threads);
+//! 2. takes the run's lock (an exclusive `flock`, held for life: the kernel drops it when the
+//!    shim dies, so a free lock proves the shim gone);
+//! 3. checks the tombstones right after locking: recovery may have given the claim up while this
+//!    shim was late, and then the command must not start;
+//! 4. durably writes `started` before spawning, so "never started" can be proven;
+//! 5. spawns the command in its own process group, with a parent-death signal (SIGKILL), stdin
+//!    `/dev/null`, stdout and stderr appended to the run's log;
+//! 6. writes `running`, tells the daemon `running <pid>` on stdout;
+//! 7. waits, passing termination requests on to the process group, enforcing the timeout and
+//!    the kill grace;
+//! 8. kills whatever is left of the process group, durably writes `exit`, and only then exits
+//!    (releasing the lock).
+//!
+//! The shim is single-threaded and must stay so: the parent-death signal is tied to the *thread*
+//! that forked the command, so a thread that forked and then ended would kill the command early,
+//! and a signal mask only protects the thread that set it. [`main`] runs before any tokio runtime
+//! exists; nothing here starts a thread.
+//!
+//! The folder owns the shim whole: [`args`] its arguments, [`rundir`] the run folder it writes,
+//! [`forkserver`] the process that forks it without an exec. Its system calls go through
+//! [`crate::sys`]. The points where tests inject crashes into it are registered, with what
+//! recovery must do after each, in [`crate::failpoints::SHIM`] (feature `failpoints`,
+//! configured by the `FAILPOINTS` environment variable).
+
+pub mod args;
+pub mod forkserver;
+pub mod rundir;
+
+pub use args::ShimArgs;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::failpoints::scenario as failpoint_scenario;
+use crate::sys::signals::{self, BlockedSignals, Signal};
+use crate::sys::{files, process};
+use rundir::{now_rfc3339, ExitRecord, Outcome, RunDir, RunLock, RunningRecord, StartedRecord};
+
+/// A failpoint that simulates a crash: `FAILPOINTS=name=return` aborts the process there,
+/// `FAILPOINTS=name=sleep(3000)` delays it. Compiles to nothing without the `failpoints` feature.
+/// Every name is registered in [`crate::failpoints::SHIM`].
+macro_rules! crash_point {
+    ($name:literal) => {
+        fail::fail_point!($name, |_| { std::process::abort() })
+    };
+}
+
+/// Process exit status of the shim when it ran to the end (the command's own status is in the
+/// `exit` record), or when the claim was tombstoned.
+const EXIT_OK: i32 = 0;
+/// Process exit status when the shim could not do its job (lock, records) — recovery reads the
+/// run folder to learn what happened.
+const EXIT_FAILED: i32 = 1;
+/// Process exit status for bad arguments.
+const EXIT_USAGE: i32 = 2;
+
+/// The signals the shim blocks from its first instruction and consumes with `sigtimedwait`.
+const SHIM_SIGNALS: [Signal; 4] = [
+    Signal::SIGCHLD,
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+];
+
+/// Runs the shim for the arguments that follow `fleet shim`, and returns the process exit status
+/// to use: 0 when the command's fate is recorded in the `exit` record (whatever the command's
+/// own status) or when the claim was tombstoned; 1 when the shim could not do its job (it says
+/// why on stderr; recovery reads the run folder); 2 for bad arguments.
+///
+/// Never returns before the `exit` record is durable, except for a tombstoned claim (nothing was
+/// started), setup failures (the lock, the tombstones, the `started` record: nothing was started
+/// either), and a failure to write the `exit` record itself (after the command and its group are
+/// gone; recovery then sees `started` without `exit` and calls the run lost).
+///
+/// Must be called on the process's only thread, before any async runtime or other thread
+/// exists: the parent-death signal follows the thread that forked the command, and the signal
+/// mask set here protects only this thread. Must be the first thing its process does with
+/// descriptors, too: every descriptor above stderr is closed, as inherited.
+pub fn main(args: &[OsString]) -> i32 {
+    // First of all, so that no termination request or child exit is lost before the wait loop.
+    let signals = match signals::block(&SHIM_SIGNALS) {
+        Ok(set) => set,
+        Err(e) => {
+            warn(format_args!("fleet shim: could not block signals: {e}"));
+            return EXIT_FAILED;
+        }
+    };
+    let args = match ShimArgs::from_args(args) {
+        Ok(a) => a,
+        Err(m) => {
+            warn(format_args!("fleet shim: bad arguments: {m}"));
+            return EXIT_USAGE;
+        }
+    };
+    // Whatever the daemon inherited and did not mark close-on-exec (a service manager's or a
+    // test harness's descriptors) would otherwise reach every command.
+    // SAFETY: the shim runs first in its process (see above): nothing in it owns a descriptor
+    // above stderr yet, so every one closed here is an inherited copy nothing uses.
+    if let Err(e) = unsafe { files::close_from(3) } {
+        warn(format_args!(
+            "fleet shim: could not close inherited descriptors: {e}"
+        ));
+        return EXIT_FAILED;
+    }
+    // Keep the scenario alive for the shim's whole life: it holds the failpoint configuration.
+    let _scenario = match failpoint_scenario() {
+        Ok(s) => s,
+        Err(_) => {
+            warn(format_args!("fleet shim: invalid FAILPOINTS"));
+            return EXIT_USAGE;
+        }
+    };
+    supervise_claim(&args, &signals)
+}
+
+/// The shim in a process the fork server has just forked (see [`forkserver`]): the same work as
+/// [`main`], without an exec of the fleet binary (which costs more CPU than the command of a
+/// short run). Returns the process exit status, as [`main`] does.
+///
+/// The fork server leaves the new process as a copy of itself, so this first undoes what a
+/// fresh exec would have given: signal dispositions back to their defaults (the server ignores
+/// SIGCHLD, so that the kernel reaps its children — a shim that kept that could not wait for its
+/// command — and the termination signals, which `sigtimedwait` could then never see), its own
+/// session, stdin `/dev/null`, `report` as stdout (the pipe the daemon reads `running PID` from
+/// and whose end-of-file tells it the shim is gone), and no other descriptor open.
+///
+/// Failpoints are the fork server's (it set them up; the forked copy has them already).
+///
+/// Must be called in the forked child only, before anything else, on its only thread.
+pub fn main_forked(args: &ShimArgs, report: OwnedFd) -> i32 {
+    let signals = match signals::block(&SHIM_SIGNALS) {
+        Ok(set) => set,
+        Err(e) => {
+            warn(format_args!("fleet shim: could not block signals: {e}"));
+            return EXIT_FAILED;
+        }
+    };
+    if let Err(e) = set_up_forked(args, report) {
+        warn(format_args!(
+            "fleet shim: run {} claim {}: could not set up the forked shim: {e}",
+            args.run_id, args.token
+        ));
+        return EXIT_FAILED;
+    }
+    supervise_claim(args, &signals)
+}
+
+/// The forked shim's own process state (see [`main_forked`]), its signals already blocked.
+fn set_up_forked(args: &ShimArgs, report: OwnedFd) -> io::Result<()> {
+    // Blocked first, so a termination request arriving now waits for the loop.
+    signals::restore_all_defaults();
+    // `ps` and `top` show `shim-<run id>` (at most 15 bytes: longer ids are cut), and the
+    // command line no longer reads as the daemon's (see `process::set_process_name`).
+    let run_id = args.run_id.to_string();
+    process::set_process_name(
+        &format!("shim-{run_id}"),
+        &["fleet", "shim", "--run-id", &run_id],
+    );
+    process::new_session()?;
+    // Standard output first, and /dev/null opened only then: if the daemon was started with
+    // standard input closed, `report` arrived as descriptor 0, and putting /dev/null there
+    // first would replace it (the daemon would then read end-of-file from a live shim).
+    files::set_stdout(report)?;
+    let null = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    files::set_stdin(OwnedFd::from(null))?;
+    // Everything else the server had (its socket, the received descriptor) goes now: a command
+    // must never inherit the daemon's pipes.
+    // SAFETY: this process is a fresh fork of the fork server, which owns nothing above stderr
+    // but its socket; this copy of the server never uses that socket again (the caller exits
+    // when the shim is done), and `report` and /dev/null were handed to stdout and stdin above.
+    unsafe { files::close_from(3) }
+}
+
+/// What [`main`] and [`main_forked`] share once signals are blocked and arguments known.
+fn supervise_claim(args: &ShimArgs, signals: &BlockedSignals) -> i32 {
+    // Writing `running <pid>` to a dead daemon's pipe must fail, not kill the shim. Rust already
+    // ignores SIGPIPE in its binaries; this keeps it true whoever embeds the shim.
+    signals::ignore(&[Signal::SIGPIPE]);
+    match run(args, signals) {
+        Ok(status) => status,
+        Err(e) => {
+            warn(format_args!(
+                "fleet shim: run {} claim {}: {e}",
+                args.run_id, args.token
+            ));
+            EXIT_FAILED
+        }
+    }
+}
+
+fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
+    crash_point!("shim-before-lock");
+    let dir = RunDir::new(&a.state_dir, a.run_id);
+    dir.create()?;
+    let lock = dir.lock_blocking()?;
+    crash_point!("shim-after-lock");
+
+    // Right after the lock, before anything else: recovery tombstones a claim only while holding
+    // this lock, so either it did so before we locked (we see it here) or it will find our
+    // `started` record and not requeue. Without this check a late shim starts a requeued run a
+    // second time.
+    if dir.is_tombstoned(a.token)? {
+        warn(format_args!(
+            "fleet shim: run {} claim {} was given up by recovery; not starting",
+            a.run_id, a.token
+        ));
+        return Ok(EXIT_OK);
+    }
+
+    crash_point!("shim-before-started");
+    let shim_pid = std::process::id() as i32;
+    // Earlier claims' starts stay on record (see `StartedRecord::history`).
+    let mut history = match dir.read_started() {
+        Ok(Some(old)) if old.history.is_empty() => vec![old.token],
+        Ok(Some(old)) => old.history,
+        _ => Vec::new(),
+    };
+    history.push(a.token);
+    let started = StartedRecord {
+        token: a.token,
+        shim_pid,
+        shim_start_time: process::start_time(shim_pid).unwrap_or(0),
+        at: now_rfc3339(),
+        history,
+    };
+    // Durable before the spawn: the claim is only "maybe started" once this is on disk.
+    dir.write_started(&lock, &started)?;
+    crash_point!("shim-after-started");
+
+    let mut child = match spawn_command(a, &dir, shim_pid) {
+        Ok(child) => child,
+        Err(message) => {
+            // Best effort: the log is where operators look; the exit record is what counts.
+            if let Ok(mut log) = dir.open_log() {
+                let _ = writeln!(log, "{message}");
+            }
+            let record = ExitRecord {
+                token: a.token,
+                outcome: Outcome::SpawnFailed,
+                code: None,
+                signal: None,
+                timed_out: false,
+                term_requested: false,
+                error: Some(message),
+                started_at: None,
+                finished_at: now_rfc3339(),
+            };
+            write_exit(&dir, &lock, &record)?;
+            return Ok(EXIT_OK);
+        }
+    };
+    let spawned = Instant::now();
+    let pid = child.id() as i32;
+    let started_at = now_rfc3339();
+    let running = RunningRecord {
+        token: a.token,
+        pid,
+        at: started_at.clone(),
+    };
+    if let Err(e) = dir.write_running(&lock, &running) {
+        // Not fatal: the command runs and must still be supervised and its status recorded.
+        warn(format_args!(
+            "fleet shim: run {} claim {}: could not write the running record: {e}",
+            a.run_id, a.token
+        ));
+    }
+    {
+        // The daemon may be dead; then the write fails (SIGPIPE is ignored) and that is fine.
+        let mut out = io::stdout().lock();
+        let _ = writeln!(out, "running {pid}");
+        let _ = out.flush();
+    }
+
+    let ended = supervise(&mut child, a, spawned, signals)?;
+    crash_point!("shim-after-exit");
+
+    let (outcome, code, signal) = match (ended.status.code(), ended.status.signal()) {
+        (Some(code), _) => (Outcome::Exited, Some(code), None),
+        (None, Some(sig)) => (Outcome::Signalled, None, Some(sig)),
+        // wait(2) reports only exits and deaths by signal; kept total rather than panicking.
+        (None, None) => (Outcome::Exited, None, None),
+    };
+    let record = ExitRecord {
+        token: a.token,
+        outcome,
+        code,
+        signal,
+        timed_out: ended.timed_out,
+        term_requested: ended.term_requested,
+        error: None,
+        started_at: Some(started_at),
+        finished_at: ended.finished_at,
+    };
+    write_exit(&dir, &lock, &record)?;
+    // Only now may the lock go (on return): a free lock with an exit record means "finalize".
+    drop(lock);
+    Ok(EXIT_OK)
+}
+
+fn write_exit(dir: &RunDir, lock: &RunLock, record: &ExitRecord) -> io::Result<()> {
+    crash_point!("shim-before-exit-file");
+    dir.write_exit(lock, record)?;
+    crash_point!("shim-after-exit-file");
+    Ok(())
+}
+
+/// Spawns the command. `Err` carries the one-line message for the log and the exit record.
+fn spawn_command(a: &ShimArgs, dir: &RunDir, shim_pid: i32) -> Result<Child, String> {
+    let log = dir.open_log().map_err(|e| {
+        format!(
+            "fleet: could not open the run's log {}: {e}",
+            dir.log_path().display()
+        )
+    })?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| format!("fleet: could not duplicate the run's log descriptor: {e}"))?;
+    let mut cmd = Command::new(&a.argv[0]);
+    cmd.args(&a.argv[1..])
+        .current_dir(&a.cwd)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        // Its own process group, so that a timeout or cancel reaches the command's children
+        // too (kill(-pgid)), and so that the group can be swept after the command ends.
+        .process_group(0);
+    for (key, value) in &a.env {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
+    // The failpoint configuration is the shim's, not the command's (last, so that the exec'd
+    // and the forked shim treat it alike).
+    cmd.env_remove("FAILPOINTS");
+    // Between fork and exec, the command's process:
+    // * clears the signal mask: std resets SIGPIPE to its default before exec but NOT the mask
+    //   (verified with Rust 1.95: a `sleep` spawned from the shim had SIGTERM and SIGCHLD
+    //   blocked and ignored a cancel). Shells unblock at startup, other programs do not, so the
+    //   mask the shim set for sigtimedwait is cleared. SIGPIPE is reset too, in case std ever
+    //   stops doing it. Test: `command_starts_with_a_clean_signal_state`;
+    // * resets every disposition: "ignore" survives exec too, and a daemon started in the
+    //   background of a script (SIGINT, SIGQUIT ignored) would pass it to every command, which
+    //   then could not be stopped the usual way;
+    // * must not outlive the shim: a parent-death signal, tied to the forking thread — the
+    //   shim's only thread, which lives as long as the shim — and an immediate exit if the shim
+    //   died before that took effect (the signal would never come).
+    process::spawn_clean_and_tied_to(&mut cmd, shim_pid);
+    cmd.spawn().map_err(|e| {
+        format!(
+            "fleet: could not start command {:?} in {}: {e}",
+            a.argv,
+            a.cwd.display()
+        )
+    })
+}
+
+/// What the wait loop learnt.
+struct Ended {
+    status: ExitStatus,
+    timed_out: bool,
+    term_requested: bool,
+    finished_at: String,
+}
+
+/// Waits for the command, passing on termination requests and enforcing the timeout and kill
+/// grace; then kills what is left of its process group and reaps it.
+fn supervise(
+    child: &mut Child,
+    a: &ShimArgs,
+    spawned: Instant,
+    signals: &BlockedSignals,
+) -> io::Result<Ended> {
+    let pgid = child.id() as i32;
+    // `None` when there is no timeout, when it already fired, or when it is too far to express.
+    let mut timeout_at = a.timeout.and_then(|t| spawned.checked_add(t));
+    let mut terminating = false;
+    let mut kill_at: Option<Instant> = None;
+    let mut killed = false;
+    let mut timed_out = false;
+    let mut term_requested = false;
+
+    loop {
+        if process::has_exited(pgid)? {
+            break;
+        }
+        let now = Instant::now();
+        if timeout_at.is_some_and(|t| now >= t) {
+            timeout_at = None;
+            // A timeout that fires while a requested termination is under way changes nothing.
+            if !terminating {
+                timed_out = true;
+                begin_termination(pgid, a.kill_grace, &mut terminating, &mut kill_at);
+            }
+        }
+        if !killed && kill_at.is_some_and(|k| Instant::now() >= k) {
+            killed = true;
+            signal_group(pgid, Signal::SIGKILL);
+        }
+        let next = [timeout_at, if killed { None } else { kill_at }]
+            .into_iter()
+            .flatten()
+            .min();
+        let wait = next.map(|d| d.saturating_duration_since(Instant::now()));
+        // SIGCHLD, a deadline or an interruption need nothing here: the top of the loop looks
+        // again at the command and the clock.
+        if let Some(Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP) = signals.wait(wait) {
+            term_requested = true;
+            begin_termination(pgid, a.kill_grace, &mut terminating, &mut kill_at);
+        }
+    }
+    let finished_at = now_rfc3339();
+    // The leader is a zombie, not reaped: its pid, hence the group id, cannot be reused yet, so
+    // this SIGKILL reaches only processes the command left in its group (e.g. a grandchild).
+    signal_group(pgid, Signal::SIGKILL);
+    let status = child.wait()?;
+    Ok(Ended {
+        status,
+        timed_out,
+        term_requested,
+        finished_at,
+    })
+}
+
+/// Starts terminating the process group (SIGTERM now, SIGKILL once the grace is over), unless
+/// that was already done: the first reason to terminate sets the kill deadline.
+fn begin_termination(
+    pgid: i32,
+    kill_grace: Duration,
+    terminating: &mut bool,
+    kill_at: &mut Option<Instant>,
+) {
+    if !*terminating {
+        *terminating = true;
+        signal_group(pgid, Signal::SIGTERM);
+        // Too far to express means never: the command gets the whole grace it was given.
+        *kill_at = Instant::now().checked_add(kill_grace);
+    }
+}
+
+/// Sends `sig` to the command's process group. An empty group (nobody left) is expected and
+/// ignored; any other failure is reported on stderr.
+fn signal_group(pgid: i32, sig: Signal) {
+    // `pgid` is our unreaped child's pid, so it names our command's group.
+    if let Err(e) = process::signal_group(pgid, sig) {
+        warn(format_args!(
+            "fleet shim: could not send signal {} to process group {pgid}: {e}",
+            sig as i32
+        ));
+    }
+}
+
+/// Writes a line to stderr, ignoring failure: the daemon's stderr may be gone, and `eprintln!`
+/// would panic then.
+fn warn(message: fmt::Arguments<'_>) {
+    let _ = writeln!(io::stderr(), "{message}");
+}

@@ -1,0 +1,195 @@
+//! Descriptors: `flock` locks, close-on-exec pipes, the standard streams, and closing what a
+//! process inherited.
+//!
+//! Locks, pipes and the standard streams go through rustix; closing every descriptor above a
+//! number (`close_range`, or a walk of `/proc/self/fd` where the kernel lacks it) and moving a
+//! descriptor to a given number are raw libc calls, offered by neither crate.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+
+use rustix::fs::FlockOperation;
+use rustix::io::FdFlags;
+use rustix::pipe::PipeFlags;
+
+/// Takes an exclusive `flock` on `file`, waiting as long as another open file description holds
+/// it. The lock lasts until [`unlock`] or until every descriptor of this open file description
+/// is closed — the kernel drops it when its holder dies. Retries on EINTR.
+///
+/// Errors: the system refused (e.g. `file` is not open for a lock).
+pub fn lock_exclusive(file: &File) -> io::Result<()> {
+    flock(file, FlockOperation::LockExclusive)
+}
+
+/// Takes an exclusive `flock` on `file` without waiting: `Ok(true)` when taken, `Ok(false)` when
+/// another open file description holds it.
+///
+/// Errors: the system refused for another reason.
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    match flock(file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Releases a `flock` this open file description holds (nothing happens if it holds none).
+///
+/// Errors: the system refused.
+pub fn unlock(file: &File) -> io::Result<()> {
+    flock(file, FlockOperation::Unlock)
+}
+
+fn flock(file: &File, operation: FlockOperation) -> io::Result<()> {
+    loop {
+        match rustix::fs::flock(file, operation) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// A pipe whose two ends are close-on-exec: (read end, write end).
+///
+/// Errors: the system is out of descriptors or memory.
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?)
+}
+
+/// Whether `fd` is closed by an `exec` (FD_CLOEXEC).
+///
+/// Errors: `fd` is not open.
+pub fn is_close_on_exec(fd: impl AsFd) -> io::Result<bool> {
+    Ok(rustix::io::fcntl_getfd(fd)?.contains(FdFlags::CLOEXEC))
+}
+
+/// Makes `fd` this process's standard input: a duplicate on descriptor 0, after which `fd`'s own
+/// number is closed; if `fd` already is descriptor 0 it simply stays open as standard input.
+/// Async-signal-safe.
+///
+/// Errors: the system refused (standard input is unchanged, and `fd` is closed).
+pub fn set_stdin(fd: OwnedFd) -> io::Result<()> {
+    if fd.as_raw_fd() == 0 {
+        // Already in place: keep it open, now owned as standard input.
+        let _ = fd.into_raw_fd();
+        return Ok(());
+    }
+    rustix::stdio::dup2_stdin(&fd)?;
+    Ok(())
+}
+
+/// Makes `fd` this process's standard output: a duplicate on descriptor 1, after which `fd`'s
+/// own number is closed; if `fd` already is descriptor 1 it simply stays open as standard
+/// output. Async-signal-safe.
+///
+/// Errors: the system refused (standard output is unchanged, and `fd` is closed).
+pub fn set_stdout(fd: OwnedFd) -> io::Result<()> {
+    if fd.as_raw_fd() == 1 {
+        // Already in place: keep it open, now owned as standard output.
+        let _ = fd.into_raw_fd();
+        return Ok(());
+    }
+    rustix::stdio::dup2_stdout(&fd)?;
+    Ok(())
+}
+
+/// Closes every descriptor numbered `first` or above: `close_range(2)`, or on kernels without it
+/// (before 5.9) each descriptor `/proc/self/fd` lists.
+///
+/// Errors: neither way worked (the descriptors stay open).
+///
+/// # Safety
+///
+/// Nothing in this process may own a descriptor numbered `first` or above (a `File`, an
+/// `OwnedFd`, a socket, the standard library's internals) and use or close it afterwards: it
+/// would then act on a closed descriptor, or on an unrelated one that reused the number. Call
+/// it where the process has opened nothing of its own yet, to drop what it inherited.
+pub unsafe fn close_from(first: u32) -> io::Result<()> {
+    // SAFETY: the caller guarantees that nothing uses the descriptors closed here.
+    if unsafe { close_range(first) }.is_ok() {
+        return Ok(());
+    }
+    let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|&fd: &RawFd| fd >= 0 && fd as u32 >= first)
+        .collect();
+    for fd in open {
+        // SAFETY: as above. The directory's own descriptor is among them and already closed:
+        // EBADF is harmless.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
+/// `close_range(first, ~0, 0)`.
+///
+/// # Safety
+///
+/// As for [`close_from`].
+unsafe fn close_range(first: u32) -> io::Result<()> {
+    // SAFETY: a plain system call on descriptor numbers; the caller guarantees that nothing
+    // uses the descriptors it closes.
+    if unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Leaves this process with only the standard three descriptors and `fd`, which moves to
+/// descriptor 3 (returned). Everything above 3 is closed with `close_range(2)` where the kernel
+/// has it (older kernels keep them: callers close again where it matters).
+///
+/// Errors: `fd` could not be moved to 3 (nothing else was closed).
+///
+/// # Safety
+///
+/// As for [`close_from`] with `first` = 3: nothing else in this process may own a descriptor
+/// above the standard three and use it afterwards.
+pub unsafe fn keep_only_stdio_and(fd: OwnedFd) -> io::Result<OwnedFd> {
+    let raw = fd.as_raw_fd();
+    if raw != 3 {
+        // SAFETY: dup2 onto 3, which nothing in this process owns (the caller's guarantee);
+        // `raw` is open for as long as `fd` lives.
+        if unsafe { libc::dup2(raw, 3) } != 3 {
+            return Err(io::Error::last_os_error());
+        }
+        // The original number goes (below 3: a standard descriptor the daemon started without,
+        // which the socket had taken; the shims open their own standard descriptors).
+        drop(fd);
+    } else {
+        let _ = fd.into_raw_fd();
+    }
+    // SAFETY: the caller's guarantee; 3 is kept.
+    let _ = unsafe { close_range(4) };
+    // SAFETY: descriptor 3 is open (moved there above) and owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(3) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locks_are_exclusive_between_open_file_descriptions() {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        let a = File::open(tmp.path()).unwrap();
+        let b = File::open(tmp.path()).unwrap();
+        assert!(try_lock_exclusive(&a).unwrap());
+        assert!(!try_lock_exclusive(&b).unwrap());
+        unlock(&a).unwrap();
+        assert!(try_lock_exclusive(&b).unwrap());
+        drop(b);
+        lock_exclusive(&a).unwrap();
+    }
+
+    #[test]
+    fn pipe_ends_are_close_on_exec() {
+        let (r, w) = pipe().unwrap();
+        assert!(is_close_on_exec(&r).unwrap());
+        assert!(is_close_on_exec(&w).unwrap());
+    }
+}

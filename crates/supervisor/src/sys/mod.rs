@@ -1,0 +1,33 @@
+//! Every raw system call of the supervisor lives here, behind safe functions; nothing outside
+//! calls libc directly.
+//!
+//! The calls go through `rustix` where it offers them (descriptors, locks, sockets, processes),
+//! through `nix` for signal sets and masks (which rustix leaves to the C library), and straight
+//! to libc only where neither crate offers the call: `fork`, `_exit`, signal dispositions,
+//! `sigtimedwait`, `close_range`, and the rewrite of the process's own command line. Each of
+//! those `unsafe` blocks says why it is sound.
+//!
+//! Two functions are `unsafe fn` on purpose: [`files::close_from`] and
+//! [`files::keep_only_stdio_and`] close descriptors by number, which is sound only where nothing
+//! in the process owns them (the start of a shim, the start of the fork server); no check can
+//! prove that, so their callers state it in a `SAFETY` comment.
+//!
+//! What this layer must never do: decide anything. It knows nothing of runs, claims or shims;
+//! it imports nothing else from the crate, so every other module may use it without a cycle.
+//!
+//! Some of these functions run in a child between `fork` and `exec` (a `pre_exec` hook), where
+//! only async-signal-safe calls are allowed; each such function says so in its documentation,
+//! and keeps to system calls and the C library's async-signal-safe functions (no allocation, no
+//! lock).
+//!
+//! * [`signals`]: signal masks, dispositions, and waiting for a signal synchronously.
+//! * [`process`]: fork, exit, sessions, the parent-death signal, signalling and waiting for
+//!   processes, process names, and a process's start time.
+//! * [`files`]: `flock` locks, pipes, and closing inherited descriptors.
+//! * [`fdpass`]: `SOCK_SEQPACKET` socket pairs, and messages that carry a descriptor
+//!   (`SCM_RIGHTS`).
+
+pub mod fdpass;
+pub mod files;
+pub mod process;
+pub mod signals;

@@ -1,0 +1,317 @@
+//! Processes: fork, immediate exit, sessions, the parent-death signal, signalling and waiting,
+//! process names, a process's start time, and the hooks a child runs between fork and exec.
+//!
+//! `fork` and `_exit` are raw libc calls (through `nix` for fork); the rest goes through rustix.
+//! Pids are plain `i32` here, as the kernel and the run files write them.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use rustix::process::{Pid, WaitIdOptions, WaitOptions};
+
+use super::signals::{self, Signal};
+
+/// Which side of a [`fork`] the caller is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forked {
+    /// The new process.
+    Child,
+    /// The calling process; the child's pid.
+    Parent(i32),
+}
+
+/// Forks the calling process, which must have exactly one thread: in a process with more, only
+/// the forking thread survives in the child, with whatever locks the others held (the memory
+/// allocator's, the standard streams'), and the child could deadlock or see torn state.
+///
+/// Checks the thread count first (one read of `/proc/self/task`); with one thread nothing can
+/// start another before the fork, so the check cannot go stale.
+///
+/// Errors: the process has more than one thread (nothing is forked), or fork(2) failed.
+pub fn fork() -> io::Result<Forked> {
+    let threads = thread_count()?;
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "the process already has {threads} threads; forking it needs one"
+        )));
+    }
+    // SAFETY: the process has exactly one thread (checked above; only this thread could start
+    // another), so the child is a consistent copy of it and may run any code.
+    match unsafe { nix::unistd::fork() }? {
+        nix::unistd::ForkResult::Child => Ok(Forked::Child),
+        nix::unistd::ForkResult::Parent { child } => Ok(Forked::Parent(child.as_raw())),
+    }
+}
+
+/// How many threads the calling process has.
+///
+/// Errors: `/proc/self/task` cannot be read.
+pub fn thread_count() -> io::Result<usize> {
+    Ok(std::fs::read_dir("/proc/self/task")?.count())
+}
+
+/// Ends the process at once with `code`: no destructors, no buffered output flushed, no
+/// `atexit` handlers. For a forked child that must never return into its parent's code.
+/// Async-signal-safe.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit(2) ends the process without touching any of its memory; it is
+    // async-signal-safe and always allowed.
+    unsafe { libc::_exit(code) }
+}
+
+/// The parent's pid (after the parent died, the pid of whoever adopted this process).
+/// Async-signal-safe.
+pub fn parent_pid() -> i32 {
+    Pid::as_raw(rustix::process::getppid())
+}
+
+/// Asks the kernel to send SIGKILL to this process when the *thread* that forked it ends (for a
+/// single-threaded parent: when the parent dies). Cleared by an exec of a set-user-ID program.
+/// Async-signal-safe.
+///
+/// Errors: the system refused.
+pub fn die_with_parent() -> io::Result<()> {
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+    Ok(())
+}
+
+/// Makes this process the leader of a new session (and of a new process group), detached from
+/// the controlling terminal. Async-signal-safe.
+///
+/// Errors: the process already leads a process group.
+pub fn new_session() -> io::Result<()> {
+    rustix::process::setsid()?;
+    Ok(())
+}
+
+/// Sends `signal` to process `pid` (positive).
+///
+/// Errors: `pid` is not positive (`InvalidInput`, nothing sent), the process does not exist
+/// (ESRCH), or may not be signalled (EPERM).
+pub fn signal_process(pid: i32, signal: Signal) -> io::Result<()> {
+    rustix::process::kill_process(to_pid(pid)?, to_rustix(signal)?)?;
+    Ok(())
+}
+
+/// Sends `signal` to every process of the process group `pgid` (positive). Returns `false` when
+/// the group is empty (ESRCH: nobody left to signal), which is not an error.
+///
+/// Errors: `pgid` is not positive (`InvalidInput`, nothing sent), or none of the group may be
+/// signalled (EPERM).
+pub fn signal_group(pgid: i32, signal: Signal) -> io::Result<bool> {
+    match rustix::process::kill_process_group(to_pid(pgid)?, to_rustix(signal)?) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::SRCH) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether the child `pid` has exited, without reaping it (WNOWAIT), so that its pid — and so
+/// its process group id — stays reserved and may still be signalled safely afterwards.
+/// Retries on EINTR.
+///
+/// Errors: `pid` is not a child of this process (ECHILD) or not positive.
+pub fn has_exited(pid: i32) -> io::Result<bool> {
+    let pid = to_pid(pid)?;
+    loop {
+        match rustix::process::waitid(
+            rustix::process::WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+        ) {
+            Ok(status) => return Ok(status.is_some()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Waits for the child `pid` to end and reaps it, so that no zombie is left. Blocks; errors
+/// (not a child, already reaped) are ignored: either way no zombie of it remains.
+pub fn reap(pid: i32) {
+    if let Ok(pid) = to_pid(pid) {
+        let _ = rustix::process::waitpid(Some(pid), WaitOptions::empty());
+    }
+}
+
+/// Names this process for `ps`, `top` and `/proc`: `comm` as the short name (`ps -o comm`,
+/// cut to 15 bytes), `command_line` as its command line (`ps -f`, `/proc/PID/cmdline`, and what
+/// `pkill -f` matches). Best effort: a name the system refuses is left as it was.
+///
+/// The command line is rewritten in place, in the memory that held the original arguments, cut
+/// to its size; the rest is cleared. That memory is only written while the process has one
+/// thread (otherwise the command line is left alone): nothing can read the arguments at the
+/// same time, and anything reading them later reads the new words, each still NUL-terminated.
+/// Call it in a process that has no further use for its original arguments (a forked copy of
+/// the daemon).
+pub fn set_process_name(comm: &str, command_line: &[&str]) {
+    let mut short = comm.as_bytes().to_vec();
+    short.truncate(15);
+    if let Ok(short) = CString::new(short) {
+        let _ = rustix::thread::set_name(&short);
+    }
+    if thread_count().is_ok_and(|n| n == 1) {
+        set_command_line(command_line);
+    }
+}
+
+/// Rewrites the argument area (see [`set_process_name`]); single-threaded callers only.
+fn set_command_line(words: &[&str]) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    // Fields 48 and 49 of proc(5) (arg_start, arg_end), counted after the parenthesised
+    // command name (field 2), which may itself hold spaces and parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let (Some(start), Some(end)) = (
+        fields.get(45).and_then(|f| f.parse::<usize>().ok()),
+        fields.get(46).and_then(|f| f.parse::<usize>().ok()),
+    ) else {
+        return;
+    };
+    if end <= start || end - start > 1 << 20 {
+        return;
+    }
+    let mut text: Vec<u8> = words.join("\0").into_bytes();
+    text.truncate(end - start - 1);
+    text.resize(end - start, 0);
+    // SAFETY: [start, end) is this process's own argument area, as the kernel records it:
+    // writable memory at the top of the main thread's stack that no Rust value occupies (std
+    // only keeps pointers into it). `text` is exactly `end - start` bytes and ends with a NUL,
+    // so every argument pointer into the area still finds a terminated string. The process has
+    // one thread (checked by the caller), so nothing reads the area during the copy.
+    unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), start as *mut u8, text.len()) };
+}
+
+/// The start time of process `pid`: field 22 of `/proc/<pid>/stat`, in clock ticks since boot.
+/// With the pid it identifies a process without trusting a bare pid, which may be reused.
+/// `None` if the process does not exist or the file cannot be parsed. The file is parsed after
+/// the last `)`, since the command name in field 2 may itself contain spaces and parentheses.
+pub fn start_time(pid: i32) -> Option<u64> {
+    if pid <= 0 {
+        return None;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // `rest` starts with field 3 (state), so field 22 is the 20th item.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Makes the process `cmd` spawns call [`new_session`] between fork and exec, so that it leads
+/// its own session: out of reach of signals sent to the spawner's terminal or process group,
+/// and alive through the spawner's death. A failure there fails the spawn with its error.
+pub fn spawn_in_new_session(cmd: &mut Command) {
+    // SAFETY: the hook runs in the child between fork and exec, where only async-signal-safe
+    // calls are allowed (the spawner may have other threads); setsid(2) is one, and the hook
+    // neither allocates nor takes a lock.
+    unsafe { cmd.pre_exec(new_session) };
+}
+
+/// Makes the process `cmd` spawns start clean and tied to its spawner, between fork and exec:
+///
+/// * an empty signal mask, and every disposition at its default (SIGPIPE included): both
+///   survive exec, and a command must not inherit a blocked SIGTERM or an ignored SIGINT;
+/// * the parent-death signal ([`die_with_parent`]), so the command is killed when the thread
+///   that spawned it ends;
+/// * and if the spawner (whose pid is `parent`) already died before that took effect, the child
+///   exits at once with status 127: the signal would never come.
+///
+/// Every call there is async-signal-safe.
+pub fn spawn_clean_and_tied_to(cmd: &mut Command, parent: i32) {
+    // SAFETY: the hook runs in the child between fork and exec and makes only async-signal-safe
+    // calls (sigprocmask, signal, rt_sigaction, prctl, getppid, _exit; SIGRTMIN reads a value
+    // the C library fixed at startup); it allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            // The mask survives exec (std resets SIGPIPE's disposition but not the mask), and
+            // only shells unblock at startup; a failure here leaves the mask as it was, as the
+            // hook always did.
+            let _ = signals::unblock_all();
+            signals::restore_default(&[Signal::SIGPIPE]);
+            signals::restore_all_defaults();
+            die_with_parent()?;
+            if parent_pid() != parent {
+                exit_now(127);
+            }
+            Ok(())
+        })
+    };
+}
+
+fn to_pid(raw: i32) -> io::Result<Pid> {
+    if raw <= 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("not a process id: {raw}"),
+        ));
+    }
+    Pid::from_raw(raw).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+fn to_rustix(signal: Signal) -> io::Result<rustix::process::Signal> {
+    rustix::process::Signal::from_named_raw(signal as i32)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_reads_field_22() {
+        let me = std::process::id() as i32;
+        let t = start_time(me).expect("own start time");
+        assert_eq!(start_time(me), Some(t), "stable");
+        assert_eq!(start_time(0), None);
+        assert_eq!(start_time(-1), None);
+        // Field 22 is after the comm field, which may hold spaces and parentheses.
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 1..];
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        assert_eq!(fields[19].parse::<u64>().unwrap(), t);
+    }
+
+    #[test]
+    fn signalling_refuses_pids_that_are_not_positive() {
+        for pid in [0, -1] {
+            let e = signal_process(pid, Signal::SIGTERM).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            let e = signal_group(pid, Signal::SIGTERM).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        }
+    }
+
+    #[test]
+    fn a_child_is_seen_exited_before_it_is_reaped() {
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !has_exited(pid).unwrap() {
+            assert!(std::time::Instant::now() < deadline, "`true` never ended");
+            std::thread::yield_now();
+        }
+        // Not reaped: the status is still there to collect.
+        assert!(child.wait().unwrap().success());
+    }
+
+    #[test]
+    fn a_child_spawned_in_a_new_session_leads_it() {
+        let mut cmd = Command::new("cat");
+        cmd.arg("/proc/self/stat");
+        spawn_in_new_session(&mut cmd);
+        let out = cmd.output().unwrap();
+        let stat = String::from_utf8(out.stdout).unwrap();
+        let pid: i32 = stat.split_whitespace().next().unwrap().parse().unwrap();
+        // Field 6 (session), counted after the parenthesised command name.
+        let after = &stat[stat.rfind(')').unwrap() + 1..];
+        let session: i32 = after.split_whitespace().nth(3).unwrap().parse().unwrap();
+        assert_eq!(session, pid);
+        // The daemon's commands are tokio's: the same hook applies to them.
+        let mut tokio_cmd = tokio::process::Command::new("true");
+        spawn_in_new_session(tokio_cmd.as_std_mut());
+    }
+}
