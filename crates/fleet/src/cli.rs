@@ -182,7 +182,7 @@ fn invalid(errors: &ConfigErrors) -> Failure {
 }
 
 /// The state directory: `--state-dir` if given, else the config's; an invalid config is exit 2
-/// (CONTRACT.md).
+/// (docs/REFERENCE.md).
 fn state_of(path: &Path) -> Result<StateDir> {
     if let Some(dir) = STATE_DIR_OVERRIDE.get() {
         return Ok(StateDir::new(dir));

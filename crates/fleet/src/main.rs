@@ -1,6 +1,6 @@
 //! `fleet`: the command line over the store, the packers and the supervisor.
 //!
-//! Exit status (CONTRACT.md): 0 success; 1 the action failed or `check` found violations;
+//! Exit status (docs/REFERENCE.md): 0 success; 1 the action failed or `check` found violations;
 //! 2 bad usage or bad input, with a one-line message on stderr naming what was wrong.
 
 mod cli;

@@ -1,4 +1,4 @@
-//! What the commands print: tables for people, JSON for programs (fields per CONTRACT.md).
+//! What the commands print: tables for people, JSON for programs (the fields are documented in docs/REFERENCE.md).
 
 use std::collections::BTreeMap;
 use std::path::Path;

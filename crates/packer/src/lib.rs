@@ -5,7 +5,7 @@
 //! gathers its inputs (caps from `fleet.toml`, the running set, the queue), calls a packer, and then
 //! applies the decision (claim, spawn). Keeping the decision apart from its effects lets every rule
 //! below be checked by property tests over random inputs, and lets a future deterministic simulation
-//! drive the same code the daemon runs (see "Keep these doors open" in the brief).
+//! drive the same code the daemon runs.
 //!
 //! The crate holds:
 //!
@@ -18,7 +18,7 @@
 //!
 //! # Why the running set is merged before packing
 //!
-//! The brief's failure 1 ("double spawn after restart"): a scheduler kept two sources of truth for
+//! The failure this prevents, "double spawn after restart": a scheduler kept two sources of truth for
 //! what is running, the database and an in-memory slot pool. After a restart the pool was empty, and
 //! the packer used when no namespaces were configured counted only the pool, so it started again a
 //! project the database still recorded as in flight. Here neither packer can see the slot pool on its
@@ -136,12 +136,12 @@ impl FromIterator<ActiveRun> for RunningSet {
 /// Where both hold an entry for one project, the persisted record wins: the database is the durable
 /// truth, and the slot pool is only a cache of it that a restart empties.
 ///
-/// This is the guard against the brief's failure 1. After a restart the slot pool is empty while the
-/// database may still record runs in flight (adopted or about to be recovered). A packer that read
-/// only the slot pool would see free capacity and start those projects a second time. So the daemon
-/// must call `merge` and hand the result to the packer, whichever packer it is. The union (rather
-/// than the DB set alone) also covers the short window in which the pool knows of a run whose state
-/// change the daemon has not yet read back.
+/// This is the guard against a double spawn after restart. After a restart the slot pool is
+/// empty while the database may still record runs in flight (adopted or about to be
+/// recovered). A packer that read only the slot pool would see free capacity and start those
+/// projects a second time. So the daemon must call `merge` and hand the result to the packer,
+/// whichever packer it is. The union (rather than the DB set alone) also covers the short
+/// window in which the pool knows of a run whose state change the daemon has not yet read back.
 ///
 /// Cost: O((|live| + |persisted|) log n).
 pub fn merge(live: &RunningSet, persisted: &RunningSet) -> RunningSet {
@@ -210,8 +210,8 @@ pub trait Packer {
     /// Returns the candidates to start now, in the order they should be started.
     ///
     /// `running` must be the merged running set ([`merge`] of the slot pool and the DB running set),
-    /// never the slot pool alone: that is the brief's failure 1. `queue` may be in any order and may
-    /// hold several candidates of one project.
+    /// never the slot pool alone, or a restart (empty pool) starts in-flight projects again.
+    /// `queue` may be in any order and may hold several candidates of one project.
     ///
     /// Every implementation guarantees: no project that is in `running` is picked; at most one
     /// candidate per project is picked, and it is that project's best candidate in [`queue_order`];
@@ -227,9 +227,10 @@ pub trait Packer {
 /// entirely, except that every run in `running` counts against the global cap whatever its
 /// namespace.
 ///
-/// This is the packer that failed in the brief's failure 1: its predecessor counted only the
-/// in-memory slot pool, which is empty after a restart, and so started again a project the database
-/// still recorded as in flight. It must be given the merged running set ([`merge`]); the tests
+/// This is the kind of packer that causes a double spawn after restart when fed the pool: its
+/// predecessor counted only the in-memory slot pool, which is empty after a restart, and so
+/// started again a project the database still recorded as in flight. It must be given the
+/// merged running set ([`merge`]); the tests
 /// `empty_slot_pool_with_db_running_project_is_not_picked_fallback` pin that down.
 ///
 /// Cost: O(Q log Q) for a queue of Q candidates.
@@ -256,7 +257,7 @@ impl Packer for FallbackPacker {
 /// Rules, in the order they apply:
 ///
 /// * As for every packer, free global capacity is `caps.global - running.len()` (saturating), where
-///   `running` is the merged running set ([`merge`]; the brief's failure 1 applies to this packer
+///   `running` is the merged running set ([`merge`]; a double spawn after restart threatens this packer
 ///   just as to the fallback one). Runs in `running` whose namespace is not declared still count
 ///   against the global cap. A project in `running` is never picked, and only the best candidate of
 ///   each project (in [`queue_order`]) is ever considered.

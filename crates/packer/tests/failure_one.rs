@@ -1,4 +1,4 @@
-//! The brief's failure 1, "double spawn after restart", at packer level.
+//! "Double spawn after restart", at packer level.
 //!
 //! After a restart the daemon's slot pool is empty while the database still records a run in flight.
 //! A packer that counted only the slot pool saw free capacity and started that project again. These

@@ -1,4 +1,4 @@
-//! EVAL cost against the length of the queue (issue 6, measure 2; docs/PERFORMANCE.md, "EVAL cost
+//! EVAL cost against the length of the queue (docs/PERFORMANCE.md, "EVAL cost
 //! with a large backlog").
 //!
 //! What one measured iteration is: one call of the daemon's own
