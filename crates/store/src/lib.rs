@@ -6,14 +6,14 @@
 //!
 //! # Layout
 //!
-//! - Backend-neutral, at the crate root: the row types ([`Run`], [`NewRun`], [`Event`],
-//!   [`DaemonRow`], the schedule types, …; module `model`), the errors ([`StoreError`]; module
-//!   `error`) and the one state machine ([`status`]). None of them names SQL.
-//! - [`Store`] (module `store`): the one handle callers use. Its methods say what each
-//!   operation promises; they hand the work to a backend.
-//! - `sqlite/`: the SQLite backend — opening, pragmas and migrations, run commands, the claim,
-//!   transitions, events, the EVAL's queries, the daemon row and schedules — and the only code
-//!   that touches `rusqlite`.
+//! - `model`: the row types ([`Run`], [`NewRun`], [`Transition`], [`Event`], …), [`Millis`].
+//! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]).
+//! - [`status`]: the one run state machine ([`RunStatus`], [`TRANSITIONS`]).
+//! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
+//! - `sqlite`: the SQLite backend, one file per concern; the only code that touches `rusqlite`.
+//!
+//! The first four are backend-neutral and never name SQL; their public items are re-exported at
+//! the crate root.
 //!
 //! # Where a second backend plugs in
 //!

@@ -1,14 +1,23 @@
 //! fleet's supervisor: configuration, the EVAL loop, the slot pool, the shim and recovery.
 //!
-//! See docs/ARCHITECTURE.md for the bird's-eye view. In short: [`daemon`] owns the EVAL loop;
-//! [`settle`] decides what became of a run from its run folder ([`shim::rundir`]), and [`retry`]
-//! whether it gets another attempt; [`schedule`] is the cron timetable and the EVAL step that
-//! fires it; [`shim`] is the per-run monitor process, which [`shim::forkserver`] forks without an
-//! exec; [`slots`] is the in-memory slot pool; [`statedir`] the directory and its daemon lock;
-//! [`control`] the socket through which commands nudge the daemon; [`config`] reads fleet.toml
-//! and [`caps`] writes its caps down; [`check`] is the restart-safety checker behind
-//! `fleet check`; [`failpoints`] the register of every crash point tests inject; [`sys`] every
-//! raw system call, behind safe functions.
+//! See docs/ARCHITECTURE.md for the bird's-eye view and the code map.
+//!
+//! # Layout
+//!
+//! - [`config`]: fleet.toml, read, validated (every problem with file, line and key) and resolved.
+//! - [`daemon`]: the daemon: takeover, recovery, and the EVAL loop, one file per phase.
+//! - [`settle`]: what became of one claim, decided from its run folder (reap and recovery alike).
+//! - [`retry`]: whether a run that ended gets another attempt, and when.
+//! - [`schedule`]: the cron timetable, and the EVAL step that fires due occurrences.
+//! - [`shim`]: the per-run monitor process, its run folder, and the fork server that forks it.
+//! - [`slots`]: the slot pool, the runs this daemon process supervises, in memory.
+//! - [`statedir`]: the state directory's paths and the daemon lock.
+//! - [`control`]: the control socket through which commands nudge the daemon.
+//! - [`watch`]: noticing edits of fleet.toml (a watcher on its folder, polling as a fallback).
+//! - [`caps`]: the caps in force, written down for the daemon row and `fleet status`.
+//! - [`check`]: the restart-safety checker behind `fleet check`; it only reads.
+//! - [`failpoints`]: the register of every crash point tests inject, with its recovery story.
+//! - [`sys`]: every raw system call, behind safe functions.
 
 pub mod caps;
 pub mod check;

@@ -1,0 +1,34 @@
+//! The concurrency caps a packer obeys: [`Caps`] (the global cap and the declared namespaces),
+//! [`NamespaceCap`], and [`DEFAULT_NAMESPACE`], the namespace of a project that declares none.
+//!
+//! These are plain values, filled in by the supervisor from `fleet.toml`; this module never reads
+//! a file and never checks a run against a cap (the packers do).
+
+use std::collections::BTreeMap;
+
+/// The namespace of a project that declares none in `fleet.toml`.
+///
+/// It needs no entry in [`Caps::namespaces`]: without one it is capped by the global cap alone and
+/// has weight 1 (see [`NamespacePacker`](crate::NamespacePacker)).
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// The caps of one namespace declared in `fleet.toml`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceCap {
+    /// At most this many runs counted against the namespace may be active at once (runs, not
+    /// processes; 0 stops the namespace from starting anything).
+    pub max_concurrency: usize,
+    /// Its share of the global cap when the global cap binds, relative to the other namespaces'
+    /// weights. Must be at least 1; the packer treats 0 as 1 rather than starve the namespace.
+    pub weight: u32,
+}
+
+/// The concurrency caps, as declared in `fleet.toml`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Caps {
+    /// At most this many runs may be active at once, over all namespaces.
+    pub global: usize,
+    /// The declared namespaces, by name. Empty means "no namespaces declared", which selects the
+    /// [`FallbackPacker`](crate::FallbackPacker) (see [`packer_for`](crate::packer_for)).
+    pub namespaces: BTreeMap<String, NamespaceCap>,
+}
