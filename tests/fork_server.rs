@@ -1,4 +1,4 @@
-//! End-to-end tests of the fork server (crates/supervisor/src/forkserver.rs): the daemon forks
+//! End-to-end tests of the fork server (crates/supervisor/src/shim/forkserver.rs): the daemon forks
 //! each run's shim from a small process forked before its runtime, instead of exec'ing the fleet
 //! binary. The command must not be able to tell the two apart, a fork server that dies must only
 //! slow the daemon down, and it must never outlive its daemon.

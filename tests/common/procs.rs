@@ -23,7 +23,7 @@ pub fn all_pids() -> Vec<i32> {
         .collect()
 }
 
-/// Whether `pid` is a daemon's fork server (crates/supervisor/src/forkserver.rs names itself
+/// Whether `pid` is a daemon's fork server (crates/supervisor/src/shim/forkserver.rs names itself
 /// `fleet-forksrv`): it lives exactly as long as its daemon and is no run's process.
 pub fn is_fork_server(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "fleet-forksrv")

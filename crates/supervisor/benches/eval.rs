@@ -1,5 +1,5 @@
-//! EVAL cost against the length of the queue (docs/PERFORMANCE.md, "EVAL cost
-//! with a large backlog").
+//! EVAL cost against the length of the queue (docs/PERFORMANCE.md, "What each measure does",
+//! item 2).
 //!
 //! What one measured iteration is: one call of the daemon's own
 //! `supervisor::daemon::eval_blocking` — `Store::active_runs`, `packer::merge` with the (empty)

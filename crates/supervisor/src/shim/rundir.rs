@@ -1,6 +1,6 @@
 //! The run folder, `<state_dir>/runs/<run_id>/`: its records, its lock and its tombstones,
 //! shared by the shim (which writes the records) and the daemon's recovery (which reads them,
-//! and writes tombstones). It must never decide a run's fate: that is `fate`'s job, from what
+//! and writes tombstones). It must never decide a run's fate: that is `settle`'s job, from what
 //! these files say.
 //!
 //! These files are how a run's fate is known after a daemon crash:
