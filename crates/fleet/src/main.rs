@@ -1,10 +1,21 @@
 //! `fleet`: the command line over the store, the packers and the supervisor.
 //!
 //! Exit status (docs/REFERENCE.md): 0 success; 1 the action failed or `check` found violations;
-//! 2 bad usage or bad input, with a one-line message on stderr naming what was wrong.
+//! 2 bad usage or bad input, with a one-line message on stderr naming what was wrong; 141 the
+//! reader of stdout left before the command was done (nothing more is printed).
+//!
+//! Everything the binary prints goes through [`console`]: no `print!`/`println!`/`eprintln!`,
+//! which panic when their reader is gone. The lint below refuses them.
+
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
 mod cli;
+mod commands;
+mod console;
+mod logs;
 mod output;
+mod serve;
+mod validate;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -20,7 +31,9 @@ fn main() -> ExitCode {
     match cli::main() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("fleet: {}", e.message);
+            if !e.is_reader_gone() {
+                console::eprintln(format_args!("fleet: {}", e.message));
+            }
             ExitCode::from(e.code)
         }
     }

@@ -260,8 +260,28 @@ pub fn check_json(report: &supervisor::check::Report) -> String {
         })).collect::<Vec<_>>(),
         "checked": {"runs": report.runs, "events": report.events, "run_dirs": report.run_dirs},
         "awaiting_finalize": report.awaiting_finalize,
+        "note": null,
     })
     .to_string()
+}
+
+/// `fleet check --json` when there is nothing to check (no database): the same shape, with
+/// nothing checked and `note` saying why.
+pub fn check_nothing_json(note: &str) -> String {
+    json!({
+        "ok": true,
+        "violations": [],
+        "checked": {"runs": 0, "events": 0, "run_dirs": 0},
+        "awaiting_finalize": [],
+        "note": note,
+    })
+    .to_string()
+}
+
+/// What every `--json` command prints on stdout when it fails without a report of its own:
+/// `{"error": MESSAGE}`, the message its stderr line carries.
+pub fn error_json(message: &str) -> String {
+    json!({ "error": message }).to_string()
 }
 
 /// `fleet check` for a person.

@@ -16,14 +16,21 @@
 //! - [`watch`]: noticing edits of fleet.toml (a watcher on its folder, polling as a fallback).
 //! - [`caps`]: the caps in force, written down for the daemon row and `fleet status`.
 //! - [`check`]: the restart-safety checker behind `fleet check`; it only reads.
+//! - [`exec_limits`]: the kernel's limits on one exec's arguments, and the message naming them.
 //! - [`failpoints`]: the register of every crash point tests inject, with its recovery story.
 //! - [`sys`]: every raw system call, behind safe functions.
+
+// The daemon and the shims run with whatever stdout and stderr they were given, which may be a
+// pipe nobody reads any more: `print!` and `eprintln!` panic then. Logs go through `tracing`,
+// and the shim's few lines through a write that ignores failure.
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
 pub mod caps;
 pub mod check;
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod exec_limits;
 pub mod failpoints;
 pub mod retry;
 pub mod schedule;

@@ -97,10 +97,17 @@ impl Daemon {
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
-                let reason = format!(
-                    "could not start the shim {}: {e}",
-                    self.shim_program.display()
-                );
+                // The shim's command line carries the command's: an oversized one is the
+                // command's fault, and the message names it and the limit, not the shim.
+                let reason = if e.kind() == std::io::ErrorKind::ArgumentListTooLong {
+                    let env = crate::exec_limits::environment_with(args.env.iter().cloned());
+                    crate::exec_limits::refused_message(&args.argv, &env)
+                } else {
+                    format!(
+                        "could not start the shim {}: {e}",
+                        self.shim_program.display()
+                    )
+                };
                 tracing::error!(run = run.id, "{reason}");
                 self.pending.push(Transition {
                     run_id: run.id,

@@ -365,6 +365,16 @@ fn spawn_command(a: &ShimArgs, dir: &RunDir, shim_pid: i32) -> Result<Child, Str
     //   died before that took effect (the signal would never come).
     process::spawn_clean_and_tied_to(&mut cmd, shim_pid);
     cmd.spawn().map_err(|e| {
+        if e.kind() == io::ErrorKind::ArgumentListTooLong {
+            // Name the command and the limit it passed; never copy the oversized arguments
+            // into the log and the run's reason.
+            let changes = a.env.iter().cloned().chain([("FAILPOINTS".into(), None)]);
+            let env = crate::exec_limits::environment_with(changes);
+            return format!(
+                "fleet: {}",
+                crate::exec_limits::refused_message(&a.argv, &env)
+            );
+        }
         format!(
             "fleet: could not start command {:?} in {}: {e}",
             a.argv,

@@ -1,9 +1,9 @@
 //! Descriptors: `flock` locks, close-on-exec pipes, the standard streams, and closing what a
 //! process inherited.
 //!
-//! Locks, pipes and the standard streams go through rustix; closing every descriptor above a
-//! number (`close_range`, or a walk of `/proc/self/fd` where the kernel lacks it) and moving a
-//! descriptor to a given number are raw libc calls, offered by neither crate.
+//! Locks, pipes and the standard streams go through rustix, `poll` through nix; closing every
+//! descriptor above a number (`close_range`, or a walk of `/proc/self/fd` where the kernel lacks
+//! it) and moving a descriptor to a given number are raw libc calls, offered by neither crate.
 
 use std::fs::File;
 use std::io;
@@ -56,6 +56,23 @@ fn flock(file: &File, operation: FlockOperation) -> io::Result<()> {
 /// Errors: the system is out of descriptors or memory.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?)
+}
+
+/// Whether nobody will ever read what is written to `fd` any more: the write end of a pipe whose
+/// readers have all closed it (or a socket or terminal that hung up), which `poll` reports
+/// without any write. Lets a command that has nothing to write for a while (`fleet logs
+/// --follow`) notice that its reader left. Does not block; `false` for a file, for a reader
+/// still there, or when `poll` fails.
+pub fn reader_gone(fd: impl AsFd) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout};
+    // No event asked for: POLLERR and POLLHUP are reported regardless.
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::empty())];
+    match nix::poll::poll(&mut fds, PollTimeout::ZERO) {
+        Ok(n) if n > 0 => fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP)),
+        _ => false,
+    }
 }
 
 /// Whether `fd` is closed by an `exec` (FD_CLOEXEC).

@@ -2,10 +2,10 @@
 //! calls libc directly.
 //!
 //! The calls go through `rustix` where it offers them (descriptors, locks, sockets, processes),
-//! through `nix` for signal sets and masks (which rustix leaves to the C library), and straight
-//! to libc only where neither crate offers the call: `fork`, `_exit`, signal dispositions,
-//! `sigtimedwait`, `close_range`, and the rewrite of the process's own command line. Each of
-//! those `unsafe` blocks says why it is sound.
+//! through `nix` for signal sets and masks and for `sysconf` (which rustix leaves to the C
+//! library), and straight to libc only where neither crate offers the call: `fork`, `_exit`,
+//! signal dispositions, `sigtimedwait`, `close_range`, and the rewrite of the process's own
+//! command line. Each of those `unsafe` blocks says why it is sound.
 //!
 //! Two functions are `unsafe fn` on purpose: [`files::close_from`] and
 //! [`files::keep_only_stdio_and`] close descriptors by number, which is sound only where nothing
@@ -22,7 +22,7 @@
 //!
 //! * [`signals`]: signal masks, dispositions, and waiting for a signal synchronously.
 //! * [`process`]: fork, exit, sessions, the parent-death signal, signalling and waiting for
-//!   processes, process names, and a process's start time.
+//!   processes, process names, a process's start time, and the exec size limit.
 //! * [`files`]: `flock` locks, pipes, and closing inherited descriptors.
 //! * [`fdpass`]: `SOCK_SEQPACKET` socket pairs, and messages that carry a descriptor
 //!   (`SCM_RIGHTS`).

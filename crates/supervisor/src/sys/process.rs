@@ -187,6 +187,16 @@ fn set_command_line(words: &[&str]) {
     unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), start as *mut u8, text.len()) };
 }
 
+/// The most bytes one exec may carry in arguments and environment together (strings with their
+/// terminating NULs, plus one pointer each), as `sysconf(_SC_ARG_MAX)` reports it: a quarter of
+/// the stack limit, at least 128 KiB. `None` if the system reports no limit or the call fails.
+pub fn arg_max() -> Option<usize> {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::ARG_MAX)
+        .ok()
+        .flatten()
+        .and_then(|n| usize::try_from(n).ok())
+}
+
 /// The start time of process `pid`: field 22 of `/proc/<pid>/stat`, in clock ticks since boot.
 /// With the pid it identifies a process without trusting a bare pid, which may be reused.
 /// `None` if the process does not exist or the file cannot be parsed. The file is parsed after

@@ -1,0 +1,75 @@
+//! `fleet daemon`: starts the fork server, the log and the runtime, then runs the supervisor
+//! (`supervisor::daemon::run`) until SIGTERM or SIGINT.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::cli::{load, Failure, Result};
+
+/// `fleet daemon`.
+pub fn daemon(path: &Path) -> Result<()> {
+    let config = load(path)?;
+    // Now, while this process has one thread: the fork server must be forked before the
+    // runtime (or anything else) starts threads, and before the daemon lock is taken.
+    // FLEET_FORK_SERVER=0 execs every shim instead (slower; for comparison and diagnosis).
+    let use_fork_server = match std::env::var_os("FLEET_FORK_SERVER") {
+        None => true,
+        Some(v) if v == "1" => true,
+        Some(v) if v == "0" => false,
+        Some(v) => {
+            return Err(Failure::input(format!(
+                "FLEET_FORK_SERVER must be 0 or 1, not {v:?}"
+            )))
+        }
+    };
+    // Signals the daemon relies on (SIGTERM, SIGINT, SIGHUP) must not stay blocked because
+    // whoever started it had them blocked: tokio's handlers would never run. The mask is this
+    // thread's, the only one yet, so every thread started later inherits the empty mask. A
+    // refusal leaves the mask as it was, as it always did.
+    let _ = supervisor::sys::signals::unblock_all();
+    let fork_server = if use_fork_server {
+        supervisor::shim::forkserver::ForkServer::start().map_err(|e| e.to_string())
+    } else {
+        Err("FLEET_FORK_SERVER=0".to_string())
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // A log line that cannot be written (stderr a pipe whose reader left, a full disk) is
+        // dropped. With internal errors on, the subscriber reports the failure with
+        // `eprintln!`, which panics on that same stderr and would take the daemon down.
+        .log_internal_errors(false)
+        .init();
+    let shim_program = std::env::current_exe()
+        .map_err(|e| Failure::action(format!("cannot find the fleet binary for the shim: {e}")))?;
+    let fork_server = match fork_server {
+        Ok(server) => Some(std::sync::Arc::new(server)),
+        Err(why) => {
+            tracing::warn!("no fork server ({why}): every shim is exec'd");
+            None
+        }
+    };
+    let options = supervisor::daemon::DaemonOptions {
+        config_path: path.to_path_buf(),
+        shim_program,
+        fork_server,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::action(format!("cannot start the runtime: {e}")))?;
+    let result = runtime.block_on(supervisor::daemon::run(config, options));
+    // Shim watchers and adopted-run waiters must not hold up the exit.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    result.map_err(|e| match e {
+        supervisor::daemon::DaemonError::StateDir(
+            ref inner @ supervisor::statedir::StateDirError::Unusable { .. },
+        ) => Failure::input(inner),
+        other => Failure::action(other),
+    })
+}
