@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use store::{CancelOutcome, NewRun, RunFilter, RunStatus, Store, Trigger};
 use supervisor::config::{Config, ConfigErrors};
 use supervisor::control::{self, Nudge};
-use supervisor::statedir::StateDir;
+use supervisor::statedir::{StateDir, StateDirError};
 
 use crate::output;
 
@@ -211,16 +211,28 @@ fn load_for_reading(path: &Path) -> Result<(StateDir, Option<Config>, Option<Con
     }
 }
 
-/// Opens the existing store of a state directory; `None` when nothing was ever queued.
+/// Opens the existing store of a state directory; `None` when nothing was ever queued (and
+/// only then: one this user may not read is an error).
 fn open_existing_at(state: &StateDir) -> Result<Option<Store>> {
-    state.open_existing_store().map_err(Failure::input)
+    state.open_existing_store().map_err(state_failure)
 }
 
 /// Opens the store for a command that writes (creating the state directory if needed).
 fn open_store(config: &Config) -> Result<Store> {
     StateDir::new(&config.state_dir)
         .open_store()
-        .map_err(Failure::input)
+        .map_err(state_failure)
+}
+
+/// The exit status of a state directory that cannot be used: 1 when the system refused this
+/// user (permission denied: the action failed, the input was fine), 2 otherwise (a state_dir
+/// that is not a directory, a database written by a newer fleet).
+fn state_failure(e: StateDirError) -> Failure {
+    if e.is_permission_denied() {
+        Failure::action(e)
+    } else {
+        Failure::input(e)
+    }
 }
 
 fn daemon(path: &Path) -> Result<()> {
@@ -280,8 +292,8 @@ fn daemon(path: &Path) -> Result<()> {
     runtime.shutdown_timeout(Duration::from_millis(100));
     result.map_err(|e| match e {
         supervisor::daemon::DaemonError::StateDir(
-            ref inner @ supervisor::statedir::StateDirError::Unusable { .. },
-        ) => Failure::input(inner),
+            inner @ (StateDirError::Unusable { .. } | StateDirError::Inaccessible { .. }),
+        ) => state_failure(inner),
         other => Failure::action(other),
     })
 }
@@ -442,10 +454,18 @@ fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
         let done = match store.get_run(run) {
             Ok(r) if r.status.is_terminal() => true,
             Ok(r) if r.status.is_active() => {
-                supervisor::shim::rundir::RunDir::new(state.root(), run)
-                    .read_exit()
-                    .ok()
-                    .flatten()
+                let dir = supervisor::shim::rundir::RunDir::new(state.root(), run);
+                // An exit record that cannot be read must not pass for none: that would follow
+                // a run that ended forever.
+                dir.read_exit()
+                    .map_err(|e| {
+                        Failure::action(format!(
+                            "{}: {e}",
+                            dir.path()
+                                .join(supervisor::shim::rundir::EXIT_FILE)
+                                .display()
+                        ))
+                    })?
                     .is_some_and(|e| e.token == r.claim_token)
             }
             _ => false,

@@ -22,8 +22,8 @@
 //!
 //! * [`signals`]: signal masks, dispositions, and waiting for a signal synchronously.
 //! * [`process`]: fork, exit, sessions, the parent-death signal, signalling and waiting for
-//!   processes, process names, and a process's start time.
-//! * [`files`]: `flock` locks, pipes, and closing inherited descriptors.
+//!   processes, process names, and a process's start time and whether it still runs.
+//! * [`files`]: `flock` locks, pipes, closing inherited descriptors, and access checks.
 //! * [`fdpass`]: `SOCK_SEQPACKET` socket pairs, and messages that carry a descriptor
 //!   (`SCM_RIGHTS`).
 
