@@ -98,6 +98,11 @@ pub fn process_gone(pid: i32) -> bool {
     matches!(proc_state(pid), None | Some(('Z' | 'X' | 'x', _)))
 }
 
+/// Whether `pid` has exited but was not reaped yet by its parent (state `Z` in /proc).
+pub fn is_zombie(pid: i32) -> bool {
+    matches!(proc_state(pid), Some(('Z', _)))
+}
+
 /// Live (non-zombie) processes in process group `pgid`.
 pub fn group_members(pgid: i32) -> Vec<i32> {
     let mut out = Vec::new();

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand};
 use store::Store;
 use supervisor::config::{Config, ConfigErrors};
-use supervisor::statedir::StateDir;
+use supervisor::statedir::{StateDir, StateDirError};
 
 use crate::console::{self, READER_GONE};
 use crate::output;
@@ -340,14 +340,26 @@ pub fn load_for_reading(path: &Path) -> Result<(StateDir, Option<Config>, Option
     }
 }
 
-/// Opens the existing store of a state directory; `None` when nothing was ever queued.
+/// Opens the existing store of a state directory; `None` when nothing was ever queued (and
+/// only then: one this user may not read is an error).
 pub fn open_existing_at(state: &StateDir) -> Result<Option<Store>> {
-    state.open_existing_store().map_err(Failure::input)
+    state.open_existing_store().map_err(state_failure)
 }
 
 /// Opens the store for a command that writes (creating the state directory if needed).
 pub fn open_store(config: &Config) -> Result<Store> {
     StateDir::new(&config.state_dir)
         .open_store()
-        .map_err(Failure::input)
+        .map_err(state_failure)
+}
+
+/// The exit status of a state directory that cannot be used: 1 when the system refused this
+/// user (permission denied: the action failed, the input was fine), 2 otherwise (a state_dir
+/// that is not a directory, a database written by a newer fleet).
+pub fn state_failure(e: StateDirError) -> Failure {
+    if e.is_permission_denied() {
+        Failure::action(e)
+    } else {
+        Failure::input(e)
+    }
 }

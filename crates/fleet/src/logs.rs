@@ -38,10 +38,18 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
         // record of the current claim.
         let done = match store.get_run(run) {
             Ok(r) if r.status.is_terminal() => true,
+            // An exit record that cannot be read must not pass for none: that would follow a
+            // run that ended forever.
             Ok(r) if r.status.is_active() => dir
                 .read_exit()
-                .ok()
-                .flatten()
+                .map_err(|e| {
+                    Failure::action(format!(
+                        "{}: {e}",
+                        dir.path()
+                            .join(supervisor::shim::rundir::EXIT_FILE)
+                            .display()
+                    ))
+                })?
                 .is_some_and(|e| e.token == r.claim_token),
             _ => false,
         };

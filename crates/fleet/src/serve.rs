@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::time::Duration;
+use supervisor::statedir::StateDirError;
 
 use crate::cli::{load, Failure, Result};
 
@@ -68,8 +69,8 @@ pub fn daemon(path: &Path) -> Result<()> {
     runtime.shutdown_timeout(Duration::from_millis(100));
     result.map_err(|e| match e {
         supervisor::daemon::DaemonError::StateDir(
-            ref inner @ supervisor::statedir::StateDirError::Unusable { .. },
-        ) => Failure::input(inner),
+            inner @ (StateDirError::Unusable { .. } | StateDirError::Inaccessible { .. }),
+        ) => crate::cli::state_failure(inner),
         other => Failure::action(other),
     })
 }

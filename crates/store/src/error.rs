@@ -40,8 +40,9 @@ pub enum StoreError {
         /// The status asked for.
         to: RunStatus,
     },
-    /// The caller's epoch is not the current one: another daemon took over the state directory.
-    #[error("epoch {ours} is stale: the state directory was taken over (epoch {current})")]
+    /// The caller's epoch is not the current one: another daemon took over the state directory
+    /// (a newer epoch), or the database was replaced by an older copy of itself (an older one).
+    #[error("{}", fenced_message(*ours, *current))]
     Fenced {
         /// The epoch the caller holds.
         ours: i64,
@@ -68,6 +69,29 @@ impl StoreError {
             StoreError::Sqlite(e) => crate::sqlite::is_busy(e),
             _ => false,
         }
+    }
+
+    /// True when the database could not be opened because the system refused this user access
+    /// to it, or to a folder on its way (permission denied): the path is in the error.
+    pub fn is_permission_denied(&self) -> bool {
+        match self {
+            StoreError::Open { source, .. } => source
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied),
+            _ => false,
+        }
+    }
+}
+
+/// What [`StoreError::Fenced`] says: an epoch only grows, so an older one in the database means
+/// the database itself was replaced.
+fn fenced_message(ours: i64, current: i64) -> String {
+    if current < ours {
+        format!(
+            "the database holds epoch {current}, older than this daemon's epoch {ours}: it was replaced by an older copy (a restored backup?)"
+        )
+    } else {
+        format!("epoch {ours} is stale: the state directory was taken over (epoch {current})")
     }
 }
 

@@ -4,13 +4,45 @@
 //!
 //! It only reads. It is safe to run while the daemon runs; a run caught between its claim and
 //! its shim taking the lock is given [`STARTING_GRACE_MS`] before it counts as shim-less.
+//!
+//! It never vouches for what it could not read: a run folder, lock or record that exists but
+//! cannot be read (permission denied, not a valid record) fails the whole check, naming the
+//! file ([`CheckError::Unreadable`]); only a file that does not exist is an answer.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use store::{Millis, RunId, RunStatus, Store, StoreError};
 
-use crate::shim::rundir::{list_run_ids, RunDir};
+use crate::shim::rundir::{
+    list_run_ids, RunDir, EXIT_FILE, LOCK_FILE, RUNS_DIR, STARTED_FILE, TOMBSTONES_FILE,
+};
 use crate::statedir::StateDir;
+
+/// Why `fleet check` could not check.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The database could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A file of the state directory exists but could not be read (or is not a valid record):
+    /// nothing can be said about what it holds.
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the system said (or why the record is not valid).
+        source: std::io::Error,
+    },
+}
+
+/// Tags an I/O error with the file it concerns.
+fn at<T>(path: &Path, result: std::io::Result<T>) -> Result<T, CheckError> {
+    result.map_err(|source| CheckError::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    })
+}
 
 /// How long a `starting` run may go without a live shim before `check` calls it a violation:
 /// the shim is spawned right after the claim commits, but takes a moment to lock.
@@ -84,9 +116,11 @@ impl Report {
 
 /// Runs every check against one state directory.
 ///
-/// Errors: the database cannot be read. Unreadable run files are reported as what they imply
-/// (a missing started record, a free lock), never skipped silently.
-pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, StoreError> {
+/// Errors: the database cannot be read ([`CheckError::Store`]), or a run folder or run file
+/// exists but cannot be read or parsed ([`CheckError::Unreadable`], naming it): a file that
+/// cannot be read is never taken for a missing one, nor a lock that cannot be probed for a free
+/// one.
+pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, CheckError> {
     let mut report = Report::default();
     let runs = store.list_runs(&store::RunFilter::default())?;
     let events = store.events_after(0)?;
@@ -182,10 +216,11 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Sto
             .or_default()
             .push(run.id);
         let dir = RunDir::new(state.root(), run.id);
-        if dir.is_locked().unwrap_or(false) {
+        if at(&dir.path().join(LOCK_FILE), dir.is_locked())? {
             continue;
         }
-        let ended = matches!(dir.read_exit(), Ok(Some(e)) if e.token == run.claim_token);
+        let exit = at(&dir.path().join(EXIT_FILE), dir.read_exit())?;
+        let ended = matches!(exit, Some(e) if e.token == run.claim_token);
         if ended {
             report.awaiting_finalize.push(run.id);
             continue;
@@ -213,8 +248,7 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Sto
             });
         }
     }
-    let dirs: BTreeSet<RunId> = list_run_ids(state.root())
-        .unwrap_or_default()
+    let dirs: BTreeSet<RunId> = at(&state.root().join(RUNS_DIR), list_run_ids(state.root()))?
         .into_iter()
         .collect();
     report.run_dirs = dirs.len();
@@ -222,7 +256,7 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Sto
         // The shims' own record of starts: the ground truth the database may never have seen
         // (a late shim that ignored a tombstone would start the command behind its back).
         let dir = RunDir::new(state.root(), id);
-        let Ok(Some(started)) = dir.read_started() else {
+        let Some(started) = at(&dir.path().join(STARTED_FILE), dir.read_started())? else {
             continue;
         };
         let mut tokens = started.history.clone();
@@ -242,7 +276,7 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Sto
             });
         }
         for t in tokens {
-            if dir.is_tombstoned(t).unwrap_or(false) {
+            if at(&dir.path().join(TOMBSTONES_FILE), dir.is_tombstoned(t))? {
                 report.violations.push(Violation {
                     kind: ViolationKind::DoubleStart,
                     run_id: Some(id),
@@ -255,10 +289,10 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Sto
     }
     for id in dirs {
         let dir = RunDir::new(state.root(), id);
-        if !dir.is_locked().unwrap_or(false) {
+        if !at(&dir.path().join(LOCK_FILE), dir.is_locked())? {
             continue;
         }
-        let token = dir.read_started().ok().flatten().map(|s| s.token);
+        let token = at(&dir.path().join(STARTED_FILE), dir.read_started())?.map(|s| s.token);
         let fine = match by_id.get(&id) {
             Some(run) => run.status.is_active() && token.is_none_or(|t| t == run.claim_token),
             None => false,

@@ -28,9 +28,10 @@ pub struct ShimIdentity {
 }
 
 impl ShimIdentity {
-    /// True while that exact process is alive (same pid, same start time).
+    /// True while that exact process is alive (same pid, same start time) and has not ended: a
+    /// shim that exited and waits to be reaped (a zombie) keeps both, but is dead.
     pub fn is_alive(&self) -> bool {
-        process::start_time(self.pid) == Some(self.start_time)
+        process::is_running(self.pid, self.start_time)
     }
 
     /// Sends `signal` (a signal number, e.g. `libc::SIGTERM`) to the shim if, and only if, it
@@ -126,5 +127,30 @@ impl SlotPool {
                 namespace: s.namespace.clone(),
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shim that exited but is not reaped yet (a zombie) is dead: it is neither alive nor
+    /// signalled.
+    #[test]
+    fn a_zombie_shim_is_dead() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        let shim = ShimIdentity {
+            pid,
+            start_time: process::start_time(pid).expect("the child's start time"),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !process::has_exited(pid).unwrap() {
+            assert!(std::time::Instant::now() < deadline, "`true` never ended");
+            std::thread::yield_now();
+        }
+        assert!(!shim.is_alive());
+        assert!(!shim.signal(libc::SIGTERM));
+        child.wait().unwrap();
     }
 }

@@ -3,11 +3,17 @@
 //!
 //! It owns paths and the daemon lock only: it must never read or write a run's files (that is
 //! `shim::rundir`) nor hold the database beyond opening it.
+//!
+//! Two rules run through it. Whether a daemon holds the directory is the lock's to say, never a
+//! pid's: a daemon that died (even one its parent has not reaped yet, a zombie) holds no lock.
+//! And a file that exists but cannot be read is never taken for a missing one: "permission
+//! denied", naming the path, is a different answer from "nothing there yet".
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read, Seek, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use store::Store;
 
@@ -24,6 +30,15 @@ pub enum StateDirError {
         /// What the system said.
         source: io::Error,
     },
+    /// The state directory or its database exists but this user may not use it (or it is not
+    /// what fleet expects there): never taken for a missing one.
+    #[error("{}: {source}", path.display())]
+    Inaccessible {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
     /// Another daemon holds the state directory: one runner per install, or two daemons would
     /// each believe a schedule occurrence theirs to handle.
     #[error("another fleet daemon (pid {}) holds the state directory {}", pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()), path.display())]
@@ -33,9 +48,34 @@ pub enum StateDirError {
         /// The state directory.
         path: PathBuf,
     },
+    /// The state directory, its database or its daemon lock is no longer the file this daemon
+    /// opened: removed, or replaced by another (a directory moved into its place, a copy of the
+    /// database renamed over it, a restored backup). The daemon must stop: what it would write
+    /// goes nowhere anyone reads, and another daemon may take what is there now.
+    #[error("state directory {}: {what}", path.display())]
+    Replaced {
+        /// The state directory.
+        path: PathBuf,
+        /// What changed, in words.
+        what: String,
+    },
     /// The database could not be opened.
     #[error(transparent)]
     Store(#[from] store::StoreError),
+}
+
+impl StateDirError {
+    /// True when the system refused this user access to a file of the state directory
+    /// (permission denied): the action failed for this user, which is not bad input.
+    pub fn is_permission_denied(&self) -> bool {
+        match self {
+            StateDirError::Unusable { source, .. } | StateDirError::Inaccessible { source, .. } => {
+                source.kind() == io::ErrorKind::PermissionDenied
+            }
+            StateDirError::Store(e) => e.is_permission_denied(),
+            StateDirError::Held { .. } | StateDirError::Replaced { .. } => false,
+        }
+    }
 }
 
 /// Paths inside one state directory. Creating it is explicit ([`StateDir::ensure`]).
@@ -79,11 +119,17 @@ impl StateDir {
             path: self.root.clone(),
             source,
         };
-        if self.root.exists() && !self.root.is_dir() {
-            return Err(unusable(io::Error::new(
-                io::ErrorKind::NotADirectory,
-                "exists and is not a directory",
-            )));
+        // `Path::exists` says "no" for a directory it may not look into: ask, and keep the answer.
+        match std::fs::metadata(&self.root) {
+            Ok(meta) if !meta.is_dir() => {
+                return Err(unusable(io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    "exists and is not a directory",
+                )))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(unusable(e)),
         }
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -102,22 +148,49 @@ impl StateDir {
         Ok(())
     }
 
-    /// Opens the database, creating the directory first. Errors name the directory or file.
+    /// Opens the database, creating the directory first. Errors name the directory or file: a
+    /// database this user may not read and write is [`StateDirError::Inaccessible`] with
+    /// "permission denied" ([`StateDirError::is_permission_denied`]).
     pub fn open_store(&self) -> Result<Store, StateDirError> {
         self.ensure()?;
+        self.may_use_db(true)?;
         Ok(Store::open(&self.db_path(), store::DEFAULT_BUSY_TIMEOUT)?)
     }
 
     /// Opens the database only if it exists (read-only commands must not create a state
-    /// directory as a side effect). `Ok(None)` when there is no database yet.
+    /// directory as a side effect). `Ok(None)` when there is no database yet — and only then: a
+    /// database, or a state directory, this user may not read is an error naming it ("permission
+    /// denied"), never an empty install.
     pub fn open_existing_store(&self) -> Result<Option<Store>, StateDirError> {
-        if !self.db_path().exists() {
+        if !self.may_use_db(false)? {
             return Ok(None);
         }
         Ok(Some(Store::open(
             &self.db_path(),
             store::DEFAULT_BUSY_TIMEOUT,
         )?))
+    }
+
+    /// Whether fleet.db exists (`Ok(false)`: it does not), and this user may read it (and with
+    /// `write`, write it). SQLite's own refusal only says "unable to open database file"; this
+    /// says which file, and why.
+    fn may_use_db(&self, write: bool) -> Result<bool, StateDirError> {
+        let db = self.db_path();
+        match files::may_access(&db, write) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            // `stat` needs only to pass through the folders: refused too, it is the state
+            // directory itself that may not be entered, and that is the path to name.
+            Err(source) => match std::fs::metadata(&db) {
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    Err(StateDirError::Inaccessible {
+                        path: self.root.clone(),
+                        source,
+                    })
+                }
+                _ => Err(StateDirError::Inaccessible { path: db, source }),
+            },
+        }
     }
 
     /// Takes the exclusive daemon lock without waiting, and writes this process's pid into it.
@@ -145,10 +218,12 @@ impl StateDir {
         // copy of the lock until its exec closes it (close-on-exec acts at exec, not at fork).
         // So a lock held while the daemon named in the file is dead is waited for, briefly;
         // a lock held by a live daemon is refused at once.
-        let deadline = std::time::Instant::now() + HOLDER_GONE_WAIT;
+        // (A probe of `fleet status` holds it for an instant too: it is looked at again.)
+        let deadline = Instant::now() + HOLDER_GONE_WAIT;
         while !files::try_lock_exclusive(&file).map_err(unusable)? {
-            let holder = self.daemon_holder().ok().flatten();
-            if holder.is_some() || std::time::Instant::now() >= deadline {
+            // The pid, not the lock: `daemon_holder` would probe the lock this loop is taking.
+            let holder = named_holder(&file);
+            if holder.is_some() || Instant::now() >= deadline {
                 let mut text = String::new();
                 file.rewind().map_err(unusable)?;
                 let _ = file.read_to_string(&mut text);
@@ -157,7 +232,7 @@ impl StateDir {
                     path: self.root.clone(),
                 });
             }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(10));
         }
         file.set_len(0).map_err(unusable)?;
         file.rewind().map_err(unusable)?;
@@ -166,35 +241,161 @@ impl StateDir {
         let start = process::start_time(pid).unwrap_or(0);
         writeln!(file, "{pid} {start}").map_err(unusable)?;
         file.sync_all().map_err(unusable)?;
-        Ok(DaemonLock { _file: file })
+        Ok(DaemonLock { file })
     }
 
     /// The pid of the daemon holding this state directory, or `None` when no daemon holds it.
     ///
-    /// Read-only, and it never touches the lock: a probe that took the lock even for an instant
-    /// could make a daemon starting at that instant believe the directory held. The lock file
-    /// names the holder's pid and start time; the holder is alive when that very process is.
+    /// The lock is the authority, not a pid: a daemon that died holds no lock, even while its
+    /// parent has not reaped it (a zombie keeps its pid and start time, but the kernel dropped
+    /// its locks when it exited). The probe takes no exclusive lock ([`files::is_locked_exclusively`]):
+    /// it never keeps out a reader, and a daemon starting at that very instant looks again. The
+    /// lock file names the holder's pid and start time; a held lock whose named process is not
+    /// running yet (a daemon between taking the lock and writing its pid), or no more (a child
+    /// a dead daemon was forking keeps a copy until its exec), is looked at again for up to
+    /// [`HOLDER_GONE_WAIT`]. Still held after that: the pid the file names (the lock says a
+    /// daemon holds the directory, perhaps in another pid namespace, where its pid means
+    /// nothing here).
+    ///
+    /// Errors: the lock file cannot be opened (permission denied: the caller names the file),
+    /// or it stays held by a process that names no pid in it.
     pub fn daemon_holder(&self) -> io::Result<Option<i32>> {
-        let text = match std::fs::read_to_string(self.lock_path()) {
-            Ok(t) => t,
+        let file = match File::open(self.lock_path()) {
+            Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut parts = text.split_whitespace().map(|p| p.parse::<u64>().ok());
-        let (Some(Some(pid)), Some(Some(start))) = (parts.next(), parts.next()) else {
-            return Ok(None);
-        };
-        let pid = pid as i32;
-        Ok((process::start_time(pid) == Some(start)).then_some(pid))
+        let deadline = Instant::now() + HOLDER_GONE_WAIT;
+        loop {
+            if !files::is_locked_exclusively(&file)? {
+                return Ok(None);
+            }
+            if let Some(pid) = named_holder(&file) {
+                return Ok(Some(pid));
+            }
+            if Instant::now() >= deadline {
+                return match read_holder(&file) {
+                    Some((pid, _)) => Ok(Some(pid)),
+                    None => Err(io::Error::other(
+                        "held by a process that does not name itself in it (not a fleet daemon?)",
+                    )),
+                };
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
+
+    /// Records what this daemon opened: the device and inode of the state directory, of
+    /// fleet.db, and of the lock file `lock` holds. Call once the lock is held and the database
+    /// open; [`StateDir::check_opened`] compares the paths with it later.
+    ///
+    /// Errors: [`StateDirError::Unusable`] naming the file that cannot be looked at.
+    pub fn opened(&self, lock: &DaemonLock) -> Result<Opened, StateDirError> {
+        let at = |path: PathBuf| {
+            std::fs::metadata(&path)
+                .map(|m| FileId::of(&m))
+                .map_err(|source| StateDirError::Unusable { path, source })
+        };
+        Ok(Opened {
+            root: at(self.root.clone())?,
+            db: at(self.db_path())?,
+            lock: lock
+                .file
+                .metadata()
+                .map(|m| FileId::of(&m))
+                .map_err(|source| StateDirError::Unusable {
+                    path: self.lock_path(),
+                    source,
+                })?,
+        })
+    }
+
+    /// Checks that the state directory, fleet.db and daemon.lock found at their paths now are
+    /// still the ones in `opened` (same device and inode). A few `stat` calls: cheap enough for
+    /// every tick.
+    ///
+    /// Errors: [`StateDirError::Replaced`] saying which was removed or replaced. A look that
+    /// fails for any other reason than a missing file proves nothing, and passes: the next look
+    /// tries again.
+    pub fn check_opened(&self, opened: &Opened) -> Result<(), StateDirError> {
+        let checks = [
+            (self.root.clone(), opened.root, "the state directory"),
+            (self.db_path(), opened.db, "its database fleet.db"),
+            (self.lock_path(), opened.lock, "its daemon lock daemon.lock"),
+        ];
+        for (path, was, name) in checks {
+            let what = match std::fs::metadata(&path) {
+                Ok(m) if FileId::of(&m) == was => continue,
+                Ok(_) => format!("{name} was replaced by another file since this daemon opened it"),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    format!("{name} was removed while this daemon used it")
+                }
+                Err(_) => continue,
+            };
+            return Err(StateDirError::Replaced {
+                path: self.root.clone(),
+                what,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The pid and start time the lock file names (the holder writes `PID START`), read through
+/// `file`, so from the very file whose lock was probed. `None` if the file names none (a holder
+/// that has not written it yet).
+fn read_holder(file: &File) -> Option<(i32, u64)> {
+    let mut buf = [0u8; 64];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    let mut parts = text.split_whitespace().map(|p| p.parse::<u64>().ok());
+    let (Some(Some(pid)), Some(Some(start))) = (parts.next(), parts.next()) else {
+        return None;
+    };
+    Some((i32::try_from(pid).ok()?, start))
+}
+
+/// The pid the lock file names, if that very process (same start time) is running; a zombie is
+/// not. Reads the file only, never the lock.
+fn named_holder(file: &File) -> Option<i32> {
+    let (pid, start) = read_holder(file)?;
+    process::is_running(pid, start).then_some(pid)
+}
+
+/// A file's device and inode: what it is, whatever path leads to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    fn of(meta: &Metadata) -> FileId {
+        FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+}
+
+/// What a daemon opened, by device and inode: its state directory, fleet.db and daemon.lock
+/// (see [`StateDir::opened`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opened {
+    root: FileId,
+    db: FileId,
+    lock: FileId,
 }
 
 /// How long [`StateDir::lock_daemon`] waits for a lock whose daemon is dead (a child it was
 /// forking still holds a copy until its exec).
-pub const HOLDER_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+pub const HOLDER_GONE_WAIT: Duration = Duration::from_secs(3);
 
 /// The held daemon lock. Dropping it releases the state directory.
 #[derive(Debug)]
 pub struct DaemonLock {
-    _file: File,
+    file: File,
 }
+
+#[cfg(test)]
+mod tests;

@@ -35,6 +35,17 @@ fn set_up(c: &mut Connection, busy_timeout: Duration) -> rusqlite::Result<()> {
     )
 }
 
+/// Why the database at `path` cannot be opened, when the file system says it plainly: SQLite
+/// only says "unable to open database file", which does not tell a missing file from one in a
+/// folder this user may not look into. Looks with `stat` only: opening the file to find out
+/// would close a descriptor on it, and closing any descriptor on a SQLite database drops the
+/// POSIX locks this process's other connections hold on it. `None` when `stat` sees nothing
+/// wrong.
+fn why_not(path: &Path) -> Option<Box<dyn std::error::Error + Send + Sync>> {
+    let e = std::fs::metadata(path).err()?;
+    (e.kind() == std::io::ErrorKind::PermissionDenied).then(|| Box::new(e) as _)
+}
+
 impl SqliteStore {
     /// Opens (creating if missing) the database at `path`, in WAL mode with the given busy
     /// timeout, and brings its schema up to date.
@@ -62,7 +73,7 @@ impl SqliteStore {
                 Err(e) if is_busy(&e) && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(10));
                 }
-                Err(e) => return Err(open_err(Box::new(e))),
+                Err(e) => return Err(open_err(why_not(path).unwrap_or_else(|| Box::new(e)))),
             }
         };
         let migrations = schema::migrations();

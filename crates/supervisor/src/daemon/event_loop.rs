@@ -7,9 +7,14 @@
 //! into exactly one more. A tick alone runs an EVAL only if something may have changed
 //! ([`TickFilter`]).
 //!
+//! At every tick it also checks that the state directory is still the one this daemon opened
+//! ([`still_opened`]): one removed or replaced under it (`rm -rf`, a directory or a database
+//! moved into its place, a restored backup) ends the loop, since nothing it would write could
+//! ever be read, and a daemon started meanwhile may have taken what is there now.
+//!
 //! This module decides *when* to EVAL, never *what* an EVAL does: it must not touch the
 //! database or the slot pool except through the phases ([`Daemon::recover`],
-//! [`Daemon::reload_config`], [`Daemon::eval`]).
+//! [`Daemon::reload_config`], [`Daemon::eval`]) and the epoch read of [`still_opened`].
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -18,6 +23,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::events::{Event, Inbox};
 use super::state::Daemon;
+use crate::statedir::{Opened, StateDirError};
 
 /// A tick runs a full EVAL at least this often, even when nothing seems to have changed.
 pub const FULL_EVAL_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
@@ -27,7 +33,16 @@ pub const RELOAD_SETTLE: Duration = Duration::from_millis(300);
 
 /// Runs the loop until a stop signal, or until the daemon is fenced off
 /// ([`Daemon::fenced`]). `reload_due`: reload at this instant (the file changed during setup).
-pub(super) async fn run(daemon: &mut Daemon, mut inbox: Inbox, reload_due: Option<Instant>) {
+/// `opened`: the state directory as the daemon opened it.
+///
+/// Errors: the state directory, its database or its lock is no longer the one in `opened`
+/// ([`StateDirError::Replaced`]); the loop has stopped.
+pub(super) async fn run(
+    daemon: &mut Daemon,
+    mut inbox: Inbox,
+    reload_due: Option<Instant>,
+    opened: &Opened,
+) -> Result<(), StateDirError> {
     let mut wake = Wakeup {
         reload_due,
         reload_now: false,
@@ -35,6 +50,7 @@ pub(super) async fn run(daemon: &mut Daemon, mut inbox: Inbox, reload_due: Optio
     };
     let mut ticks = TickFilter::open(&daemon.store).await;
     let mut tick = ticker(daemon.config.tick);
+    let mut last_look = Instant::now();
     loop {
         let due = wake.timer(daemon);
         let by_tick = tokio::select! {
@@ -47,7 +63,18 @@ pub(super) async fn run(daemon: &mut Daemon, mut inbox: Inbox, reload_due: Optio
         }
         if let Some(signal) = wake.stop {
             tracing::info!("{signal}: stopping; shims keep running and will be adopted");
-            return;
+            return Ok(());
+        }
+        // At every tick, and at least once a tick however busy the loop is.
+        if by_tick || last_look.elapsed() >= daemon.config.tick {
+            last_look = Instant::now();
+            if let Err(e) = still_opened(daemon, opened).await {
+                tracing::error!(
+                    error = %e,
+                    "the state directory changed under the daemon; stopping (start it again to use the one there now; the shims of its runs keep running)"
+                );
+                return Err(e);
+            }
         }
         if wake.reload_due.is_some_and(|at| at <= Instant::now()) {
             wake.reload_due = None;
@@ -79,8 +106,41 @@ pub(super) async fn run(daemon: &mut Daemon, mut inbox: Inbox, reload_due: Optio
         ticks.last_eval = Some((Instant::now(), SystemTime::now()));
         daemon.eval().await;
         if daemon.fenced.is_some() {
-            return;
+            return Ok(());
         }
+    }
+}
+
+/// Whether the state directory at its path is still the one this daemon opened: the same
+/// directory, fleet.db and daemon.lock (device and inode, [`crate::statedir::StateDir::check_opened`]),
+/// and a database that still holds this daemon's epoch. The epoch catches what the inodes
+/// cannot: a backup restored into the database in place (by SQLite's own restore) holds the
+/// older epoch it was copied at.
+///
+/// Errors: [`StateDirError::Replaced`], saying what changed. A database read that fails (busy,
+/// gone) proves nothing here: the EVAL reports it.
+async fn still_opened(daemon: &Daemon, opened: &Opened) -> Result<(), StateDirError> {
+    daemon.state.check_opened(opened)?;
+    let store = daemon.store.clone();
+    let epoch = tokio::task::spawn_blocking(move || store.epoch())
+        .await
+        .expect("reading the epoch panicked");
+    match epoch {
+        Ok(now) if now != daemon.epoch => Err(StateDirError::Replaced {
+            path: daemon.state.root().to_path_buf(),
+            what: if now < daemon.epoch {
+                format!(
+                    "its database fleet.db holds epoch {now}, older than this daemon's epoch {}: it was replaced by an older copy (a restored backup?)",
+                    daemon.epoch
+                )
+            } else {
+                format!(
+                    "its database fleet.db holds epoch {now}, newer than this daemon's epoch {}: another daemon took it over",
+                    daemon.epoch
+                )
+            },
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -84,8 +84,9 @@ pub struct DaemonOptions {
 /// Errors: the state directory is unusable or held by another daemon (the caller exits 1,
 /// naming the holder's pid), the database cannot be opened, or signal handlers or the control
 /// socket cannot be set up; and, once running, a newer daemon fenced this one off
-/// ([`DaemonError::Store`]). Nothing a config edit, a busy database or a failing command does
-/// makes it return.
+/// ([`DaemonError::Store`]), or the state directory, its database or its lock was removed or
+/// replaced under it ([`StateDirError::Replaced`], noticed within a tick). Nothing a config
+/// edit, a busy database or a failing command does makes it return.
 pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonError> {
     // Reads FAILPOINTS (tests inject crashes by name); a no-op without the `failpoints` feature.
     let _failpoints = crate::failpoints::scenario().map_err(|e| DaemonError::Io {
@@ -118,6 +119,8 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         .expect("take_over panicked")?
     };
     tracing::info!(epoch, state_dir = %state.root().display(), "took over the state directory");
+    // What was opened, to notice at every tick a state directory removed or replaced under us.
+    let opened = state.opened(&_lock)?;
 
     let (events, inbox) = events::channel();
     let socket = state.socket_path();
@@ -155,9 +158,13 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         what: "installing a signal handler".into(),
         source,
     })?;
-    event_loop::run(&mut daemon, inbox, reload_due).await;
+    let ended = event_loop::run(&mut daemon, inbox, reload_due, &opened).await;
     signals.abort();
     control.abort();
+    if let Err(err) = ended {
+        // The socket path, if anything is there now, belongs to another state directory.
+        return Err(DaemonError::StateDir(err));
+    }
     if let Some(err) = daemon.fenced.take() {
         // The socket now belongs to the daemon that fenced us off: leave it.
         return Err(DaemonError::Store(err));

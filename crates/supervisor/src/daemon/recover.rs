@@ -151,15 +151,23 @@ fn settle_active(
 /// `fleet check`.
 fn report_unrecorded_shims(state_dir: &Path, active: &[Run]) {
     let active_ids: BTreeSet<RunId> = active.iter().map(|r| r.id).collect();
-    let Ok(ids) = crate::shim::rundir::list_run_ids(state_dir) else {
-        return;
+    let ids = match crate::shim::rundir::list_run_ids(state_dir) {
+        Ok(ids) => ids,
+        Err(e) => {
+            // Not "no shims": unread, which is said.
+            let runs = state_dir.join(crate::shim::rundir::RUNS_DIR);
+            tracing::warn!(error = %e, path = %runs.display(), "cannot list the run folders; shims the database does not know of go unreported");
+            return;
+        }
     };
     for id in ids {
         if active_ids.contains(&id) {
             continue;
         }
-        if RunDir::new(state_dir, id).is_locked().unwrap_or(false) {
-            tracing::warn!(run = id, "a live shim holds a run the database does not record as active; left alone (see `fleet check`)");
+        match RunDir::new(state_dir, id).is_locked() {
+            Ok(true) => tracing::warn!(run = id, "a live shim holds a run the database does not record as active; left alone (see `fleet check`)"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(run = id, error = %e, "cannot probe the run's lock; left alone (see `fleet check`)"),
         }
     }
 }

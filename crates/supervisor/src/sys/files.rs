@@ -1,5 +1,5 @@
-//! Descriptors: `flock` locks, close-on-exec pipes, the standard streams, and closing what a
-//! process inherited.
+//! Descriptors: `flock` locks, close-on-exec pipes, the standard streams, closing what a
+//! process inherited, and whether this process may use a file (access(2)).
 //!
 //! Locks, pipes and the standard streams go through rustix, `poll` through nix; closing every
 //! descriptor above a number (`close_range`, or a walk of `/proc/self/fd` where the kernel lacks
@@ -32,6 +32,41 @@ pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Whether another open file description holds an exclusive `flock` on `file`: a probe that
+/// takes no exclusive lock. It takes a *shared* lock without waiting and releases it at once, so
+/// it never keeps out a reader, and keeps out for that instant only another process's
+/// non-blocking exclusive attempt (which must then look again, as a daemon starting does). A
+/// holder that died, zombies included, holds nothing: the kernel drops an `flock` when its last
+/// descriptor closes, at exit, before the parent reaps.
+///
+/// Errors: the system refused for another reason than the lock being held.
+pub fn is_locked_exclusively(file: &File) -> io::Result<bool> {
+    match flock(file, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => {
+            unlock(file)?;
+            Ok(false)
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether this process may read `path` (and, with `write`, also write it), judged by the
+/// kernel for its real user and groups (access(2)): `Ok(())`, or the reason it may not —
+/// `PermissionDenied` for a file or a folder on its way that this user may not use, `NotFound`
+/// when it does not exist. Opens nothing: a probe that opened a SQLite database and closed it
+/// would drop the POSIX locks this process's own connections hold on it.
+///
+/// Errors: as said; and the system's own errors (a name too long, a loop of links).
+pub fn may_access(path: &std::path::Path, write: bool) -> io::Result<()> {
+    let mut mode = rustix::fs::Access::READ_OK;
+    if write {
+        mode |= rustix::fs::Access::WRITE_OK;
+    }
+    rustix::fs::access(path, mode)?;
+    Ok(())
 }
 
 /// Releases a `flock` this open file description holds (nothing happens if it holds none).
@@ -201,6 +236,28 @@ mod tests {
         assert!(try_lock_exclusive(&b).unwrap());
         drop(b);
         lock_exclusive(&a).unwrap();
+    }
+
+    #[test]
+    fn an_exclusive_lock_is_seen_without_being_taken() {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        let holder = File::open(tmp.path()).unwrap();
+        let probe = File::open(tmp.path()).unwrap();
+        assert!(!is_locked_exclusively(&probe).unwrap());
+        // The probe left nothing behind: the lock is still free for anyone.
+        assert!(try_lock_exclusive(&holder).unwrap());
+        assert!(is_locked_exclusively(&probe).unwrap());
+        drop(holder);
+        assert!(!is_locked_exclusively(&probe).unwrap());
+    }
+
+    #[test]
+    fn access_tells_missing_from_present() {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        may_access(tmp.path(), true).unwrap();
+        let missing = tmp.path().with_extension("missing");
+        let e = may_access(&missing, false).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
 
     #[test]

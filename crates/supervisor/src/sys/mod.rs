@@ -22,8 +22,10 @@
 //!
 //! * [`signals`]: signal masks, dispositions, and waiting for a signal synchronously.
 //! * [`process`]: fork, exit, sessions, the parent-death signal, signalling and waiting for
-//!   processes, process names, a process's start time, and the exec size limit.
-//! * [`files`]: `flock` locks, pipes, and closing inherited descriptors.
+//!   processes, process names, a process's start time and whether it still runs, and the exec
+//!   size limit.
+//! * [`files`]: `flock` locks, pipes, closing inherited descriptors, access checks, and whether
+//!   a pipe's reader is gone.
 //! * [`fdpass`]: `SOCK_SEQPACKET` socket pairs, and messages that carry a descriptor
 //!   (`SCM_RIGHTS`).
 

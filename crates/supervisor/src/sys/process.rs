@@ -1,5 +1,6 @@
 //! Processes: fork, immediate exit, sessions, the parent-death signal, signalling and waiting,
-//! process names, a process's start time, and the hooks a child runs between fork and exec.
+//! process names, a process's start time and whether it still runs (a zombie does not), and the
+//! hooks a child runs between fork and exec.
 //!
 //! `fork` and `_exit` are raw libc calls (through `nix` for fork); the rest goes through rustix.
 //! Pids are plain `i32` here, as the kernel and the run files write them.
@@ -199,16 +200,43 @@ pub fn arg_max() -> Option<usize> {
 
 /// The start time of process `pid`: field 22 of `/proc/<pid>/stat`, in clock ticks since boot.
 /// With the pid it identifies a process without trusting a bare pid, which may be reused.
-/// `None` if the process does not exist or the file cannot be parsed. The file is parsed after
-/// the last `)`, since the command name in field 2 may itself contain spaces and parentheses.
+/// `None` if the process does not exist or the file cannot be parsed. Whether that process is
+/// still running is [`is_running`]'s to say (a zombie keeps its start time).
 pub fn start_time(pid: i32) -> Option<u64> {
+    stat(pid).map(|(_, start)| start)
+}
+
+/// Whether `pid` is still the process that started at `start_time` (field 22 of
+/// `/proc/<pid>/stat`, as [`start_time`] gave it) and has not ended.
+///
+/// A process that has ended but whose parent has not reaped it yet (a zombie, state `Z`, or `X`
+/// while it is being reaped) still has its pid and its start time, but it runs nothing, holds
+/// no lock and no descriptor any more: it counts as dead here. `false` too when there is no such
+/// process, or when `/proc` cannot be read.
+pub fn is_running(pid: i32, start_time: u64) -> bool {
+    matches!(stat(pid), Some((state, start)) if start == start_time && !ended(state))
+}
+
+/// Whether the state letter of `/proc/<pid>/stat` (field 3) is that of a process that has ended:
+/// `Z` (zombie: exited, not reaped yet), `X` or `x` (dead, being reaped).
+fn ended(state: char) -> bool {
+    matches!(state, 'Z' | 'X' | 'x')
+}
+
+/// Fields 3 (state letter) and 22 (start time, clock ticks since boot) of `/proc/<pid>/stat`.
+/// The file is parsed after the last `)`, since the command name in field 2 may itself contain
+/// spaces and parentheses.
+fn stat(pid: i32) -> Option<(char, u64)> {
     if pid <= 0 {
         return None;
     }
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     // `rest` starts with field 3 (state), so field 22 is the 20th item.
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
 }
 
 /// Makes the process `cmd` spawns call [`new_session`] between fork and exec, so that it leads
@@ -283,6 +311,34 @@ mod tests {
         let after = &stat[stat.rfind(')').unwrap() + 1..];
         let fields: Vec<&str> = after.split_whitespace().collect();
         assert_eq!(fields[19].parse::<u64>().unwrap(), t);
+    }
+
+    /// A child that exited but is not reaped yet keeps its pid and start time: it is not running
+    /// all the same, and neither is a pid with another start time.
+    #[test]
+    fn a_zombie_is_not_running() {
+        let me = std::process::id() as i32;
+        let mine = start_time(me).unwrap();
+        assert!(is_running(me, mine));
+        assert!(
+            !is_running(me, mine + 1),
+            "another start time is another process"
+        );
+        assert!(!is_running(0, 0));
+
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        let started = start_time(pid).expect("the child's start time");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !has_exited(pid).unwrap() {
+            assert!(std::time::Instant::now() < deadline, "`true` never ended");
+            std::thread::yield_now();
+        }
+        // Exited, not reaped: a zombie, with the same pid and start time.
+        assert_eq!(start_time(pid), Some(started));
+        assert!(!is_running(pid, started), "a zombie counts as dead");
+        child.wait().unwrap();
+        assert!(!is_running(pid, started));
     }
 
     #[test]

@@ -1,0 +1,103 @@
+//! The daemon lock as the authority on who holds a state directory, the identity of what a
+//! daemon opened, and missing versus unusable state.
+
+use super::*;
+
+fn dir() -> (tempfile::TempDir, StateDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = StateDir::new(tmp.path().join(".fleet"));
+    (tmp, state)
+}
+
+/// The lock file names a process that is alive — this one — but nobody holds the lock: no
+/// daemon holds the directory. (A daemon that died leaves exactly this, zombie or not.)
+#[test]
+fn a_lock_file_naming_a_live_process_is_not_a_holder_without_the_lock() {
+    let (_tmp, state) = dir();
+    state.ensure().unwrap();
+    let me = std::process::id() as i32;
+    let start = process::start_time(me).unwrap();
+    std::fs::write(state.lock_path(), format!("{me} {start}\n")).unwrap();
+    assert_eq!(state.daemon_holder().unwrap(), None);
+}
+
+#[test]
+fn the_lock_holder_is_named_and_released_on_drop() {
+    let (_tmp, state) = dir();
+    assert_eq!(state.daemon_holder().unwrap(), None, "no lock file yet");
+    let lock = state.lock_daemon().unwrap();
+    let me = std::process::id() as i32;
+    assert_eq!(state.daemon_holder().unwrap(), Some(me));
+    // The probe took nothing: the lock is still exclusively ours, and a second taker refused.
+    assert!(matches!(
+        state.lock_daemon(),
+        Err(StateDirError::Held { pid: Some(p), .. }) if p == me
+    ));
+    drop(lock);
+    assert_eq!(state.daemon_holder().unwrap(), None);
+    let _again = state.lock_daemon().unwrap();
+}
+
+#[test]
+fn what_was_opened_is_checked_by_device_and_inode() {
+    let (tmp, state) = dir();
+    let lock = state.lock_daemon().unwrap();
+    let _store = state.open_store().unwrap();
+    let opened = state.opened(&lock).unwrap();
+    state.check_opened(&opened).unwrap();
+
+    // fleet.db renamed over by a copy: same path, another file.
+    let copy = state.root().join("copy.db");
+    std::fs::copy(state.db_path(), &copy).unwrap();
+    std::fs::rename(&copy, state.db_path()).unwrap();
+    let e = state.check_opened(&opened).unwrap_err();
+    assert!(e.to_string().contains("fleet.db was replaced"), "{e}");
+
+    // The whole directory moved away, another in its place.
+    let opened = state.opened(&lock).unwrap();
+    std::fs::rename(state.root(), tmp.path().join("old")).unwrap();
+    std::fs::create_dir(state.root()).unwrap();
+    let e = state.check_opened(&opened).unwrap_err();
+    assert!(
+        e.to_string().contains("the state directory was replaced"),
+        "{e}"
+    );
+
+    std::fs::remove_dir_all(state.root()).unwrap();
+    let e = state.check_opened(&opened).unwrap_err();
+    assert!(
+        e.to_string().contains("the state directory was removed"),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains(&state.root().display().to_string()),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_removed_lock_file_is_seen() {
+    let (_tmp, state) = dir();
+    let lock = state.lock_daemon().unwrap();
+    let _store = state.open_store().unwrap();
+    let opened = state.opened(&lock).unwrap();
+    std::fs::remove_file(state.lock_path()).unwrap();
+    let e = state.check_opened(&opened).unwrap_err();
+    assert!(e.to_string().contains("daemon.lock was removed"), "{e}");
+}
+
+/// Nothing there is "no database yet"; a state directory that is not a directory is not.
+#[test]
+fn missing_is_none_and_unusable_is_an_error() {
+    let (_tmp, state) = dir();
+    assert!(state.open_existing_store().unwrap().is_none());
+    std::fs::write(state.root(), "not a directory").unwrap();
+    let Err(e) = state.open_existing_store() else {
+        panic!("a state directory that is a file is not an empty one");
+    };
+    assert!(
+        e.to_string().contains(&state.root().display().to_string()),
+        "{e}"
+    );
+    assert!(!e.is_permission_denied());
+}

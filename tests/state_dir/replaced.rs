@@ -1,0 +1,154 @@
+//! A daemon's state directory, database and lock are the files it opened, not whatever is at
+//! their paths now. When one of them is removed or replaced under a running daemon (`rm -rf
+//! .fleet`, a directory moved into its place, a copy of the database renamed over it, a backup
+//! restored into it), the daemon notices within a tick, logs what changed and exits 1 — instead
+//! of working on files nobody reads while the runs queued in the new ones wait forever.
+
+use std::path::Path;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::*;
+
+/// How long a daemon may take to notice: its tick is 1 s; the rest is a noisy 2-core machine.
+const NOTICE_WITHIN: Duration = Duration::from_secs(20);
+
+fn fleet() -> Fleet {
+    Fleet::new("[projects.p]\ncommand = [\"true\"]\n")
+}
+
+/// Waits until the daemon exits; asserts it took less than [`NOTICE_WITHIN`] after `since`.
+fn wait_exit(f: &Fleet, d: &mut Daemon, since: Instant) -> ExitStatus {
+    f.wait_until(DEADLINE, "the daemon to notice and exit", || {
+        d.try_exit().is_some()
+    });
+    let took = since.elapsed();
+    eprintln!("the daemon exited {took:?} after the change");
+    assert!(
+        took < NOTICE_WITHIN,
+        "the daemon took {took:?} to notice:\n{}",
+        d.stderr()
+    );
+    d.exited().unwrap()
+}
+
+/// Asserts the daemon exited 1 and its log says, naming the state directory, what it saw.
+fn assert_stopped_saying(f: &Fleet, d: &Daemon, status: ExitStatus, words: &str) {
+    assert_stopped(d, status, words, &f.state_dir().display().to_string());
+}
+
+/// Asserts the daemon exited 1 and its log says, at ERROR, `words` and `dir`.
+fn assert_stopped(d: &Daemon, status: ExitStatus, words: &str, dir: &str) {
+    let log = d.stderr();
+    assert_eq!(status.code(), Some(1), "exit status {status}:\n{log}");
+    let said = log
+        .lines()
+        .find(|l| l.contains("ERROR") && l.contains(words) && l.contains(dir));
+    assert!(
+        said.is_some(),
+        "the daemon's log should say, at ERROR and naming {dir}, {words:?}:\n{log}"
+    );
+}
+
+/// A copy of the database as it is now (SQLite's own `VACUUM INTO`: consistent, WAL included).
+fn back_up(f: &Fleet, to: &Path) {
+    f.db()
+        .execute("VACUUM INTO ?1", [to.to_str().unwrap()])
+        .expect("VACUUM INTO");
+}
+
+#[test]
+fn removing_the_state_directory_stops_the_daemon() {
+    let f = fleet();
+    let mut d = f.start_daemon();
+    let first = f.enqueue("p");
+    assert_eq!(status_of(&f.wait_terminal(first)), "succeeded");
+
+    std::fs::remove_dir_all(f.state_dir()).expect("rm -rf .fleet");
+    let at = Instant::now();
+    // The next command makes a new, empty state directory, and queues a run in it.
+    let queued = f.enqueue("p");
+    let status = wait_exit(&f, &mut d, at);
+    assert_stopped_saying(&f, &d, status, "the state directory was");
+    assert_eq!(
+        f.status()["daemon"]["running"],
+        Value::Bool(false),
+        "no daemon holds the new state directory"
+    );
+
+    // Started again (as a supervisor would), a daemon runs what waits in the new directory.
+    let _again = f.start_daemon();
+    assert_eq!(status_of(&f.wait_terminal(queued)), "succeeded");
+}
+
+#[test]
+fn a_directory_moved_into_place_stops_the_daemon() {
+    let f = fleet();
+    let mut d = f.start_daemon();
+    let first = f.enqueue("p");
+    assert_eq!(status_of(&f.wait_terminal(first)), "succeeded");
+
+    std::fs::create_dir(f.file("other")).unwrap();
+    std::fs::rename(f.state_dir(), f.file("old")).unwrap();
+    std::fs::rename(f.file("other"), f.state_dir()).unwrap();
+    let at = Instant::now();
+    let status = wait_exit(&f, &mut d, at);
+    assert_stopped_saying(&f, &d, status, "the state directory was replaced");
+
+    let _again = f.start_daemon();
+    let id = f.enqueue("p");
+    assert_eq!(status_of(&f.wait_terminal(id)), "succeeded");
+}
+
+#[test]
+fn a_database_renamed_over_fleet_db_stops_the_daemon() {
+    let f = fleet();
+    f.enqueue("p");
+    let backup = f.file("backup.db");
+    back_up(&f, &backup);
+    let mut d = f.start_daemon();
+
+    // A careful copy: written beside it, then renamed over it in one step.
+    let tmp = f.state_dir().join("fleet.db.restoring");
+    std::fs::copy(&backup, &tmp).unwrap();
+    std::fs::rename(&tmp, f.state_dir().join("fleet.db")).unwrap();
+    let at = Instant::now();
+    let status = wait_exit(&f, &mut d, at);
+    assert_stopped_saying(&f, &d, status, "fleet.db was replaced");
+}
+
+#[test]
+fn a_backup_restored_into_the_database_stops_the_daemon() {
+    let f = fleet();
+    f.enqueue("p");
+    let backup = f.file("backup.db");
+    back_up(&f, &backup);
+    let mut d = f.start_daemon();
+
+    // Restored by SQLite itself, in place: same file, same inode, older content.
+    let mut db = f.db();
+    db.restore(
+        rusqlite::MAIN_DB,
+        &backup,
+        None::<fn(rusqlite::backup::Progress)>,
+    )
+    .expect("restore the backup");
+    drop(db);
+    let at = Instant::now();
+    let status = wait_exit(&f, &mut d, at);
+    // Seen at a tick, or by the first write of an EVAL (which has no state directory to name).
+    assert_stopped(&d, status, "older than this daemon's epoch", "");
+}
+
+#[test]
+fn removing_the_daemon_lock_stops_the_daemon() {
+    let f = fleet();
+    let mut d = f.start_daemon();
+    // Without its lock file, a second daemon could take the state directory beside this one.
+    std::fs::remove_file(f.state_dir().join("daemon.lock")).unwrap();
+    let at = Instant::now();
+    let status = wait_exit(&f, &mut d, at);
+    assert_stopped_saying(&f, &d, status, "daemon.lock was removed");
+}
