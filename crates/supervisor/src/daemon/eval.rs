@@ -155,8 +155,8 @@ impl Daemon {
             let ms = (at - now_ms()).max(0) as u64;
             Instant::now() + Duration::from_millis(ms)
         });
-        if let Some(left) = view.settle_left() {
-            // Look again once the edit has settled: what waited for it is decided then.
+        if let (false, Some(left)) = (view.usable(), view.settle_left()) {
+            // Reaps and schedules waited for the edit: look again once it has settled.
             self.wake_within(left);
         }
 

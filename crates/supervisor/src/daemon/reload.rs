@@ -84,6 +84,8 @@ pub(super) struct ConfigFile {
     pub(super) settling_since: Option<Instant>,
     /// The file has kept changing past [`SETTLE_AT_MOST`], and that was logged.
     pub(super) unsettled_logged: bool,
+    /// The refusal the daemon's row records, if any (`fleet status` shows it).
+    pub(super) recorded_error: Option<String>,
 }
 
 impl ConfigFile {
@@ -175,7 +177,7 @@ impl Daemon {
         let read = tokio::task::spawn_blocking(move || FileRead::of(&path))
             .await
             .expect("config load panicked");
-        self.apply_read(read).await;
+        self.apply_read(read, true).await;
     }
 
     /// Whether the config in force is what the file says now. Costs one `stat` when the file
@@ -203,7 +205,7 @@ impl Daemon {
         let now = SystemTime::now();
         if read.settled(now).is_some() {
             self.config_file.settled();
-            return if self.apply_read(read).await {
+            return if self.apply_read(read, false).await {
                 ConfigView::Current
             } else {
                 ConfigView::Invalid
@@ -230,10 +232,13 @@ impl Daemon {
 
     /// Applies what one read of the file found (see [`Daemon::reload_config`]) and remembers
     /// its stamp when the read saw a settled file. Returns whether the config in force is now
-    /// what the read found.
-    async fn apply_read(&mut self, read: FileRead) -> bool {
+    /// what the read found. The daemon's row is rewritten for every reload asked for
+    /// (`always`: `fleet reload`, SIGHUP, an edit seen by the watcher), and otherwise only when
+    /// what it shows changes (the config applied, or a refusal made or cleared): a look taken
+    /// for [`Daemon::config_view`] alone must not pass for a reload in `fleet status`.
+    async fn apply_read(&mut self, read: FileRead, always: bool) -> bool {
         let settled = read.settled(SystemTime::now());
-        let (caps, error, current) = match read.loaded {
+        let (caps, error, applied_new) = match read.loaded {
             Ok(new) if new.state_dir != self.config.state_dir => {
                 let msg = format!(
                     "{}: state_dir: changing the state directory needs a daemon restart; the rest of this edit is not applied",
@@ -243,12 +248,13 @@ impl Daemon {
                 (caps_json(&self.config), Some(msg), false)
             }
             Ok(new) => {
-                if new != *self.config {
+                let changed = new != *self.config;
+                if changed {
                     tracing::info!("reloaded {}", self.config_path.display());
                     self.config = Arc::new(new);
                     self.sweep_removed = true;
                 }
-                (caps_json(&self.config), None, true)
+                (caps_json(&self.config), None, changed)
             }
             Err(errors) => {
                 let msg = errors.to_string();
@@ -256,8 +262,13 @@ impl Daemon {
                 (caps_json(&self.config), Some(msg), false)
             }
         };
+        let current = error.is_none();
         self.config_file.confirmed = settled.filter(|_| current);
         self.config_file.refused = settled.filter(|_| !current);
+        if !always && !applied_new && error == self.config_file.recorded_error {
+            return current;
+        }
+        self.config_file.recorded_error.clone_from(&error);
         let store = self.store.clone();
         let epoch = self.epoch;
         let res = tokio::task::spawn_blocking(move || {
