@@ -34,6 +34,13 @@ fn a_cancel_accepted_while_the_daemon_is_down_stops_every_retry() {
 
     let _d = f.start_daemon();
     let r = f.wait_terminal(id);
+    // A retry is queued in the same transaction that records the end: none now means none ever.
+    let runs = f.runs();
+    assert_eq!(
+        runs.len(),
+        1,
+        "an attempt was queued after the cancel: {runs:#?}"
+    );
     assert_eq!(status_of(&r), "failed", "the real status: {r}");
     assert_eq!(r["exit_code"], 1, "{r}");
     assert_eq!(
@@ -42,13 +49,7 @@ fn a_cancel_accepted_while_the_daemon_is_down_stops_every_retry() {
          no retry after a cancel",
         "{r}"
     );
-    // A retry is queued in the same transaction that records the end: none now means none ever.
-    let runs = f.runs();
-    assert_eq!(
-        runs.len(),
-        1,
-        "an attempt was queued after the cancel: {runs:#?}"
-    );
+    // One start: the command ran once.
     assert_eq!(starts(&f), [format!("start {id}")], "{}", f.diagnostics());
     assert_check_ok(&f);
 }

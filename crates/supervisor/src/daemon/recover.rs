@@ -5,6 +5,10 @@
 //! ended ⇒ its real status; never started ⇒ tombstone and requeue; unknown ⇒ lost (retried if
 //! attempts remain). Run files the database does not hold as active are reported, never acted on.
 //!
+//! A run's retry follows its project's settings; for a project the config does not know (it
+//! gets none), recovery first makes sure the config is the file's, and waits while an edit of
+//! the file settles.
+//!
 //! Nothing may be claimed before recovery has run to the end: the loop retries it, with backoff,
 //! until it has. This module must never start a shim nor decide a fate itself (that is
 //! [`crate::settle`]'s), and writes to the database only through [`Daemon::pending`].
