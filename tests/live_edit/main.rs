@@ -25,6 +25,7 @@
 //! - `removed_project`: a removed project's queued runs are cancelled, its active run finishes;
 //! - `changed_command`: a changed command applies to new runs only;
 //! - `moved_project`: a run counts in the namespace it started in;
+//! - `newer_config`: nothing is ended on the strength of a config older than the file;
 //! - `saves`: every way of saving is noticed (rename, truncate-and-write, symlink target, SIGHUP,
 //!   `fleet reload`, an edit during start), and a half-written file is never applied;
 //! - `validate`: `fleet validate` runs exactly the check the daemon runs;
@@ -42,6 +43,7 @@ mod lowered_caps;
 mod moved_project;
 mod mutations;
 mod namespaces;
+mod newer_config;
 mod property;
 mod removed_project;
 mod saves;

@@ -291,10 +291,18 @@ pub fn check_text(report: &supervisor::check::Report) -> String {
         s += &format!("violation: {}: {}\n", v.kind.as_str(), v.message);
     }
     if !report.awaiting_finalize.is_empty() {
-        s += &format!(
-            "note: runs {:?} ended while no daemon ran; the next daemon records their exit\n",
-            report.awaiting_finalize
-        );
+        let ids = &report.awaiting_finalize;
+        s += &if ids.len() == 1 {
+            format!(
+                "note: run {} ended while no daemon ran; the next daemon records its exit\n",
+                ids[0]
+            )
+        } else {
+            format!(
+                "note: runs {} ended while no daemon ran; the next daemon records their exit\n",
+                supervisor::check::plain_list(ids)
+            )
+        };
     }
     s += &format!(
         "{}: {} runs, {} events, {} run directories checked\n",

@@ -192,6 +192,8 @@ pub enum Applied {
         status: RunStatus,
         /// The id of the retry run queued with it, if any.
         retry: Option<RunId>,
+        /// The run as written (its project, exit code, signal, times and note), for the log.
+        run: Box<Run>,
     },
     /// Not written, harmlessly: the run is already past it (e.g. finished by recovery) or the
     /// token belongs to an older claim. The string says which.

@@ -171,6 +171,11 @@ impl Store {
     /// checked against the state machine and the run's current claim token; one that no longer
     /// fits is skipped, not failed, so a batch is never blocked by one stale entry.
     ///
+    /// A run whose cancel was requested gets no retry, even when its transition asks for one,
+    /// and its end carries a note saying how the request and the end relate (stopped by it;
+    /// requested after the end; too late to stop it; or, for `cancelled` with no request, a
+    /// stop from outside fleet). The status is always the one the transition names.
+    ///
     /// Errors: busy database (nothing was written; the caller keeps the batch and retries),
     /// fencing, and [`StoreError::IllegalTransition`](crate::StoreError::IllegalTransition) for
     /// a change the state machine forbids from a non-terminal status (a bug in the caller).
@@ -186,8 +191,9 @@ impl Store {
     }
 
     /// `fleet cancel`: a queued run becomes `cancelled` at once; an active one gets its cancel
-    /// flag set, and stays active until the daemon has stopped it (a status describes the
-    /// world, never an intention). Errors:
+    /// flag set (with the instant and `reason` of the first request, kept apart from the run's
+    /// note), and stays active until the daemon has stopped it (a status describes the world,
+    /// never an intention); from then on it gets no retry. Errors:
     /// [`StoreError::UnknownRun`](crate::StoreError::UnknownRun), busy.
     pub fn request_cancel(&self, id: RunId, reason: &str, now: Millis) -> Result<CancelOutcome> {
         match &self.backend {
@@ -195,11 +201,18 @@ impl Store {
         }
     }
 
-    /// Cancels every queued run of the given project in one statement (used when a project is
-    /// removed from the config). Returns how many.
-    pub fn cancel_queued_of(&self, project: &str, reason: &str, now: Millis) -> Result<usize> {
+    /// Cancels, in one transaction, those of `ids` that are still queued, with `reason`; returns
+    /// the ids it cancelled. A run claimed or ended meanwhile is left alone. It takes a list of
+    /// runs read beforehand, never "every queued run of a project": a run queued after the caller
+    /// decided (by a command that read a newer config) must not be swept up with them.
+    pub fn cancel_queued_runs(
+        &self,
+        ids: &[RunId],
+        reason: &str,
+        now: Millis,
+    ) -> Result<Vec<RunId>> {
         match &self.backend {
-            Backend::Sqlite(db) => db.cancel_queued_of(project, reason, now),
+            Backend::Sqlite(db) => db.cancel_queued_runs(ids, reason, now),
         }
     }
 

@@ -197,6 +197,7 @@ fn transitions_follow_the_state_machine() {
     let Applied::Done {
         status: RunStatus::Failed,
         retry: Some(retry),
+        ..
     } = done[0]
     else {
         panic!("{done:?}")
@@ -461,4 +462,203 @@ proptest::proptest! {
         let next = queued.iter().map(|q| q.2).filter(|d| *d > now).min();
         proptest::prop_assert_eq!(s.next_not_before(now).unwrap(), next);
     }
+}
+
+/// Claims one queued run of `project`; returns (epoch, id, token).
+fn claimed(s: &Store, project: &str) -> (i64, RunId, u64) {
+    let epoch = take_over(s);
+    let id = s.enqueue(&new_run(project, "default"), 1).unwrap();
+    let c = s.claim(epoch, &[req(id, "default")], 2).unwrap();
+    (epoch, id, c[0].run.claim_token)
+}
+
+fn finish(
+    id: RunId,
+    token: u64,
+    status: RunStatus,
+    code: Option<i32>,
+    at: Option<Millis>,
+) -> Transition {
+    Transition {
+        run_id: id,
+        token,
+        change: Change::Finish {
+            status,
+            exit_code: code,
+            signal: None,
+            reason: None,
+            // What a retry policy with attempts left asks for.
+            retry: matches!(
+                status,
+                RunStatus::Failed | RunStatus::TimedOut | RunStatus::Lost
+            )
+            .then_some(0),
+            finished_at: at,
+        },
+    }
+}
+
+/// A cancel, once accepted, is final: the run's end queues no retry whatever the policy asked,
+/// keeps the real status, and its note says how the cancel and the end relate.
+#[test]
+fn an_accepted_cancel_stops_every_retry_and_the_note_tells_what_happened() {
+    let (_d, s) = open();
+    // Ended on its own after the request (the daemon was down, or the signal came too late).
+    let (epoch, id, token) = claimed(&s, "late");
+    s.request_cancel(id, "cancelled by operator", 10).unwrap();
+    let r = s.get_run(id).unwrap();
+    assert_eq!(r.reason, None, "a request is not an outcome: {r:?}");
+    let done = s
+        .apply(
+            epoch,
+            &[finish(id, token, RunStatus::Failed, Some(1), Some(20))],
+            30,
+        )
+        .unwrap();
+    assert!(
+        matches!(
+            done[0],
+            Applied::Done {
+                status: RunStatus::Failed,
+                retry: None,
+                ..
+            }
+        ),
+        "{done:?}"
+    );
+    let r = s.get_run(id).unwrap();
+    assert_eq!((r.status, r.exit_code), (RunStatus::Failed, Some(1)));
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("cancel requested while it ran, but it ended before the cancel reached it; no retry after a cancel")
+    );
+
+    // Ended before the request was made: it says so.
+    let (epoch, id, token) = claimed(&s, "after");
+    s.request_cancel(id, "cancelled by operator", 50).unwrap();
+    s.apply(
+        epoch,
+        &[finish(id, token, RunStatus::Succeeded, Some(0), Some(40))],
+        60,
+    )
+    .unwrap();
+    let r = s.get_run(id).unwrap();
+    assert_eq!(r.status, RunStatus::Succeeded);
+    assert_eq!(r.reason.as_deref(), Some("cancel requested after it ended"));
+
+    // Stopped by the cancel: the request's words.
+    let (epoch, id, token) = claimed(&s, "stopped");
+    s.request_cancel(id, "cancelled by operator", 70).unwrap();
+    s.request_cancel(id, "a second request", 71).unwrap();
+    s.apply(
+        epoch,
+        &[finish(id, token, RunStatus::Cancelled, None, Some(80))],
+        90,
+    )
+    .unwrap();
+    let r = s.get_run(id).unwrap();
+    assert_eq!(r.reason.as_deref(), Some("cancelled by operator"));
+
+    // Lost after a request: no retry either.
+    let (epoch, id, token) = claimed(&s, "lost");
+    s.request_cancel(id, "cancelled by operator", 100).unwrap();
+    let done = s
+        .apply(
+            epoch,
+            &[finish(id, token, RunStatus::Lost, None, None)],
+            110,
+        )
+        .unwrap();
+    assert!(
+        matches!(done[0], Applied::Done { retry: None, .. }),
+        "{done:?}"
+    );
+
+    // Only runs of this test exist: no retry was ever queued.
+    let queued = s
+        .list_runs(&RunFilter {
+            status: Some(RunStatus::Queued),
+            ..RunFilter::default()
+        })
+        .unwrap();
+    assert!(queued.is_empty(), "{queued:?}");
+}
+
+/// `cancelled` with no request: something outside fleet stopped the command, and the note must
+/// not pass it off as an operator's cancel. Without a request, a retry stays as the policy said.
+#[test]
+fn a_stop_nobody_requested_is_noted_as_such() {
+    let (_d, s) = open();
+    let (epoch, id, token) = claimed(&s, "outside");
+    s.apply(
+        epoch,
+        &[finish(id, token, RunStatus::Cancelled, None, Some(5))],
+        6,
+    )
+    .unwrap();
+    let r = s.get_run(id).unwrap();
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("stopped by a termination signal not sent by fleet")
+    );
+    let (epoch, id, token) = claimed(&s, "plain");
+    let done = s
+        .apply(
+            epoch,
+            &[finish(id, token, RunStatus::Failed, Some(2), Some(5))],
+            6,
+        )
+        .unwrap();
+    assert!(
+        matches!(done[0], Applied::Done { retry: Some(_), .. }),
+        "{done:?}"
+    );
+    assert_eq!(s.get_run(id).unwrap().reason, None);
+}
+
+/// A cancelled claim that never started ends `cancelled` with the request's words.
+#[test]
+fn a_cancel_before_the_start_keeps_the_requests_words() {
+    let (_d, s) = open();
+    let (epoch, id, token) = claimed(&s, "early");
+    s.request_cancel(id, "cancelled by operator", 3).unwrap();
+    s.apply(
+        epoch,
+        &[Transition {
+            run_id: id,
+            token,
+            change: Change::Requeue {
+                reason: "never started".into(),
+            },
+        }],
+        4,
+    )
+    .unwrap();
+    let r = s.get_run(id).unwrap();
+    assert_eq!(r.status, RunStatus::Cancelled);
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("cancelled by operator, before it started")
+    );
+}
+
+/// `cancel_queued_runs` ends only the listed runs still queued: one claimed meanwhile, and one
+/// queued after the list was read, are left alone.
+#[test]
+fn cancelling_listed_queued_runs_spares_the_others() {
+    let (_d, s) = open();
+    let epoch = take_over(&s);
+    let a = s.enqueue(&new_run("gone", "default"), 1).unwrap();
+    let b = s.enqueue(&new_run("gone", "default"), 2).unwrap();
+    s.claim(epoch, &[req(a, "default")], 3).unwrap();
+    let later = s.enqueue(&new_run("gone", "default"), 4).unwrap();
+    let done = s.cancel_queued_runs(&[a, b], "project removed", 5).unwrap();
+    assert_eq!(done, vec![b]);
+    assert_eq!(s.get_run(a).unwrap().status, RunStatus::Starting);
+    assert_eq!(s.get_run(b).unwrap().status, RunStatus::Cancelled);
+    assert_eq!(
+        s.get_run(b).unwrap().reason.as_deref(),
+        Some("project removed")
+    );
+    assert_eq!(s.get_run(later).unwrap().status, RunStatus::Queued);
 }

@@ -39,7 +39,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use packer::RunningSet;
 use store::{Applied, Change, Run, RunStatus, Store, StoreError, Transition};
 use supervisor::config::Config;
-use supervisor::daemon::eval_blocking;
+use supervisor::daemon::{eval_blocking, EvalGates};
 use supervisor::statedir::StateDir;
 
 /// Namespaces in the install, one project in each.
@@ -182,7 +182,10 @@ impl Install {
             &self.config,
             Vec::new(),
             self.live.clone(),
-            false,
+            EvalGates {
+                sweep_removed: false,
+                fire_schedules: true,
+            },
             store::now_ms(),
         );
         black_box(out.next_not_before);

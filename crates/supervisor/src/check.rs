@@ -114,6 +114,15 @@ impl Report {
     }
 }
 
+/// `items` as an operator reads them: `3, 4, 7` (never Rust's `[3, 4, 7]`).
+pub fn plain_list<T: std::fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(T::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Runs every check against one state directory.
 ///
 /// Errors: the database cannot be read ([`CheckError::Store`]), or a run folder or run file
@@ -244,7 +253,11 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Che
             report.violations.push(Violation {
                 kind: ViolationKind::TwoActiveRuns,
                 run_id: ids.first().copied(),
-                message: format!("project {project} has {} active runs: {ids:?}", ids.len()),
+                message: format!(
+                    "project {project} has {} active runs: {}",
+                    ids.len(),
+                    plain_list(ids)
+                ),
             });
         }
     }
@@ -270,8 +283,9 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Che
                 kind: ViolationKind::DoubleStart,
                 run_id: Some(id),
                 message: format!(
-                    "run {id}'s command was started by {} claims: {tokens:?}",
-                    tokens.len()
+                    "run {id}'s command was started by {} claims: {}",
+                    tokens.len(),
+                    plain_list(&tokens)
                 ),
             });
         }

@@ -33,6 +33,18 @@ pub enum Fate {
     Lost,
 }
 
+impl Fate {
+    /// Its name in the daemon's log: `alive`, `ended`, `never_started` or `lost`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fate::Alive => "alive",
+            Fate::Ended(_) => "ended",
+            Fate::NeverStarted => "never_started",
+            Fate::Lost => "lost",
+        }
+    }
+}
+
 /// Reads (and, for a claim that never started, tombstones) the run files of `token`'s claim.
 ///
 /// Errors: I/O errors on the run directory, reading a record included: a record that exists but
@@ -67,9 +79,11 @@ pub fn settle(dir: &RunDir, token: u64) -> io::Result<Fate> {
 
 /// The terminal status, exit code, signal and reason an exit record stands for.
 ///
-/// `term_requested` means the daemon sent SIGTERM for a cancel (timeouts are the shim's own and
-/// say `timed_out`), so such a run ends `cancelled` whatever its exit code; its reason is the
-/// one recorded with the request.
+/// `term_requested` means the shim was sent a termination signal — the daemon's SIGTERM for a
+/// cancel, or one from outside fleet (timeouts are the shim's own and say `timed_out`) — so such
+/// a run ends `cancelled` whatever its exit code. Its note is not decided here: the store adds
+/// the cancel request's words, or says that no cancel was requested, when it writes the end
+/// (it alone knows, in the same transaction, whether a request was made).
 pub fn outcome(exit: &ExitRecord) -> (RunStatus, Option<i32>, Option<i32>, Option<String>) {
     match exit.outcome {
         Outcome::SpawnFailed => (
@@ -88,8 +102,8 @@ pub fn outcome(exit: &ExitRecord) -> (RunStatus, Option<i32>, Option<i32>, Optio
             exit.signal,
             Some("timeout expired".into()),
         ),
-        // The reason was written with the request ("cancelled by operator", "replaced by the
-        // occurrence at …"), and stays.
+        // The store adds the request's words ("cancelled by operator", "replaced by the
+        // occurrence at …") or says there was none.
         _ if exit.term_requested => (RunStatus::Cancelled, exit.code, exit.signal, None),
         Outcome::Exited if exit.code == Some(0) => (RunStatus::Succeeded, Some(0), None, None),
         Outcome::Exited => (RunStatus::Failed, exit.code, None, None),
@@ -102,7 +116,9 @@ pub fn outcome(exit: &ExitRecord) -> (RunStatus, Option<i32>, Option<i32>, Optio
     }
 }
 
-/// The database transition for a settled fate; `None` for [`Fate::Alive`].
+/// The database transition for a settled fate; `None` for [`Fate::Alive`]. The retry it asks
+/// for (from `policy`) is dropped by the store when the run's cancel was requested: an accepted
+/// cancel is final.
 pub fn transition(
     run_id: store::RunId,
     token: u64,

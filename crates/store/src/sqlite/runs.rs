@@ -1,5 +1,5 @@
 //! Run commands and the run row mapping: enqueue, read one run or a filtered list, cancel one
-//! run or every queued run of a project.
+//! run (or request its stop), or cancel a given list of queued runs.
 //!
 //! It owns `RUN_COLUMNS` and the one mapping from a `runs` row to [`Run`]; every file that
 //! reads whole runs goes through them. Every write here appends its event in the same
@@ -141,10 +141,7 @@ impl SqliteStore {
                 CancelOutcome::Cancelled
             }
             RunStatus::Starting | RunStatus::Running => {
-                tx.execute(
-                    "UPDATE runs SET cancel_requested = 1, reason = ?2 WHERE id = ?1",
-                    params![id, reason],
-                )?;
+                request_stop(&tx, id, reason, now)?;
                 CancelOutcome::Requested
             }
             done => CancelOutcome::AlreadyFinished(done),
@@ -153,26 +150,28 @@ impl SqliteStore {
         Ok(outcome)
     }
 
-    /// [`crate::Store::cancel_queued_of`]: one guarded `UPDATE … RETURNING id`, then one
-    /// event per run, in one transaction.
-    pub(crate) fn cancel_queued_of(
+    /// [`crate::Store::cancel_queued_runs`]: one guarded `UPDATE … WHERE id = ? AND status =
+    /// 'queued'` per run, each with its event, in one transaction.
+    pub(crate) fn cancel_queued_runs(
         &self,
-        project: &str,
+        ids: &[RunId],
         reason: &str,
         now: Millis,
-    ) -> Result<usize> {
+    ) -> Result<Vec<RunId>> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let ids: Vec<RunId> = {
-            let mut stmt = tx.prepare_cached(
-                "UPDATE runs SET status = 'cancelled', finished_at = ?2, reason = ?3 \
-                 WHERE project = ?1 AND status = 'queued' RETURNING id",
-            )?;
-            let rows = stmt.query_map(params![project, now, reason], |r| r.get(0))?;
-            rows.collect::<rusqlite::Result<_>>()?
-        };
-        for id in &ids {
-            if let Some(run) = get_run(&tx, *id)? {
+        let mut cancelled = Vec::new();
+        for &id in ids {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE runs SET status = 'cancelled', finished_at = ?2, reason = ?3 \
+                     WHERE id = ?1 AND status = 'queued'",
+                )?
+                .execute(params![id, now, reason])?;
+            if n == 0 {
+                continue;
+            }
+            if let Some(run) = get_run(&tx, id)? {
                 insert_event(
                     &tx,
                     &EventRow {
@@ -185,10 +184,40 @@ impl SqliteStore {
                     },
                 )?;
             }
+            cancelled.push(id);
         }
         tx.commit()?;
-        Ok(ids.len())
+        Ok(cancelled)
     }
+}
+
+/// Records a request to stop active run `id` (`fleet cancel`, or a schedule's `replace`): the
+/// cancel flag, and — for the first request only — its instant `now` and its words `reason`.
+/// The status and `reason` are left alone: the run's end decides what it says (see
+/// `transitions`).
+pub(super) fn request_stop(conn: &Connection, id: RunId, reason: &str, now: Millis) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE runs SET cancel_requested = 1, \
+           cancel_requested_at = COALESCE(cancel_requested_at, ?2), \
+           cancel_reason = COALESCE(cancel_reason, ?3) WHERE id = ?1",
+    )?
+    .execute(params![id, now, reason])?;
+    Ok(())
+}
+
+/// What was asked when a run's cancel was requested: the instant of the first request
+/// (milliseconds since the epoch, UTC) and its words. Both `None` for a run without a request,
+/// and for one whose request was recorded before the database kept them (its words are then in
+/// `reason`).
+pub(super) fn cancel_request(
+    conn: &Connection,
+    id: RunId,
+) -> Result<(Option<Millis>, Option<String>)> {
+    Ok(conn
+        .prepare_cached("SELECT cancel_requested_at, cancel_reason FROM runs WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?
+        .unwrap_or((None, None)))
 }
 
 /// One run by id, read on the caller's connection (inside its transaction, if it has one).

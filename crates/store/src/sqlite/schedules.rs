@@ -110,16 +110,11 @@ impl SqliteStore {
                 (policy, blocking) => {
                     if let (OverlapPolicy::Replace, Some((id, status))) = (policy, &blocking) {
                         if status != "queued" {
-                            tx.execute(
-                                "UPDATE runs SET cancel_requested = 1, reason = ?2 WHERE id = ?1",
-                                params![
-                                    id,
-                                    format!(
-                                        "replaced by the occurrence at {} (overlap = \"replace\")",
-                                        crate::rfc3339(occurrence)
-                                    )
-                                ],
-                            )?;
+                            let why = format!(
+                                "replaced by the occurrence at {} (overlap = \"replace\")",
+                                crate::rfc3339(occurrence)
+                            );
+                            super::runs::request_stop(&tx, *id, &why, now)?;
                             out.replaced = Some(*id);
                         }
                     }

@@ -86,7 +86,7 @@ CREATE INDEX events_by_run ON events (run_id, seq);
 "#;
 
 /// Every migration's SQL, oldest first.
-const ALL: &[&str] = &[V1, V2, V3];
+const ALL: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version after every migration ran.
 pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
@@ -115,6 +115,15 @@ CREATE TABLE schedules (
 /// run with one seek instead of reading every queued run.
 pub(crate) const V3: &str = r#"
 CREATE INDEX runs_waiting ON runs (not_before) WHERE status = 'queued';
+"#;
+
+/// Version 4: a cancel request keeps its own instant and words, apart from `reason`. The
+/// run's end then tells the cancel that stopped it from one that came too late (the command had
+/// ended on its own, or ended before the request was seen), and a note written when the run was
+/// made is no longer overwritten by the request.
+pub(crate) const V4: &str = r#"
+ALTER TABLE runs ADD COLUMN cancel_requested_at INTEGER;
+ALTER TABLE runs ADD COLUMN cancel_reason TEXT;
 "#;
 
 /// All migrations, oldest first.

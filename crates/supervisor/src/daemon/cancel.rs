@@ -40,7 +40,11 @@ pub(super) fn signal_cancelled(slots: &mut SlotPool, state_dir: &Path, db_active
         }
         match slot.shim {
             Some(shim) if shim.signal(libc::SIGTERM) => {
-                tracing::info!(run = run.id, "cancel: sent SIGTERM to the run's shim");
+                tracing::info!(
+                    run = run.id,
+                    project = %run.project,
+                    "cancel: sent SIGTERM to the run's shim"
+                );
                 slot.cancel_sent = true;
             }
             // Not spawned yet, or not ours to identify: try again next EVAL.

@@ -4,10 +4,18 @@
 //!
 //! Decisions and effects are cut where the code allows it:
 //! - [`reap`] settles the shims that exited and decides their transitions (from the run files);
-//! - [`eval_blocking`] writes them, fires schedules, ends queued runs of removed projects, packs
-//!   the merged running set against the queue heads and claims the picks;
+//! - [`eval_blocking`] writes them, fires schedules, lists queued runs of projects the config
+//!   does not know, packs the merged running set against the queue heads and claims the picks;
 //! - [`Daemon::eval`] runs both on a blocking thread, then applies the outcome to the slot pool,
-//!   starts the shims of the claims ([`super::spawn`]) and signals cancels ([`super::cancel`]).
+//!   logs each run's claim, start and end, starts the shims of the claims ([`super::spawn`]),
+//!   signals cancels ([`super::cancel`]) and hands the listed runs to
+//!   [`Daemon::end_removed`](super::reload), which ends them only once the file confirms their
+//!   projects are gone.
+//!
+//! Reaps (whose retries depend on the project's settings) and schedule firing (overlap,
+//! timetable, deadline) wait while fleet.toml holds an edit that has not settled yet
+//! ([`super::reload::ConfigView::usable`]): they are never decided on a config older than the
+//! file.
 //!
 //! Every database call of an EVAL happens on a blocking thread (`spawn_blocking`), never on the
 //! runtime, and its writes are batched: one transaction for all the transitions it reaps, one
@@ -15,14 +23,14 @@
 //! (a run still `queued` while its shim starts could be handed out twice), and a packer must
 //! never see the slot pool alone — only its merge with the DB running set.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
 use packer::{merge, packer_for, Candidate, Caps, RunningSet};
 use store::{
-    now_ms, Applied, ClaimRequest, Millis, QueueHead, Run, RunId, RunStatus, Store, StoreError,
-    Transition,
+    now_ms, Applied, ClaimRequest, Millis, QueueHead, Run, RunFilter, RunId, RunStatus, Store,
+    StoreError, Transition,
 };
 use tokio::time::Instant;
 
@@ -49,6 +57,20 @@ pub struct EvalOutcome {
     pub next_occurrence: Option<Millis>,
     /// The error that stopped the EVAL, with the transitions still to be written.
     pub failed: Option<(StoreError, Vec<Transition>)>,
+    /// Queued runs of projects the config does not know, with their project: ended only once
+    /// the file confirms the projects are gone (they may be newer than the config).
+    pub unknown_queued: Vec<(RunId, String)>,
+}
+
+/// Which of its config-dependent steps an EVAL may take (see [`eval_blocking`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvalGates {
+    /// List the queued runs of every project, not only the queue heads, for projects missing
+    /// from the config (after startup and each config change).
+    pub sweep_removed: bool,
+    /// Fire due schedule occurrences. False while the config file holds an edit that has not
+    /// settled: an occurrence is fired or skipped under the settings the file gives.
+    pub fire_schedules: bool,
 }
 
 /// What the reap decided about the shims that exited.
@@ -69,7 +91,14 @@ impl Daemon {
     /// backoff; a fenced write (a newer daemon took the state directory over) sets
     /// [`Daemon::fenced`], and the loop stops.
     pub(super) async fn eval(&mut self) {
-        let exited = std::mem::take(&mut self.exited);
+        // Before anything is decided on the config: is it what the file says now?
+        let view = self.config_view().await;
+        // A reap decides retries from the project's settings: it waits for an unsettled edit.
+        let exited = if view.usable() {
+            std::mem::take(&mut self.exited)
+        } else {
+            Vec::new()
+        };
         let mut batch = std::mem::take(&mut self.pending);
         let slots: BTreeMap<RunId, SlotView> = self
             .slots
@@ -80,7 +109,10 @@ impl Daemon {
             })
             .collect();
         let live = self.slots.running_set();
-        let sweep_removed = self.sweep_removed;
+        let gates = EvalGates {
+            sweep_removed: self.sweep_removed,
+            fire_schedules: view.usable(),
+        };
         let config = self.config.clone();
         let store = self.store.clone();
         let state = self.state.clone();
@@ -92,7 +124,7 @@ impl Daemon {
             batch.extend(reaped.transitions);
             fail::fail_point!("daemon-before-finalize", |_| std::process::abort());
             (
-                eval_blocking(&store, epoch, &config, batch, live, sweep_removed, now),
+                eval_blocking(&store, epoch, &config, batch, live, gates, now),
                 reaped.unreadable,
                 reaped.still_locked,
             )
@@ -104,6 +136,9 @@ impl Daemon {
         self.exited.extend(unreadable);
         for (run_id, token) in still_locked {
             watch_lock(self.state.root(), run_id, token, self.events.clone());
+        }
+        for (run_id, applied) in &outcome.applied {
+            log_applied(*run_id, applied);
         }
         self.forget_ended(&outcome.applied).await;
         if let Some((err, unapplied)) = outcome.failed {
@@ -120,11 +155,27 @@ impl Daemon {
             let ms = (at - now_ms()).max(0) as u64;
             Instant::now() + Duration::from_millis(ms)
         });
+        if let (false, Some(left)) = (view.usable(), view.settle_left()) {
+            // Reaps and schedules waited for the edit: look again once it has settled.
+            self.wake_within(left);
+        }
 
         for run in outcome.claimed {
+            tracing::info!(
+                run = run.id,
+                project = %run.project,
+                attempt = run.attempt,
+                namespace = %run.namespace,
+                "run claimed"
+            );
             self.spawn(run);
         }
         signal_cancelled(&mut self.slots, self.state.root(), &outcome.db_active);
+        // Last: it may read (and apply) a newer file, and the claims above were packed with the
+        // config they will be spawned with.
+        if !outcome.unknown_queued.is_empty() {
+            self.end_removed(outcome.unknown_queued).await;
+        }
     }
 
     /// Removes from the slot pool the runs whose transition left them past active (ended, or
@@ -132,16 +183,13 @@ impl Daemon {
     async fn forget_ended(&mut self, applied: &[(RunId, Applied)]) {
         for (run_id, applied) in applied {
             match applied {
-                Applied::Done { status, retry } => {
+                Applied::Done { status, .. } => {
                     if status.is_terminal() || *status == RunStatus::Queued {
                         self.slots.remove(*run_id);
                     }
-                    if let Some(r) = retry {
-                        tracing::info!(run = run_id, retry = r, "queued a retry");
-                    }
                 }
                 Applied::Skipped(why) => {
-                    tracing::debug!(run = run_id, why, "transition skipped");
+                    tracing::debug!(run = run_id, why = %why, "transition skipped");
                     // The database already holds this run past it: nothing to supervise.
                     if let Ok(run) = self.store_get(*run_id).await {
                         if !run.status.is_active() {
@@ -167,7 +215,7 @@ impl Daemon {
             .backoff
             .map(|(_, w)| (w * 2).min(Duration::from_secs(5)))
             .unwrap_or(Duration::from_millis(100));
-        tracing::warn!(error = %err, retry_in = ?wait, "EVAL could not finish; retrying later");
+        tracing::warn!(error = %err, retry_in_ms = wait.as_millis() as u64, "EVAL could not finish; retrying later");
         self.backoff = Some((Instant::now() + wait, wait));
     }
 
@@ -221,10 +269,12 @@ fn reap(
 }
 
 /// The blocking half of an EVAL: write the reaped transitions (`batch`), fire due schedule
-/// occurrences, end queued runs of projects no longer in `config` (all of them when
-/// `sweep_removed`), read the DB running set, pack `merge(live, DB running set)` against the
-/// queue heads, and claim the picks (committed before it returns). `live` is the slot pool's
-/// running set; `now` is milliseconds since the epoch, UTC.
+/// occurrences (when `gates.fire_schedules`), list the queued runs of projects missing from
+/// `config` (those of every queued project when `gates.sweep_removed`, else the queue heads'),
+/// read the DB running set, pack `merge(live, DB running set)` against the queue heads, and
+/// claim the picks (committed before it returns). `live` is the slot pool's running set; `now`
+/// is milliseconds since the epoch, UTC. It ends nothing for being unknown to `config`: that is
+/// for the caller, once the file confirms it ([`EvalOutcome::unknown_queued`]).
 ///
 /// Blocks on SQLite: call it on a blocking thread. Public so that the EVAL-cost bench
 /// (`benches/eval.rs`) measures this very code. Never returns an error: a store error stops it
@@ -235,7 +285,7 @@ pub fn eval_blocking(
     config: &Config,
     batch: Vec<Transition>,
     mut live: RunningSet,
-    sweep_removed: bool,
+    gates: EvalGates,
     now: Millis,
 ) -> EvalOutcome {
     let mut out = EvalOutcome::default();
@@ -251,7 +301,7 @@ pub fn eval_blocking(
             }
         }
     }
-    if let Err(e) = pack_and_claim(store, epoch, config, &live, sweep_removed, now, &mut out) {
+    if let Err(e) = pack_and_claim(store, epoch, config, &live, gates, now, &mut out) {
         out.failed = Some((e, Vec::new()));
     }
     out
@@ -275,28 +325,32 @@ fn without_ended(live: RunningSet, batch: &[Transition], applied: &[Applied]) ->
     live
 }
 
-/// Fire → sweep → pack → claim, filling `out` as it goes (see [`eval_blocking`]).
+/// Fire → list unknown → pack → claim, filling `out` as it goes (see [`eval_blocking`]).
 fn pack_and_claim(
     store: &Store,
     epoch: i64,
     config: &Config,
     live: &RunningSet,
-    sweep_removed: bool,
+    gates: EvalGates,
     now: Millis,
     out: &mut EvalOutcome,
 ) -> Result<(), StoreError> {
     // Fire due schedule occurrences before packing, so a fired run can start in this EVAL.
-    out.next_occurrence = crate::schedule::fire_due(store, epoch, config, now)?;
-    // Queued runs of projects no longer in the config can never start: end them, visibly.
-    // All queued projects are swept after a config change (and at startup); between
-    // changes, a queue head naming an unknown project (queued by a command that read
-    // another config) is caught below.
-    if sweep_removed {
-        for project in store.queued_projects()? {
-            if !config.projects.contains_key(&project) {
-                cancel_removed(store, &project, now)?;
-            }
-        }
+    if gates.fire_schedules {
+        out.next_occurrence = crate::schedule::fire_due(store, epoch, config, now)?;
+    }
+    // Queued runs of projects missing from the config cannot start under it. Every queued
+    // project is looked at after a config change (and at startup), when projects may have gone;
+    // between changes, a queue head naming an unknown project (queued by a command that read
+    // another, maybe newer, file) is caught below.
+    let mut unknown: BTreeSet<String> = BTreeSet::new();
+    if gates.sweep_removed {
+        unknown.extend(
+            store
+                .queued_projects()?
+                .into_iter()
+                .filter(|p| !config.projects.contains_key(p)),
+        );
     }
     let db = store.active_runs()?;
     let persisted: RunningSet = db
@@ -312,11 +366,20 @@ fn pack_and_claim(
     let running = merge(live, &persisted);
     let caps = config.caps();
     let heads = store.queue_heads(now)?;
-    for h in heads
-        .iter()
-        .filter(|h| !config.projects.contains_key(&h.project))
-    {
-        cancel_removed(store, &h.project, now)?;
+    unknown.extend(
+        heads
+            .iter()
+            .filter(|h| !config.projects.contains_key(&h.project))
+            .map(|h| h.project.clone()),
+    );
+    for project in unknown {
+        let queued = store.list_runs(&RunFilter {
+            project: Some(project),
+            status: Some(RunStatus::Queued),
+            limit: None,
+        })?;
+        out.unknown_queued
+            .extend(queued.into_iter().map(|r| (r.id, r.project)));
     }
     let candidates = candidates(heads, config);
     let picks = packer_for(&caps).pack(&caps, &running, &candidates);
@@ -370,13 +433,71 @@ fn claim_requests(picks: &[Candidate], caps: &Caps) -> Vec<ClaimRequest> {
         .collect()
 }
 
-/// Ends the queued runs of a project that is not in the config ("project removed").
-fn cancel_removed(store: &Store, project: &str, now: Millis) -> Result<(), StoreError> {
-    let n = store.cancel_queued_of(project, "project removed", now)?;
-    tracing::info!(
-        project,
-        runs = n,
-        "cancelled queued runs of a removed project"
-    );
-    Ok(())
+/// Logs what one written transition did to its run: its start (with the command's pid), its
+/// requeue, or its end (status, exit code or signal, how long it ran, its note and its retry).
+/// Field values are plain words and numbers, so that an operator (or `grep`) reads them as
+/// written.
+fn log_applied(run_id: RunId, applied: &Applied) {
+    let Applied::Done { status, retry, run } = applied else {
+        return;
+    };
+    let project = run.project.as_str();
+    match status {
+        RunStatus::Running => {
+            let pid = run
+                .pid
+                .map_or_else(|| "unknown".to_string(), |p| p.to_string());
+            tracing::info!(run = run_id, project = %project, pid = %pid, "run started");
+        }
+        RunStatus::Queued => {
+            tracing::info!(
+                run = run_id,
+                project = %project,
+                attempt = run.attempt,
+                "run requeued: its command never started"
+            );
+        }
+        _ => {
+            let duration = match (run.started_at, run.finished_at) {
+                (Some(s), Some(f)) if f >= s => format!("{:.3}s", (f - s) as f64 / 1000.0),
+                _ => "unknown".to_string(),
+            };
+            let note = run.reason.as_deref().unwrap_or("");
+            let retry = retry.map_or_else(|| "none".to_string(), |id| id.to_string());
+            match (run.exit_code, run.signal) {
+                (Some(code), _) => tracing::info!(
+                    run = run_id,
+                    project = %project,
+                    status = %status,
+                    exit_code = code,
+                    duration = %duration,
+                    attempt = run.attempt,
+                    retry = %retry,
+                    note = %note,
+                    "run ended"
+                ),
+                (None, Some(signal)) => tracing::info!(
+                    run = run_id,
+                    project = %project,
+                    status = %status,
+                    signal,
+                    duration = %duration,
+                    attempt = run.attempt,
+                    retry = %retry,
+                    note = %note,
+                    "run ended"
+                ),
+                (None, None) => tracing::info!(
+                    run = run_id,
+                    project = %project,
+                    status = %status,
+                    duration = %duration,
+                    attempt = run.attempt,
+                    retry = %retry,
+                    note = %note,
+                    "run ended"
+                ),
+            }
+        }
+    }
 }

@@ -38,7 +38,7 @@ pub(super) fn control_socket(path: &Path, events: Events) -> io::Result<JoinHand
                         Some(Nudge::Eval) => Event::Nudge,
                         Some(Nudge::Reload) => Event::Reload,
                         None => {
-                            tracing::warn!(line, "unknown message on the control socket");
+                            tracing::warn!(line = %line, "unknown message on the control socket");
                             continue;
                         }
                     };

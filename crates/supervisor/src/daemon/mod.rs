@@ -37,7 +37,7 @@ use std::time::Duration;
 use store::{now_ms, StoreError};
 use tokio::time::Instant;
 
-pub use eval::{eval_blocking, EvalOutcome};
+pub use eval::{eval_blocking, EvalGates, EvalOutcome};
 pub use event_loop::{FULL_EVAL_AT_LEAST_EVERY, RELOAD_SETTLE};
 
 use crate::caps::caps_json;
@@ -147,11 +147,14 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         fenced: None,
         sweep_removed: true,
         recovered: false,
+        config_file: Default::default(),
     };
-    // An edit saved before the watcher started is noticed now, and reloaded like any edit.
-    let reload_due = reload::stale(daemon.config_path.clone(), &daemon.config)
-        .await
-        .then(|| Instant::now() + RELOAD_SETTLE);
+    // An edit saved before the watcher started is noticed now: applied at once if it has
+    // settled, reloaded like any edit once it has otherwise.
+    let reload_due = match daemon.config_view().await {
+        reload::ConfigView::Settling { same: false, left } => Some(Instant::now() + left),
+        _ => None,
+    };
     daemon.recover().await;
 
     let signals = listener::signals(events).map_err(|source| DaemonError::Io {

@@ -5,6 +5,10 @@
 //! ended ⇒ its real status; never started ⇒ tombstone and requeue; unknown ⇒ lost (retried if
 //! attempts remain). Run files the database does not hold as active are reported, never acted on.
 //!
+//! A run's retry follows its project's settings; for a project the config does not know (it
+//! gets none), recovery first makes sure the config is the file's, and waits while an edit of
+//! the file settles.
+//!
 //! Nothing may be claimed before recovery has run to the end: the loop retries it, with backoff,
 //! until it has. This module must never start a shim nor decide a fate itself (that is
 //! [`crate::settle`]'s), and writes to the database only through [`Daemon::pending`].
@@ -13,24 +17,25 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use store::{now_ms, Millis, Run, RunId, RunStatus, Store, StoreError, Transition};
+use store::{now_ms, Run, RunId, RunStatus, Store, StoreError, Transition};
 use tokio::time::Instant;
 
 use super::spawn::watch_lock;
 use super::state::Daemon;
-use crate::config::Config;
 use crate::retry::RetryPolicy;
 use crate::settle::{self, Fate};
 use crate::shim::rundir::RunDir;
 use crate::slots::{ShimIdentity, Slot};
 
-/// What recovery decided, before any of it is applied.
+/// What recovery found, before any of it is applied.
 struct Recovery {
     /// Runs whose shim is alive, to adopt, with the shim when its started record names it.
     adopt: Vec<(Run, Option<ShimIdentity>)>,
-    /// Transitions to write: the fates of the others, and `running` for adopted runs the
-    /// database still has as `starting`.
+    /// `running` for adopted runs the database still has as `starting`.
     transitions: Vec<Transition>,
+    /// The other runs and their fates; their transitions (and retries) are decided once the
+    /// config is known to be the file's.
+    settled: Vec<(Run, Fate)>,
 }
 
 impl Daemon {
@@ -39,14 +44,50 @@ impl Daemon {
     pub(super) async fn recover(&mut self) {
         let store = self.store.clone();
         let state = self.state.clone();
+        let result = tokio::task::spawn_blocking(move || settle_active(&store, state.root()))
+            .await
+            .expect("recovery panicked");
+        if let Ok(found) = &result {
+            // A run of a project the config does not know gets no retry: decide that only on
+            // the file as it is now, never on a config older than it.
+            let unknown = found
+                .settled
+                .iter()
+                .any(|(r, _)| !self.config.projects.contains_key(&r.project));
+            if unknown {
+                let view = self.config_view().await;
+                if let (false, Some(left)) = (view.usable(), view.settle_left()) {
+                    // Nothing was applied; recovery runs again once the file has settled.
+                    self.backoff = Some((Instant::now() + left, left));
+                    return;
+                }
+            }
+        }
         let config = self.config.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            settle_active(&store, state.root(), &config, now_ms())
-        })
-        .await
-        .expect("recovery panicked");
         match result {
-            Ok(Recovery { adopt, transitions }) => {
+            Ok(Recovery {
+                adopt,
+                mut transitions,
+                settled,
+            }) => {
+                let now = now_ms();
+                for (run, fate) in settled {
+                    let policy = RetryPolicy::for_project(&config, &run.project);
+                    tracing::info!(
+                        run = run.id,
+                        project = %run.project,
+                        fate = %fate.name(),
+                        "recovered"
+                    );
+                    transitions.extend(settle::transition(
+                        run.id,
+                        run.claim_token,
+                        run.attempt,
+                        &fate,
+                        policy,
+                        now,
+                    ));
+                }
                 for (run, shim) in adopt {
                     tracing::info!(run = run.id, project = %run.project, "adopted a live run");
                     self.slots.insert(Slot {
@@ -76,7 +117,7 @@ impl Daemon {
                     .backoff
                     .map(|(_, w)| (w * 2).min(Duration::from_secs(5)))
                     .unwrap_or(Duration::from_millis(200));
-                tracing::error!(error = %e, retry_in = ?wait, "recovery could not read the database; retrying");
+                tracing::error!(error = %e, retry_in_ms = wait.as_millis() as u64, "recovery could not read the database; retrying");
                 self.backoff = Some((Instant::now() + wait, wait));
             }
         }
@@ -84,26 +125,21 @@ impl Daemon {
 }
 
 /// Settles every run the database records as active (blocking: reads the database and the run
-/// folders under `state_dir`, and writes tombstones). `now` is milliseconds since the epoch, UTC,
-/// for retry instants.
+/// folders under `state_dir`, and writes tombstones).
 ///
 /// Errors: the database cannot be read. A run whose files cannot be read is logged and left
 /// active (the next recovery, or `fleet check`, sees it again).
-fn settle_active(
-    store: &Store,
-    state_dir: &Path,
-    config: &Config,
-    now: Millis,
-) -> Result<Recovery, StoreError> {
+fn settle_active(store: &Store, state_dir: &Path) -> Result<Recovery, StoreError> {
     let active = store.active_runs()?;
     let mut adopt = Vec::new();
     let mut transitions = Vec::new();
+    let mut settled = Vec::new();
     for run in &active {
         let dir = RunDir::new(state_dir, run.id);
         let fate = match settle::settle(&dir, run.claim_token) {
             Ok(f) => f,
             Err(e) => {
-                tracing::error!(run = run.id, error = %e, "cannot read the run's files; leaving it active");
+                tracing::error!(run = run.id, project = %run.project, error = %e, "cannot read the run's files; leaving it active");
                 continue;
             }
         };
@@ -134,16 +170,14 @@ fn settle_active(
             adopt.push((run.clone(), shim));
             continue;
         }
-        let policy = RetryPolicy::for_project(config, &run.project);
-        tracing::info!(run = run.id, project = %run.project, fate = ?fate, "recovered");
-        if let Some(t) =
-            settle::transition(run.id, run.claim_token, run.attempt, &fate, policy, now)
-        {
-            transitions.push(t);
-        }
+        settled.push((run.clone(), fate));
     }
     report_unrecorded_shims(state_dir, &active);
-    Ok(Recovery { adopt, transitions })
+    Ok(Recovery {
+        adopt,
+        transitions,
+        settled,
+    })
 }
 
 /// Warns about every live shim (its run's lock held) of a run the database does not record as

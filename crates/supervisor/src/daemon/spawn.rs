@@ -108,7 +108,12 @@ impl Daemon {
                         self.shim_program.display()
                     )
                 };
-                tracing::error!(run = run.id, "{reason}");
+                tracing::error!(
+                    run = run.id,
+                    project = %run.project,
+                    reason = %reason,
+                    "spawn failed: the run's shim could not be started"
+                );
                 self.pending.push(Transition {
                     run_id: run.id,
                     token: run.claim_token,

@@ -13,6 +13,7 @@ use store::{RunId, Store, StoreError, Transition};
 use tokio::time::Instant;
 
 use super::events::Events;
+use super::reload::ConfigFile;
 use crate::config::Config;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
@@ -55,4 +56,7 @@ pub(super) struct Daemon {
     pub(super) sweep_removed: bool,
     /// Startup recovery has run to the end (it is retried, with backoff, until it has).
     pub(super) recovered: bool,
+    /// What the daemon knows of the config file (which version the config came from), so that
+    /// nothing is ended on the strength of a config older than the file.
+    pub(super) config_file: ConfigFile,
 }

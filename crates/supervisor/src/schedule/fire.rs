@@ -123,7 +123,7 @@ pub fn fire_due(
                 project = %project.name,
                 skipped = skipped_count,
                 exact = d.skipped_count_exact,
-                first = ?d.skipped_first,
+                first = %d.skipped_first.map(|t| t.to_rfc3339()).unwrap_or_default(),
                 "missed occurrences skipped (only the latest within starting_deadline runs)"
             );
         }
@@ -131,7 +131,8 @@ pub fn fire_due(
             tracing::warn!(project = %project.name, occurrence = %late, "occurrence missed by more than starting_deadline: skipped");
         }
         if let Some(id) = fired.queued {
-            tracing::info!(project = %project.name, run = id, occurrence = ?d.fire, "schedule fired");
+            let occurrence = d.fire.map(|t| t.to_rfc3339()).unwrap_or_default();
+            tracing::info!(project = %project.name, run = id, occurrence = %occurrence, "schedule fired");
         }
         if let (Some(id), None) = (fired.skipped_run, d.too_late) {
             tracing::info!(project = %project.name, run = id, "occurrence skipped: overlap forbid");
