@@ -190,8 +190,10 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Sto
             report.awaiting_finalize.push(run.id);
             continue;
         }
+        // A claim written by a clock that has since stepped back has a negative age: that is
+        // no age at all, and must not pass for young for as long as the clock was wrong.
         let young = run.status == RunStatus::Starting
-            && now - run.started_at.unwrap_or(now) < STARTING_GRACE_MS;
+            && (now - run.started_at.unwrap_or(now)).abs() < STARTING_GRACE_MS;
         if young {
             continue;
         }

@@ -7,11 +7,13 @@
 //! exec; [`slots`] is the in-memory slot pool; [`statedir`] the directory and its daemon lock;
 //! [`control`] the socket through which commands nudge the daemon; [`config`] reads fleet.toml
 //! and [`caps`] writes its caps down; [`check`] is the restart-safety checker behind
-//! `fleet check`; [`failpoints`] the register of every crash point tests inject; [`sys`] every
+//! `fleet check`; [`failpoints`] the register of every crash point tests inject; [`clock`] how
+//! persisted instants survive a wall clock that steps back; [`sys`] every
 //! raw system call, behind safe functions.
 
 pub mod caps;
 pub mod check;
+pub mod clock;
 pub mod config;
 pub mod control;
 pub mod daemon;

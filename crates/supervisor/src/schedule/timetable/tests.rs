@@ -338,24 +338,58 @@ fn the_same_now_twice_fires_once() {
     assert_eq!(second.next, first.next);
 }
 
+/// A step back within the tolerance: nothing fires until the clock passes the cursor again,
+/// the cursor stays, the next occurrence is still counted from it.
 #[test]
-fn a_clock_stepped_back_never_refires() {
-    let t = tt("0 * * * *", None);
+fn a_small_clock_step_back_waits_for_the_cursor() {
+    let t = tt("* * * * * *", None);
     let cursor = utc("2025-06-01T11:00:00Z");
-    // The clock goes back two and a half hours, then creeps forward again past 10:00 and 11:00.
-    let mut c = cursor;
-    let mut now = utc("2025-06-01T08:30:00Z");
-    while now <= utc("2025-06-01T11:30:00Z") {
-        let d = due(&t, Some(c), now, None);
-        assert_eq!(d.fire, None, "at {now}");
-        assert!(d.skipped.is_empty());
-        assert_eq!(d.cursor, cursor, "the cursor never moves back");
-        assert_eq!(d.next, Some(utc("2025-06-01T12:00:00Z")), "from the cursor");
-        c = d.cursor;
-        now += mins(1);
+    let tolerance = secs(crate::clock::STEP_BACK_TOLERANCE_MS / 1000);
+    for back in [secs(1), secs(5), tolerance] {
+        let d = due(&t, Some(cursor), cursor - back, None);
+        assert_eq!(d.fire, None, "{back}");
+        assert_eq!(d.clock_back, None, "{back}");
+        assert_eq!(d.cursor, cursor, "{back}: the cursor stays");
+        assert_eq!(
+            d.next,
+            Some(cursor + secs(1)),
+            "{back}: counted from the cursor"
+        );
     }
-    let d = due(&t, Some(c), utc("2025-06-01T12:00:01Z"), None);
-    assert_eq!(d.fire, Some(utc("2025-06-01T12:00:00Z")));
+    let d = due(&t, Some(cursor), cursor + secs(1), None);
+    assert_eq!(d.fire, Some(cursor + secs(1)));
+}
+
+/// A step back past the tolerance (a clock that ran a year ahead, then corrected): the
+/// schedule restarts from the clock as a new one does, fires nothing for the past, and tells
+/// the old cursor. Without it, nothing would fire for a year.
+#[test]
+fn a_clock_stepped_back_restarts_from_the_clock() {
+    let t = tt("*/10 * * * * *", None);
+    let ahead = utc("2026-06-01T11:00:00Z");
+    let now = utc("2025-06-01T08:30:04.250Z");
+    let d = due(&t, Some(ahead), now, None);
+    assert_eq!(d.clock_back, Some(ahead));
+    assert_eq!(d.fire, None);
+    assert!(d.skipped.is_empty() && d.skipped_count == 0 && d.too_late.is_none());
+    assert_eq!(d.cursor, utc("2025-06-01T08:30:04Z"));
+    assert_eq!(d.next, Some(utc("2025-06-01T08:30:10Z")));
+    // From there it runs as any schedule does.
+    let d = due(&t, Some(d.cursor), utc("2025-06-01T08:30:10.100Z"), None);
+    assert_eq!(d.clock_back, None);
+    assert_eq!(d.fire, Some(utc("2025-06-01T08:30:10Z")));
+    // Just past the tolerance counts; an hourly job too.
+    let hourly = tt("0 * * * *", None);
+    let cursor = utc("2025-06-01T11:00:00Z");
+    let now =
+        cursor - secs(crate::clock::STEP_BACK_TOLERANCE_MS / 1000) - TimeDelta::milliseconds(1);
+    let d = due(&hourly, Some(cursor), now, None);
+    assert_eq!(d.clock_back, Some(cursor));
+    assert_eq!(
+        d.next,
+        Some(cursor),
+        "the next hour is the old cursor again"
+    );
 }
 
 #[test]
