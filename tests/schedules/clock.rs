@@ -70,8 +70,10 @@ fn assert_one_run_per_occurrence(f: &Fleet, project: &str) {
     }
 }
 
-/// Waits until `project` has a succeeded scheduled run whose occurrence is within a minute of
-/// the real clock, after `since` (ms): the schedule runs on the corrected clock.
+/// Waits until `project` has a succeeded scheduled run whose occurrence is at or after `since`
+/// (ms, the real clock) and within a minute of the real clock: the schedule runs on the
+/// corrected clock. (The first occurrence after a restart from the clock is after the instant
+/// it restarted, so `since` taken just before is never passed by an earlier run.)
 fn wait_run_on_real_clock(f: &Fleet, project: &str, since: i64) -> Value {
     let mut found = Value::Null;
     f.wait_until(DEADLINE, "a scheduled run on the corrected clock", || {
@@ -115,7 +117,8 @@ fn a_clock_corrected_backwards_resumes_the_schedule() {
     }
 
     // The NTP step, with the daemon running.
-    let stepped = now_ms() / 1000 * 1000;
+    // Not rounded down: an occurrence run a moment ago must not pass for one run after this.
+    let stepped = now_ms();
     set_offset(&f, 0);
     wait_run_on_real_clock(&f, "tick", stepped);
     let err = d.stderr();
@@ -136,6 +139,10 @@ fn a_clock_corrected_backwards_resumes_the_schedule() {
         text.contains("schedule tick: the clock went back"),
         "fleet status (text) does not show it:\n{text}"
     );
+    // The daemon started by the clock a year ahead: its uptime is unknown, not zero.
+    let daemon = &f.status()["daemon"];
+    assert!(daemon["uptime_seconds"].is_null(), "{daemon}");
+    assert!(text.contains("up ? (the clock went back"), "{text}");
 
     // Ahead again, then corrected while no daemon runs.
     drop(d);
@@ -160,10 +167,14 @@ fn a_clock_corrected_backwards_resumes_the_schedule() {
         text.contains("schedule tick: the clock went back") && text.contains("later than now"),
         "{text}"
     );
-    let restarted = now_ms() / 1000 * 1000;
+    let restarted = now_ms();
     let d = start_shifted(&f, &offset);
-    wait_run_on_real_clock(&f, "tick", restarted);
-    assert!(d.stderr().contains("the clock went back"), "{}", d.stderr());
+    let resumed = wait_run_on_real_clock(&f, "tick", restarted);
+    assert!(
+        d.stderr().contains("the clock went back"),
+        "resumed by {resumed} without saying the clock went back\n{}",
+        f.diagnostics()
+    );
     assert_eq!(status_schedule(&f, "tick")["ahead_of_clock"], false);
     assert_one_run_per_occurrence(&f, "tick");
     assert_check_ok(&f);

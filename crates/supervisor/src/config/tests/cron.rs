@@ -118,3 +118,29 @@ fn a_schedule_that_never_fires_is_refused() {
             .unwrap_or_else(|e| panic!("{expr}: {e}"));
     }
 }
+
+/// The macros and docs/CONFIG.md agree: every macro is documented beside the fields it stands
+/// for, and the doc names no macro fleet does not accept.
+#[test]
+fn macros_register_matches_docs_config_md() {
+    let doc = std::fs::read_to_string(super::docs_path()).unwrap();
+    let rows: Vec<&str> = doc
+        .lines()
+        .filter(|l| l.starts_with('|') && l.contains("`@"))
+        .collect();
+    for (name, fields) in MACROS {
+        assert!(
+            rows.iter()
+                .any(|r| r.contains(&format!("`{name}`")) && r.contains(&format!("`{fields}`"))),
+            "docs/CONFIG.md does not document {name} as {fields}"
+        );
+    }
+    for row in rows {
+        for part in row.split('`').filter(|p| p.starts_with('@')) {
+            assert!(
+                MACROS.iter().any(|(m, _)| m == &part),
+                "docs/CONFIG.md documents {part}, which fleet does not accept"
+            );
+        }
+    }
+}
