@@ -25,7 +25,10 @@
 //! - `overlap`: the overlap policies `forbid`, `queue` and `replace`;
 //! - `retries`: retries of a scheduled run back off exponentially, keeping its occurrence;
 //! - `timezone`: a schedule's time zone;
-//! - `runs_table`: `fleet runs` shows trigger and occurrence.
+//! - `runs_table`: `fleet runs` shows trigger and occurrence;
+//! - `clock`: a clock that steps back (and one that jumps forward past many occurrences), on a
+//!   daemon whose clock fleet's test clock shifts;
+//! - `validate`: cron expressions through `fleet validate` and the daemon's load.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -35,6 +38,7 @@ mod notes;
 mod runs;
 mod time;
 
+mod clock;
 mod fires;
 mod in_flight;
 mod missed;
@@ -42,3 +46,4 @@ mod overlap;
 mod retries;
 mod runs_table;
 mod timezone;
+mod validate;

@@ -78,12 +78,13 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
     let holder = state
         .daemon_holder()
         .map_err(|e| Failure::action(format!("{}: {e}", state.lock_path().display())))?;
-    let (row, active) = match open_existing_at(&state)? {
+    let (row, active, schedules) = match open_existing_at(&state)? {
         Some(store) => (
             store.daemon_row().map_err(Failure::action)?,
             store.active_runs().map_err(Failure::action)?,
+            store.schedules().map_err(Failure::action)?,
         ),
-        None => (None, Vec::new()),
+        None => (None, Vec::new(), Vec::new()),
     };
     let report = output::Status::new(
         config.as_ref(),
@@ -93,7 +94,8 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         holder,
         row,
         &active,
-    );
+    )
+    .with_schedules(&schedules);
     if json {
         console::println(report.json())?;
     } else {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde_json::{json, Value};
-use store::{rfc3339, DaemonRow, Run};
+use store::{rfc3339, DaemonRow, Run, ScheduleRow};
 use supervisor::config::{Config, ConfigErrors};
 use supervisor::statedir::StateDir;
 
@@ -160,7 +160,9 @@ impl Status {
                 "pid": pid,
                 "epoch": row.epoch,
                 "started_at": rfc3339(row.started_at),
-                "uptime_seconds": (now - row.started_at).max(0) / 1000,
+                // Unknown, not zero, when the clock went back since the daemon started.
+                "uptime_seconds": (!supervisor::clock::ahead_of_clock(row.started_at, now))
+                    .then(|| (now - row.started_at).max(0) / 1000),
                 "config": row.config_path,
                 "last_reload_error": row.reload_error,
                 // Moves at every reload the daemon processed (applied or refused): scripts wait
@@ -186,6 +188,32 @@ impl Status {
         }
     }
 
+    /// Adds the schedules (`schedules` in the JSON: one object per scheduled project's cursor),
+    /// and flags those whose cursor is later than the clock: the clock went back, and until a
+    /// daemon resumes them they fire nothing.
+    pub fn with_schedules(mut self, rows: &[ScheduleRow]) -> Status {
+        let now = store::now_ms();
+        let list: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "project": r.project,
+                    "timetable": r.timetable,
+                    "last_handled": rfc3339(r.cursor),
+                    "next": time(r.next_fire),
+                    "skipped_total": r.skipped_total,
+                    "ahead_of_clock": supervisor::clock::ahead_of_clock(r.cursor, now),
+                    "clock_went_back": r.clock_back.map(|c| json!({
+                        "seen_at": rfc3339(c.seen_at),
+                        "last_handled_was": rfc3339(c.cursor_was),
+                    })),
+                })
+            })
+            .collect();
+        self.value["schedules"] = Value::Array(list);
+        self
+    }
+
     /// As JSON.
     pub fn json(&self) -> String {
         self.value.to_string()
@@ -202,11 +230,14 @@ impl Status {
                 d["pid"]
             );
         } else if d["running"].as_bool() == Some(true) {
+            let up = match d["uptime_seconds"].as_i64() {
+                Some(n) => format!("{n}s"),
+                None => "? (the clock went back since it started)".into(),
+            };
             s += &format!(
-                "daemon: running, pid {}, epoch {}, up {}s\nconfig: {}\n",
+                "daemon: running, pid {}, epoch {}, up {up}\nconfig: {}\n",
                 d["pid"],
                 d["epoch"],
-                d["uptime_seconds"],
                 d["config"].as_str().unwrap_or("?")
             );
             if let Some(err) = d["last_reload_error"].as_str() {
@@ -225,6 +256,7 @@ impl Status {
             }
         }
         s += &format!("state dir: {}\n", v["state_dir"].as_str().unwrap_or("?"));
+        s += &schedule_warnings(v);
         let cap = &v["global"]["max_concurrency"];
         s += &format!(
             "active: {} of {} (global cap)\n",
@@ -247,6 +279,30 @@ impl Status {
         }
         s
     }
+}
+
+/// One line for each schedule the clock went back on: whose cursor is later than the clock now,
+/// or that a daemon resumed after finding it so.
+fn schedule_warnings(v: &Value) -> String {
+    let mut s = String::new();
+    for sch in v["schedules"].as_array().into_iter().flatten() {
+        let project = sch["project"].as_str().unwrap_or("?");
+        let last = sch["last_handled"].as_str().unwrap_or("?");
+        if sch["ahead_of_clock"].as_bool() == Some(true) {
+            s += &format!(
+                "schedule {project}: the clock went back: its last occurrence handled ({last}) is \
+                 later than now; a daemon resumes it from the clock\n"
+            );
+        } else if let Some(c) = sch["clock_went_back"].as_object() {
+            s += &format!(
+                "schedule {project}: the clock went back: at {} its last occurrence handled was {}; \
+                 resumed from the clock\n",
+                c["seen_at"].as_str().unwrap_or("?"),
+                c["last_handled_was"].as_str().unwrap_or("?")
+            );
+        }
+    }
+    s
 }
 
 /// `fleet check --json`.

@@ -48,12 +48,13 @@ mod model;
 mod sqlite;
 pub mod status;
 mod store;
+pub mod test_clock;
 
 pub use error::StoreError;
 pub use model::{
-    now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRequest, Claimed, DaemonRow, Event,
-    FireRequest, Fired, Millis, NewRun, OverlapPolicy, QueueHead, Run, RunFilter, RunId,
-    ScheduleRow, Transition,
+    now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRequest, Claimed, ClockBack, DaemonRow,
+    Delayed, Event, FireRequest, Fired, Millis, NewRun, OverlapPolicy, QueueHead, Run, RunFilter,
+    RunId, ScheduleRow, Transition,
 };
 pub use status::{RunStatus, Trigger, ALL_STATUSES, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};

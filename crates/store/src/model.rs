@@ -13,9 +13,13 @@ pub type RunId = i64;
 /// Milliseconds since the Unix epoch, UTC.
 pub type Millis = i64;
 
-/// The current time as [`Millis`].
+/// The current time as [`Millis`]. Every wall-clock reading of fleet goes through here. In a
+/// test build (feature `failpoints`) it may be shifted by an offset (see
+/// [`test_clock`](crate::test_clock)); a production build reads the system clock alone.
 pub fn now_ms() -> Millis {
-    chrono::Utc::now().timestamp_millis()
+    chrono::Utc::now()
+        .timestamp_millis()
+        .saturating_add(crate::test_clock::offset_ms())
 }
 
 /// Formats [`Millis`] as RFC 3339 in UTC with millisecond precision (`2026-11-30T10:33:43.123Z`).
@@ -266,6 +270,20 @@ pub struct DaemonRow {
     pub updated_at: Millis,
 }
 
+/// A queued run whose delay [`Store::rebase_delays`](crate::Store::rebase_delays) counted again
+/// from now, because the clock that set it has since stepped back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delayed {
+    /// The run.
+    pub run_id: RunId,
+    /// Its project.
+    pub project: String,
+    /// The `not_before` it had (ms UTC), by the clock that was ahead.
+    pub not_before_was: Millis,
+    /// The `not_before` it has now (ms UTC).
+    pub not_before: Millis,
+}
+
 /// A scheduled project's persisted cursor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduleRow {
@@ -282,6 +300,19 @@ pub struct ScheduleRow {
     pub skipped_total: i64,
     /// The latest skipped occurrence.
     pub last_skipped: Option<Millis>,
+    /// The last time the clock was found behind this schedule's cursor (it stepped back), if
+    /// ever since the timetable was set.
+    pub clock_back: Option<ClockBack>,
+}
+
+/// The clock found behind a schedule's cursor: the clock stepped back after the cursor was
+/// written, and the schedule was resumed from the clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockBack {
+    /// When it was seen (ms UTC, by the corrected clock).
+    pub seen_at: Millis,
+    /// The cursor the clock was behind (ms UTC): the last occurrence handled before.
+    pub cursor_was: Millis,
 }
 
 /// What to do with an occurrence that is due, given the project's active run.
@@ -314,8 +345,11 @@ pub struct FireRequest {
     pub next_fire: Option<Millis>,
     /// The occurrence to fire now, if any.
     pub fire: Option<Millis>,
-    /// Occurrences passed over without a run (missed), newest last.
+    /// Occurrences passed over without a run (missed), newest last: at most the latest hundred.
     pub skipped: Vec<Millis>,
+    /// The earliest occurrence passed over, which `skipped` may not list when more were
+    /// skipped than it keeps; the start of the range the run's note gives.
+    pub skipped_first: Option<Millis>,
     /// The number of skipped occurrences, when more were skipped than `skipped` lists.
     pub skipped_count: u64,
     /// A missed occurrence that was too late to start (beyond starting_deadline): recorded as a
@@ -323,6 +357,10 @@ pub struct FireRequest {
     pub too_late: Option<Millis>,
     /// The overlap policy for `fire`.
     pub overlap: OverlapPolicy,
+    /// Set when the clock was found behind the stored cursor (it stepped back): the stored
+    /// cursor, which `cursor` replaces although it is earlier. Recorded with `now` (see
+    /// [`ScheduleRow::clock_back`]).
+    pub clock_back_from: Option<Millis>,
 }
 
 /// What [`Store::fire_schedule`](crate::Store::fire_schedule) did.

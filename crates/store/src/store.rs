@@ -10,8 +10,8 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
-    Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Event, FireRequest, Fired, Millis,
-    NewRun, QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
+    Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FireRequest, Fired,
+    Millis, NewRun, QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
 };
 
 /// How long a statement waits for another connection's write lock before it fails as busy.
@@ -102,6 +102,26 @@ impl Store {
     pub fn next_not_before(&self, now: Millis) -> Result<Option<Millis>> {
         match &self.backend {
             Backend::Sqlite(db) => db.next_not_before(now),
+        }
+    }
+
+    /// Counts again from `now` the delay of every queued run whose delay was set by a clock
+    /// later than `now` by more than `tolerance` (ms): the clock has stepped back since, and
+    /// the run would otherwise wait for as long as the clock was wrong. Such a run is told by
+    /// its `enqueued_at`, written by the same clock; it gets `not_before = now + (not_before -
+    /// enqueued_at)` and `enqueued_at = now`, and its reason says so. Returns the runs changed.
+    ///
+    /// Cost: a read of the delayed queued runs alone; a write only when one was found.
+    ///
+    /// Errors: busy database (nothing written), fencing.
+    pub fn rebase_delays(
+        &self,
+        epoch: i64,
+        now: Millis,
+        tolerance: Millis,
+    ) -> Result<Vec<Delayed>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.rebase_delays(epoch, now, tolerance),
         }
     }
 

@@ -22,9 +22,11 @@ fn req(expected: Option<Millis>, fire: Option<Millis>, overlap: OverlapPolicy) -
         next_fire: None,
         fire,
         skipped: vec![],
+        skipped_first: None,
         skipped_count: 0,
         too_late: None,
         overlap,
+        clock_back_from: None,
     }
 }
 
@@ -129,6 +131,28 @@ fn replace_flags_the_active_run_and_queues_the_new_one() {
     assert_eq!(
         s.get_run(g.queued.unwrap()).unwrap().status,
         RunStatus::Queued
+    );
+}
+
+/// More missed occurrences than the list keeps: the note's range starts at the first one
+/// missed, not at the first one listed (the hundredth from last).
+#[test]
+fn the_missed_range_starts_at_the_first_missed_occurrence() {
+    let (_d, s, epoch) = open();
+    let mut r = req(None, Some(1_000_000), OverlapPolicy::Queue);
+    r.skipped = (0..100).map(|i| 1_000_000 - (100 - i) * 1_000).collect();
+    r.skipped_first = Some(1_000);
+    r.skipped_count = 999;
+    let f = s.fire_schedule(epoch, &r, 1).unwrap();
+    let run = s.get_run(f.queued.unwrap()).unwrap();
+    let note = run.reason.unwrap();
+    assert!(
+        note.contains(&format!(
+            "999 earlier occurrence(s) missed and skipped ({} .. {})",
+            rfc3339(1_000),
+            rfc3339(999_000)
+        )),
+        "{note}"
     );
 }
 

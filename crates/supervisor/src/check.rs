@@ -234,8 +234,10 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Che
             report.awaiting_finalize.push(run.id);
             continue;
         }
+        // A claim written by a clock that has since stepped back has a negative age: that is
+        // no age at all, and must not pass for young for as long as the clock was wrong.
         let young = run.status == RunStatus::Starting
-            && now - run.started_at.unwrap_or(now) < STARTING_GRACE_MS;
+            && (now - run.started_at.unwrap_or(now)).abs() < STARTING_GRACE_MS;
         if young {
             continue;
         }
@@ -379,6 +381,57 @@ mod tests {
             bad.violations[1].message.contains("tombstoned"),
             "{:?}",
             bad.violations
+        );
+    }
+
+    /// A `starting` run without a shim is given a grace period after its claim; a claim whose
+    /// time is far after `now` (written by a clock that has since stepped back) is no young
+    /// claim, and is reported like an old one.
+    #[test]
+    fn a_claim_from_a_clock_ahead_is_not_young() {
+        let (_d, state, store) = setup();
+        let epoch = store.take_over(1, "fleet.toml", "{}", 0).unwrap();
+        let id = store
+            .enqueue(
+                &store::NewRun {
+                    project: "p".into(),
+                    namespace: "default".into(),
+                    priority: 0,
+                    trigger: store::Trigger::Manual,
+                    occurrence: None,
+                    not_before: 0,
+                },
+                0,
+            )
+            .unwrap();
+        let claimed_at = 400 * 86_400_000;
+        store
+            .claim(
+                epoch,
+                &[store::ClaimRequest {
+                    run_id: id,
+                    namespace: "default".into(),
+                    global_cap: 4,
+                    namespace_cap: None,
+                }],
+                claimed_at,
+            )
+            .unwrap();
+        let shimless = |now: Millis| {
+            check(&state, &store, now)
+                .unwrap()
+                .violations
+                .iter()
+                .any(|v| v.kind == ViolationKind::ActiveWithoutShim)
+        };
+        assert!(
+            !shimless(claimed_at + 1_000),
+            "young: its shim may still be locking"
+        );
+        assert!(shimless(claimed_at + STARTING_GRACE_MS + 1));
+        assert!(
+            shimless(claimed_at - 365 * 86_400_000),
+            "a claim a year ahead of the clock passed for young"
         );
     }
 }

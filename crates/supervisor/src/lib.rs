@@ -16,6 +16,7 @@
 //! - [`watch`]: noticing edits of fleet.toml (a watcher on its folder, polling as a fallback).
 //! - [`caps`]: the caps in force, written down for the daemon row and `fleet status`.
 //! - [`check`]: the restart-safety checker behind `fleet check`; it only reads.
+//! - [`clock`]: how persisted instants survive a wall clock that steps back.
 //! - [`exec_limits`]: the kernel's limits on one exec's arguments, and the message naming them.
 //! - [`failpoints`]: the register of every crash point tests inject, with its recovery story.
 //! - [`sys`]: every raw system call, behind safe functions.
@@ -27,6 +28,7 @@
 
 pub mod caps;
 pub mod check;
+pub mod clock;
 pub mod config;
 pub mod control;
 pub mod daemon;

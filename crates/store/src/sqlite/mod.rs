@@ -19,9 +19,10 @@
 //! Files, one per concern: `open` (pool, pragmas, migrations, change probe), `schema` (the
 //! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
 //! `eval` (the EVAL's read queries and the occupancy count), `daemon` (take over, epoch,
-//! fencing) and `schedules`.
+//! fencing), `schedules`, and `clock` (delays written by a clock that has since stepped back).
 
 mod claim;
+mod clock;
 mod daemon;
 mod eval;
 mod events;

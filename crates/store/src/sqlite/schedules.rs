@@ -13,7 +13,8 @@ use super::runs::{get_run, insert_run};
 use super::{is_constraint_violation, SqliteStore};
 use crate::error::Result;
 use crate::{
-    FireRequest, Fired, Millis, NewRun, OverlapPolicy, RunId, RunStatus, ScheduleRow, Trigger,
+    ClockBack, FireRequest, Fired, Millis, NewRun, OverlapPolicy, RunId, RunStatus, ScheduleRow,
+    Trigger,
 };
 
 impl SqliteStore {
@@ -21,9 +22,12 @@ impl SqliteStore {
     pub(crate) fn schedules(&self) -> Result<Vec<ScheduleRow>> {
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
-            "SELECT project, timetable, cursor, next_fire, skipped_total, last_skipped FROM schedules ORDER BY project",
+            "SELECT project, timetable, cursor, next_fire, skipped_total, last_skipped, \
+               clock_back_at, clock_back_cursor FROM schedules ORDER BY project",
         )?;
         let rows = stmt.query_map([], |r| {
+            let seen_at: Option<Millis> = r.get(6)?;
+            let cursor_was: Option<Millis> = r.get(7)?;
             Ok(ScheduleRow {
                 project: r.get(0)?,
                 timetable: r.get(1)?,
@@ -31,6 +35,12 @@ impl SqliteStore {
                 next_fire: r.get(3)?,
                 skipped_total: r.get(4)?,
                 last_skipped: r.get(5)?,
+                clock_back: seen_at
+                    .zip(cursor_was)
+                    .map(|(seen_at, cursor_was)| ClockBack {
+                        seen_at,
+                        cursor_was,
+                    }),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -62,10 +72,11 @@ impl SqliteStore {
             ..Fired::default()
         };
         let skipped_note = if req.skipped_count > 0 {
+            // The range starts at the first occurrence skipped, which the list (the latest
+            // hundred) may not hold.
             let first = req
-                .skipped
-                .first()
-                .copied()
+                .skipped_first
+                .or(req.skipped.first().copied())
                 .map(crate::rfc3339)
                 .unwrap_or_default();
             let last = req
@@ -108,7 +119,13 @@ impl SqliteStore {
                     out.skipped_run = insert_skip(&tx, &new, &reason, now)?;
                 }
                 (policy, blocking) => {
-                    if let (OverlapPolicy::Replace, Some((id, status))) = (policy, &blocking) {
+                    out.queued = insert_unique(&tx, &new, now)?;
+                    // Only an occurrence that got its run here may replace anything: one that
+                    // had its run already (proposed again after the clock stepped back) must not
+                    // stop the active run.
+                    if let (OverlapPolicy::Replace, Some((id, status)), Some(_)) =
+                        (policy, &blocking, out.queued)
+                    {
                         if status != "queued" {
                             let why = format!(
                                 "replaced by the occurrence at {} (overlap = \"replace\")",
@@ -118,7 +135,6 @@ impl SqliteStore {
                             out.replaced = Some(*id);
                         }
                     }
-                    out.queued = insert_unique(&tx, &new, now)?;
                     if let (Some(id), Some(note)) = (out.queued, &skipped_note) {
                         tx.execute(
                             "UPDATE runs SET reason = ?2 WHERE id = ?1",
@@ -147,12 +163,19 @@ impl SqliteStore {
             + i64::from(req.too_late.is_some())
             + i64::from(out.skipped_run.is_some() && req.too_late.is_none());
         let last_skipped = req.too_late.or(req.skipped.last().copied());
+        // The record of the clock found behind the cursor is kept until the next one, or until
+        // the timetable changes (a new timetable starts afresh).
         tx.execute(
-            "INSERT INTO schedules (project, timetable, cursor, next_fire, skipped_total, last_skipped, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+            "INSERT INTO schedules (project, timetable, cursor, next_fire, skipped_total, last_skipped, \
+               updated_at, clock_back_at, clock_back_cursor) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, CASE WHEN ?8 IS NULL THEN NULL ELSE ?7 END, ?8) \
              ON CONFLICT (project) DO UPDATE SET timetable = ?2, cursor = ?3, next_fire = ?4, \
                skipped_total = CASE WHEN timetable = ?2 THEN skipped_total + ?5 ELSE ?5 END, \
-               last_skipped = COALESCE(?6, last_skipped), updated_at = ?7",
+               last_skipped = COALESCE(?6, last_skipped), updated_at = ?7, \
+               clock_back_at = CASE WHEN ?8 IS NOT NULL THEN ?7 \
+                 WHEN timetable = ?2 THEN clock_back_at END, \
+               clock_back_cursor = CASE WHEN ?8 IS NOT NULL THEN ?8 \
+                 WHEN timetable = ?2 THEN clock_back_cursor END",
             params![
                 req.project,
                 req.timetable,
@@ -160,7 +183,8 @@ impl SqliteStore {
                 req.next_fire,
                 skipped_now,
                 last_skipped,
-                now
+                now,
+                req.clock_back_from
             ],
         )?;
         tx.commit()?;

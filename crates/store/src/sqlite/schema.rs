@@ -86,7 +86,7 @@ CREATE INDEX events_by_run ON events (run_id, seq);
 "#;
 
 /// Every migration's SQL, oldest first.
-const ALL: &[&str] = &[V1, V2, V3, V4];
+const ALL: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version after every migration ran.
 pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
@@ -124,6 +124,14 @@ CREATE INDEX runs_waiting ON runs (not_before) WHERE status = 'queued';
 pub(crate) const V4: &str = r#"
 ALTER TABLE runs ADD COLUMN cancel_requested_at INTEGER;
 ALTER TABLE runs ADD COLUMN cancel_reason TEXT;
+"#;
+
+/// Version 5: a schedule's record of the clock found behind its cursor (the clock stepped back
+/// since the cursor was written): when that was seen, and the cursor it was behind. The cursor
+/// itself then restarts from the clock; this record is what `fleet status` shows of it.
+pub(crate) const V5: &str = r#"
+ALTER TABLE schedules ADD COLUMN clock_back_at INTEGER;
+ALTER TABLE schedules ADD COLUMN clock_back_cursor INTEGER;
 "#;
 
 /// All migrations, oldest first.

@@ -10,7 +10,8 @@
 //!
 //! * `model`: the validated types ([`Config`], [`NamespaceConfig`], [`ProjectConfig`],
 //!   [`Overlap`]), the defaults, the key register and the shared value rules
-//!   ([`parse_schedule`], [`valid_name`]).
+//!   ([`valid_name`]).
+//! * `cron`: the cron expressions a schedule accepts ([`parse_schedule`], its [`MACROS`]).
 //! * `load`: reading the file and resolving the paths it names ([`Config::load`],
 //!   [`Config::parse`], [`Config::state_dir_of`]).
 //! * `check`: the validation itself, one small function per key.
@@ -19,6 +20,7 @@
 //! Nothing here starts, stops or records a run: a `Config` is plain data that the daemon reads.
 
 mod check;
+mod cron;
 mod error;
 mod load;
 mod model;
@@ -26,8 +28,9 @@ mod model;
 #[cfg(test)]
 mod tests;
 
+pub use cron::{parse_schedule, MACROS};
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
-    parse_schedule, valid_name, Config, NamespaceConfig, Overlap, ProjectConfig, DEFAULT_NAMESPACE,
-    KEYS, MIN_TICK, REQUIRED, UNSET,
+    valid_name, Config, NamespaceConfig, Overlap, ProjectConfig, DEFAULT_NAMESPACE, KEYS, MIN_TICK,
+    REQUIRED, UNSET,
 };

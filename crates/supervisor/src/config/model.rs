@@ -140,7 +140,8 @@ pub struct ProjectConfig {
     pub retries: u32,
     /// Base of the exponential backoff between retries.
     pub retry_backoff: Duration,
-    /// A validated cron expression: 5 fields, or 6 with seconds first. See [`parse_schedule`].
+    /// A validated cron expression: 5 fields, or 6 with seconds first, or a macro. See
+    /// [`parse_schedule`](crate::config::parse_schedule).
     pub schedule: Option<String>,
     /// A validated IANA time zone name; `None` means UTC.
     pub timezone: Option<String>,
@@ -176,29 +177,6 @@ impl fmt::Display for Overlap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// Parses a cron expression the way fleet.toml accepts it: 5 fields (minute hour day-of-month
-/// month day-of-week), or 6 with seconds first. Day-of-month and day-of-week combine with OR,
-/// as in classic cron. The schedule timetable parses through this as well, so that what
-/// `fleet validate` accepts is exactly what fires.
-///
-/// # Errors
-///
-/// A human-readable reason when the field count is wrong or a field does not parse.
-pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
-    let fields = expr.split_whitespace().count();
-    if fields != 5 && fields != 6 {
-        return Err(format!(
-            "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, found {fields}"
-        ));
-    }
-    croner::parser::CronParser::builder()
-        .seconds(croner::parser::Seconds::Optional)
-        .year(croner::parser::Year::Disallowed)
-        .build()
-        .parse(expr)
-        .map_err(|e| e.to_string())
 }
 
 /// Whether `name` is an acceptable namespace or project name: non-empty, `[A-Za-z0-9_.-]`.

@@ -335,6 +335,8 @@ fn pack_and_claim(
     now: Millis,
     out: &mut EvalOutcome,
 ) -> Result<(), StoreError> {
+    // Delays set by a clock that has since stepped back are counted again from now.
+    crate::clock::rebase_delays(store, epoch, now)?;
     // Fire due schedule occurrences before packing, so a fired run can start in this EVAL.
     if gates.fire_schedules {
         out.next_occurrence = crate::schedule::fire_due(store, epoch, config, now)?;

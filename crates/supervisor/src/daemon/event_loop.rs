@@ -17,7 +17,7 @@
 //! [`Daemon::reload_config`], [`Daemon::eval`]) and the epoch read of [`still_opened`].
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
@@ -103,7 +103,7 @@ pub(super) async fn run(
         if by_tick && ticks.nothing_changed(daemon).await {
             continue;
         }
-        ticks.last_eval = Some((Instant::now(), SystemTime::now()));
+        ticks.last_eval = Some((Instant::now(), store::now_ms()));
         daemon.eval().await;
         if daemon.fenced.is_some() {
             return Ok(());
@@ -209,8 +209,9 @@ struct TickFilter {
     /// Tells whether anything was committed since it last looked; `None` if it could not be
     /// opened (every tick EVALs).
     probe: Option<Arc<Mutex<store::ChangeProbe>>>,
-    /// When the last EVAL ran, on both clocks (to notice a step of the wall clock).
-    last_eval: Option<(Instant, SystemTime)>,
+    /// When the last EVAL ran, on both clocks (to notice a step of the wall clock). The wall
+    /// clock is read as everything else reads it, `store::now_ms`.
+    last_eval: Option<(Instant, store::Millis)>,
 }
 
 impl TickFilter {
@@ -250,8 +251,9 @@ impl TickFilter {
             return false;
         }
         let mono = at.elapsed();
-        let stepped = match SystemTime::now().duration_since(wall) {
-            Ok(w) => w.abs_diff(mono) > Duration::from_secs(1),
+        let stepped = match u64::try_from(store::now_ms() - wall) {
+            Ok(w) => Duration::from_millis(w).abs_diff(mono) > Duration::from_secs(1),
+            // It went back.
             Err(_) => true,
         };
         if stepped {

@@ -27,6 +27,12 @@ fn to_dt(ms: Millis) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
+/// An instant as the log shows it (RFC 3339, UTC); empty for none.
+fn shown(t: Option<DateTime<Utc>>) -> String {
+    t.map(|t| store::rfc3339(t.timestamp_millis()))
+        .unwrap_or_default()
+}
+
 /// Fires what is due at `now` for every scheduled project; returns the earliest next
 /// occurrence over all of them, for the daemon's wake-up timer.
 ///
@@ -66,8 +72,10 @@ pub fn fire_due(
         };
         let key = timetable_key(expr, project.timezone.as_deref());
         let row = rows.get(&project.name).filter(|r| r.timetable == key);
-        if let Some(next) = row.and_then(|r| r.next_fire) {
-            if next > now {
+        // A cursor ahead of the clock (the clock stepped back) has its next occurrence in the
+        // future too, so it must not take this shortcut: `due` restarts it from the clock.
+        if let Some(r) = row.filter(|r| !crate::clock::ahead_of_clock(r.cursor, now)) {
+            if let Some(next) = r.next_fire.filter(|next| *next > now) {
                 note_wake(Some(next));
                 continue;
             }
@@ -87,7 +95,8 @@ pub fn fire_due(
         let unchanged = row
             .is_some_and(|r| r.cursor == d.cursor.timestamp_millis() && r.next_fire == next)
             && d.fire.is_none()
-            && d.too_late.is_none();
+            && d.too_late.is_none()
+            && d.clock_back.is_none();
         if unchanged {
             continue;
         }
@@ -109,6 +118,7 @@ pub fn fire_due(
             next_fire: next,
             fire: d.fire.map(|t| t.timestamp_millis()),
             skipped,
+            skipped_first: d.skipped_first.map(|t| t.timestamp_millis()),
             skipped_count,
             too_late,
             overlap: match project.overlap {
@@ -116,23 +126,39 @@ pub fn fire_due(
                 Overlap::Queue => OverlapPolicy::Queue,
                 Overlap::Replace => OverlapPolicy::Replace,
             },
+            clock_back_from: d.clock_back.map(|t| t.timestamp_millis()),
         };
         let fired = store.fire_schedule(epoch, &req, now)?;
+        if let (Some(was), true) = (d.clock_back, fired.written) {
+            tracing::error!(
+                project = %project.name,
+                last_handled = %shown(Some(was)),
+                now = %store::rfc3339(now),
+                behind_by = %humantime::format_duration(std::time::Duration::from_secs(
+                    (was.timestamp_millis() - now).max(0) as u64 / 1000
+                )),
+                "the clock went back: the schedule's last occurrence handled is later than now; \
+                 it resumes from the clock (an occurrence already handled never runs twice)"
+            );
+        }
         if skipped_count > 0 {
             tracing::warn!(
                 project = %project.name,
                 skipped = skipped_count,
                 exact = d.skipped_count_exact,
-                first = %d.skipped_first.map(|t| t.to_rfc3339()).unwrap_or_default(),
+                first = %shown(d.skipped_first),
                 "missed occurrences skipped (only the latest within starting_deadline runs)"
             );
         }
         if let Some(late) = d.too_late {
-            tracing::warn!(project = %project.name, occurrence = %late, "occurrence missed by more than starting_deadline: skipped");
+            tracing::warn!(project = %project.name, occurrence = %shown(Some(late)), "occurrence missed by more than starting_deadline: skipped");
         }
         if let Some(id) = fired.queued {
-            let occurrence = d.fire.map(|t| t.to_rfc3339()).unwrap_or_default();
-            tracing::info!(project = %project.name, run = id, occurrence = %occurrence, "schedule fired");
+            tracing::info!(project = %project.name, run = id, occurrence = %shown(d.fire), "schedule fired");
+        } else if d.fire.is_some() && fired.written && fired.skipped_run.is_none() {
+            // Its run exists already: typically an occurrence handled while the clock was
+            // ahead, proposed again since the clock went back.
+            tracing::info!(project = %project.name, occurrence = %shown(d.fire), "occurrence already has its run: not run again");
         }
         if let (Some(id), None) = (fired.skipped_run, d.too_late) {
             tracing::info!(project = %project.name, run = id, "occurrence skipped: overlap forbid");

@@ -298,14 +298,19 @@ pub struct Due {
     /// fires although occurrences were missed. It is also in [`Due::skipped`].
     pub too_late: Option<DateTime<Utc>>,
     /// The new persisted cursor, "the last occurrence handled" (the next occurrence is always
-    /// computed from it, never from `now`, so a stepped clock neither repeats nor loses one):
-    /// the latest occurrence `<= now`, fired or skipped; unchanged when nothing is due; never
-    /// moves backwards.
+    /// computed from it, never from `now`, so an early or repeated EVAL neither repeats nor
+    /// loses one): the latest occurrence `<= now`, fired or skipped; unchanged when nothing is
+    /// due. It moves backwards only when the clock did ([`Due::clock_back`]).
     pub cursor: DateTime<Utc>,
     /// The next occurrence after the new cursor, for the daemon's wake-up timer; `None` if the
-    /// expression never matches again. After the clock stepped back this can be well past
-    /// `now + period`: it is still computed from the cursor, never from `now`.
+    /// expression never matches again.
     pub next: Option<DateTime<Utc>>,
+    /// Set when the persisted cursor was later than `now` by more than
+    /// [`crate::clock::STEP_BACK_TOLERANCE_MS`]: the clock has stepped back since it was
+    /// written. Holds that cursor; [`Due::cursor`] then restarts from `now`, as for a new
+    /// schedule. Without this, the schedule would fire nothing until the clock caught up
+    /// with the old cursor again — for as long as the clock had been wrong.
+    pub clock_back: Option<DateTime<Utc>>,
 }
 
 /// Decides what is due for one scheduled project at `now` (a UTC instant), from the persisted
@@ -313,9 +318,16 @@ pub struct Due {
 ///
 /// * `cursor == None`: a new schedule. Nothing fires for the past; the new cursor is `now`
 ///   (rounded down to the second), so the first occurrence after `now` fires when due.
-/// * No occurrence in `(cursor, now]` (including `now <= cursor` after the clock stepped back):
-///   nothing fires, the cursor is unchanged. So calling twice with the same `now` and the
-///   returned cursor fires nothing the second time, and no occurrence `<= cursor` ever fires.
+/// * `cursor` later than `now` by more than [`crate::clock::STEP_BACK_TOLERANCE_MS`]: the
+///   clock stepped back since the cursor was written. Nothing fires now; the schedule restarts
+///   from `now` as a new one does, and [`Due::clock_back`] holds the old cursor (for the log
+///   and `fleet status`). The occurrences it proposes again later that were already handled
+///   under the clock that was ahead never get a second run: the store's unique key
+///   (project, occurrence) refuses it.
+/// * No occurrence in `(cursor, now]` (including `now <= cursor` after a step back within the
+///   tolerance): nothing fires, the cursor is unchanged. So calling twice with the same `now`
+///   and the returned cursor fires nothing the second time, and no occurrence `<= cursor`
+///   ever fires.
 /// * Otherwise let `L` be the latest occurrence in `(cursor, now]`. `L` fires iff
 ///   `now - L <= starting_deadline`; `starting_deadline == None` means no deadline, so `L`
 ///   always fires however late (as a Kubernetes CronJob without `startingDeadlineSeconds`).
@@ -338,11 +350,19 @@ pub fn due(
         too_late: None,
         cursor,
         next,
+        clock_back: None,
     };
     let Some(cursor) = cursor else {
         let cursor = floor_second(now);
         return nothing(cursor, tt.next_after(cursor));
     };
+    if crate::clock::ahead_of_clock(cursor.timestamp_millis(), now.timestamp_millis()) {
+        let fresh = floor_second(now);
+        return Due {
+            clock_back: Some(cursor),
+            ..nothing(fresh, tt.next_after(fresh))
+        };
+    }
     let first = match tt.next_after(cursor) {
         Some(first) if first <= now => first,
         next => return nothing(cursor, next),
@@ -372,6 +392,7 @@ pub fn due(
         too_late,
         cursor: latest,
         next: tt.next_after(latest),
+        clock_back: None,
     }
 }
 

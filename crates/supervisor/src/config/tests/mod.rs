@@ -1,12 +1,14 @@
 //! Tests of fleet.toml loading and validation, grouped by what they exercise: `load` (reading,
 //! defaults, paths, display), `syntax` (syntax errors, unknown keys, types, error order), `keys`
-//! (each key's own rules), `register` (the key register against docs/CONFIG.md) and `no_panic`
+//! (each key's own rules), `cron` (cron expressions: macros, errors naming the field, schedules
+//! that never fire), `register` (the key register against docs/CONFIG.md) and `no_panic`
 //! (no input makes the checker panic). This module holds the fixtures they share.
 
 use std::path::{Path, PathBuf};
 
 use super::{Config, ConfigErrors};
 
+mod cron;
 mod keys;
 mod load;
 mod no_panic;

@@ -1,6 +1,6 @@
 //! Tests of the timetable: DST as classic cron keeps it, catch-up after a gap, clock steps,
 //! deadlines. The "clock" is just the `now` passed in. The comparison with a brute-force oracle,
-//! and the property tests, are in [`oracle`].
+//! and the property tests, are in [`oracle`]; a clock that steps back is in [`clock`].
 
 use super::*;
 use chrono::{Offset, Timelike};
@@ -339,26 +339,6 @@ fn the_same_now_twice_fires_once() {
 }
 
 #[test]
-fn a_clock_stepped_back_never_refires() {
-    let t = tt("0 * * * *", None);
-    let cursor = utc("2025-06-01T11:00:00Z");
-    // The clock goes back two and a half hours, then creeps forward again past 10:00 and 11:00.
-    let mut c = cursor;
-    let mut now = utc("2025-06-01T08:30:00Z");
-    while now <= utc("2025-06-01T11:30:00Z") {
-        let d = due(&t, Some(c), now, None);
-        assert_eq!(d.fire, None, "at {now}");
-        assert!(d.skipped.is_empty());
-        assert_eq!(d.cursor, cursor, "the cursor never moves back");
-        assert_eq!(d.next, Some(utc("2025-06-01T12:00:00Z")), "from the cursor");
-        c = d.cursor;
-        now += mins(1);
-    }
-    let d = due(&t, Some(c), utc("2025-06-01T12:00:01Z"), None);
-    assert_eq!(d.fire, Some(utc("2025-06-01T12:00:00Z")));
-}
-
-#[test]
 fn a_clock_stepped_forward_fires_only_the_latest() {
     let t = tt("0 * * * *", None);
     let d = due(
@@ -587,4 +567,5 @@ fn skipped_counts_are_exact_until_they_cannot_be() {
     }
 }
 
+mod clock;
 mod oracle;
