@@ -94,7 +94,7 @@ struct Cli {
     )]
     config: PathBuf,
     /// Read this state directory instead of the one the config names (runs, status, logs,
-    /// cancel, check): they then work even while fleet.toml is broken or missing.
+    /// cancel, reload, check): they then work even while fleet.toml is broken or missing.
     #[arg(long, global = true, value_name = "PATH")]
     state_dir: Option<PathBuf>,
     #[command(subcommand)]
