@@ -43,7 +43,10 @@ extern "C" fn run_as_shim() {
         .collect();
     args.pop(); // after the final NUL
     if args.get(1).is_some_and(|a| a == SHIM_FLAG) {
-        std::process::exit(supervisor::shim::main(&args[2..]));
+        // SAFETY: before libtest's `main`, on the only thread: the only descriptor opened so far
+        // (reading /proc/self/cmdline) is closed again, so nothing owns one above stderr, and
+        // `exit` follows without returning to any code that could.
+        std::process::exit(unsafe { supervisor::shim::main(&args[2..]) });
     }
 }
 
