@@ -155,16 +155,12 @@ struct Wakeup {
 }
 
 impl Wakeup {
-    /// Takes one event in: shim reports go to the daemon (for the next EVAL), the rest to the
-    /// loop.
+    /// Takes one event in: shim reports go to the EVAL that will act on them
+    /// ([`Daemon::shim_running`], [`Daemon::shim_exited`]), the rest to the loop.
     fn note(&mut self, daemon: &mut Daemon, event: Event) {
         match event {
-            Event::ShimRunning { run_id, token, pid } => daemon.pending.push(store::Transition {
-                run_id,
-                token,
-                change: store::Change::Running { pid: Some(pid) },
-            }),
-            Event::ShimExited { run_id, token } => daemon.exited.push((run_id, token)),
+            Event::ShimRunning { run_id, token, pid } => daemon.shim_running(run_id, token, pid),
+            Event::ShimExited { run_id, token } => daemon.shim_exited(run_id, token),
             Event::Nudge => {}
             Event::Reload => self.reload_now = true,
             // Every edit pushes the reload back: it happens once the file has been quiet.

@@ -11,7 +11,8 @@
 //! - `recover`: startup recovery and adoption of the runs a previous daemon left;
 //! - `reload`: re-reading fleet.toml;
 //! - `eval`: one EVAL, and [`eval_blocking`], its database half;
-//! - `spawn`: starting and following a claimed run's shim;
+//! - `spawn`: starting a claimed run's shim;
+//! - `follow`: following a shim (its report pipe, its run's lock), turned into events;
 //! - `cancel`: signalling the shims of runs whose cancel was requested;
 //! - `state`: the fields of the daemon's in-memory state, owned by the loop task alone.
 //!
@@ -24,6 +25,7 @@ mod cancel;
 mod eval;
 mod event_loop;
 mod events;
+mod follow;
 mod listener;
 mod recover;
 mod reload;
