@@ -92,24 +92,9 @@ impl SlotPool {
         self.slots.remove(&run_id)
     }
 
-    /// The slot of a run.
-    pub fn get(&self, run_id: RunId) -> Option<&Slot> {
-        self.slots.get(&run_id)
-    }
-
     /// The slot of a run, mutably.
     pub fn get_mut(&mut self, run_id: RunId) -> Option<&mut Slot> {
         self.slots.get_mut(&run_id)
-    }
-
-    /// How many runs are supervised.
-    pub fn len(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// True when none is.
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
     }
 
     /// The slots, by run id.

@@ -26,10 +26,10 @@ use super::state::Daemon;
 use crate::statedir::{Opened, StateDirError};
 
 /// A tick runs a full EVAL at least this often, even when nothing seems to have changed.
-pub const FULL_EVAL_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
+pub(super) const FULL_EVAL_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
 
 /// How long fleet.toml must stay unchanged after a noticed edit before it is re-read.
-pub const RELOAD_SETTLE: Duration = Duration::from_millis(300);
+pub(super) const RELOAD_SETTLE: Duration = Duration::from_millis(300);
 
 /// Runs the loop until a stop signal, or until the daemon is fenced off
 /// ([`Daemon::fenced`]). `reload_due`: reload at this instant (the file changed during setup).

@@ -40,7 +40,6 @@ use store::{now_ms, StoreError};
 use tokio::time::Instant;
 
 pub use eval::{eval_blocking, EvalGates, EvalOutcome};
-pub use event_loop::{FULL_EVAL_AT_LEAST_EVERY, RELOAD_SETTLE};
 
 use crate::caps::caps_json;
 use crate::config::Config;

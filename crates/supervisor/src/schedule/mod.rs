@@ -17,4 +17,4 @@ mod fire;
 pub mod timetable;
 
 pub use fire::fire_due;
-pub use timetable::{due, Due, Timetable, SKIPPED_KEEP, SKIP_COUNT_CAP};
+pub use timetable::{due, Timetable};

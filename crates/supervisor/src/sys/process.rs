@@ -269,7 +269,7 @@ pub fn spawn_clean_and_tied_to(cmd: &mut Command, parent: i32) {
             // only shells unblock at startup; a failure here leaves the mask as it was, as the
             // hook always did.
             let _ = signals::unblock_all();
-            signals::restore_default(&[Signal::SIGPIPE]);
+            // SIGPIPE (which Rust's own start-up ignores) included.
             signals::restore_all_defaults();
             die_with_parent()?;
             if parent_pid() != parent {

@@ -77,14 +77,6 @@ pub fn ignore(signals: &[Signal]) {
     }
 }
 
-/// Sets `signals` back to their default action (process-wide). SIGKILL and SIGSTOP are
-/// skipped. Async-signal-safe.
-pub fn restore_default(signals: &[Signal]) {
-    for &signal in signals {
-        set_disposition(signal, libc::SIG_DFL);
-    }
-}
-
 /// `signal(2)` with "ignore" or "default": the only dispositions this layer sets. It cannot fail
 /// for a valid signal other than SIGKILL and SIGSTOP, which are left alone.
 fn set_disposition(signal: Signal, disposition: libc::sighandler_t) {
