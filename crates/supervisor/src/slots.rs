@@ -34,16 +34,12 @@ impl ShimIdentity {
         process::is_running(self.pid, self.start_time)
     }
 
-    /// Sends `signal` (a signal number, e.g. `libc::SIGTERM`) to the shim if, and only if, it
-    /// is still the same process. Returns whether it was sent (false for a number that names no
-    /// signal).
-    pub fn signal(&self, signal: i32) -> bool {
+    /// Sends `signal` to the shim if, and only if, it is still the same process. Returns
+    /// whether it was sent.
+    pub fn signal(&self, signal: Signal) -> bool {
         if !self.is_alive() {
             return false;
         }
-        let Ok(signal) = Signal::try_from(signal) else {
-            return false;
-        };
         // The pid was just checked to be our shim (same start time).
         process::signal_process(self.pid, signal).is_ok()
     }
@@ -135,7 +131,7 @@ mod tests {
             std::thread::yield_now();
         }
         assert!(!shim.is_alive());
-        assert!(!shim.signal(libc::SIGTERM));
+        assert!(!shim.signal(Signal::SIGTERM));
         child.wait().unwrap();
     }
 }
