@@ -21,15 +21,13 @@ use std::time::Duration;
 
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
+use super::config_file::RELOAD_SETTLE;
 use super::events::{Event, Inbox};
 use super::state::Daemon;
 use crate::statedir::{Opened, StateDirError};
 
 /// A tick runs a full EVAL at least this often, even when nothing seems to have changed.
 pub(super) const FULL_EVAL_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
-
-/// How long fleet.toml must stay unchanged after a noticed edit before it is re-read.
-pub(super) const RELOAD_SETTLE: Duration = Duration::from_millis(300);
 
 /// Runs the loop until a stop signal, or until the daemon is fenced off
 /// ([`Daemon::fenced`]). `reload_due`: reload at this instant (the file changed during setup).

@@ -9,7 +9,9 @@
 //! - `events`: the one channel into the loop, and its closed set of events;
 //! - `event_loop`: when to EVAL (coalescing triggers, the tick, timers, reloads);
 //! - `recover`: startup recovery and adoption of the runs a previous daemon left;
-//! - `reload`: re-reading fleet.toml;
+//! - `reload`: re-reading fleet.toml, and whether the config in force is what the file says;
+//! - `config_file`: fleet.toml as the file system shows it (its version, whether an edit has
+//!   settled), which the state holds and `reload` decides on;
 //! - `eval`: one EVAL, and [`eval_blocking`], its database half;
 //! - `spawn`: starting a claimed run's shim;
 //! - `follow`: following a shim (its report pipe, its run's lock), turned into events;
@@ -22,6 +24,7 @@
 //! a previous daemon left.
 
 mod cancel;
+mod config_file;
 mod eval;
 mod event_loop;
 mod events;
