@@ -78,19 +78,19 @@ fn late_shim_finds_the_tombstone_and_never_starts() {
 /// Restarting right after a crash must work: at most one start per attempt whatever instant the
 /// daemon is killed at, and a restart that is refused keeps nothing of that promise.
 ///
-/// Product bug this catches: the daemon spawns each shim with fork + exec
-/// (crates/supervisor/src/daemon.rs `spawn`, a `tokio::process::Command` with a `pre_exec`, so
-/// std forks). The daemon lock (crates/supervisor/src/statedir.rs `lock_daemon`) is opened
-/// close-on-exec, but between fork and exec the child still holds it. A daemon SIGKILLed in that
-/// window leaves an orphan (parent 1, already `setsid`, still the daemon's command line) that
-/// holds the lock until it gets to exec — on a loaded machine long enough that a daemon started
-/// at once exits 1 with "another fleet daemon (pid <the dead daemon>) holds the state directory".
-/// Caught in the act: the holder's `/proc/<pid>` showed the daemon's command line (`fleet
-/// --config … daemon`), ppid 1, session = its own pid (`setsid` done, exec not yet); right after
-/// a refusal, the same pid was `fleet shim …` in state D (its exec still loading the binary).
-/// About 2–14% of such restarts are refused here. Fix idea: when the lock is busy but the pid and
-/// start time the lock file names are dead, wait (bounded) for the lock instead of refusing; or
-/// spawn shims without a fork of the daemon (a fork server started before the lock is taken).
+/// The trap: a shim started by a fork of the daemon holds a copy of the daemon lock (opened
+/// close-on-exec) from the fork until its exec. A daemon SIGKILLed in that window leaves an
+/// orphan (parent 1, already `setsid`, still the daemon's command line) that holds the lock
+/// until it gets to exec — on a loaded machine long enough that a daemon started at once would
+/// exit 1 with "another fleet daemon (pid <the dead daemon>) holds the state directory". Before
+/// the two guards below, about 2–14% of such restarts were refused here.
+///
+/// The guards: shims are forked by the fork server (crates/supervisor/src/shim/forkserver.rs),
+/// forked from the daemon before it takes the lock, so that a forked shim never holds it; a shim
+/// is exec'd from a fork of the daemon only when the fork server cannot fork it (gone, or the
+/// request too large). And
+/// `StateDir::lock_daemon` (crates/supervisor/src/statedir.rs) waits up to `HOLDER_GONE_WAIT`
+/// for a lock whose named daemon is dead, instead of refusing at once.
 ///
 /// Here a daemon with `shim-before-lock=return` spawns shims without pause (each aborts at once
 /// and its claim is requeued), is SIGKILLed after a random 20–200 ms, and the next daemon is

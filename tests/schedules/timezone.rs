@@ -13,7 +13,8 @@ use crate::time::*;
 /// a wall-clock schedule "S M H * * *" written in New York time fires at that New York time (a
 /// UTC reading of the same fields would be 4-5 hours off). Beside them, a UTC wall-clock
 /// schedule for the same instant fires at it although the daemon's own local zone (TZ) is New
-/// York. DST specifics are unit-tested in crates/supervisor/src/schedule/tests.rs.
+/// York. DST specifics are unit-tested in
+/// crates/supervisor/src/schedule/timetable/tests.rs.
 #[test]
 fn timezone_schedules_fire_in_that_zone() {
     let f = Fleet::new("");

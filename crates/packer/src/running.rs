@@ -51,6 +51,7 @@ impl RunningSet {
     }
 
     /// Forgets the active run of `project` and returns it, if there was one.
+    #[cfg(test)]
     pub fn remove_project(&mut self, project: &str) -> Option<ActiveRun> {
         self.by_project.remove(project)
     }

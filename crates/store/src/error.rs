@@ -2,9 +2,11 @@
 //!
 //! The variants a caller acts on (an unknown run, a refused transition, a stale epoch, a
 //! corrupt row) carry the run id or key they concern and say nothing about SQL. The database's
-//! own failures keep the driver's error as their source; which of them may be retried is
-//! decided by the backend that produced them ([`StoreError::is_busy`]), never by string matching
-//! in callers.
+//! own failures are one backend-neutral variant, [`StoreError::Backend`], that keeps the
+//! driver's error as its source: which of them may be retried is decided by the backend that
+//! produced them, when it builds the error, and read here ([`StoreError::is_busy`]), never by
+//! string matching in callers. This module never names a driver: a second backend adds its own
+//! conversions beside its code, and this enum stays as it is.
 
 use std::path::PathBuf;
 
@@ -21,12 +23,19 @@ pub enum StoreError {
         /// What SQLite or the pool said.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// A statement failed; see [`StoreError::is_busy`] for the retryable kind.
-    #[error("database: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    /// No connection could be had from the pool.
-    #[error("database connection pool: {0}")]
-    Pool(#[from] r2d2::Error),
+    /// The database failed: a statement, or getting a connection. Built by the backend, which
+    /// decides whether the failure is the retryable kind (`busy`, see [`StoreError::is_busy`]).
+    #[error("{context}: {source}")]
+    Backend {
+        /// What failed, as the message shows it: `database` for a statement, `database
+        /// connection pool` when no connection could be had.
+        context: &'static str,
+        /// True when another connection held the write lock past the busy timeout: the
+        /// operation changed nothing and may be retried later.
+        busy: bool,
+        /// What the driver said.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The id names no run.
     #[error("no run with id {0}")]
     UnknownRun(RunId),
@@ -62,13 +71,11 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// True when the error is SQLite's `SQLITE_BUSY`/`SQLITE_LOCKED`: another connection held the
-    /// write lock past the busy timeout. The operation changed nothing and may be retried later.
+    /// True when the database was busy (for SQLite, `SQLITE_BUSY`/`SQLITE_LOCKED`): another
+    /// connection held the write lock past the busy timeout. The operation changed nothing and
+    /// may be retried later.
     pub fn is_busy(&self) -> bool {
-        match self {
-            StoreError::Sqlite(e) => crate::sqlite::is_busy(e),
-            _ => false,
-        }
+        matches!(self, StoreError::Backend { busy: true, .. })
     }
 
     /// True when the database could not be opened because the system refused this user access

@@ -47,7 +47,7 @@ impl Store {
 
     /// A [`ChangeProbe`] on this database: a new connection, outside the pool.
     ///
-    /// Errors: [`StoreError::Sqlite`](crate::StoreError::Sqlite) if the database cannot be
+    /// Errors: [`StoreError::Backend`](crate::StoreError::Backend) if the database cannot be
     /// opened.
     pub fn change_probe(&self) -> Result<ChangeProbe> {
         match &self.backend {

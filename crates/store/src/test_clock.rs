@@ -9,14 +9,14 @@
 //! clock of a running process by rewriting it. A missing, empty or unreadable file, or one that
 //! does not hold an integer, means no offset (a test knob must never stop the clock).
 
-use crate::Millis;
-
 /// The environment variable that names the offset file.
 pub const OFFSET_FILE_VAR: &str = "FLEET_TEST_CLOCK_OFFSET_FILE";
 
-/// The offset to add to the real clock, in milliseconds.
+/// The offset to add to the real clock, in milliseconds (plain `i64`, as
+/// [`Millis`](crate::Millis) is: `model`, which reads the clock, builds on this module, never the
+/// other way round).
 #[cfg(feature = "failpoints")]
-pub(crate) fn offset_ms() -> Millis {
+pub(crate) fn offset_ms() -> i64 {
     use std::path::PathBuf;
     use std::sync::OnceLock;
 
@@ -28,12 +28,12 @@ pub(crate) fn offset_ms() -> Millis {
     };
     std::fs::read_to_string(path)
         .ok()
-        .and_then(|s| s.trim().parse::<Millis>().ok())
+        .and_then(|s| s.trim().parse::<i64>().ok())
         .unwrap_or(0)
 }
 
 /// The offset to add to the real clock: always 0 without the `failpoints` feature.
 #[cfg(not(feature = "failpoints"))]
-pub(crate) const fn offset_ms() -> Millis {
+pub(crate) const fn offset_ms() -> i64 {
     0
 }

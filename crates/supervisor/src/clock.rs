@@ -1,14 +1,14 @@
 //! The wall clock can step back — an NTP correction of a host that booted with its clock
 //! ahead, an operator's `date -s` — and every instant fleet persisted was written by that
 //! clock. This module says how far back counts as a step, and handles the persisted instants
-//! that are not schedule cursors (those are the timetable's: [`crate::schedule::due`]).
+//! that are not schedule cursors (those are the timetable's: `schedule::timetable::due`).
 //!
 //! The persisted instants and how each survives a clock that stepped back:
 //!
 //! - a schedule's cursor (`schedules.cursor`): later than now by more than
 //!   [`STEP_BACK_TOLERANCE_MS`] means the clock went back; the schedule restarts from the
-//!   clock, logs it, and keeps a record `fleet status` shows ([`crate::schedule::due`],
-//!   [`crate::schedule::fire_due`]). An occurrence that already has its run is never run again:
+//!   clock, logs it, and keeps a record `fleet status` shows (`schedule::timetable::due`,
+//!   `schedule::fire_due`). An occurrence that already has its run is never run again:
 //!   the unique key (project, occurrence) refuses the second row;
 //! - a queued run's `not_before` (a retry's backoff): counted again from now when its
 //!   `enqueued_at` is later than now ([`rebase_delays`]);

@@ -6,20 +6,25 @@
 //!
 //! - [`config`]: fleet.toml, read, validated (every problem with file, line and key) and resolved.
 //! - [`daemon`]: the daemon: takeover, recovery, and the EVAL loop, one file per phase.
-//! - [`settle`]: what became of one claim, decided from its run folder (reap and recovery alike).
-//! - [`retry`]: whether a run that ended gets another attempt, and when.
-//! - [`schedule`]: the cron timetable, and the EVAL step that fires due occurrences.
+//! - `settle` (crate-private): what became of one claim, decided from its run folder (reap and
+//!   recovery alike).
+//! - `retry` (crate-private): whether a run that ended gets another attempt, and when.
+//! - `schedule` (crate-private): the cron timetable, and the EVAL step that fires due occurrences.
 //! - [`shim`]: the per-run monitor process, its run folder, and the fork server that forks it.
-//! - [`slots`]: the slot pool, the runs this daemon process supervises, in memory.
+//! - `slots` (crate-private): the slot pool, the runs this daemon process supervises, in memory.
 //! - [`statedir`]: the state directory's paths and the daemon lock.
 //! - [`control`]: the control socket through which commands nudge the daemon.
-//! - [`watch`]: noticing edits of fleet.toml (a watcher on its folder, polling as a fallback).
+//! - `watch` (crate-private): noticing edits of fleet.toml (a watcher on its folder, polling as
+//!   a fallback).
 //! - [`caps`]: the caps in force, written down for the daemon row and `fleet status`.
 //! - [`check`]: the restart-safety checker behind `fleet check`; it only reads.
 //! - [`clock`]: how persisted instants survive a wall clock that steps back.
 //! - [`exec_limits`]: the kernel's limits on one exec's arguments, and the message naming them.
 //! - [`failpoints`]: the register of every crash point tests inject, with its recovery story.
 //! - [`sys`]: every raw system call, behind safe functions.
+//!
+//! The crate-private modules are used by nothing outside the crate (the `fleet` binary, the
+//! benches, the tests), so the compiler keeps checking them for dead code.
 
 // The daemon and the shims run with whatever stdout and stderr they were given, which may be a
 // pipe nobody reads any more: `print!` and `eprintln!` panic then. Logs go through `tracing`,
@@ -34,11 +39,11 @@ pub mod control;
 pub mod daemon;
 pub mod exec_limits;
 pub mod failpoints;
-pub mod retry;
-pub mod schedule;
-pub mod settle;
+pub(crate) mod retry;
+pub(crate) mod schedule;
+pub(crate) mod settle;
 pub mod shim;
-pub mod slots;
+pub(crate) mod slots;
 pub mod statedir;
 pub mod sys;
-pub mod watch;
+pub(crate) mod watch;

@@ -34,16 +34,12 @@ impl ShimIdentity {
         process::is_running(self.pid, self.start_time)
     }
 
-    /// Sends `signal` (a signal number, e.g. `libc::SIGTERM`) to the shim if, and only if, it
-    /// is still the same process. Returns whether it was sent (false for a number that names no
-    /// signal).
-    pub fn signal(&self, signal: i32) -> bool {
+    /// Sends `signal` to the shim if, and only if, it is still the same process. Returns
+    /// whether it was sent.
+    pub fn signal(&self, signal: Signal) -> bool {
         if !self.is_alive() {
             return false;
         }
-        let Ok(signal) = Signal::try_from(signal) else {
-            return false;
-        };
         // The pid was just checked to be our shim (same start time).
         process::signal_process(self.pid, signal).is_ok()
     }
@@ -92,24 +88,9 @@ impl SlotPool {
         self.slots.remove(&run_id)
     }
 
-    /// The slot of a run.
-    pub fn get(&self, run_id: RunId) -> Option<&Slot> {
-        self.slots.get(&run_id)
-    }
-
     /// The slot of a run, mutably.
     pub fn get_mut(&mut self, run_id: RunId) -> Option<&mut Slot> {
         self.slots.get_mut(&run_id)
-    }
-
-    /// How many runs are supervised.
-    pub fn len(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// True when none is.
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
     }
 
     /// The slots, by run id.
@@ -150,7 +131,7 @@ mod tests {
             std::thread::yield_now();
         }
         assert!(!shim.is_alive());
-        assert!(!shim.signal(libc::SIGTERM));
+        assert!(!shim.signal(Signal::SIGTERM));
         child.wait().unwrap();
     }
 }

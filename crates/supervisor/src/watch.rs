@@ -17,8 +17,6 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// A running watcher; dropping it stops watching.
 pub struct ConfigWatcher {
     _inner: Box<dyn Watcher + Send>,
-    /// True when the polling fallback is in use.
-    pub polling: bool,
 }
 
 /// Watches `config` and calls `on_change` (from the watcher's own thread) whenever the file may
@@ -83,7 +81,6 @@ pub fn watch(
     }) {
         Ok(w) => Ok(ConfigWatcher {
             _inner: Box::new(w),
-            polling: false,
         }),
         Err(e) => {
             tracing::warn!(error = %e, "file watching unavailable; polling fleet.toml every second");
@@ -96,7 +93,6 @@ pub fn watch(
             watch_all(&mut w)?;
             Ok(ConfigWatcher {
                 _inner: Box::new(w),
-                polling: true,
             })
         }
     }

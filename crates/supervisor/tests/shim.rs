@@ -43,7 +43,10 @@ extern "C" fn run_as_shim() {
         .collect();
     args.pop(); // after the final NUL
     if args.get(1).is_some_and(|a| a == SHIM_FLAG) {
-        std::process::exit(supervisor::shim::main(&args[2..]));
+        // SAFETY: before libtest's `main`, on the only thread: the only descriptor opened so far
+        // (reading /proc/self/cmdline) is closed again, so nothing owns one above stderr, and
+        // `exit` follows without returning to any code that could.
+        std::process::exit(unsafe { supervisor::shim::main(&args[2..]) });
     }
 }
 
@@ -420,7 +423,9 @@ echo to-stderr >&2"#;
 fn command_starts_with_a_clean_signal_state() {
     let f = Fixture::new();
     let args = f.args(1, &["grep", "-E", "^(SigBlk|SigIgn):", "/proc/self/status"]);
-    // The shim inherits SIGQUIT ignored, as from a script that started the daemon with `&`.
+    // The shim inherits SIGQUIT ignored, as from a script that started the daemon with `&`, and
+    // a real-time signal ignored too (ignored dispositions survive exec, real-time ones alike).
+    let realtime = libc::SIGRTMIN() + 1;
     let mut cmd = shim_command();
     cmd.args(args.to_args())
         .stdin(Stdio::null())
@@ -428,10 +433,12 @@ fn command_starts_with_a_clean_signal_state() {
         .stderr(Stdio::piped());
     // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe
     // calls are sound. signal(2) and setsid(2) are; the closure allocates nothing and takes no
-    // lock (`last_os_error` only reads errno). SIG_IGN installs no handler of ours.
+    // lock (`last_os_error` only reads errno; the real-time signal's number was read before the
+    // fork). SIG_IGN installs no handler of ours.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+            libc::signal(realtime, libc::SIG_IGN);
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -456,6 +463,15 @@ fn command_starts_with_a_clean_signal_state() {
         mask("SigIgn:") & standard,
         0,
         "the command inherited ignored signals (SIGPIPE, SIGQUIT…): {log}"
+    );
+    // And the real-time signals, SIGRTMIN..=SIGRTMAX (signal n is bit n - 1).
+    let (first, last) = (libc::SIGRTMIN() as u32, libc::SIGRTMAX() as u32);
+    let realtime_bits = (first - 1..last).fold(0u64, |bits, bit| bits | 1 << bit);
+    assert_ne!(realtime_bits & 1 << (realtime - 1), 0);
+    assert_eq!(
+        mask("SigIgn:") & realtime_bits,
+        0,
+        "the command inherited an ignored real-time signal (SIGRTMIN+1): {log}"
     );
 }
 

@@ -13,8 +13,9 @@
 //!   be handed out again).
 //! - The partial unique index `runs_one_active_per_project` makes two active runs of one project
 //!   impossible to write, whatever a packer decides.
-//! - `SQLITE_BUSY`/`SQLITE_LOCKED` after the busy timeout is the retryable failure
-//!   ([`is_busy`]).
+//! - `SQLITE_BUSY`/`SQLITE_LOCKED` after the busy timeout is the retryable failure: the
+//!   conversions into [`StoreError::Backend`] here decide it ([`is_busy`]), so that the
+//!   crate's error type never names `rusqlite` or `r2d2`.
 //!
 //! Files, one per concern: `open` (pool, pragmas, migrations, change probe), `schema` (the
 //! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
@@ -39,6 +40,7 @@ use r2d2_sqlite::SqliteConnectionManager;
 pub(crate) use open::SqliteProbe;
 
 use crate::error::Result;
+use crate::StoreError;
 
 /// The SQLite backend of one database file. Cheap to clone; all clones share one pool.
 #[derive(Clone)]
@@ -49,16 +51,47 @@ pub(crate) struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// A connection from the pool. Errors: [`crate::StoreError::Pool`] when none frees up
-    /// within the pool's connection timeout.
+    /// A connection from the pool. Errors: [`StoreError::Backend`] (not busy) when none frees
+    /// up within the pool's connection timeout.
     fn conn(&self) -> Result<r2d2::PooledConnection<SqliteConnectionManager>> {
         Ok(self.pool.get()?)
     }
 }
 
+/// A failed statement, busy when SQLite said so. Its message is `database: <SQLite's>`.
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError::Backend {
+            context: "database",
+            busy: is_busy(&e),
+            source: Box::new(e),
+        }
+    }
+}
+
+/// No connection from the pool: never busy (the pool's own timeout has already been waited
+/// out). Its message is `database connection pool: <r2d2's>`.
+impl From<r2d2::Error> for StoreError {
+    fn from(e: r2d2::Error) -> StoreError {
+        StoreError::Backend {
+            context: "database connection pool",
+            busy: false,
+            source: Box::new(e),
+        }
+    }
+}
+
+/// The SQLite error under `e`, when `e` is a failed statement converted above.
+fn sqlite_source(e: &StoreError) -> Option<&rusqlite::Error> {
+    match e {
+        StoreError::Backend { source, .. } => source.downcast_ref::<rusqlite::Error>(),
+        _ => None,
+    }
+}
+
 /// True for SQLite's `SQLITE_BUSY`/`SQLITE_LOCKED`: another connection held the lock past the
 /// busy timeout, and the statement changed nothing.
-pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
+fn is_busy(e: &rusqlite::Error) -> bool {
     match e {
         rusqlite::Error::SqliteFailure(e, _) => matches!(
             e.code,

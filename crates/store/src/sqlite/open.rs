@@ -113,7 +113,7 @@ impl SqliteStore {
 
     /// A change probe on this database: a new connection, outside the pool.
     ///
-    /// Errors: [`StoreError::Sqlite`] if the database cannot be opened.
+    /// Errors: [`StoreError::Backend`] if the database cannot be opened.
     pub(crate) fn change_probe(&self) -> Result<SqliteProbe> {
         Ok(SqliteProbe {
             conn: Connection::open(&self.path)?,

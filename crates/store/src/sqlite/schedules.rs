@@ -10,7 +10,7 @@ use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use super::daemon::check_epoch;
 use super::events::{insert_event, EventRow};
 use super::runs::{get_run, insert_run};
-use super::{is_constraint_violation, SqliteStore};
+use super::{is_constraint_violation, sqlite_source, SqliteStore};
 use crate::error::Result;
 use crate::{
     ClockBack, FireRequest, Fired, Millis, NewRun, OverlapPolicy, RunId, RunStatus, ScheduleRow,
@@ -196,7 +196,7 @@ impl SqliteStore {
 fn insert_unique(tx: &rusqlite::Connection, new: &NewRun, now: Millis) -> Result<Option<RunId>> {
     match insert_run(tx, new, 1, None, now) {
         Ok(id) => Ok(Some(id)),
-        Err(crate::StoreError::Sqlite(e)) if is_constraint_violation(&e) => Ok(None),
+        Err(e) if sqlite_source(&e).is_some_and(is_constraint_violation) => Ok(None),
         Err(e) => Err(e),
     }
 }

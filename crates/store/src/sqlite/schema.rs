@@ -52,7 +52,7 @@ CREATE TABLE runs (
     retry_of         INTEGER REFERENCES runs(id)
 ) STRICT;
 
--- The restart contract: two active runs of one project cannot even be written.
+-- fleet's restart guarantees: two active runs of one project cannot even be written.
 CREATE UNIQUE INDEX runs_one_active_per_project ON runs (project)
     WHERE status IN ('starting','running');
 -- Queue heads: the best queued run of each project, found by index, never by a scan.

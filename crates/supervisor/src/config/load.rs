@@ -1,8 +1,9 @@
-//! Reading fleet.toml: the file's bytes, its text, and the paths it names.
+//! Reading fleet.toml: the file's bytes and its text.
 //!
-//! This module turns a path into a [`Config`] (or the errors that stop it) and resolves relative
-//! paths against the file's folder. It never validates keys itself: every key is checked by
-//! `check`, so that there is one place deciding what a valid file is.
+//! This module turns a path into a [`Config`] (or the errors that stop it), and finds the state
+//! directory of a file that may not be valid. It never validates keys itself: every key is
+//! checked by `check`, so that there is one place deciding what a valid file is; and it never
+//! resolves a path by its own rule (that is `paths`).
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::check;
 use super::model::DEFAULT_STATE_DIR;
+use super::paths::{resolve_against, resolve_dir};
 use super::{Config, ConfigError, ConfigErrors};
 
 impl Config {
@@ -102,25 +104,4 @@ fn state_dir_line(text: &str, dir: &Path) -> Option<PathBuf> {
         found = Some(resolve_against(dir, inner));
     }
     Some(found.unwrap_or_else(|| resolve_against(dir, DEFAULT_STATE_DIR)))
-}
-
-/// The folder of `path`, absolute: canonicalized when it exists, else made absolute against the
-/// current directory.
-pub(super) fn resolve_dir(path: &Path) -> PathBuf {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if let Ok(canon) = std::fs::canonicalize(&parent) {
-        return canon;
-    }
-    match std::path::absolute(&parent) {
-        Ok(abs) => abs.components().collect(),
-        Err(_) => parent,
-    }
-}
-
-/// `rel` resolved against the absolute `base`, with `.` components removed.
-pub(super) fn resolve_against(base: &Path, rel: &str) -> PathBuf {
-    base.join(rel).components().collect()
 }

@@ -12,9 +12,10 @@
 //!   [`Overlap`]), the defaults, the key register and the shared value rules
 //!   ([`valid_name`]).
 //! * `cron`: the cron expressions a schedule accepts ([`parse_schedule`], its [`MACROS`]).
-//! * `load`: reading the file and resolving the paths it names ([`Config::load`],
-//!   [`Config::parse`], [`Config::state_dir_of`]).
+//! * `load`: reading the file ([`Config::load`], [`Config::parse`], [`Config::state_dir_of`]).
 //! * `check`: the validation itself, one small function per key.
+//! * `paths`: resolving the relative paths the file names against its folder (used by both
+//!   `load` and `check`, so that `load` → `check` → `paths` has no cycle).
 //! * `error`: [`ConfigError`] and [`ConfigErrors`], and how they display.
 //!
 //! Nothing here starts, stops or records a run: a `Config` is plain data that the daemon reads.
@@ -24,6 +25,7 @@ mod cron;
 mod error;
 mod load;
 mod model;
+mod paths;
 
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,7 @@ use store::Run;
 
 use crate::shim::rundir::RunDir;
 use crate::slots::{ShimIdentity, SlotPool};
+use crate::sys::signals::Signal;
 
 /// Signals the shims of the runs in `db_active` (the DB running set) whose cancel was requested
 /// and whose slot is in `slots`, once each (a slot remembers it was signalled). A shim not yet
@@ -39,7 +40,7 @@ pub(super) fn signal_cancelled(slots: &mut SlotPool, state_dir: &Path, db_active
                 });
         }
         match slot.shim {
-            Some(shim) if shim.signal(libc::SIGTERM) => {
+            Some(shim) if shim.signal(Signal::SIGTERM) => {
                 tracing::info!(
                     run = run.id,
                     project = %run.project,

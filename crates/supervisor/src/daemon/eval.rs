@@ -10,7 +10,9 @@
 //!   logs each run's claim, start and end, starts the shims of the claims ([`super::spawn`]),
 //!   signals cancels ([`super::cancel`]) and hands the listed runs to
 //!   [`Daemon::end_removed`](super::reload), which ends them only once the file confirms their
-//!   projects are gone.
+//!   projects are gone;
+//! - [`Daemon::shim_running`] and [`Daemon::shim_exited`] take a shim's reports in for the next
+//!   EVAL: the loop calls them, and never builds a transition itself.
 //!
 //! Reaps (whose retries depend on the project's settings) and schedule firing (overlap,
 //! timetable, deadline) wait while fleet.toml holds an edit that has not settled yet
@@ -35,7 +37,7 @@ use store::{
 use tokio::time::Instant;
 
 use super::cancel::signal_cancelled;
-use super::spawn::watch_lock;
+use super::follow::watch_lock;
 use super::state::Daemon;
 use crate::config::Config;
 use crate::retry::RetryPolicy;
@@ -176,6 +178,21 @@ impl Daemon {
         if !outcome.unknown_queued.is_empty() {
             self.end_removed(outcome.unknown_queued).await;
         }
+    }
+
+    /// A shim reported that its run's command started, with the command's pid: the `running`
+    /// transition is written by the next EVAL, with the others.
+    pub(super) fn shim_running(&mut self, run_id: RunId, token: u64, pid: i32) {
+        self.pending.push(Transition {
+            run_id,
+            token,
+            change: store::Change::Running { pid: Some(pid) },
+        });
+    }
+
+    /// A shim of the claim `token` is gone: the next EVAL reaps it (reads its run files).
+    pub(super) fn shim_exited(&mut self, run_id: RunId, token: u64) {
+        self.exited.push((run_id, token));
     }
 
     /// Removes from the slot pool the runs whose transition left them past active (ended, or

@@ -21,15 +21,13 @@ use std::time::Duration;
 
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
+use super::config_file::RELOAD_SETTLE;
 use super::events::{Event, Inbox};
 use super::state::Daemon;
 use crate::statedir::{Opened, StateDirError};
 
 /// A tick runs a full EVAL at least this often, even when nothing seems to have changed.
-pub const FULL_EVAL_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
-
-/// How long fleet.toml must stay unchanged after a noticed edit before it is re-read.
-pub const RELOAD_SETTLE: Duration = Duration::from_millis(300);
+pub(super) const FULL_EVAL_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
 
 /// Runs the loop until a stop signal, or until the daemon is fenced off
 /// ([`Daemon::fenced`]). `reload_due`: reload at this instant (the file changed during setup).
@@ -155,16 +153,12 @@ struct Wakeup {
 }
 
 impl Wakeup {
-    /// Takes one event in: shim reports go to the daemon (for the next EVAL), the rest to the
-    /// loop.
+    /// Takes one event in: shim reports go to the EVAL that will act on them
+    /// ([`Daemon::shim_running`], [`Daemon::shim_exited`]), the rest to the loop.
     fn note(&mut self, daemon: &mut Daemon, event: Event) {
         match event {
-            Event::ShimRunning { run_id, token, pid } => daemon.pending.push(store::Transition {
-                run_id,
-                token,
-                change: store::Change::Running { pid: Some(pid) },
-            }),
-            Event::ShimExited { run_id, token } => daemon.exited.push((run_id, token)),
+            Event::ShimRunning { run_id, token, pid } => daemon.shim_running(run_id, token, pid),
+            Event::ShimExited { run_id, token } => daemon.shim_exited(run_id, token),
             Event::Nudge => {}
             Event::Reload => self.reload_now = true,
             // Every edit pushes the reload back: it happens once the file has been quiet.

@@ -35,7 +35,7 @@ pub(super) enum Event {
     /// Re-read fleet.toml now (`fleet reload`, SIGHUP), then EVAL.
     Reload,
     /// fleet.toml may have been edited: re-read it once it has been quiet for a while
-    /// ([`super::RELOAD_SETTLE`]).
+    /// ([`super::config_file::RELOAD_SETTLE`]).
     ConfigEdited,
     /// SIGTERM or SIGINT (named here): stop the loop and leave the shims running.
     Stop(&'static str),

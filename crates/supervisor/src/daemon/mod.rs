@@ -9,9 +9,12 @@
 //! - `events`: the one channel into the loop, and its closed set of events;
 //! - `event_loop`: when to EVAL (coalescing triggers, the tick, timers, reloads);
 //! - `recover`: startup recovery and adoption of the runs a previous daemon left;
-//! - `reload`: re-reading fleet.toml;
+//! - `reload`: re-reading fleet.toml, and whether the config in force is what the file says;
+//! - `config_file`: fleet.toml as the file system shows it (its version, whether an edit has
+//!   settled), which the state holds and `reload` decides on;
 //! - `eval`: one EVAL, and [`eval_blocking`], its database half;
-//! - `spawn`: starting and following a claimed run's shim;
+//! - `spawn`: starting a claimed run's shim;
+//! - `follow`: following a shim (its report pipe, its run's lock), turned into events;
 //! - `cancel`: signalling the shims of runs whose cancel was requested;
 //! - `state`: the fields of the daemon's in-memory state, owned by the loop task alone.
 //!
@@ -21,9 +24,11 @@
 //! a previous daemon left.
 
 mod cancel;
+mod config_file;
 mod eval;
 mod event_loop;
 mod events;
+mod follow;
 mod listener;
 mod recover;
 mod reload;
@@ -38,7 +43,6 @@ use store::{now_ms, StoreError};
 use tokio::time::Instant;
 
 pub use eval::{eval_blocking, EvalGates, EvalOutcome};
-pub use event_loop::{FULL_EVAL_AT_LEAST_EVERY, RELOAD_SETTLE};
 
 use crate::caps::caps_json;
 use crate::config::Config;

@@ -20,7 +20,7 @@ use std::time::Duration;
 use store::{now_ms, Run, RunId, RunStatus, Store, StoreError, Transition};
 use tokio::time::Instant;
 
-use super::spawn::watch_lock;
+use super::follow::watch_lock;
 use super::state::Daemon;
 use crate::retry::RetryPolicy;
 use crate::settle::{self, Fate};

@@ -1,10 +1,9 @@
-//! Starting the shim of a claimed run and following it until it is gone.
+//! Starting the shim of a claimed run, and handing it to `follow`.
 //!
 //! A shim is forked by the fork server when there is one (no exec: fast), and exec'd as
 //! `PROGRAM shim ARGS…` otherwise. Either way it runs in its own session, so it outlives a daemon
 //! crash, and it reports on a pipe: a `running PID` line once the command started, then the
-//! pipe's end-of-file when it is gone. A run adopted at startup, whose shim is not our child and
-//! has no pipe to us, is followed through its run's lock instead ([`watch_lock`]).
+//! pipe's end-of-file when it is gone. Reading that pipe is [`super::follow`]'s.
 //!
 //! The claim is committed before anything here runs, so a crash at any point is found by
 //! recovery (no started record ⇒ requeue; started ⇒ adopt or lost). This module must never start
@@ -15,14 +14,13 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use store::{Run, RunId, RunStatus, Transition};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use store::{Run, RunStatus, Transition};
 
-use super::events::{Event, Events};
+use super::events::Event;
+use super::follow::watch_shim;
 use super::state::Daemon;
 use crate::config::ProjectConfig;
 use crate::shim::forkserver::ForkServerError;
-use crate::shim::rundir::RunDir;
 use crate::shim::ShimArgs;
 use crate::slots::{ShimIdentity, Slot};
 
@@ -239,45 +237,4 @@ enum Forked {
     Unknown(tokio::net::unix::pipe::Receiver),
     /// No shim was forked: exec one.
     No,
-}
-
-/// Follows one shim this daemon started: its `running PID` line, then its end — the report
-/// pipe's end-of-file (every copy of the write end is the shim's), and for an exec'd shim, which
-/// is our child, its exit status too (so it is reaped).
-async fn watch_shim(
-    report: impl tokio::io::AsyncRead + Unpin,
-    child: Option<tokio::process::Child>,
-    run_id: RunId,
-    token: u64,
-    events: Events,
-) {
-    let mut lines = BufReader::new(report).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        if let Some(pid) = line
-            .strip_prefix("running ")
-            .and_then(|p| p.trim().parse().ok())
-        {
-            let _ = events.send(Event::ShimRunning { run_id, token, pid });
-        }
-    }
-    if let Some(mut child) = child {
-        let _ = child.wait().await;
-    }
-    let _ = events.send(Event::ShimExited { run_id, token });
-}
-
-/// Waits, on a plain thread, for the shim of `run_id` (state directory `state_dir`) to release
-/// its run's lock, then reports it exited. For a run adopted at startup, and for a shim whose
-/// report pipe closed an instant before the kernel dropped its lock. A plain thread, not the
-/// blocking pool: it may wait for days, and must never hold up the runtime's shutdown.
-pub(super) fn watch_lock(state_dir: &Path, run_id: RunId, token: u64, events: Events) {
-    let dir = RunDir::new(state_dir, run_id);
-    let _ = std::thread::Builder::new()
-        .name(format!("adopted-{run_id}"))
-        .spawn(move || {
-            if let Ok(lock) = dir.lock_blocking() {
-                drop(lock);
-            }
-            let _ = events.send(Event::ShimExited { run_id, token });
-        });
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 use store::{RunId, Store, StoreError, Transition};
 use tokio::time::Instant;
 
+use super::config_file::ConfigFile;
 use super::events::Events;
-use super::reload::ConfigFile;
 use crate::config::Config;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;

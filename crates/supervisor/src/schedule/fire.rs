@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use store::{FireRequest, Millis, OverlapPolicy, Store, StoreError};
 
-use super::{due, Timetable};
+use super::timetable::{due, Timetable};
 use crate::config::{Config, Overlap};
 
 /// The timetable identity stored beside a cursor: when the config's differs, the schedule

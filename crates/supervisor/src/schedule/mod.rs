@@ -2,9 +2,9 @@
 //!
 //! Two parts, one on each side of the database:
 //!
-//! * [`timetable`] is pure: it never does I/O and never reads a clock (the caller
-//!   passes `now`). It answers "what is the next occurrence" ([`Timetable::next_after`]) and
-//!   "given the persisted cursor and `now`, what is due" ([`due`]).
+//! * [`timetable`] is pure: it never does I/O and never reads a clock (the caller passes
+//!   `now`). It answers "what is the next occurrence" ([`timetable::Timetable::next_after`])
+//!   and "given the persisted cursor and `now`, what is due" ([`timetable::due`]).
 //! * [`fire_due`] is the EVAL's "fire schedules" step: it reads the persisted cursors, asks the
 //!   timetable what is due, and writes each fired occurrence (its run and the new cursor) in one
 //!   transaction through the store.
@@ -17,4 +17,3 @@ mod fire;
 pub mod timetable;
 
 pub use fire::fire_due;
-pub use timetable::{due, Due, Timetable, SKIPPED_KEEP, SKIP_COUNT_CAP};

@@ -62,7 +62,7 @@ pub const SKIPPED_KEEP: usize = 100;
 /// is a lower bound and [`Due::skipped_count_exact`] is false.
 pub const SKIP_COUNT_CAP: u64 = 1000;
 
-/// Forward steps [`Timetable::last_in`] takes before galloping back from the upper end.
+/// Forward steps `Timetable::last_from` takes before galloping back from the upper end.
 const LINEAR_STEPS: usize = 64;
 
 /// A safety net for the wall-clock search loop; never reached by a real time zone.
@@ -107,11 +107,13 @@ impl Timetable {
     }
 
     /// The time zone that shapes the timetable (UTC unless the project sets `timezone`).
+    #[cfg(test)]
     pub fn timezone(&self) -> Tz {
         self.tz
     }
 
     /// True for a wall-clock ("fixed-time") job, false for an interval job; see the module docs.
+    #[cfg(test)]
     pub fn is_wall_clock(&self) -> bool {
         self.wall_clock
     }
@@ -120,8 +122,9 @@ impl Timetable {
     /// instant; `None` if the expression never matches again (e.g. `0 0 30 2 *`, or past the
     /// year 5000 where croner stops looking).
     ///
-    /// This is the one source of truth for what is on the timetable: [`Timetable::last_in`] and
-    /// [`due`] are built on it alone, so they can never disagree with it.
+    /// This is the one source of truth for what is on the timetable: [`due`] (through
+    /// `last_from`) and the tests' `last_in` are built on it alone, so they can never disagree
+    /// with it.
     ///
     /// Interval jobs use croner's zoned search. Wall-clock jobs walk the naive wall clock with
     /// croner and map each matching wall-clock time `w` to `min { t : local(t) >= w }`: a time
@@ -142,7 +145,9 @@ impl Timetable {
     }
 
     /// The latest occurrence in `(after, upto]`, or `None` if there is none. Bounded cost
-    /// whatever the gap (see the module docs, "Bounded catch-up").
+    /// whatever the gap (see the module docs, "Bounded catch-up"). The tests' oracle checks
+    /// [`due`]'s search through it.
+    #[cfg(test)]
     pub fn last_in(&self, after: DateTime<Utc>, upto: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let first = self.next_after(after).filter(|t| *t <= upto)?;
         Some(self.last_from(first, upto))

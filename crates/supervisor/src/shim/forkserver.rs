@@ -187,9 +187,11 @@ fn serve(socket: OwnedFd) -> ! {
     // Keep the socket and the standard three; nothing else the daemon had open may reach a
     // shim (the daemon's own inherited descriptors included). If the daemon was started with a
     // standard descriptor closed, the socket took its number: it moves to 3 like any other.
-    // SAFETY: this process was just forked from the single-threaded daemon and owns nothing
-    // but `socket` above the standard three: every other descriptor is an inherited copy that
-    // nothing here uses.
+    // SAFETY: every descriptor above the standard three but `socket` is either one nothing
+    // owns (inherited by the daemon) or owned by a frame of the daemon's code below this one
+    // (the callers of `ForkServer::start`, in this copy of the daemon). None of those frames
+    // ever runs again: `serve` never returns, and it leaves only through `process::exit_now`
+    // (`_exit`), which runs no destructor. So nothing uses or closes those numbers after this.
     let socket = match unsafe { files::keep_only_stdio_and(socket) } {
         Ok(socket) => socket,
         Err(_) => process::exit_now(1),
@@ -210,7 +212,12 @@ fn serve(socket: OwnedFd) -> ! {
             (Some(args), Some(report)) => match process::fork() {
                 Err(e) => -(e.raw_os_error().unwrap_or(libc::EAGAIN) as i64),
                 Ok(Forked::Child) => {
-                    let code = super::main_forked(&args, report);
+                    // SAFETY: the fresh fork, on its only thread (the server has one). The
+                    // frames owning descriptors above stderr other than `report` (this loop's
+                    // `socket`, the daemon's code below `serve`) never use or drop them again:
+                    // `exit_now` (`_exit`, no destructors) follows at once, and `serve` never
+                    // returns.
+                    let code = unsafe { super::main_forked(&args, report) };
                     // Never back into the server's loop, never its destructors.
                     process::exit_now(code)
                 }

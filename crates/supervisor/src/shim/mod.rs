@@ -3,7 +3,7 @@
 //!
 //! The daemon starts the shim in its own session with stdout a pipe to the daemon, stderr
 //! inherited, and the command's environment already set — by an exec of `fleet shim` ([`main`])
-//! or through the [`forkserver`] ([`main_forked`]). The shim:
+//! or through the [`forkserver`] (`main_forked`). The shim:
 //!
 //! 1. blocks SIGCHLD, SIGTERM, SIGINT and SIGHUP before anything else, so that none is lost
 //!    (they are consumed synchronously with `sigtimedwait`; no handlers, no threads);
@@ -89,9 +89,15 @@ const SHIM_SIGNALS: [Signal; 4] = [
 ///
 /// Must be called on the process's only thread, before any async runtime or other thread
 /// exists: the parent-death signal follows the thread that forked the command, and the signal
-/// mask set here protects only this thread. Must be the first thing its process does with
-/// descriptors, too: every descriptor above stderr is closed, as inherited.
-pub fn main(args: &[OsString]) -> i32 {
+/// mask set here protects only this thread.
+///
+/// # Safety
+///
+/// Must be the first thing its process does with descriptors: every descriptor above stderr
+/// is closed here, as inherited. One that other code in the process owned (a file, a socket, a
+/// runtime's pipe) would be closed under its owner, whose later use or drop would then reach
+/// whatever reused the number.
+pub unsafe fn main(args: &[OsString]) -> i32 {
     // First of all, so that no termination request or child exit is lost before the wait loop.
     let signals = match signals::block(&SHIM_SIGNALS) {
         Ok(set) => set,
@@ -109,7 +115,7 @@ pub fn main(args: &[OsString]) -> i32 {
     };
     // Whatever the daemon inherited and did not mark close-on-exec (a service manager's or a
     // test harness's descriptors) would otherwise reach every command.
-    // SAFETY: the shim runs first in its process (see above): nothing in it owns a descriptor
+    // SAFETY: the caller's guarantee (# Safety): nothing in this process owns a descriptor
     // above stderr yet, so every one closed here is an inherited copy nothing uses.
     if let Err(e) = unsafe { files::close_from(3) } {
         warn(format_args!(
@@ -130,7 +136,8 @@ pub fn main(args: &[OsString]) -> i32 {
 
 /// The shim in a process the fork server has just forked (see [`forkserver`]): the same work as
 /// [`main`], without an exec of the fleet binary (which costs more CPU than the command of a
-/// short run). Returns the process exit status, as [`main`] does.
+/// short run). Returns the process exit status, as [`main`] does. Only the fork server calls
+/// it.
 ///
 /// The fork server leaves the new process as a copy of itself, so this first undoes what a
 /// fresh exec would have given: signal dispositions back to their defaults (the server ignores
@@ -142,7 +149,14 @@ pub fn main(args: &[OsString]) -> i32 {
 /// Failpoints are the fork server's (it set them up; the forked copy has them already).
 ///
 /// Must be called in the forked child only, before anything else, on its only thread.
-pub fn main_forked(args: &ShimArgs, report: OwnedFd) -> i32 {
+///
+/// # Safety
+///
+/// Every descriptor above stderr but `report` is closed here. The caller guarantees that no
+/// code owning one of them ever uses or drops it again in this process: once this returns, the
+/// process ends at once, without running the destructors of the frames below this call, so
+/// nothing uses or closes those numbers after they are reused.
+pub(super) unsafe fn main_forked(args: &ShimArgs, report: OwnedFd) -> i32 {
     let signals = match signals::block(&SHIM_SIGNALS) {
         Ok(set) => set,
         Err(e) => {
@@ -150,7 +164,8 @@ pub fn main_forked(args: &ShimArgs, report: OwnedFd) -> i32 {
             return EXIT_FAILED;
         }
     };
-    if let Err(e) = set_up_forked(args, report) {
+    // SAFETY: the caller's guarantee (# Safety), which is the one `set_up_forked` asks for.
+    if let Err(e) = unsafe { set_up_forked(args, report) } {
         warn(format_args!(
             "fleet shim: run {} claim {}: could not set up the forked shim: {e}",
             args.run_id, args.token
@@ -161,7 +176,12 @@ pub fn main_forked(args: &ShimArgs, report: OwnedFd) -> i32 {
 }
 
 /// The forked shim's own process state (see [`main_forked`]), its signals already blocked.
-fn set_up_forked(args: &ShimArgs, report: OwnedFd) -> io::Result<()> {
+///
+/// # Safety
+///
+/// As for [`main_forked`]: no code owning a descriptor above stderr, other than `report`, ever
+/// uses or drops it again in this process.
+unsafe fn set_up_forked(args: &ShimArgs, report: OwnedFd) -> io::Result<()> {
     // Blocked first, so a termination request arriving now waits for the loop.
     signals::restore_all_defaults();
     // `ps` and `top` show `shim-<run id>` (at most 15 bytes: longer ids are cut), and the
@@ -183,9 +203,10 @@ fn set_up_forked(args: &ShimArgs, report: OwnedFd) -> io::Result<()> {
     files::set_stdin(OwnedFd::from(null))?;
     // Everything else the server had (its socket, the received descriptor) goes now: a command
     // must never inherit the daemon's pipes.
-    // SAFETY: this process is a fresh fork of the fork server, which owns nothing above stderr
-    // but its socket; this copy of the server never uses that socket again (the caller exits
-    // when the shim is done), and `report` and /dev/null were handed to stdout and stdin above.
+    // SAFETY: `report` and /dev/null were handed to stdout and stdin above, so this process
+    // owns nothing of its own above stderr. What else is open there (the server's socket, and
+    // whatever the daemon had) belongs to frames below this call that, by the caller's
+    // guarantee, never use or drop it again: nothing uses or closes those numbers after this.
     unsafe { files::close_from(3) }
 }
 

@@ -10,7 +10,6 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
 use rustix::fs::FlockOperation;
-use rustix::io::FdFlags;
 use rustix::pipe::PipeFlags;
 
 /// Takes an exclusive `flock` on `file`, waiting as long as another open file description holds
@@ -113,8 +112,9 @@ pub fn reader_gone(fd: impl AsFd) -> bool {
 /// Whether `fd` is closed by an `exec` (FD_CLOEXEC).
 ///
 /// Errors: `fd` is not open.
-pub fn is_close_on_exec(fd: impl AsFd) -> io::Result<bool> {
-    Ok(rustix::io::fcntl_getfd(fd)?.contains(FdFlags::CLOEXEC))
+#[cfg(test)]
+pub(crate) fn is_close_on_exec(fd: impl AsFd) -> io::Result<bool> {
+    Ok(rustix::io::fcntl_getfd(fd)?.contains(rustix::io::FdFlags::CLOEXEC))
 }
 
 /// Makes `fd` this process's standard input: a duplicate on descriptor 0, after which `fd`'s own

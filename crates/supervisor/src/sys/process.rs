@@ -261,7 +261,7 @@ pub fn spawn_in_new_session(cmd: &mut Command) {
 /// Every call there is async-signal-safe.
 pub fn spawn_clean_and_tied_to(cmd: &mut Command, parent: i32) {
     // SAFETY: the hook runs in the child between fork and exec and makes only async-signal-safe
-    // calls (sigprocmask, signal, rt_sigaction, prctl, getppid, _exit; SIGRTMIN reads a value
+    // calls (sigprocmask, signal, rt_sigaction, prctl, getppid, _exit; SIGRTMAX reads a value
     // the C library fixed at startup); it allocates nothing and takes no lock.
     unsafe {
         cmd.pre_exec(move || {
@@ -269,7 +269,7 @@ pub fn spawn_clean_and_tied_to(cmd: &mut Command, parent: i32) {
             // only shells unblock at startup; a failure here leaves the mask as it was, as the
             // hook always did.
             let _ = signals::unblock_all();
-            signals::restore_default(&[Signal::SIGPIPE]);
+            // SIGPIPE (which Rust's own start-up ignores) included.
             signals::restore_all_defaults();
             die_with_parent()?;
             if parent_pid() != parent {

@@ -77,14 +77,6 @@ pub fn ignore(signals: &[Signal]) {
     }
 }
 
-/// Sets `signals` back to their default action (process-wide). SIGKILL and SIGSTOP are
-/// skipped. Async-signal-safe.
-pub fn restore_default(signals: &[Signal]) {
-    for &signal in signals {
-        set_disposition(signal, libc::SIG_DFL);
-    }
-}
-
 /// `signal(2)` with "ignore" or "default": the only dispositions this layer sets. It cannot fail
 /// for a valid signal other than SIGKILL and SIGSTOP, which are left alone.
 fn set_disposition(signal: Signal, disposition: libc::sighandler_t) {
@@ -96,20 +88,22 @@ fn set_disposition(signal: Signal, disposition: libc::sighandler_t) {
     unsafe { libc::signal(signal as libc::c_int, disposition) };
 }
 
-/// Sets every signal's disposition but SIGKILL's and SIGSTOP's to the default, the real-time
-/// signals the C library reserves for itself (32 and 33 on Linux) included: an "ignore" there,
+/// Sets every signal's disposition but SIGKILL's and SIGSTOP's to the default, from 1 to
+/// SIGRTMAX: the standard signals, the real-time signals the C library reserves for itself (32
+/// and 33 on Linux), and the real-time signals SIGRTMIN..=SIGRTMAX. An "ignore" of any of them,
 /// inherited from whoever started the daemon, would otherwise reach every command (ignored
-/// dispositions survive `exec`). Those two are set with the raw system call, since the C
-/// library refuses to touch them; the callers make no use of them (they are single-threaded and
-/// never cancel a thread or change their ids).
+/// dispositions survive `exec`). The C library's reserved two are set with the raw system call,
+/// since the C library refuses to touch them; the callers make no use of them (they are
+/// single-threaded and never cancel a thread or change their ids).
 ///
-/// Async-signal-safe (only `sigaction`/`rt_sigaction`), so usable between fork and exec.
+/// Async-signal-safe (only `sigaction`/`rt_sigaction`; SIGRTMAX reads a value the C library
+/// fixed at startup), so usable between fork and exec.
 pub fn restore_all_defaults() {
-    for sig in 1..libc::SIGRTMIN() {
+    for sig in 1..=libc::SIGRTMAX() {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
         }
-        // SAFETY: SIG_DFL installs no handler; `sig` is a valid signal number below SIGRTMIN.
+        // SAFETY: SIG_DFL installs no handler; `sig` is a valid signal number, 1..=SIGRTMAX.
         if unsafe { libc::signal(sig, libc::SIG_DFL) } == libc::SIG_ERR {
             // The kernel's sigaction: handler, flags, restorer, mask — all zero is "default,
             // no flags" whatever the architecture's exact layout.

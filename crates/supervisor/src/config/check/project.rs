@@ -11,10 +11,10 @@ use std::time::Duration;
 use toml::de::{DeTable, DeValue};
 
 use super::{describe, key_segment, Checker, Key, Value};
-use crate::config::load::resolve_against;
 use crate::config::model::{
     DEFAULT_KILL_GRACE, DEFAULT_NAMESPACE, DEFAULT_RETRIES, DEFAULT_RETRY_BACKOFF,
 };
+use crate::config::paths::resolve_against;
 use crate::config::{parse_schedule, Overlap, ProjectConfig};
 
 impl Checker<'_> {

@@ -10,8 +10,8 @@ use std::time::Duration;
 use toml::de::DeTable;
 
 use super::{Checker, Value};
-use crate::config::load::{resolve_against, resolve_dir};
 use crate::config::model::{DEFAULT_MAX_CONCURRENCY, DEFAULT_STATE_DIR, DEFAULT_TICK};
+use crate::config::paths::{resolve_against, resolve_dir};
 use crate::config::{Config, MIN_TICK};
 
 impl Checker<'_> {

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::{one, path, project};
 use crate::config::{parse_schedule, Config, MACROS};
-use crate::schedule::Timetable;
+use crate::schedule::timetable::Timetable;
 
 fn utc(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)

@@ -1,0 +1,59 @@
+//! Following a shim: the tasks that turn what a shim shows of itself into events for the loop.
+//!
+//! A shim this daemon started reports on a pipe ([`watch_shim`]): a `running PID` line once its
+//! command started, then the pipe's end-of-file when it is gone. A shim that is not our child and
+//! has no pipe to us (a run adopted at startup), or whose pipe closed an instant before the
+//! kernel dropped its lock, is followed through its run's lock instead ([`watch_lock`]).
+//!
+//! Used by `spawn` (a new shim), `recover` (adopted runs) and `eval` (a shim whose pipe ended
+//! with its lock still held). This module only watches and sends [`Event`]s: it must never touch
+//! the daemon's state, the slot pool or the database, and never decide what a report means.
+
+use std::path::Path;
+
+use store::RunId;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::events::{Event, Events};
+use crate::shim::rundir::RunDir;
+
+/// Follows one shim this daemon started: its `running PID` line, then its end — the report
+/// pipe's end-of-file (every copy of the write end is the shim's), and for an exec'd shim, which
+/// is our child, its exit status too (so it is reaped).
+pub(super) async fn watch_shim(
+    report: impl tokio::io::AsyncRead + Unpin,
+    child: Option<tokio::process::Child>,
+    run_id: RunId,
+    token: u64,
+    events: Events,
+) {
+    let mut lines = BufReader::new(report).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(pid) = line
+            .strip_prefix("running ")
+            .and_then(|p| p.trim().parse().ok())
+        {
+            let _ = events.send(Event::ShimRunning { run_id, token, pid });
+        }
+    }
+    if let Some(mut child) = child {
+        let _ = child.wait().await;
+    }
+    let _ = events.send(Event::ShimExited { run_id, token });
+}
+
+/// Waits, on a plain thread, for the shim of `run_id` (state directory `state_dir`) to release
+/// its run's lock, then reports it exited. For a run adopted at startup, and for a shim whose
+/// report pipe closed an instant before the kernel dropped its lock. A plain thread, not the
+/// blocking pool: it may wait for days, and must never hold up the runtime's shutdown.
+pub(super) fn watch_lock(state_dir: &Path, run_id: RunId, token: u64, events: Events) {
+    let dir = RunDir::new(state_dir, run_id);
+    let _ = std::thread::Builder::new()
+        .name(format!("adopted-{run_id}"))
+        .spawn(move || {
+            if let Ok(lock) = dir.lock_blocking() {
+                drop(lock);
+            }
+            let _ = events.send(Event::ShimExited { run_id, token });
+        });
+}
