@@ -15,7 +15,8 @@
 //!   [`merge`], the one running set every packer reads (slot pool and DB running set; DB wins).
 //! - `queue`: [`Candidate`] (a queued run) and [`queue_order`] (priority, then FIFO).
 //! - `caps`: [`Caps`] (global cap, declared namespaces), [`NamespaceCap`], [`DEFAULT_NAMESPACE`].
-//! - `pack`: the [`Packer`] contract both packers keep, and [`packer_for`], which picks one.
+//! - `pack`: the [`Packer`] contract both packers keep.
+//! - `choose`: [`packer_for`], which picks the packer a set of caps calls for.
 //! - `fallback`: [`FallbackPacker`], used when no namespace is declared (global cap, queue order).
 //! - `namespace`: [`NamespacePacker`], used when namespaces are declared (their caps plus weighted
 //!   fair sharing of the global cap).
@@ -30,6 +31,7 @@
 //! passes is [`merge`], where the DB record wins.
 
 mod caps;
+mod choose;
 mod fallback;
 mod namespace;
 mod pack;
@@ -39,8 +41,9 @@ mod running;
 mod testing;
 
 pub use caps::{Caps, NamespaceCap, DEFAULT_NAMESPACE};
+pub use choose::packer_for;
 pub use fallback::FallbackPacker;
 pub use namespace::NamespacePacker;
-pub use pack::{packer_for, Packer};
+pub use pack::Packer;
 pub use queue::{queue_order, Candidate};
 pub use running::{merge, ActiveRun, RunId, RunningSet};

@@ -1,11 +1,10 @@
-//! The [`Packer`] contract every packer keeps, and [`packer_for`], which picks the packer for a set
-//! of caps.
+//! The [`Packer`] contract every packer keeps.
 //!
 //! The contract is stated once, here, so both packers answer to the same rules and the property
 //! tests can check them against one oracle. Nothing here may pick runs itself: the choice belongs
 //! to the packers in `fallback` and `namespace`.
 
-use crate::{Candidate, Caps, FallbackPacker, NamespacePacker, RunningSet};
+use crate::{Candidate, Caps, RunningSet};
 
 /// Decides which queued runs to start.
 ///
@@ -22,38 +21,4 @@ pub trait Packer {
     /// [`queue_order`](crate::queue_order); `running.len()` plus the number picked never exceeds
     /// `caps.global` (and nothing is picked if `running` already fills it).
     fn pack(&self, caps: &Caps, running: &RunningSet, queue: &[Candidate]) -> Vec<Candidate>;
-}
-
-/// Picks the packer for `caps`: the [`NamespacePacker`] if `fleet.toml` declares any namespace
-/// (`caps.namespaces` non-empty), else the [`FallbackPacker`]. Both read the same merged running
-/// set, so which one is chosen never changes what counts as running.
-pub fn packer_for(caps: &Caps) -> &'static dyn Packer {
-    if caps.namespaces.is_empty() {
-        &FallbackPacker
-    } else {
-        &NamespacePacker
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testing::{cand, caps};
-
-    #[test]
-    fn packer_for_chooses_by_declared_namespaces() {
-        // Distinguish by behaviour: only the namespace packer refuses an unknown namespace.
-        let queue = vec![cand(1, "a", "stray", 0)];
-        let none = caps(1, &[]);
-        let some = caps(1, &[("x", 1, 1)]);
-        assert_eq!(
-            packer_for(&none)
-                .pack(&none, &RunningSet::new(), &queue)
-                .len(),
-            1
-        );
-        assert!(packer_for(&some)
-            .pack(&some, &RunningSet::new(), &queue)
-            .is_empty());
-    }
 }
