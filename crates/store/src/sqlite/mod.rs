@@ -67,8 +67,9 @@ pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
     }
 }
 
-/// True when a write broke a constraint: for the store, one of the unique indexes refused a
-/// second active run of a project or a second run for one schedule occurrence.
+/// True when a write broke a constraint. The claim reads it as the unique index refusing a
+/// second active run of a project; firing an occurrence never reads it (an occurrence is
+/// handled only when its run row is found, and a failed insert is an error).
 fn is_constraint_violation(e: &rusqlite::Error) -> bool {
     matches!(
         e,
