@@ -35,18 +35,28 @@ pub enum Fate {
 
 /// Reads (and, for a claim that never started, tombstones) the run files of `token`'s claim.
 ///
-/// Errors: I/O errors on the run directory. A corrupt exit or started record counts as missing
-/// (so a corrupt exit record gives `Lost`, never a made-up status).
+/// Errors: I/O errors on the run directory, a record that could not be read included (the
+/// caller looks again later: a record that failed to read is not a missing one, and taking it
+/// for one would call a run that ended `lost`, or requeue one that started). A record that was
+/// read but is not a valid one (corrupt) counts as missing for `exit` (so the run is `Lost`,
+/// never a made-up status) and as present for `started` (the command may have started, so the
+/// claim is never requeued).
 pub fn settle(dir: &RunDir, token: u64) -> io::Result<Fate> {
     let Some(lock) = dir.try_lock()? else {
         return Ok(Fate::Alive);
     };
-    if let Ok(Some(exit)) = dir.read_exit() {
-        if exit.token == token {
-            return Ok(Fate::Ended(exit));
-        }
+    match dir.read_exit() {
+        Ok(Some(exit)) if exit.token == token => return Ok(Fate::Ended(exit)),
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {}
+        Err(e) => return Err(e),
     }
-    let started = matches!(dir.read_started(), Ok(Some(s)) if s.token == token);
+    let started = match dir.read_started() {
+        Ok(Some(s)) => s.token == token,
+        Ok(None) => false,
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => true,
+        Err(e) => return Err(e),
+    };
     if started {
         return Ok(Fate::Lost);
     }
@@ -133,3 +143,6 @@ pub fn transition(
         change,
     })
 }
+
+#[cfg(test)]
+mod tests;
