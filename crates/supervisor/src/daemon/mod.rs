@@ -144,6 +144,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         fenced: None,
         sweep_removed: true,
         recovered: false,
+        unsettled: Default::default(),
     };
     // An edit saved before the watcher started is noticed now, and reloaded like any edit.
     let reload_due = reload::stale(daemon.config_path.clone(), &daemon.config)

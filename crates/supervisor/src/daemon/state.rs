@@ -13,6 +13,7 @@ use store::{RunId, Store, StoreError, Transition};
 use tokio::time::Instant;
 
 use super::events::Events;
+use super::recover::Unsettled;
 use crate::config::Config;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
@@ -55,4 +56,6 @@ pub(super) struct Daemon {
     pub(super) sweep_removed: bool,
     /// Startup recovery has run to the end (it is retried, with backoff, until it has).
     pub(super) recovered: bool,
+    /// Active runs recovery could not settle yet (their files could not be read or written).
+    pub(super) unsettled: Unsettled,
 }
