@@ -160,3 +160,28 @@ fn an_existing_run_of_the_occurrence_is_the_only_handled() {
     assert_eq!(runs[0].id, first);
     assert_eq!(s.schedules().unwrap()[0].cursor, 120_000);
 }
+
+/// The run an occurrence fires says how many earlier occurrences were missed and skipped with
+/// it; a run that skipped none carries no such note.
+#[test]
+fn the_fired_run_counts_the_occurrences_skipped_with_it() {
+    let (_dir, s, epoch) = open();
+    let quiet = s
+        .fire_schedule(epoch, &req(Some(60_000), OverlapPolicy::Queue), 1)
+        .unwrap()
+        .queued
+        .unwrap();
+    assert_eq!(s.get_run(quiet).unwrap().reason, None);
+
+    let mut late = req(Some(300_000), OverlapPolicy::Queue);
+    late.expected_cursor = Some(60_000);
+    late.skipped = vec![120_000, 180_000, 240_000];
+    late.skipped_count = 3;
+    let id = s.fire_schedule(epoch, &late, 2).unwrap().queued.unwrap();
+    let reason = s.get_run(id).unwrap().reason.unwrap_or_default();
+    assert!(
+        reason.starts_with("3 earlier occurrence(s) missed and skipped"),
+        "{reason}"
+    );
+    assert_eq!(s.schedules().unwrap()[0].skipped_total, 3);
+}
