@@ -149,6 +149,7 @@ fn merge_is_the_union_by_project() {
     assert_eq!(merge(&live, &empty), live);
     assert_eq!(merge(&empty, &live), live);
     assert!(merge(&empty, &empty).is_empty());
+    assert!(!merge(&empty, &live).is_empty());
 }
 
 /// The pool is not empty, but it misses a run the database records (recovery could not settle
