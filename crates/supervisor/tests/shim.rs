@@ -476,6 +476,29 @@ fn every_claim_appends_to_the_log() {
     assert_eq!(dir.read_started().unwrap().unwrap().token, 2);
 }
 
+/// Every claim's start stays on record in the started record's history — what `fleet check`
+/// reads to tell a run started twice — including a record an older fleet wrote without one.
+#[test]
+fn every_claim_start_stays_in_the_started_history() {
+    let f = Fixture::new();
+    let dir = f.dir();
+    dir.create().unwrap();
+    // A started record of claim 1 with no history (an older version's), as if its run was
+    // requeued afterwards.
+    fs::write(
+        dir.path().join("started"),
+        r#"{"token":1,"shim_pid":1,"shim_start_time":1,"at":"2024-01-01T00:00:00.000Z"}"#,
+    )
+    .unwrap();
+    for token in [2, 3] {
+        let (status, _, err) = finish(spawn_shim(&f.args(token, &["true"]), &[]));
+        assert!(status.success(), "{err}");
+        let started = dir.read_started().unwrap().unwrap();
+        assert_eq!(started.token, token);
+        assert_eq!(started.history, (1..=token).collect::<Vec<u64>>());
+    }
+}
+
 #[test]
 fn bad_arguments_exit_2() {
     let out = shim_command()
