@@ -564,6 +564,42 @@ mod failpoints {
         assert_eq!((exit.outcome, exit.code), (Outcome::Exited, Some(4)));
     }
 
+    /// A record that cannot be written (the first attempts fail, as on a full disk) is retried
+    /// while the shim keeps its lock, and written in the end: the real status survives, and the
+    /// shim says how many attempts failed.
+    #[test]
+    fn a_record_that_fails_to_write_is_retried_until_written() {
+        for (point, record) in [
+            ("shim-started-record-fails", "started"),
+            ("shim-exit-record-fails", "exit"),
+        ] {
+            let f = Fixture::new();
+            let args = f.args(5, &["sh", "-c", "exit 6"]);
+            let fp = format!("{point}=3*return");
+            let (status, _, err) = finish(spawn_shim(&args, &[("FAILPOINTS", &fp)]));
+            assert!(status.success(), "{point}: {status:?} {err}");
+            let dir = f.dir();
+            let exit = dir.read_exit().unwrap().expect("the exit record");
+            assert_eq!((exit.outcome, exit.code), (Outcome::Exited, Some(6)));
+            assert_eq!(dir.read_started().unwrap().unwrap().token, 5);
+            // Reported at the first and second failed attempts (then at doubling counts), and
+            // once written.
+            assert_eq!(
+                err.matches(&format!("could not write the {record} record"))
+                    .count(),
+                2,
+                "{point}: {err}"
+            );
+            assert!(
+                err.contains(&format!(
+                    "the {record} record is written, after 3 failed attempt(s)"
+                )),
+                "{point}: {err}"
+            );
+            assert!(!dir.is_locked().unwrap());
+        }
+    }
+
     #[test]
     fn late_shim_finds_the_tombstone() {
         // The shim is delayed before its lock; recovery locks, tombstones and lets go meanwhile.
