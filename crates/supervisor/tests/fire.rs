@@ -163,6 +163,37 @@ fn an_occurrence_later_than_the_starting_deadline_is_recorded_as_skipped() {
     assert_eq!(runs[1].occurrence, Some(T0 + 20 * S));
 }
 
+/// Too late, with earlier occurrences missed too: one skip row for the latest, carrying the
+/// count and range of the earlier ones; every one of them counted in the schedule's total.
+#[test]
+fn a_late_occurrence_counts_the_earlier_ones_it_skipped_with() {
+    let s = setup();
+    let c = config(
+        "[projects.ten]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n\
+         starting_deadline = \"5s\"\n",
+    );
+    fire_due(&s.store, s.epoch, &c, T0).unwrap();
+    // 10, 20 and 30 s missed; 30 s is 7 s late: nothing runs.
+    fire_due(&s.store, s.epoch, &c, T0 + 37 * S).unwrap();
+    let runs = runs_of(&s.store, "ten");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].status, RunStatus::Cancelled);
+    assert_eq!(runs[0].occurrence, Some(T0 + 30 * S));
+    let reason = runs[0].reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("2 earlier occurrence(s) missed and skipped"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains(&store::rfc3339(T0 + 10 * S))
+            && reason.contains(&store::rfc3339(T0 + 20 * S)),
+        "the range of the earlier ones: {reason}"
+    );
+    let row = s.store.schedules().unwrap().remove(0);
+    assert_eq!(row.skipped_total, 3);
+    assert_eq!(row.cursor, T0 + 30 * S);
+}
+
 #[test]
 fn a_changed_timetable_starts_afresh() {
     let s = setup();

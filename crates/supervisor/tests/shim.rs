@@ -576,7 +576,14 @@ mod failpoints {
             let f = Fixture::new();
             let args = f.args(5, &["sh", "-c", "exit 6"]);
             let fp = format!("{point}=3*return");
+            let t = Instant::now();
             let (status, _, err) = finish(spawn_shim(&args, &[("FAILPOINTS", &fp)]));
+            // Backoff, not a spin: 50, 100 and 200 ms between the attempts.
+            assert!(
+                t.elapsed() >= Duration::from_millis(350),
+                "{point}: {:?}",
+                t.elapsed()
+            );
             assert!(status.success(), "{point}: {status:?} {err}");
             let dir = f.dir();
             let exit = dir.read_exit().unwrap().expect("the exit record");
