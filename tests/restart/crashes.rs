@@ -213,3 +213,50 @@ fn late_shim_waiting_at_the_lock_finds_the_tombstone() {
     assert_eq!(f.runs().len(), 1, "{:#?}", f.runs());
     assert_check_ok(&f);
 }
+
+/// A shim spawned just before its daemon died, whose `running` report no daemon wrote: the
+/// next daemon adopts it and records it `running` with its command's pid (from the run's
+/// `running` record), rather than leaving a live command `starting`.
+#[test]
+fn adopted_claim_still_starting_is_recorded_running() {
+    let f = Fleet::with(|dir| {
+        format!(
+            "[projects.held]\ncommand = {}\n",
+            gated_command(
+                &dir.join("held.start"),
+                &dir.join("GO"),
+                &dir.join("held.end"),
+                0
+            )
+        )
+    });
+    let mut d1 = f.start_daemon_env(&[("FAILPOINTS", "daemon-after-spawn=return")]);
+    let id = f.enqueue("held");
+    wait_daemon_abort(
+        &f,
+        &mut d1,
+        id,
+        "the daemon to abort after spawning the shim",
+    );
+    assert_eq!(status_of(&f.run(id)), "starting");
+    let running = run_dir(&f, id).join("running");
+    let mut pid = None;
+    f.wait_until(DEADLINE, "the orphaned shim's running record", || {
+        pid = std::fs::read_to_string(&running)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["pid"].as_i64());
+        pid.is_some()
+    });
+
+    let _d2 = f.start_daemon();
+    let r = f.wait_run(id, "the adopted run recorded running", |r| {
+        r["status"] == "running"
+    });
+    assert_eq!(r["pid"].as_i64(), pid, "the command's pid: {r}");
+    std::fs::write(f.file("GO"), "").unwrap();
+    let r = f.wait_terminal(id);
+    assert_eq!(status_of(&r), "succeeded", "{r}");
+    assert_eq!(lines(&f.file("held.start")).len(), 1);
+    assert_check_ok(&f);
+}
