@@ -78,14 +78,16 @@ failpoint_tests! {
     shim_before_lock => "shim-before-lock",
     shim_after_lock => "shim-after-lock",
     shim_before_started => "shim-before-started",
+    shim_started_record_fails => "shim-started-record-fails",
     shim_after_started => "shim-after-started",
     shim_after_exit => "shim-after-exit",
+    shim_exit_record_fails => "shim-exit-record-fails",
     shim_before_exit_file => "shim-before-exit-file",
     shim_after_exit_file => "shim-after-exit-file",
 }
 
-/// Failpoint names used in the source: every `fail_point!("…"` and `crash_point!("…"` under
-/// crates/*/src.
+/// Failpoint names used in the source: every `fail_point!("…"`, `crash_point!("…"` and
+/// `io_failpoint!("…"` under crates/*/src.
 fn names_in_source() -> BTreeSet<String> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
@@ -108,7 +110,7 @@ fn names_in_source() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
-        for marker in ["fail_point!(\"", "crash_point!(\""] {
+        for marker in ["fail_point!(\"", "crash_point!(\"", "io_failpoint!(\""] {
             for part in text.split(marker).skip(1) {
                 names.insert(part.split('"').next().unwrap().to_string());
             }

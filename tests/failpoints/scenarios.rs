@@ -210,6 +210,30 @@ pub fn crash_at(name: &str) {
             // (A claim may still be requeued: the SIGKILL can land between a claim and its spawn.)
             finish(&s, name, Expect::FirstAttempt, &[&d]);
         }
+        // Not a crash: the first three attempts at writing a record fail, as on a full disk.
+        // The shim keeps its lock and retries, so the daemon (alive) sees every run through
+        // with its real status: nothing lost, nothing requeued.
+        "shim-started-record-fails" | "shim-exit-record-fails" => {
+            let mut d = Crashy::start(f, &format!("{name}=3*return"));
+            poll(f, &[&d], DEADLINE, "every run to succeed", || {
+                in_status(f, &ids, "succeeded").len() == ids.len()
+            });
+            d.assert_alive();
+            let record = if name == "shim-exit-record-fails" {
+                "exit"
+            } else {
+                "started"
+            };
+            let log = d.stderr();
+            assert!(
+                log.contains(&format!("could not write the {record} record"))
+                    && log.contains(&format!("the {record} record is written, after 3 failed")),
+                "each shim should say it retried its {record} record:\n{log}"
+            );
+            assert!(requeued(f).is_empty(), "nothing may be requeued");
+            d.kill();
+            finish(&s, name, Expect::FirstAttempt, &[&d]);
+        }
         other => panic!("no scenario for failpoint {other:?}: add one to crash_at"),
     }
 }

@@ -2,6 +2,11 @@
 //! fallback used with zero namespaces) counts the runs the database records as active, whether
 //! the restarted daemon adopted them or not, so a run in flight across a SIGKILL is never
 //! started again and no cap is exceeded.
+//!
+//! The two SIGKILL tests see the run adopted, which puts it in the slot pool: they would pass
+//! even if the packers were handed the pool alone. What catches that is a run the pool cannot
+//! hold: `failure1_db_active_run_unknown_to_the_pool_still_counts` here, and the tests of
+//! `db_only` (with namespaces, and a real claim recovery could not settle).
 
 use crate::common::*;
 use crate::helpers::*;

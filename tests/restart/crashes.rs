@@ -114,3 +114,149 @@ fn crash_after_claim_requeues_same_attempt() {
     );
     assert_check_ok(&f);
 }
+
+/// The pids of the processes waiting (blocked, not holding) for an `flock` on `path`, from
+/// /proc/locks, where a waiter's line carries `->` and the file as `MAJOR:MINOR:INODE`.
+fn flock_waiters(path: &std::path::Path) -> Vec<i32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(ino) = std::fs::metadata(path).map(|m| m.ino()) else {
+        return Vec::new();
+    };
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    locks
+        .lines()
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            let at = fields.iter().position(|f| *f == "->")?;
+            // -> FLOCK ADVISORY WRITE <pid> <maj:min:ino> ...
+            let pid: i32 = fields.get(at + 4)?.parse().ok()?;
+            let file_ino: u64 = fields.get(at + 5)?.rsplit(':').next()?.parse().ok()?;
+            (fields.get(at + 1) == Some(&"FLOCK") && file_ino == ino).then_some(pid)
+        })
+        .collect()
+}
+
+/// The tombstone trap with the late shim held *at* its lock: it arrives while recovery holds the
+/// run's lock but has not yet written the tombstone (recovery is held there by a failpoint), and
+/// waits for the lock. It must look for the tombstone only once it holds the lock — then it finds
+/// it and does not start. A shim that looked before taking the lock (while there was no
+/// tombstone yet) would start the run a second time: this test goes red, where
+/// `late_shim_finds_tombstone_and_does_not_start` (tombstone written before the shim arrives)
+/// stays green.
+#[test]
+fn late_shim_waiting_at_the_lock_finds_the_tombstone() {
+    const LATE_MS: u64 = 4000;
+    const HOLD_MS: u64 = 8000;
+    let f = Fleet::with(|dir| {
+        format!(
+            "[projects.once]\ncommand = {}\n",
+            quick_command(&dir.join("once.start"))
+        )
+    });
+    let start_file = f.file("once.start");
+    let failpoints = format!("shim-before-lock=sleep({LATE_MS});daemon-after-spawn=return");
+    let mut d1 = f.start_daemon_env(&[("FAILPOINTS", &failpoints)]);
+    let id = f.enqueue("once");
+    wait_daemon_abort(
+        &f,
+        &mut d1,
+        id,
+        "the daemon to abort after spawning the shim",
+    );
+    let aborted_at = Instant::now();
+    let late = others(&f, &[]);
+    assert_eq!(
+        late.len(),
+        1,
+        "one late shim, asleep before its lock: {late:?}"
+    );
+
+    let hold = format!("recovery-before-tombstone=sleep({HOLD_MS})");
+    let d2 = f.start_daemon_env(&[("FAILPOINTS", &hold)]);
+    let lock = run_dir(&f, id).join("lock");
+    f.wait_until(DEADLINE, "the late shim to wait at the run's lock", || {
+        let waiting = flock_waiters(&lock).contains(&late[0]);
+        assert!(
+            waiting || !f.file("once.start").exists(),
+            "the late shim started the run instead of waiting at the lock (did the new \
+             daemon take {:?} > {LATE_MS} ms to recover?)\n{}",
+            aborted_at.elapsed(),
+            f.diagnostics()
+        );
+        waiting
+    });
+    assert!(
+        !run_dir(&f, id).join("tombstones").exists(),
+        "recovery holds the lock and has not written the tombstone yet"
+    );
+
+    let r = f.wait_terminal(id);
+    assert_eq!(status_of(&r), "succeeded", "{r}");
+    assert_eq!(r["attempt"], 1, "requeued as the same attempt: {r}");
+    f.wait_until(DEADLINE, "the late shim to exit", || {
+        others(&f, &[d2.pid()]).is_empty()
+    });
+    let started = lines(&start_file);
+    assert_eq!(
+        started.len(),
+        1,
+        "the run started {} times (the late shim looked for the tombstone before its lock?): \
+         {started:?}\n{}",
+        started.len(),
+        f.diagnostics()
+    );
+    let late_log = std::fs::read_to_string(f.file("daemon-0.stderr")).unwrap_or_default();
+    assert!(
+        late_log.contains("was given up by recovery; not starting"),
+        "the late shim should say it found the tombstone:\n{late_log}"
+    );
+    assert_eq!(f.runs().len(), 1, "{:#?}", f.runs());
+    assert_check_ok(&f);
+}
+
+/// A shim spawned just before its daemon died, whose `running` report no daemon wrote: the
+/// next daemon adopts it and records it `running` with its command's pid (from the run's
+/// `running` record), rather than leaving a live command `starting`.
+#[test]
+fn adopted_claim_still_starting_is_recorded_running() {
+    let f = Fleet::with(|dir| {
+        format!(
+            "[projects.held]\ncommand = {}\n",
+            gated_command(
+                &dir.join("held.start"),
+                &dir.join("GO"),
+                &dir.join("held.end"),
+                0
+            )
+        )
+    });
+    let mut d1 = f.start_daemon_env(&[("FAILPOINTS", "daemon-after-spawn=return")]);
+    let id = f.enqueue("held");
+    wait_daemon_abort(
+        &f,
+        &mut d1,
+        id,
+        "the daemon to abort after spawning the shim",
+    );
+    assert_eq!(status_of(&f.run(id)), "starting");
+    let running = run_dir(&f, id).join("running");
+    let mut pid = None;
+    f.wait_until(DEADLINE, "the orphaned shim's running record", || {
+        pid = std::fs::read_to_string(&running)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["pid"].as_i64());
+        pid.is_some()
+    });
+
+    let _d2 = f.start_daemon();
+    let r = f.wait_run(id, "the adopted run recorded running", |r| {
+        r["status"] == "running"
+    });
+    assert_eq!(r["pid"].as_i64(), pid, "the command's pid: {r}");
+    std::fs::write(f.file("GO"), "").unwrap();
+    let r = f.wait_terminal(id);
+    assert_eq!(status_of(&r), "succeeded", "{r}");
+    assert_eq!(lines(&f.file("held.start")).len(), 1);
+    assert_check_ok(&f);
+}

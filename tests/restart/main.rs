@@ -12,10 +12,14 @@
 //! the in-memory slot pool; a still-queued run handed out again while another connection holds
 //! the database's write lock; two runners sharing one state directory. One module per rule:
 //! - `adoption`: every packer counts the runs the database records as active (adopted or not);
+//! - `db_only`: runs only the database knows (recovery could not settle them) count all the same,
+//!   with and without namespaces, and are settled once their files can be written;
+//! - `full_disk`: a full disk delays a shim's exit record, never turns the real status into lost;
 //! - `ended_while_down`: a command that ended while no daemon ran is settled with its real status;
 //! - `busy_database`: a held write lock slows the daemon down, never makes it start a run twice;
 //! - `one_daemon`: a second daemon on the same state directory is refused;
-//! - `crashes`: crashes injected at failpoints never start a run twice.
+//! - `crashes`: crashes injected at failpoints never start a run twice (a late shim, whether it
+//!   arrives before the tombstone or waits at the lock while recovery writes it, never starts).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -24,5 +28,7 @@ mod helpers;
 mod adoption;
 mod busy_database;
 mod crashes;
+mod db_only;
 mod ended_while_down;
+mod full_disk;
 mod one_daemon;

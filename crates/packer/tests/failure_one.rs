@@ -149,4 +149,139 @@ fn merge_is_the_union_by_project() {
     assert_eq!(merge(&live, &empty), live);
     assert_eq!(merge(&empty, &live), live);
     assert!(merge(&empty, &empty).is_empty());
+    assert!(!merge(&empty, &live).is_empty());
+}
+
+/// The pool is not empty, but it misses a run the database records (recovery could not settle
+/// it, so no slot holds it): the merge must still count it, in the namespace the database says,
+/// under both packers.
+#[test]
+fn a_db_only_run_beside_a_non_empty_pool_still_counts() {
+    let pool: RunningSet = [active(2, "L", "dev")].into_iter().collect();
+    let db: RunningSet = [active(1, "P", "ops"), active(2, "L", "dev")]
+        .into_iter()
+        .collect();
+    let running = merge(&pool, &db);
+    assert_eq!(running.len(), 2);
+
+    // Namespaces: ops (cap 1) is full by P alone; global 3 leaves one seat, for dev.
+    let caps = ops_and_dev(3, 1);
+    let queue = vec![
+        cand(10, "P", "ops", 9),
+        cand(11, "Q", "ops", 9),
+        cand(12, "R", "dev", 0),
+        cand(13, "S", "dev", 0),
+    ];
+    let picks = packer_for(&caps).pack(&caps, &running, &queue);
+    assert_eq!(projects(&picks), vec!["R"], "{picks:?}");
+
+    // No namespaces: global 3, two seats taken (one by the DB-only run): one start.
+    let caps = Caps {
+        global: 3,
+        namespaces: BTreeMap::new(),
+    };
+    let picks = packer_for(&caps).pack(&caps, &running, &queue);
+    assert_eq!(projects(&picks), vec!["Q"], "{picks:?}");
+}
+
+mod any_restart {
+    //! Property: for any caps (namespaces declared or none), any slot pool and any DB running
+    //! set, the packer picked for the caps, handed the merge, never picks a project the pool or
+    //! the database holds, and no cap is exceeded once the database's runs are counted where
+    //! the database says they run.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    const NAMESPACES: [&str; 3] = ["ops", "dev", "default"];
+
+    fn runs(ids: std::ops::Range<i64>) -> impl Strategy<Value = RunningSet> {
+        prop::collection::vec(
+            (ids, 0usize..6, prop::sample::select(&NAMESPACES[..])),
+            0..5,
+        )
+        .prop_map(|v| {
+            v.into_iter()
+                .map(|(id, p, ns)| active(id, &format!("p{p}"), ns))
+                .collect()
+        })
+    }
+
+    fn caps() -> impl Strategy<Value = Caps> {
+        (0usize..6, prop::option::of((0usize..4, 0usize..4))).prop_map(|(global, ns)| Caps {
+            global,
+            namespaces: ns
+                .map(|(ops, dev)| {
+                    BTreeMap::from([
+                        (
+                            "ops".to_string(),
+                            NamespaceCap {
+                                max_concurrency: ops,
+                                weight: 1,
+                            },
+                        ),
+                        (
+                            "dev".to_string(),
+                            NamespaceCap {
+                                max_concurrency: dev,
+                                weight: 2,
+                            },
+                        ),
+                    ])
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    fn queue() -> impl Strategy<Value = Vec<Candidate>> {
+        prop::collection::vec(
+            (
+                1i64..50,
+                0usize..6,
+                prop::sample::select(&NAMESPACES[..]),
+                0i64..3,
+            ),
+            0..12,
+        )
+        .prop_map(|v| {
+            v.into_iter()
+                .map(|(id, p, ns, prio)| cand(id, &format!("p{p}"), ns, prio))
+                .collect()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn the_merge_is_counted_whatever_the_pool_holds(
+            caps in caps(),
+            pool in runs(100..150),
+            db in runs(150..200),
+            queue in queue(),
+        ) {
+            let running = merge(&pool, &db);
+            // The database's record of a project is the one counted, where it says it runs.
+            for r in db.iter() {
+                prop_assert_eq!(running.get(&r.project), Some(r));
+            }
+            let picks = packer_for(&caps).pack(&caps, &running, &queue);
+            for c in &picks {
+                prop_assert!(
+                    !pool.contains_project(&c.project) && !db.contains_project(&c.project),
+                    "picked {} which is active", c.project
+                );
+            }
+            if picks.is_empty() {
+                return Ok(());
+            }
+            prop_assert!(running.len() + picks.len() <= caps.global);
+            for (ns, cap) in &caps.namespaces {
+                let active = running.count_in(ns);
+                let picked = picks.iter().filter(|c| &c.namespace == ns).count();
+                prop_assert!(
+                    picked == 0 || active + picked <= cap.max_concurrency,
+                    "namespace {ns}: {active} active + {picked} picked > {}", cap.max_concurrency
+                );
+            }
+        }
+    }
 }

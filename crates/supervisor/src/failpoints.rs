@@ -53,7 +53,8 @@ pub const DAEMON: &[(&str, &str)] = &[
     ),
 ];
 
-/// The shim's failpoints: (name, what recovery must conclude when the shim crashes there).
+/// The shim's failpoints: (name, what recovery must conclude when the shim crashes there, or,
+/// for a failed write, what the shim does about it).
 pub const SHIM: &[(&str, &str)] = &[
     (
         "shim-before-lock",
@@ -72,6 +73,12 @@ pub const SHIM: &[(&str, &str)] = &[
          => tombstone the token, requeue the same attempt",
     ),
     (
+        "shim-started-record-fails",
+        "not a crash: each attempt at writing the started record fails (N*return fails N), as \
+         on a full disk => the shim keeps its lock and retries with backoff, the run stays \
+         starting meanwhile; the command starts once the record is durable, the same claim",
+    ),
+    (
         "shim-after-started",
         "started durable, command not yet spawned: lock free, started but no exit record \
          => the command may have started: lost (retried only if retries remain)",
@@ -80,6 +87,12 @@ pub const SHIM: &[(&str, &str)] = &[
         "shim-after-exit",
         "command and its process group gone, exit record not written: lock free, started but \
          no exit record => lost",
+    ),
+    (
+        "shim-exit-record-fails",
+        "not a crash: each attempt at writing the exit record fails (N*return fails N), as on \
+         a full disk => the shim keeps its lock and retries with backoff, the run stays \
+         running meanwhile; once the record is durable the run ends with its real status",
     ),
     (
         "shim-before-exit-file",
@@ -151,8 +164,12 @@ mod tests {
         names
     }
 
+    /// How a failpoint is written in the source: the fail crate's own macro, and the shim's two
+    /// (a crash, a failed write).
+    const MARKERS: &[&str] = &["fail_point!(\"", "crash_point!(\"", "io_failpoint!(\""];
+
     fn names_in_source() -> BTreeSet<String> {
-        names_in("", &["fail_point!(\"", "crash_point!(\""])
+        names_in("", MARKERS)
     }
 
     /// Register check: a failpoint added to the code without its recovery story (or a register
@@ -174,7 +191,10 @@ mod tests {
         );
         // The shim's part of the register is exactly the shim's crash points.
         let shim: BTreeSet<String> = super::SHIM.iter().map(|(n, _)| n.to_string()).collect();
-        assert_eq!(shim, names_in("shim", &["crash_point!(\""]));
+        assert_eq!(
+            shim,
+            names_in("shim", &["crash_point!(\"", "io_failpoint!(\""])
+        );
     }
 
     /// Register check: every failpoint is documented in docs/ARCHITECTURE.md's table.

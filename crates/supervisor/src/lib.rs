@@ -40,7 +40,7 @@ pub mod daemon;
 pub mod exec_limits;
 pub mod failpoints;
 pub(crate) mod retry;
-pub(crate) mod schedule;
+pub mod schedule;
 pub(crate) mod settle;
 pub mod shim;
 pub(crate) mod slots;

@@ -47,11 +47,12 @@ impl Fate {
 
 /// Reads (and, for a claim that never started, tombstones) the run files of `token`'s claim.
 ///
-/// Errors: I/O errors on the run directory, reading a record included: a record that exists but
-/// cannot be read is never taken for a missing one (an unread `started` taken for none would
-/// requeue a command that ran). A corrupt exit record counts as missing (so it gives `Lost`,
-/// never a made-up status); a corrupt started record as one of this claim (`Lost` too, never
-/// a requeue).
+/// Errors: I/O errors on the run directory, a record that could not be read included (the
+/// caller looks again later: a record that failed to read is not a missing one, and taking it
+/// for one would call a run that ended `lost`, or requeue one that started). A record that was
+/// read but is not a valid one (corrupt) counts as missing for `exit` (so the run is `Lost`,
+/// never a made-up status) and as present for `started` (the command may have started, so the
+/// claim is never requeued).
 pub fn settle(dir: &RunDir, token: u64) -> io::Result<Fate> {
     let Some(lock) = dir.try_lock()? else {
         return Ok(Fate::Alive);
@@ -160,33 +161,4 @@ pub fn transition(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::shim::rundir::STARTED_FILE;
-
-    /// What a claim's started record says decides between a requeue and `lost`: only a record
-    /// that is surely absent may requeue; one that cannot be read stops the settling.
-    #[test]
-    fn only_a_missing_started_record_requeues() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = RunDir::new(tmp.path(), 1);
-        dir.create().unwrap();
-        let started = dir.path().join(STARTED_FILE);
-
-        // Cannot be read (here: a folder where the file should be).
-        std::fs::create_dir(&started).unwrap();
-        assert!(
-            settle(&dir, 1).is_err(),
-            "an unread record is not a missing one"
-        );
-        std::fs::remove_dir(&started).unwrap();
-
-        // Corrupt: it was written, so the command may have started.
-        std::fs::write(&started, "not json").unwrap();
-        assert_eq!(settle(&dir, 1).unwrap(), Fate::Lost);
-        std::fs::remove_file(&started).unwrap();
-
-        assert_eq!(settle(&dir, 1).unwrap(), Fate::NeverStarted);
-        assert!(dir.is_tombstoned(1).unwrap());
-    }
-}
+mod tests;

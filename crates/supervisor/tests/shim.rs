@@ -176,6 +176,10 @@ fn exit_code_is_recorded() {
     let shim_pid = shim.id() as i32;
     let (status, out, err) = finish(shim);
     assert!(status.success(), "{status:?} {err}");
+    assert!(
+        !err.contains("record"),
+        "records written at the first attempt need no word: {err}"
+    );
     let dir = f.dir();
     let exit = dir.read_exit().unwrap().expect("exit record");
     assert_eq!(exit.token, 3);
@@ -492,6 +496,29 @@ fn every_claim_appends_to_the_log() {
     assert_eq!(dir.read_started().unwrap().unwrap().token, 2);
 }
 
+/// Every claim's start stays on record in the started record's history — what `fleet check`
+/// reads to tell a run started twice — including a record an older fleet wrote without one.
+#[test]
+fn every_claim_start_stays_in_the_started_history() {
+    let f = Fixture::new();
+    let dir = f.dir();
+    dir.create().unwrap();
+    // A started record of claim 1 with no history (an older version's), as if its run was
+    // requeued afterwards.
+    fs::write(
+        dir.path().join("started"),
+        r#"{"token":1,"shim_pid":1,"shim_start_time":1,"at":"2024-01-01T00:00:00.000Z"}"#,
+    )
+    .unwrap();
+    for token in [2, 3] {
+        let (status, _, err) = finish(spawn_shim(&f.args(token, &["true"]), &[]));
+        assert!(status.success(), "{err}");
+        let started = dir.read_started().unwrap().unwrap();
+        assert_eq!(started.token, token);
+        assert_eq!(started.history, (1..=token).collect::<Vec<u64>>());
+    }
+}
+
 #[test]
 fn bad_arguments_exit_2() {
     let out = shim_command()
@@ -555,6 +582,49 @@ mod failpoints {
         let (_f, dir) = crash_at("shim-after-exit-file");
         let exit = dir.read_exit().unwrap().unwrap();
         assert_eq!((exit.outcome, exit.code), (Outcome::Exited, Some(4)));
+    }
+
+    /// A record that cannot be written (the first attempts fail, as on a full disk) is retried
+    /// while the shim keeps its lock, and written in the end: the real status survives, and the
+    /// shim says how many attempts failed.
+    #[test]
+    fn a_record_that_fails_to_write_is_retried_until_written() {
+        for (point, record) in [
+            ("shim-started-record-fails", "started"),
+            ("shim-exit-record-fails", "exit"),
+        ] {
+            let f = Fixture::new();
+            let args = f.args(5, &["sh", "-c", "exit 6"]);
+            let fp = format!("{point}=3*return");
+            let t = Instant::now();
+            let (status, _, err) = finish(spawn_shim(&args, &[("FAILPOINTS", &fp)]));
+            // Backoff, not a spin: 50, 100 and 200 ms between the attempts.
+            assert!(
+                t.elapsed() >= Duration::from_millis(350),
+                "{point}: {:?}",
+                t.elapsed()
+            );
+            assert!(status.success(), "{point}: {status:?} {err}");
+            let dir = f.dir();
+            let exit = dir.read_exit().unwrap().expect("the exit record");
+            assert_eq!((exit.outcome, exit.code), (Outcome::Exited, Some(6)));
+            assert_eq!(dir.read_started().unwrap().unwrap().token, 5);
+            // Reported at the first and second failed attempts (then at doubling counts), and
+            // once written.
+            assert_eq!(
+                err.matches(&format!("could not write the {record} record"))
+                    .count(),
+                2,
+                "{point}: {err}"
+            );
+            assert!(
+                err.contains(&format!(
+                    "the {record} record is written, after 3 failed attempt(s)"
+                )),
+                "{point}: {err}"
+            );
+            assert!(!dir.is_locked().unwrap());
+        }
     }
 
     #[test]

@@ -81,14 +81,6 @@ impl From<r2d2::Error> for StoreError {
     }
 }
 
-/// The SQLite error under `e`, when `e` is a failed statement converted above.
-fn sqlite_source(e: &StoreError) -> Option<&rusqlite::Error> {
-    match e {
-        StoreError::Backend { source, .. } => source.downcast_ref::<rusqlite::Error>(),
-        _ => None,
-    }
-}
-
 /// True for SQLite's `SQLITE_BUSY`/`SQLITE_LOCKED`: another connection held the lock past the
 /// busy timeout, and the statement changed nothing.
 fn is_busy(e: &rusqlite::Error) -> bool {
@@ -101,8 +93,9 @@ fn is_busy(e: &rusqlite::Error) -> bool {
     }
 }
 
-/// True when a write broke a constraint: for the store, one of the unique indexes refused a
-/// second active run of a project or a second run for one schedule occurrence.
+/// True when a write broke a constraint. The claim reads it as the unique index refusing a
+/// second active run of a project; firing an occurrence never reads it (an occurrence is
+/// handled only when its run row is found, and a failed insert is an error).
 fn is_constraint_violation(e: &rusqlite::Error) -> bool {
     matches!(
         e,

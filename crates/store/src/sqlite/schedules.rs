@@ -10,7 +10,7 @@ use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use super::daemon::check_epoch;
 use super::events::{insert_event, EventRow};
 use super::runs::{get_run, insert_run};
-use super::{is_constraint_violation, sqlite_source, SqliteStore};
+use super::SqliteStore;
 use crate::error::Result;
 use crate::{
     ClockBack, FireRequest, Fired, Millis, NewRun, OverlapPolicy, RunId, RunStatus, ScheduleRow,
@@ -192,13 +192,27 @@ impl SqliteStore {
     }
 }
 
-/// Inserts a run for an occurrence unless one exists (the unique key); returns its id if new.
+/// Inserts a run for an occurrence unless one exists; returns its id if new, `None` when the
+/// occurrence already has its run (handled before).
+///
+/// "Already handled" is decided by reading the row under the write lock of the caller's
+/// `BEGIN IMMEDIATE` transaction, never by reading an error: any failure of the insert (a
+/// `CHECK`, a `NOT NULL`, a trigger's abort, a full disk) is an error that rolls the whole
+/// transaction back, cursor included, so the occurrence fires again on a later EVAL instead of
+/// being marked handled with no run for it.
+///
+/// Errors: any store error, the insert's included.
 fn insert_unique(tx: &rusqlite::Connection, new: &NewRun, now: Millis) -> Result<Option<RunId>> {
-    match insert_run(tx, new, 1, None, now) {
-        Ok(id) => Ok(Some(id)),
-        Err(e) if sqlite_source(&e).is_some_and(is_constraint_violation) => Ok(None),
-        Err(e) => Err(e),
+    let existing: Option<RunId> = tx
+        .prepare_cached(
+            "SELECT id FROM runs WHERE project = ?1 AND occurrence = ?2 AND trigger = 'schedule'",
+        )?
+        .query_row(params![new.project, new.occurrence], |r| r.get(0))
+        .optional()?;
+    if existing.is_some() {
+        return Ok(None);
     }
+    insert_run(tx, new, 1, None, now).map(Some)
 }
 
 /// Records a skipped occurrence as a `cancelled` run carrying the reason: it marks the

@@ -98,6 +98,7 @@ pub(super) async fn run(
                 continue;
             }
         }
+        daemon.resettle().await;
         if by_tick && ticks.nothing_changed(daemon).await {
             continue;
         }
@@ -172,12 +173,17 @@ impl Wakeup {
     fn timer(&self, daemon: &Daemon) -> Option<Instant> {
         let work = match daemon.backoff {
             Some((until, _)) => Some(until),
-            None => daemon.next_due,
+            None => earliest(daemon.next_due, daemon.unsettled.due()),
         };
-        match (work, self.reload_due) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(work, self.reload_due)
+    }
+}
+
+/// The earlier of two optional instants.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

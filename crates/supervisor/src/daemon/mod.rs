@@ -152,6 +152,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         sweep_removed: true,
         recovered: false,
         config_file: Default::default(),
+        unsettled: Default::default(),
     };
     // An edit saved before the watcher started is noticed now: applied at once if it has
     // settled, reloaded like any edit once it has otherwise.

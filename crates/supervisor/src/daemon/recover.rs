@@ -10,8 +10,10 @@
 //! the file settles.
 //!
 //! Nothing may be claimed before recovery has run to the end: the loop retries it, with backoff,
-//! until it has. This module must never start a shim nor decide a fate itself (that is
-//! [`crate::settle`]'s), and writes to the database only through [`Daemon::pending`].
+//! until it has. A run whose files could not be read (or its tombstone written) stays active and
+//! is settled again, with backoff, until it is ([`Unsettled`]). This module must never start a
+//! shim nor decide a fate itself (that is [`crate::settle`]'s), and writes to the database only
+//! through [`Daemon::pending`].
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -27,7 +29,7 @@ use crate::settle::{self, Fate};
 use crate::shim::rundir::RunDir;
 use crate::slots::{ShimIdentity, Slot};
 
-/// What recovery found, before any of it is applied.
+/// What recovery decided, before any of it is applied.
 struct Recovery {
     /// Runs whose shim is alive, to adopt, with the shim when its started record names it.
     adopt: Vec<(Run, Option<ShimIdentity>)>,
@@ -36,7 +38,33 @@ struct Recovery {
     /// The other runs and their fates; their transitions (and retries) are decided once the
     /// config is known to be the file's.
     settled: Vec<(Run, Fate)>,
+    /// Runs whose files could not be read or written: (run, claim token).
+    unsettled: Vec<(RunId, u64)>,
 }
+
+/// Active runs recovery could not settle: their run files could not be read, or a tombstone
+/// could not be written (a full disk, say). They stay active in the database — counted against
+/// every cap through the DB running set, although no slot holds them — and are settled again,
+/// with backoff, until they are: a failed read or write may delay a run's fate, never fix it.
+#[derive(Debug, Default)]
+pub(super) struct Unsettled {
+    /// (run, claim token) of each.
+    runs: Vec<(RunId, u64)>,
+    /// When to try again, and the wait that led there (it doubles, up to [`RESETTLE_MAX`]).
+    retry: Option<(Instant, Duration)>,
+}
+
+impl Unsettled {
+    /// When the next attempt is due, if any run waits for one.
+    pub(super) fn due(&self) -> Option<Instant> {
+        self.retry.map(|(at, _)| at)
+    }
+}
+
+/// The first wait before runs recovery could not settle are settled again.
+const RESETTLE_FIRST: Duration = Duration::from_millis(200);
+/// The longest wait between two attempts.
+const RESETTLE_MAX: Duration = Duration::from_secs(5);
 
 impl Daemon {
     /// Runs startup recovery and applies what it decided. On a database error nothing is
@@ -47,68 +75,24 @@ impl Daemon {
         let result = tokio::task::spawn_blocking(move || settle_active(&store, state.root()))
             .await
             .expect("recovery panicked");
-        if let Ok(found) = &result {
-            // A run of a project the config does not know gets no retry: decide that only on
-            // the file as it is now, never on a config older than it.
-            let unknown = found
-                .settled
-                .iter()
-                .any(|(r, _)| !self.config.projects.contains_key(&r.project));
-            if unknown {
-                let view = self.config_view().await;
-                if let (false, Some(left)) = (view.usable(), view.settle_left()) {
+        match result {
+            Ok(found) => {
+                if let Some(left) = self.config_settling_for(&found).await {
                     // Nothing was applied; recovery runs again once the file has settled.
                     self.backoff = Some((Instant::now() + left, left));
                     return;
                 }
-            }
-        }
-        let config = self.config.clone();
-        match result {
-            Ok(Recovery {
-                adopt,
-                mut transitions,
-                settled,
-            }) => {
-                let now = now_ms();
-                for (run, fate) in settled {
-                    let policy = RetryPolicy::for_project(&config, &run.project);
-                    tracing::info!(
-                        run = run.id,
-                        project = %run.project,
-                        fate = %fate.name(),
-                        "recovered"
-                    );
-                    transitions.extend(settle::transition(
-                        run.id,
-                        run.claim_token,
-                        run.attempt,
-                        &fate,
-                        policy,
-                        now,
-                    ));
-                }
-                for (run, shim) in adopt {
-                    tracing::info!(run = run.id, project = %run.project, "adopted a live run");
-                    self.slots.insert(Slot {
-                        run_id: run.id,
-                        project: run.project.clone(),
-                        namespace: run.namespace.clone(),
-                        token: run.claim_token,
-                        attempt: run.attempt,
-                        shim,
-                        cancel_sent: false,
-                        adopted: true,
-                    });
-                    watch_lock(
-                        self.state.root(),
-                        run.id,
-                        run.claim_token,
-                        self.events.clone(),
-                    );
-                }
+                let Recovery {
+                    adopt,
+                    mut transitions,
+                    settled,
+                    unsettled,
+                } = found;
+                transitions.extend(self.decide(settled));
+                self.adopt(adopt);
                 fail::fail_point!("recovery-before-apply", |_| std::process::abort());
                 self.pending.extend(transitions);
+                self.keep_unsettled(unsettled, None);
                 self.recovered = true;
                 self.backoff = None;
             }
@@ -122,24 +106,167 @@ impl Daemon {
             }
         }
     }
+
+    /// `Some(wait)` when recovery found a run of a project the config does not know while an
+    /// edit of fleet.toml has not settled yet: such a run gets no retry, and that is decided only
+    /// on the file as it is now, never on a config older than it.
+    async fn config_settling_for(&mut self, found: &Recovery) -> Option<Duration> {
+        let unknown = found
+            .settled
+            .iter()
+            .any(|(r, _)| !self.config.projects.contains_key(&r.project));
+        if !unknown {
+            return None;
+        }
+        let view = self.config_view().await;
+        match (view.usable(), view.settle_left()) {
+            (false, Some(left)) => Some(left),
+            _ => None,
+        }
+    }
+
+    /// The transitions (with retries, per the config in force) of the runs recovery settled.
+    fn decide(&self, settled: Vec<(Run, Fate)>) -> Vec<Transition> {
+        let now = now_ms();
+        let mut transitions = Vec::new();
+        for (run, fate) in settled {
+            let policy = RetryPolicy::for_project(&self.config, &run.project);
+            tracing::info!(
+                run = run.id,
+                project = %run.project,
+                fate = %fate.name(),
+                "recovered"
+            );
+            transitions.extend(settle::transition(
+                run.id,
+                run.claim_token,
+                run.attempt,
+                &fate,
+                policy,
+                now,
+            ));
+        }
+        transitions
+    }
+
+    /// Settles again, once their retry is due, the runs recovery could not settle (see
+    /// [`Unsettled`]), and applies what it decides as recovery does. Does nothing before then.
+    pub(super) async fn resettle(&mut self) {
+        let Some((at, wait)) = self.unsettled.retry else {
+            return;
+        };
+        if Instant::now() < at {
+            return;
+        }
+        let wanted = self.unsettled.runs.clone();
+        let store = self.store.clone();
+        let state = self.state.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            // Only those still active under the same claim: anything else has moved on.
+            let runs: Vec<Run> = store
+                .active_runs()?
+                .into_iter()
+                .filter(|r| wanted.contains(&(r.id, r.claim_token)))
+                .collect();
+            Ok::<_, StoreError>(settle_runs(&runs, state.root()))
+        })
+        .await
+        .expect("settling again panicked");
+        match result {
+            Ok(found) => {
+                if let Some(left) = self.config_settling_for(&found).await {
+                    // Nothing was applied; these runs are settled again once the file has.
+                    self.unsettled.retry = Some((Instant::now() + left, wait));
+                    return;
+                }
+                let Recovery {
+                    adopt,
+                    mut transitions,
+                    settled,
+                    unsettled,
+                } = found;
+                transitions.extend(self.decide(settled));
+                self.adopt(adopt);
+                self.pending.extend(transitions);
+                self.keep_unsettled(unsettled, Some(wait));
+            }
+            Err(e) => {
+                let runs = std::mem::take(&mut self.unsettled.runs);
+                tracing::error!(error = %e, "could not read the database to settle runs again");
+                self.keep_unsettled(runs, Some(wait));
+            }
+        }
+    }
+
+    /// Puts the runs whose shim is alive in the slot pool, and follows each through its lock.
+    fn adopt(&mut self, adopt: Vec<(Run, Option<ShimIdentity>)>) {
+        for (run, shim) in adopt {
+            tracing::info!(run = run.id, project = %run.project, "adopted a live run");
+            self.slots.insert(Slot {
+                run_id: run.id,
+                project: run.project.clone(),
+                namespace: run.namespace.clone(),
+                token: run.claim_token,
+                attempt: run.attempt,
+                shim,
+                cancel_sent: false,
+                adopted: true,
+            });
+            watch_lock(
+                self.state.root(),
+                run.id,
+                run.claim_token,
+                self.events.clone(),
+            );
+        }
+    }
+
+    /// Records the runs still unsettled, and when to try again: `last` is the wait before this
+    /// attempt (`None` after the first one), doubled up to [`RESETTLE_MAX`].
+    fn keep_unsettled(&mut self, runs: Vec<(RunId, u64)>, last: Option<Duration>) {
+        if runs.is_empty() {
+            self.unsettled = Unsettled::default();
+            return;
+        }
+        let wait = last.map_or(RESETTLE_FIRST, |w| (w * 2).min(RESETTLE_MAX));
+        tracing::warn!(
+            runs = ?runs.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            retry_in = ?wait,
+            "runs left active: their files could not be read or written; settling them again later"
+        );
+        self.unsettled = Unsettled {
+            runs,
+            retry: Some((Instant::now() + wait, wait)),
+        };
+    }
 }
 
 /// Settles every run the database records as active (blocking: reads the database and the run
 /// folders under `state_dir`, and writes tombstones).
 ///
-/// Errors: the database cannot be read. A run whose files cannot be read is logged and left
-/// active (the next recovery, or `fleet check`, sees it again).
+/// Errors: the database cannot be read. A run whose files cannot be read (or whose tombstone
+/// cannot be written) is logged and left active, in [`Recovery::unsettled`].
 fn settle_active(store: &Store, state_dir: &Path) -> Result<Recovery, StoreError> {
     let active = store.active_runs()?;
+    let recovery = settle_runs(&active, state_dir);
+    report_unrecorded_shims(state_dir, &active);
+    Ok(recovery)
+}
+
+/// Settles each of `runs` (active runs a previous daemon left) from its run files: see
+/// [`settle_active`].
+fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
     let mut adopt = Vec::new();
     let mut transitions = Vec::new();
     let mut settled = Vec::new();
-    for run in &active {
+    let mut unsettled = Vec::new();
+    for run in runs {
         let dir = RunDir::new(state_dir, run.id);
         let fate = match settle::settle(&dir, run.claim_token) {
             Ok(f) => f,
             Err(e) => {
-                tracing::error!(run = run.id, project = %run.project, error = %e, "cannot read the run's files; leaving it active");
+                tracing::error!(run = run.id, project = %run.project, error = %e, "cannot read or write the run's files; leaving it active");
+                unsettled.push((run.id, run.claim_token));
                 continue;
             }
         };
@@ -172,12 +299,12 @@ fn settle_active(store: &Store, state_dir: &Path) -> Result<Recovery, StoreError
         }
         settled.push((run.clone(), fate));
     }
-    report_unrecorded_shims(state_dir, &active);
-    Ok(Recovery {
+    Recovery {
         adopt,
         transitions,
         settled,
-    })
+        unsettled,
+    }
 }
 
 /// Warns about every live shim (its run's lock held) of a run the database does not record as

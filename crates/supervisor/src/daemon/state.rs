@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::config_file::ConfigFile;
 use super::events::Events;
+use super::recover::Unsettled;
 use crate::config::Config;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
@@ -59,4 +60,6 @@ pub(super) struct Daemon {
     /// What the daemon knows of the config file (which version the config came from), so that
     /// nothing is ended on the strength of a config older than the file.
     pub(super) config_file: ConfigFile,
+    /// Active runs recovery could not settle yet (their files could not be read or written).
+    pub(super) unsettled: Unsettled,
 }

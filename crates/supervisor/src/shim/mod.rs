@@ -11,14 +11,15 @@
 //!    shim dies, so a free lock proves the shim gone);
 //! 3. checks the tombstones right after locking: recovery may have given the claim up while this
 //!    shim was late, and then the command must not start;
-//! 4. durably writes `started` before spawning, so "never started" can be proven;
+//! 4. durably writes `started` before spawning, so "never started" can be proven (a record that
+//!    cannot be written, on a full disk say, is retried with backoff while the lock is kept);
 //! 5. spawns the command in its own process group, with a parent-death signal (SIGKILL), stdin
 //!    `/dev/null`, stdout and stderr appended to the run's log;
 //! 6. writes `running`, tells the daemon `running <pid>` on stdout;
 //! 7. waits, passing termination requests on to the process group, enforcing the timeout and
 //!    the kill grace;
-//! 8. kills whatever is left of the process group, durably writes `exit`, and only then exits
-//!    (releasing the lock).
+//! 8. kills whatever is left of the process group, durably writes `exit` (retried until it is
+//!    on disk), and only then exits (releasing the lock).
 //!
 //! The shim is single-threaded and must stay so: the parent-death signal is tied to the *thread*
 //! that forked the command, so a thread that forked and then ended would kill the command early,
@@ -60,6 +61,27 @@ macro_rules! crash_point {
     };
 }
 
+/// A failpoint that makes one attempt at writing a record fail as a full disk would:
+/// `FAILPOINTS=name=3*return` fails the first three attempts. The shim retries a failed record
+/// (see [`write_durably`]), so this delays the record without losing it. Compiles to nothing
+/// without the `failpoints` feature. Every name is registered in [`crate::failpoints::SHIM`].
+macro_rules! io_failpoint {
+    ($name:literal) => {
+        fail::fail_point!($name, |_| {
+            Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                concat!("failpoint ", $name),
+            ))
+        })
+    };
+}
+
+/// How long the shim waits before it tries again to write a record it could not write (a full
+/// or failing disk); the wait doubles after each failure, up to [`RECORD_RETRY_MAX`].
+const RECORD_RETRY_FIRST: Duration = Duration::from_millis(50);
+/// The longest wait between two attempts at writing a record.
+const RECORD_RETRY_MAX: Duration = Duration::from_secs(5);
+
 /// Process exit status of the shim when it ran to the end (the command's own status is in the
 /// `exit` record), or when the claim was tombstoned.
 const EXIT_OK: i32 = 0;
@@ -83,9 +105,10 @@ const SHIM_SIGNALS: [Signal; 4] = [
 /// why on stderr; recovery reads the run folder); 2 for bad arguments.
 ///
 /// Never returns before the `exit` record is durable, except for a tombstoned claim (nothing was
-/// started), setup failures (the lock, the tombstones, the `started` record: nothing was started
-/// either), and a failure to write the `exit` record itself (after the command and its group are
-/// gone; recovery then sees `started` without `exit` and calls the run lost).
+/// started) and setup failures (the run folder, the lock, the tombstones: nothing was started
+/// either). A record that cannot be written (`started`, `exit`: a full disk, a failing one) is
+/// retried with backoff while the shim keeps the lock, for as long as it takes: giving up would
+/// turn a real exit status into `lost`.
 ///
 /// Must be called on the process's only thread, before any async runtime or other thread
 /// exists: the parent-death signal follows the thread that forked the command, and the signal
@@ -262,8 +285,14 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
         at: now_rfc3339(),
         history,
     };
-    // Durable before the spawn: the claim is only "maybe started" once this is on disk.
-    dir.write_started(&lock, &started)?;
+    // Durable before the spawn: the claim is only "maybe started" once this is on disk. Retried
+    // rather than given up: a shim that exits here could leave a `started` record the rename
+    // made visible but the fsync of the folder did not confirm, and the run would end `lost`
+    // although its command never started.
+    write_durably(a, "started", || {
+        io_failpoint!("shim-started-record-fails");
+        dir.write_started(&lock, &started)
+    })?;
     crash_point!("shim-after-started");
 
     let mut child = match spawn_command(a, &dir, shim_pid) {
@@ -284,7 +313,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
                 started_at: None,
                 finished_at: now_rfc3339(),
             };
-            write_exit(&dir, &lock, &record)?;
+            write_exit(a, &dir, &lock, &record)?;
             return Ok(EXIT_OK);
         }
     };
@@ -330,17 +359,71 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
         started_at: Some(started_at),
         finished_at: ended.finished_at,
     };
-    write_exit(&dir, &lock, &record)?;
+    write_exit(a, &dir, &lock, &record)?;
     // Only now may the lock go (on return): a free lock with an exit record means "finalize".
     drop(lock);
     Ok(EXIT_OK)
 }
 
-fn write_exit(dir: &RunDir, lock: &RunLock, record: &ExitRecord) -> io::Result<()> {
+/// Writes the `exit` record durably, retrying until it is (see [`write_durably`]): the command
+/// is gone, and its status exists nowhere else.
+fn write_exit(a: &ShimArgs, dir: &RunDir, lock: &RunLock, record: &ExitRecord) -> io::Result<()> {
     crash_point!("shim-before-exit-file");
-    dir.write_exit(lock, record)?;
+    write_durably(a, "exit", || {
+        io_failpoint!("shim-exit-record-fails");
+        dir.write_exit(lock, record)
+    })?;
     crash_point!("shim-after-exit-file");
     Ok(())
+}
+
+/// Calls `write` until it succeeds, waiting [`RECORD_RETRY_FIRST`] after the first failure and
+/// twice as long after each next one, up to [`RECORD_RETRY_MAX`]. For the records recovery reads
+/// to decide a run's fate: while the shim holds the run's lock, the run is alive to the daemon
+/// (its status waits), whereas a shim that gave up would release the lock with the record
+/// missing, and a real status would become `lost`. Failures are reported on stderr (the first,
+/// then at doubling intervals, so a disk full for hours does not flood the log), and so is the
+/// success after them.
+///
+/// Errors: only `InvalidInput` (a record written under another run's lock: a bug that no
+/// retry can mend), at once.
+fn write_durably(
+    a: &ShimArgs,
+    record: &str,
+    mut write: impl FnMut() -> io::Result<()>,
+) -> io::Result<()> {
+    let mut wait = RECORD_RETRY_FIRST;
+    let mut failures: u64 = 0;
+    loop {
+        match write() {
+            Ok(()) => {
+                if failures > 0 {
+                    warn(format_args!(
+                        "fleet shim: run {} claim {}: the {record} record is written, after {failures} failed attempt(s)",
+                        a.run_id, a.token
+                    ));
+                }
+                return Ok(());
+            }
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => return Err(e),
+            Err(e) => {
+                failures += 1;
+                if failures.is_power_of_two() {
+                    warn(format_args!(
+                        "fleet shim: run {} claim {}: could not write the {record} record ({e}); retrying, keeping the run's lock (attempt {failures}, next in {} ms)",
+                        a.run_id,
+                        a.token,
+                        wait.as_millis()
+                    ));
+                }
+                // The shim is single-threaded and has nothing else to do until the record is
+                // written: signals stay blocked and pending (a cancel of a command that has not
+                // started yet is honoured once it has).
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(RECORD_RETRY_MAX);
+            }
+        }
+    }
 }
 
 /// Spawns the command. `Err` carries the one-line message for the log and the exit record.

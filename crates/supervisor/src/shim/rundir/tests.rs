@@ -145,6 +145,21 @@ fn writes_require_this_runs_lock() {
     assert!(!b.is_tombstoned(1).unwrap());
 }
 
+/// A lock file or tombstones that cannot be read are errors, never "not locked" (the shim would
+/// pass for dead) or "not tombstoned" (a late shim would start a requeued run): fail closed.
+#[test]
+fn unreadable_lock_or_tombstones_are_errors() {
+    let (_tmp, dir) = run_dir();
+    dir.create().unwrap();
+    fs::create_dir(dir.path().join(LOCK_FILE)).unwrap();
+    assert!(dir.is_locked().is_err(), "a lock that cannot be opened");
+    fs::create_dir(dir.path().join(TOMBSTONES_FILE)).unwrap();
+    assert!(
+        dir.is_tombstoned(1).is_err(),
+        "tombstones that cannot be read"
+    );
+}
+
 #[test]
 fn list_run_ids_lists_numeric_folders() {
     let tmp = tempfile::tempdir().unwrap();

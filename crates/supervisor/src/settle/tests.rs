@@ -1,0 +1,288 @@
+//! Unit tests of settling: each fate from the run files that call for it, the tombstone written
+//! only for a claim that provably never started, a record that cannot be read never taken for a
+//! missing one, and the status each exit record stands for.
+
+use std::fs;
+
+use store::{Change, RunStatus};
+
+use super::*;
+use crate::shim::rundir::{now_rfc3339, StartedRecord, STARTED_FILE};
+
+const TOKEN: u64 = 7;
+
+fn run_dir() -> (tempfile::TempDir, RunDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::new(tmp.path(), 1);
+    dir.create().unwrap();
+    (tmp, dir)
+}
+
+fn started(token: u64) -> StartedRecord {
+    StartedRecord {
+        token,
+        shim_pid: 1,
+        shim_start_time: 1,
+        at: now_rfc3339(),
+        history: vec![token],
+    }
+}
+
+fn exit(token: u64, outcome: Outcome, code: Option<i32>, signal: Option<i32>) -> ExitRecord {
+    ExitRecord {
+        token,
+        outcome,
+        code,
+        signal,
+        timed_out: false,
+        term_requested: false,
+        error: None,
+        started_at: Some(now_rfc3339()),
+        finished_at: "2024-01-02T03:04:05.678Z".into(),
+    }
+}
+
+/// Writes the records as a shim would, under the run's lock, and lets the lock go.
+fn write(dir: &RunDir, s: Option<StartedRecord>, e: Option<ExitRecord>) {
+    let lock = dir.try_lock().unwrap().unwrap();
+    if let Some(s) = s {
+        dir.write_started(&lock, &s).unwrap();
+    }
+    if let Some(e) = e {
+        dir.write_exit(&lock, &e).unwrap();
+    }
+}
+
+fn tombstoned(dir: &RunDir) -> bool {
+    dir.is_tombstoned(TOKEN).unwrap()
+}
+
+#[test]
+fn a_held_lock_is_alive_and_nothing_is_written() {
+    let (_t, dir) = run_dir();
+    let _held = dir.try_lock().unwrap().unwrap();
+    assert_eq!(settle(&dir, TOKEN).unwrap(), Fate::Alive);
+    assert!(!dir.path().join("tombstones").exists());
+}
+
+#[test]
+fn an_exit_record_of_the_claim_is_its_end() {
+    let (_t, dir) = run_dir();
+    let e = exit(TOKEN, Outcome::Exited, Some(3), None);
+    write(&dir, Some(started(TOKEN)), Some(e.clone()));
+    assert_eq!(settle(&dir, TOKEN).unwrap(), Fate::Ended(e));
+    assert!(!tombstoned(&dir));
+}
+
+#[test]
+fn started_without_its_exit_record_is_lost() {
+    let (_t, dir) = run_dir();
+    // An earlier claim's exit record is no end of this one.
+    write(
+        &dir,
+        Some(started(TOKEN)),
+        Some(exit(TOKEN + 1, Outcome::Exited, Some(0), None)),
+    );
+    assert_eq!(settle(&dir, TOKEN).unwrap(), Fate::Lost);
+    assert!(
+        !tombstoned(&dir),
+        "a claim that may have started is never tombstoned"
+    );
+}
+
+#[test]
+fn no_started_record_of_the_claim_is_tombstoned_and_never_started() {
+    let (_t, dir) = run_dir();
+    assert_eq!(settle(&dir, TOKEN).unwrap(), Fate::NeverStarted);
+    assert!(tombstoned(&dir));
+    // An earlier claim's started record proves nothing about this one.
+    let (_t2, dir2) = run_dir();
+    write(&dir2, Some(started(TOKEN + 1)), None);
+    assert_eq!(settle(&dir2, TOKEN).unwrap(), Fate::NeverStarted);
+    assert!(dir2.is_tombstoned(TOKEN).unwrap());
+    assert!(!dir2.is_tombstoned(TOKEN + 1).unwrap());
+}
+
+/// A record that cannot be read (here: a folder where the file should be, as an I/O error of
+/// any kind would do) is not a missing one: the exit status may be in it.
+#[test]
+fn an_unreadable_exit_record_is_an_error_not_lost() {
+    let (_t, dir) = run_dir();
+    write(&dir, Some(started(TOKEN)), None);
+    fs::create_dir(dir.path().join("exit")).unwrap();
+    assert!(settle(&dir, TOKEN).is_err());
+}
+
+/// An unreadable `started` record may say the command started: requeueing (and tombstoning)
+/// would start it a second time.
+#[test]
+fn an_unreadable_started_record_is_an_error_and_no_tombstone() {
+    let (_t, dir) = run_dir();
+    fs::create_dir(dir.path().join("started")).unwrap();
+    assert!(settle(&dir, TOKEN).is_err());
+    assert!(!dir.path().join("tombstones").exists());
+}
+
+#[test]
+fn a_corrupt_started_record_may_have_started_so_it_is_lost() {
+    let (_t, dir) = run_dir();
+    fs::write(dir.path().join("started"), "{not json").unwrap();
+    assert_eq!(settle(&dir, TOKEN).unwrap(), Fate::Lost);
+    assert!(!dir.path().join("tombstones").exists());
+}
+
+#[test]
+fn a_corrupt_exit_record_is_missing_so_a_started_run_is_lost() {
+    let (_t, dir) = run_dir();
+    write(&dir, Some(started(TOKEN)), None);
+    fs::write(dir.path().join("exit"), "{not json").unwrap();
+    assert_eq!(settle(&dir, TOKEN).unwrap(), Fate::Lost);
+}
+
+/// The tombstone must be durable before the requeue it licenses: a failed write is an error,
+/// never a `NeverStarted`.
+#[test]
+fn a_tombstone_that_cannot_be_written_is_an_error() {
+    let (_t, dir) = run_dir();
+    fs::create_dir(dir.path().join("tombstones")).unwrap();
+    assert!(settle(&dir, TOKEN).is_err());
+}
+
+#[test]
+fn outcome_maps_each_ending_to_its_status() {
+    let ok = exit(TOKEN, Outcome::Exited, Some(0), None);
+    assert_eq!(outcome(&ok), (RunStatus::Succeeded, Some(0), None, None));
+    let three = exit(TOKEN, Outcome::Exited, Some(3), None);
+    assert_eq!(outcome(&three), (RunStatus::Failed, Some(3), None, None));
+    let killed = exit(TOKEN, Outcome::Signalled, None, Some(9));
+    assert_eq!(
+        outcome(&killed),
+        (
+            RunStatus::Failed,
+            None,
+            Some(9),
+            Some("killed by signal 9".into())
+        )
+    );
+    let mut spawn = exit(TOKEN, Outcome::SpawnFailed, None, None);
+    spawn.error = Some("no such file".into());
+    assert_eq!(
+        outcome(&spawn),
+        (RunStatus::Failed, None, None, Some("no such file".into()))
+    );
+    spawn.error = None;
+    assert_eq!(outcome(&spawn).0, RunStatus::Failed);
+    assert!(
+        outcome(&spawn).3.is_some(),
+        "a spawn failure always says why"
+    );
+
+    // A timeout is the shim's own; a termination request is a cancel. The timeout wins when both
+    // are set (it fired first).
+    let mut t = exit(TOKEN, Outcome::Signalled, None, Some(15));
+    t.timed_out = true;
+    assert_eq!(
+        outcome(&t),
+        (
+            RunStatus::TimedOut,
+            None,
+            Some(15),
+            Some("timeout expired".into())
+        )
+    );
+    t.term_requested = true;
+    assert_eq!(outcome(&t).0, RunStatus::TimedOut);
+    let mut c = exit(TOKEN, Outcome::Exited, Some(0), None);
+    c.term_requested = true;
+    assert_eq!(outcome(&c), (RunStatus::Cancelled, Some(0), None, None));
+}
+
+#[test]
+fn transition_for_each_fate() {
+    let policy = RetryPolicy {
+        retries: 1,
+        backoff_ms: 1_000,
+    };
+    let now = 1_000_000;
+    assert_eq!(transition(5, TOKEN, 1, &Fate::Alive, policy, now), None);
+
+    let t = transition(5, TOKEN, 1, &Fate::NeverStarted, policy, now).unwrap();
+    assert_eq!((t.run_id, t.token), (5, TOKEN));
+    assert!(matches!(t.change, Change::Requeue { .. }), "{t:?}");
+
+    let t = transition(5, TOKEN, 1, &Fate::Lost, policy, now).unwrap();
+    match t.change {
+        Change::Finish {
+            status,
+            retry,
+            finished_at,
+            ..
+        } => {
+            assert_eq!(status, RunStatus::Lost);
+            assert!(retry.is_some_and(|r| r >= now + 1_000), "{retry:?}");
+            assert_eq!(finished_at, None);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The last attempt gets no retry.
+    let t = transition(5, TOKEN, 2, &Fate::Lost, policy, now).unwrap();
+    assert!(
+        matches!(t.change, Change::Finish { retry: None, .. }),
+        "{t:?}"
+    );
+
+    let e = exit(TOKEN, Outcome::Exited, Some(3), None);
+    let at = e.finished_ms();
+    assert!(at.is_some());
+    let t = transition(5, TOKEN, 1, &Fate::Ended(e), policy, now).unwrap();
+    assert_eq!(
+        t.change,
+        Change::Finish {
+            status: RunStatus::Failed,
+            exit_code: Some(3),
+            signal: None,
+            reason: None,
+            retry: policy.next(RunStatus::Failed, 1, now),
+            finished_at: at,
+        }
+    );
+    let ok = exit(TOKEN, Outcome::Exited, Some(0), None);
+    let t = transition(5, TOKEN, 1, &Fate::Ended(ok), policy, now).unwrap();
+    assert!(
+        matches!(
+            t.change,
+            Change::Finish {
+                status: RunStatus::Succeeded,
+                retry: None,
+                ..
+            }
+        ),
+        "{t:?}"
+    );
+}
+
+/// What a claim's started record says decides between a requeue and `lost`: only a record
+/// that is surely absent may requeue; one that cannot be read stops the settling.
+#[test]
+fn only_a_missing_started_record_requeues() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunDir::new(tmp.path(), 1);
+    dir.create().unwrap();
+    let started = dir.path().join(STARTED_FILE);
+
+    // Cannot be read (here: a folder where the file should be).
+    std::fs::create_dir(&started).unwrap();
+    assert!(
+        settle(&dir, 1).is_err(),
+        "an unread record is not a missing one"
+    );
+    std::fs::remove_dir(&started).unwrap();
+
+    // Corrupt: it was written, so the command may have started.
+    std::fs::write(&started, "not json").unwrap();
+    assert_eq!(settle(&dir, 1).unwrap(), Fate::Lost);
+    std::fs::remove_file(&started).unwrap();
+
+    assert_eq!(settle(&dir, 1).unwrap(), Fate::NeverStarted);
+    assert!(dir.is_tombstoned(1).unwrap());
+}

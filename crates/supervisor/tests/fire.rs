@@ -1,0 +1,240 @@
+//! The "fire schedules" step of an EVAL (`schedule::fire_due`) against a real store, with the
+//! clock injected: a new schedule is armed without firing the past, a due occurrence makes
+//! exactly one run, a second pass at the same instant makes none, a schedule not yet due costs
+//! nothing and says when it is, a late occurrence is recorded as skipped, a changed timetable
+//! starts afresh, and the earliest next occurrence of all projects wakes the daemon.
+
+use std::path::Path;
+use std::time::Duration;
+
+use store::{Millis, RunFilter, RunStatus, Store, Trigger};
+use supervisor::config::Config;
+use supervisor::schedule::fire_due;
+
+/// 2024-01-01T00:00:00Z, in milliseconds.
+const T0: Millis = 1_704_067_200_000;
+const S: Millis = 1_000;
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    store: Store,
+    epoch: i64,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("fleet.db"), Duration::from_secs(1)).unwrap();
+    let epoch = store.take_over(1, "fleet.toml", "{}", T0).unwrap();
+    Setup {
+        _dir: dir,
+        store,
+        epoch,
+    }
+}
+
+fn config(text: &str) -> Config {
+    Config::parse(text, Path::new("/nonexistent/fleet.toml")).unwrap()
+}
+
+/// Every ten seconds; a second project every minute, at second 30.
+const TWO: &str = "[projects.ten]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n\
+                   [projects.minute]\ncommand = [\"true\"]\nschedule = \"30 * * * * *\"\n\
+                   [projects.manual]\ncommand = [\"true\"]\n";
+
+fn runs_of(s: &Store, project: &str) -> Vec<store::Run> {
+    let mut runs: Vec<store::Run> = s
+        .list_runs(&RunFilter::default())
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.project == project)
+        .collect();
+    runs.sort_by_key(|r| r.id);
+    runs
+}
+
+fn cursor_of(s: &Store, project: &str) -> Option<Millis> {
+    s.schedules()
+        .unwrap()
+        .into_iter()
+        .find(|r| r.project == project)
+        .map(|r| r.cursor)
+}
+
+#[test]
+fn a_new_schedule_is_armed_without_firing_the_past() {
+    let s = setup();
+    let c = config(TWO);
+    let wake = fire_due(&s.store, s.epoch, &c, T0 + 3 * S + 400).unwrap();
+    // Armed at now (to the second): the next occurrences are 10 s and 30 s.
+    assert_eq!(
+        wake,
+        Some(T0 + 10 * S),
+        "the earliest next occurrence wakes the daemon"
+    );
+    assert_eq!(cursor_of(&s.store, "ten"), Some(T0 + 3 * S));
+    assert_eq!(cursor_of(&s.store, "minute"), Some(T0 + 3 * S));
+    assert_eq!(cursor_of(&s.store, "manual"), None, "not scheduled");
+    assert!(s.store.list_runs(&RunFilter::default()).unwrap().is_empty());
+}
+
+#[test]
+fn a_due_occurrence_fires_once() {
+    let s = setup();
+    let c = config(TWO);
+    fire_due(&s.store, s.epoch, &c, T0).unwrap();
+    // Not yet due: nothing, and the wake-up says when.
+    assert_eq!(
+        fire_due(&s.store, s.epoch, &c, T0 + 9 * S).unwrap(),
+        Some(T0 + 10 * S)
+    );
+    assert!(runs_of(&s.store, "ten").is_empty());
+
+    let wake = fire_due(&s.store, s.epoch, &c, T0 + 10 * S).unwrap();
+    let runs = runs_of(&s.store, "ten");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].occurrence, Some(T0 + 10 * S));
+    assert_eq!(runs[0].trigger, Trigger::Schedule);
+    assert_eq!(runs[0].status, RunStatus::Queued);
+    assert_eq!(runs[0].reason, None);
+    assert_eq!(cursor_of(&s.store, "ten"), Some(T0 + 10 * S));
+    assert_eq!(wake, Some(T0 + 20 * S), "ten's next occurrence");
+
+    // The same instant again, and a later one before the next occurrence: nothing more.
+    fire_due(&s.store, s.epoch, &c, T0 + 10 * S).unwrap();
+    fire_due(&s.store, s.epoch, &c, T0 + 19 * S).unwrap();
+    assert_eq!(runs_of(&s.store, "ten").len(), 1);
+    assert!(runs_of(&s.store, "minute").is_empty());
+    assert!(runs_of(&s.store, "manual").is_empty());
+}
+
+#[test]
+fn missed_occurrences_fire_the_latest_and_count_the_others() {
+    let s = setup();
+    let c = config(TWO);
+    fire_due(&s.store, s.epoch, &c, T0).unwrap();
+    // 10, 20, 30 and 40 s were missed: 40 s fires, three are skipped.
+    fire_due(&s.store, s.epoch, &c, T0 + 45 * S).unwrap();
+    let runs = runs_of(&s.store, "ten");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].occurrence, Some(T0 + 40 * S));
+    let reason = runs[0].reason.clone().unwrap_or_default();
+    assert!(reason.starts_with("3 earlier occurrence(s)"), "{reason}");
+    let row = s
+        .store
+        .schedules()
+        .unwrap()
+        .into_iter()
+        .find(|r| r.project == "ten")
+        .unwrap();
+    assert_eq!(row.cursor, T0 + 40 * S);
+    assert_eq!(row.skipped_total, 3);
+    assert_eq!(row.next_fire, Some(T0 + 50 * S));
+    // minute's 30 s occurrence fired in the same pass.
+    assert_eq!(runs_of(&s.store, "minute").len(), 1);
+}
+
+#[test]
+fn an_occurrence_later_than_the_starting_deadline_is_recorded_as_skipped() {
+    let s = setup();
+    let c = config(
+        "[projects.ten]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n\
+         starting_deadline = \"5s\"\n",
+    );
+    fire_due(&s.store, s.epoch, &c, T0).unwrap();
+    fire_due(&s.store, s.epoch, &c, T0 + 17 * S).unwrap();
+    let runs = runs_of(&s.store, "ten");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].status, RunStatus::Cancelled, "{runs:?}");
+    assert_eq!(runs[0].occurrence, Some(T0 + 10 * S));
+    assert!(
+        runs[0]
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("starting_deadline"),
+        "{runs:?}"
+    );
+    assert_eq!(cursor_of(&s.store, "ten"), Some(T0 + 10 * S));
+    // Within the deadline, the next one runs.
+    fire_due(&s.store, s.epoch, &c, T0 + 24 * S).unwrap();
+    let runs = runs_of(&s.store, "ten");
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[1].status, RunStatus::Queued);
+    assert_eq!(runs[1].occurrence, Some(T0 + 20 * S));
+}
+
+/// Too late, with earlier occurrences missed too: one skip row for the latest, carrying the
+/// count and range of the earlier ones; every one of them counted in the schedule's total.
+#[test]
+fn a_late_occurrence_counts_the_earlier_ones_it_skipped_with() {
+    let s = setup();
+    let c = config(
+        "[projects.ten]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n\
+         starting_deadline = \"5s\"\n",
+    );
+    fire_due(&s.store, s.epoch, &c, T0).unwrap();
+    // 10, 20 and 30 s missed; 30 s is 7 s late: nothing runs.
+    fire_due(&s.store, s.epoch, &c, T0 + 37 * S).unwrap();
+    let runs = runs_of(&s.store, "ten");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].status, RunStatus::Cancelled);
+    assert_eq!(runs[0].occurrence, Some(T0 + 30 * S));
+    let reason = runs[0].reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("2 earlier occurrence(s) missed and skipped"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains(&store::rfc3339(T0 + 10 * S))
+            && reason.contains(&store::rfc3339(T0 + 20 * S)),
+        "the range of the earlier ones: {reason}"
+    );
+    let row = s.store.schedules().unwrap().remove(0);
+    assert_eq!(row.skipped_total, 3);
+    assert_eq!(row.cursor, T0 + 30 * S);
+}
+
+#[test]
+fn a_changed_timetable_starts_afresh() {
+    let s = setup();
+    fire_due(&s.store, s.epoch, &config(TWO), T0).unwrap();
+    // ten now fires every 15 s: its old cursor belonged to another timetable, so it is armed
+    // again at now, and nothing fires for the past.
+    let changed = config(
+        "[projects.ten]\ncommand = [\"true\"]\nschedule = \"*/15 * * * * *\"\n\
+         [projects.minute]\ncommand = [\"true\"]\nschedule = \"30 * * * * *\"\n",
+    );
+    let wake = fire_due(&s.store, s.epoch, &changed, T0 + 12 * S).unwrap();
+    assert!(runs_of(&s.store, "ten").is_empty());
+    assert_eq!(cursor_of(&s.store, "ten"), Some(T0 + 12 * S));
+    assert_eq!(wake, Some(T0 + 15 * S));
+    fire_due(&s.store, s.epoch, &changed, T0 + 15 * S).unwrap();
+    assert_eq!(
+        runs_of(&s.store, "ten")
+            .iter()
+            .map(|r| r.occurrence)
+            .collect::<Vec<_>>(),
+        [Some(T0 + 15 * S)]
+    );
+}
+
+#[test]
+fn no_scheduled_project_reads_nothing_and_wakes_nobody() {
+    let s = setup();
+    let c = config("[projects.manual]\ncommand = [\"true\"]\n");
+    assert_eq!(fire_due(&s.store, s.epoch, &c, T0).unwrap(), None);
+    assert!(s.store.schedules().unwrap().is_empty());
+}
+
+#[test]
+fn a_stale_epoch_fires_nothing() {
+    let s = setup();
+    let c = config(TWO);
+    fire_due(&s.store, s.epoch, &c, T0).unwrap();
+    let newer = s.store.take_over(2, "fleet.toml", "{}", T0).unwrap();
+    assert!(newer > s.epoch);
+    assert!(fire_due(&s.store, s.epoch, &c, T0 + 10 * S).is_err());
+    assert!(runs_of(&s.store, "ten").is_empty());
+    fire_due(&s.store, newer, &c, T0 + 10 * S).unwrap();
+    assert_eq!(runs_of(&s.store, "ten").len(), 1);
+}
