@@ -265,6 +265,14 @@ impl StateDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
+        // A folder (or anything else) in the lock's place can be flocked too, and would then
+        // pass for a lock nobody holds: it is an unusable state directory, said as such.
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not a regular file: the daemon lock cannot be read",
+            ));
+        }
         let deadline = Instant::now() + HOLDER_GONE_WAIT;
         loop {
             if !files::is_locked_exclusively(&file)? {
