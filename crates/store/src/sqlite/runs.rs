@@ -122,22 +122,7 @@ impl SqliteStore {
         let run = get_run(&tx, id)?.ok_or(StoreError::UnknownRun(id))?;
         let outcome = match run.status {
             RunStatus::Queued => {
-                tx.execute(
-                    "UPDATE runs SET status = 'cancelled', finished_at = ?2, reason = ?3 WHERE id = ?1 AND status = 'queued'",
-                    params![id, now, reason],
-                )?;
-                let after = get_run(&tx, id)?.ok_or(StoreError::UnknownRun(id))?;
-                insert_event(
-                    &tx,
-                    &EventRow {
-                        run: &after,
-                        from: Some(RunStatus::Queued),
-                        epoch: None,
-                        at: now,
-                        occupancy: None,
-                        detail: Some(reason),
-                    },
-                )?;
+                cancel_if_queued(&tx, id, reason, now)?;
                 CancelOutcome::Cancelled
             }
             RunStatus::Starting | RunStatus::Running => {
@@ -162,33 +147,48 @@ impl SqliteStore {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut cancelled = Vec::new();
         for &id in ids {
-            let n = tx
-                .prepare_cached(
-                    "UPDATE runs SET status = 'cancelled', finished_at = ?2, reason = ?3 \
-                     WHERE id = ?1 AND status = 'queued'",
-                )?
-                .execute(params![id, now, reason])?;
-            if n == 0 {
+            if !cancel_if_queued(&tx, id, reason, now)? {
                 continue;
-            }
-            if let Some(run) = get_run(&tx, id)? {
-                insert_event(
-                    &tx,
-                    &EventRow {
-                        run: &run,
-                        from: Some(RunStatus::Queued),
-                        epoch: None,
-                        at: now,
-                        occupancy: None,
-                        detail: Some(reason),
-                    },
-                )?;
             }
             cancelled.push(id);
         }
         tx.commit()?;
         Ok(cancelled)
     }
+}
+
+/// Ends run `id` `cancelled` with `reason` if it is still `queued`, and appends the event, in
+/// the caller's transaction. Returns whether it did (false: the run had left the queue).
+///
+/// Errors: any store error.
+pub(super) fn cancel_if_queued(
+    conn: &Connection,
+    id: RunId,
+    reason: &str,
+    now: Millis,
+) -> Result<bool> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE runs SET status = 'cancelled', finished_at = ?2, reason = ?3 \
+             WHERE id = ?1 AND status = 'queued'",
+        )?
+        .execute(params![id, now, reason])?;
+    if n == 0 {
+        return Ok(false);
+    }
+    let run = get_run(conn, id)?.ok_or(StoreError::UnknownRun(id))?;
+    insert_event(
+        conn,
+        &EventRow {
+            run: &run,
+            from: Some(RunStatus::Queued),
+            epoch: None,
+            at: now,
+            occupancy: None,
+            detail: Some(reason),
+        },
+    )?;
+    Ok(true)
 }
 
 /// Records a request to stop active run `id` (`fleet cancel`, or a schedule's `replace`): the

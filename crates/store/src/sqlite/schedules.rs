@@ -8,13 +8,11 @@
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 use super::daemon::check_epoch;
-use super::events::{insert_event, EventRow};
-use super::runs::{get_run, insert_run};
+use super::runs::{cancel_if_queued, insert_run};
 use super::SqliteStore;
 use crate::error::Result;
 use crate::{
-    ClockBack, FireRequest, Fired, Millis, NewRun, OverlapPolicy, RunId, RunStatus, ScheduleRow,
-    Trigger,
+    ClockBack, FireRequest, Fired, Millis, NewRun, OverlapPolicy, RunId, ScheduleRow, Trigger,
 };
 
 impl SqliteStore {
@@ -226,22 +224,7 @@ fn insert_skip(
     let Some(id) = insert_unique(tx, new, now)? else {
         return Ok(None);
     };
-    tx.execute(
-        "UPDATE runs SET status = 'cancelled', finished_at = ?2, reason = ?3 WHERE id = ?1",
-        params![id, now, reason],
-    )?;
-    if let Some(run) = get_run(tx, id)? {
-        insert_event(
-            tx,
-            &EventRow {
-                run: &run,
-                from: Some(RunStatus::Queued),
-                epoch: None,
-                at: now,
-                occupancy: None,
-                detail: Some(reason),
-            },
-        )?;
-    }
+    // Just inserted, so still queued: the same ending as any queued run's cancel.
+    cancel_if_queued(tx, id, reason, now)?;
     Ok(Some(id))
 }
