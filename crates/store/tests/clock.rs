@@ -1,39 +1,13 @@
 //! Persisted instants against a clock that stepped back: the record a schedule keeps of it, an
 //! occurrence proposed again after it, and delays set by the clock that was ahead.
 
-use std::time::Duration;
-
 use store::*;
+
+mod common;
+use common::{open, req};
 
 const YEAR: Millis = 365 * 86_400_000;
 
-fn open() -> (tempfile::TempDir, Store, i64) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("fleet.db"), Duration::from_millis(200)).unwrap();
-    let epoch = store.take_over(1, "fleet.toml", "{}", 0).unwrap();
-    (dir, store, epoch)
-}
-
-fn req(expected: Option<Millis>, fire: Option<Millis>, overlap: OverlapPolicy) -> FireRequest {
-    FireRequest {
-        project: "p".into(),
-        namespace: "default".into(),
-        timetable: "* * * * * UTC".into(),
-        expected_cursor: expected,
-        cursor: fire.unwrap_or(0),
-        next_fire: None,
-        fire,
-        skipped: vec![],
-        skipped_first: None,
-        skipped_count: 0,
-        too_late: None,
-        overlap,
-        clock_back_from: None,
-    }
-}
-
-/// A cursor moved back because the clock was found behind it keeps a record of it (when, and
-/// the cursor it was behind), until the next one or a new timetable.
 #[test]
 fn a_schedule_keeps_a_record_of_the_clock_going_back() {
     let (_d, s, epoch) = open();

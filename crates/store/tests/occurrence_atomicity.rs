@@ -9,40 +9,19 @@
 //! (project, occurrence) conflict that means "already handled".
 
 use std::path::Path;
-use std::time::Duration;
 
 use store::*;
 
-fn open() -> (tempfile::TempDir, Store, i64) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("fleet.db"), Duration::from_millis(200)).unwrap();
-    let epoch = store.take_over(1, "fleet.toml", "{}", 0).unwrap();
-    (dir, store, epoch)
-}
+mod common;
+use common::open;
 
-/// Runs `sql` on the store's database through a connection of the test's own (another writer,
-/// as an operator's `sqlite3` would be).
 fn exec(dir: &Path, sql: &str) {
     let conn = rusqlite::Connection::open(dir.join("fleet.db")).unwrap();
     conn.execute_batch(sql).unwrap();
 }
 
 fn req(fire: Option<Millis>, overlap: OverlapPolicy) -> FireRequest {
-    FireRequest {
-        project: "p".into(),
-        namespace: "default".into(),
-        timetable: "* * * * * UTC".into(),
-        expected_cursor: None,
-        cursor: fire.unwrap_or(0),
-        next_fire: None,
-        fire,
-        skipped: vec![],
-        skipped_count: 0,
-        skipped_first: None,
-        clock_back_from: None,
-        too_late: None,
-        overlap,
-    }
+    common::req(None, fire, overlap)
 }
 
 fn schedule_runs(s: &Store) -> Vec<Run> {

@@ -1,34 +1,10 @@
 //! Firing schedule occurrences: one run per occurrence, the cursor moves in the same
 //! transaction, overlap policies.
 
-use std::time::Duration;
-
 use store::*;
 
-fn open() -> (tempfile::TempDir, Store, i64) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("fleet.db"), Duration::from_millis(200)).unwrap();
-    let epoch = store.take_over(1, "fleet.toml", "{}", 0).unwrap();
-    (dir, store, epoch)
-}
-
-fn req(expected: Option<Millis>, fire: Option<Millis>, overlap: OverlapPolicy) -> FireRequest {
-    FireRequest {
-        project: "p".into(),
-        namespace: "default".into(),
-        timetable: "* * * * * UTC".into(),
-        expected_cursor: expected,
-        cursor: fire.unwrap_or(0),
-        next_fire: None,
-        fire,
-        skipped: vec![],
-        skipped_first: None,
-        skipped_count: 0,
-        too_late: None,
-        overlap,
-        clock_back_from: None,
-    }
-}
+mod common;
+use common::{open, req};
 
 fn schedule_runs(s: &Store) -> Vec<Run> {
     s.list_runs(&RunFilter::default())
