@@ -20,6 +20,7 @@
 //! - [`check`]: the restart-safety checker behind `fleet check`; it only reads.
 //! - [`clock`]: how persisted instants survive a wall clock that steps back.
 //! - [`exec_limits`]: the kernel's limits on one exec's arguments, and the message naming them.
+//! - [`health`]: the loop's heartbeat, which `fleet status`, `/healthz` and the watchdog read.
 //! - [`failpoints`]: the register of every crash point tests inject, with its recovery story.
 //! - [`sys`]: every raw system call, behind safe functions.
 //!
@@ -39,6 +40,7 @@ pub mod control;
 pub mod daemon;
 pub mod exec_limits;
 pub mod failpoints;
+pub mod health;
 pub(crate) mod retry;
 pub mod schedule;
 pub(crate) mod settle;

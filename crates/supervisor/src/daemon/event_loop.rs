@@ -83,6 +83,7 @@ pub(super) async fn run(
         }
         if tick.period() != daemon.config.tick {
             tick = ticker(daemon.config.tick);
+            daemon.health.set_tick(daemon.config.tick);
         }
         if daemon
             .backoff
@@ -100,12 +101,18 @@ pub(super) async fn run(
         }
         daemon.resettle().await;
         if by_tick && ticks.nothing_changed(daemon).await {
+            // An idle tick is a turn too: the loop is alive and has nothing to do.
+            daemon.health.turn(store::now_ms());
             continue;
         }
         ticks.last_eval = Some((Instant::now(), store::now_ms()));
         daemon.eval().await;
         if daemon.fenced.is_some() {
             return Ok(());
+        }
+        // An EVAL that ended in a backoff (busy database) did no work: not a turn.
+        if daemon.backoff.is_none() {
+            daemon.health.turn(store::now_ms());
         }
     }
 }

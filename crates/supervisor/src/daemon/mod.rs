@@ -46,6 +46,7 @@ pub use eval::{eval_blocking, EvalGates, EvalOutcome};
 
 use crate::caps::caps_json;
 use crate::config::Config;
+use crate::health::Health;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::{StateDir, StateDirError};
@@ -134,6 +135,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
             source,
         })?;
     let _watcher = listener::config_edits(&options.config_path, events.clone());
+    let tick = config.tick;
     let mut daemon = Daemon {
         config: Arc::new(config),
         config_path: options.config_path,
@@ -153,6 +155,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         recovered: false,
         config_file: Default::default(),
         unsettled: Default::default(),
+        health: Arc::new(Health::new(tick, now_ms())),
     };
     // An edit saved before the watcher started is noticed now: applied at once if it has
     // settled, reloaded like any edit once it has otherwise.

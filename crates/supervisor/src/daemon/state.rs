@@ -16,6 +16,7 @@ use super::config_file::ConfigFile;
 use super::events::Events;
 use super::recover::Unsettled;
 use crate::config::Config;
+use crate::health::Health;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::StateDir;
@@ -62,4 +63,6 @@ pub(super) struct Daemon {
     pub(super) config_file: ConfigFile,
     /// Active runs recovery could not settle yet (their files could not be read or written).
     pub(super) unsettled: Unsettled,
+    /// The loop's heartbeat, read by whatever reports health.
+    pub(super) health: Arc<Health>,
 }
