@@ -33,6 +33,7 @@ pub fn run_json(r: &Run) -> Value {
         "not_before": if r.not_before > 0 { time(Some(r.not_before)) } else { Value::Null },
         "started_at": time(r.started_at),
         "finished_at": time(r.finished_at),
+        "hook_of": r.hook_of,
     })
 }
 

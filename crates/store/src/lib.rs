@@ -53,8 +53,8 @@ pub mod test_clock;
 pub use error::StoreError;
 pub use model::{
     now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRequest, Claimed, ClockBack, DaemonRow,
-    Delayed, Event, FireRequest, Fired, Millis, NewRun, OverlapPolicy, QueueHead, Run, RunFilter,
-    RunId, ScheduleRow, Transition,
+    Delayed, Event, FailureHook, FailureHooks, FireRequest, Fired, Millis, NewRun, OverlapPolicy,
+    QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
 };
 pub use status::{RunStatus, Trigger, ALL_STATUSES, ALL_TRIGGERS, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};

@@ -10,8 +10,8 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
-    Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FireRequest, Fired,
-    Millis, NewRun, QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
+    Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FailureHooks,
+    FireRequest, Fired, Millis, NewRun, QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
 };
 
 /// How long a statement waits for another connection's write lock before it fails as busy.
@@ -205,8 +205,24 @@ impl Store {
         transitions: &[Transition],
         now: Millis,
     ) -> Result<Vec<Applied>> {
+        self.apply_with_hooks(epoch, transitions, &FailureHooks::new(), now)
+    }
+
+    /// [`Store::apply`], and for each run that ends `failed`, `timed_out` or `lost` with no
+    /// retry queued, one run of the hook `hooks` names for its project (trigger `on_failure`,
+    /// `hook_of` = the failed run), inserted in the same transaction as the end: a crash can
+    /// neither lose it nor queue it twice, since the end is written once. A run that is itself
+    /// a hook's (or a retry of one: `hook_of` set) never queues another. Its id is in
+    /// [`Applied::Done::hook`](crate::Applied::Done). Errors: as [`Store::apply`].
+    pub fn apply_with_hooks(
+        &self,
+        epoch: i64,
+        transitions: &[Transition],
+        hooks: &FailureHooks,
+        now: Millis,
+    ) -> Result<Vec<Applied>> {
         match &self.backend {
-            Backend::Sqlite(db) => db.apply(epoch, transitions, now),
+            Backend::Sqlite(db) => db.apply(epoch, transitions, hooks, now),
         }
     }
 

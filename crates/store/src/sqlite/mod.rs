@@ -27,6 +27,7 @@ mod clock;
 mod daemon;
 mod eval;
 mod events;
+mod hooks;
 mod open;
 mod runs;
 mod schedules;

@@ -45,6 +45,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("projects.<name>.timezone", "UTC"),
     ("projects.<name>.starting_deadline", UNSET),
     ("projects.<name>.overlap", "forbid"),
+    ("projects.<name>.on_failure", UNSET),
 ];
 
 // The defaults of the optional keys; each must agree with its entry in `KEYS`.
@@ -100,6 +101,24 @@ impl Config {
         }
     }
 
+    /// The failure hooks in force, by the name of the project that reports to each, with the
+    /// hook project's namespace.
+    pub fn failure_hooks(&self) -> store::FailureHooks {
+        self.projects
+            .values()
+            .filter_map(|p| {
+                let hook = self.projects.get(p.on_failure.as_deref()?)?;
+                Some((
+                    p.name.clone(),
+                    store::FailureHook {
+                        project: hook.name.clone(),
+                        namespace: hook.namespace.clone(),
+                    },
+                ))
+            })
+            .collect()
+    }
+
     /// The project called `name`, if declared.
     pub fn project(&self, name: &str) -> Option<&ProjectConfig> {
         self.projects.get(name)
@@ -149,6 +168,9 @@ pub struct ProjectConfig {
     pub starting_deadline: Option<Duration>,
     /// What an occurrence does while a run of the project is active.
     pub overlap: Overlap,
+    /// The project whose run is queued when a run of this one ends `failed`, `timed_out` or
+    /// `lost` with no retry left: a declared project (maybe this one). `None`: no hook.
+    pub on_failure: Option<String>,
 }
 
 /// What a schedule occurrence does while a run of the project is active.

@@ -29,6 +29,7 @@ mod eval;
 mod event_loop;
 mod events;
 mod follow;
+mod hook_env;
 mod listener;
 mod recover;
 mod reload;

@@ -27,8 +27,9 @@ use crate::slots::{ShimIdentity, Slot};
 impl Daemon {
     /// Starts the shim of a claimed run, records its slot in the pool and follows it. A shim
     /// that cannot be started at all leaves the run a `failed` transition to write (and a nudge,
-    /// so that the next EVAL writes it at once).
-    pub(super) fn spawn(&mut self, run: Run) {
+    /// so that the next EVAL writes it at once). `failed`: for a failure hook's run, the run it
+    /// reports, as read after the claim (`None` if it could not be read).
+    pub(super) fn spawn(&mut self, run: Run, failed: Option<&Run>) {
         fail::fail_point!("daemon-after-claim", |_| std::process::abort());
         let mut slot = Slot {
             run_id: run.id,
@@ -52,7 +53,12 @@ impl Daemon {
             self.slots.insert(slot);
             return;
         };
-        let args = shim_args(self.state.root(), &run, project);
+        let mut args = shim_args(self.state.root(), &run, project);
+        args.env.extend(super::hook_env::failed_run_env(
+            self.state.root(),
+            &run,
+            failed,
+        ));
         let (run_id, token) = (run.id, run.claim_token);
         let events = self.events.clone();
         match self.fork_shim(&args) {

@@ -46,6 +46,7 @@ command = ["true"]
 namespace = "default"
 schedule = "30 0 6 * * 1-5"
 overlap = "queue"
+on_failure = "minimal"
 
 [projects.minimal]
 command = ["true"]
