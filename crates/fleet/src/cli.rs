@@ -16,11 +16,11 @@ use supervisor::statedir::{StateDir, StateDirError};
 use crate::console::{self, READER_GONE};
 use crate::output;
 
-/// A failure with its exit status: 1 the action failed, 2 bad usage or bad input,
-/// [`READER_GONE`] the reader of stdout left.
+/// A failure with its exit status: 1 the action failed, 2 bad usage or bad input, 3 no daemon
+/// runs (`status` only), [`READER_GONE`] the reader of stdout left.
 #[derive(Debug)]
 pub struct Failure {
-    /// 1, 2 or [`READER_GONE`].
+    /// 1, 2, 3 or [`READER_GONE`].
     pub code: u8,
     /// One line naming what was wrong; empty when the reader of stdout left (nothing to say).
     pub message: String,
@@ -145,7 +145,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The daemon, the config in force and occupancy against every cap.
+    /// The daemon, the config in force and occupancy against every cap. Exits 0 when the daemon
+    /// is evaluating, 1 when it is stuck, 3 when none runs.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] status [--json]")]
     Status {
         /// JSON instead of text.

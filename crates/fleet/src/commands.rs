@@ -11,6 +11,7 @@ use supervisor::statedir::StateDir;
 use crate::cli::{
     invalid, load, load_for_reading, open_existing_at, open_store, state_of, Failure, Result,
 };
+use crate::liveness::Liveness;
 use crate::{console, output};
 
 /// `fleet enqueue PROJECT`: queues a run and prints its id.
@@ -87,6 +88,7 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         ),
         None => (None, Vec::new(), Vec::new()),
     };
+    let liveness = Liveness::probe(&state, holder);
     let report = output::Status::new(
         config.as_ref(),
         errors.as_ref(),
@@ -96,7 +98,8 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         row,
         &active,
     )
-    .with_schedules(&schedules);
+    .with_schedules(&schedules)
+    .with_liveness(&liveness);
     if json {
         console::println(report.json())?;
     } else {
@@ -106,7 +109,21 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         // Shown above too (`config_errors`); the exit status and the one-line message still
         // say the file is invalid.
         Some(errors) => Err(invalid(&errors).reported()),
-        None => Ok(()),
+        None => match liveness {
+            Liveness::Running => Ok(()),
+            // The report above says it all; the one-line message and the exit status are for
+            // scripts and service managers (`systemctl is-active` uses 3 the same way).
+            Liveness::Stopped => Err(Failure {
+                code: liveness.exit_code(),
+                message: format!("no daemon holds {}", state.root().display()),
+                reported: json,
+            }),
+            Liveness::Stuck(ref reason) => Err(Failure {
+                code: liveness.exit_code(),
+                message: format!("the daemon is stuck: {reason}"),
+                reported: json,
+            }),
+        },
     }
 }
 

@@ -12,6 +12,7 @@
 mod cli;
 mod commands;
 mod console;
+mod liveness;
 mod logs;
 mod output;
 mod serve;

@@ -215,6 +215,15 @@ impl Status {
         self
     }
 
+    /// Adds the verdict on the daemon: `daemon.state` (`running`, `stuck`, `stopped`) and
+    /// `daemon.reason` (why stuck; null otherwise).
+    pub fn with_liveness(mut self, liveness: &crate::liveness::Liveness) -> Status {
+        let (state, reason) = liveness.fields();
+        self.value["daemon"]["state"] = state;
+        self.value["daemon"]["reason"] = reason;
+        self
+    }
+
     /// As JSON.
     pub fn json(&self) -> String {
         self.value.to_string()
@@ -249,6 +258,9 @@ impl Status {
             }
         } else {
             s += "daemon: not running\n";
+        }
+        if let Some(reason) = d["reason"].as_str() {
+            s += &format!("daemon is STUCK: {reason}\n");
         }
         if let Some(errors) = v["config_errors"].as_array() {
             s += "the config file is invalid now:\n";

@@ -11,7 +11,8 @@ use crate::error::Result;
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
     Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FailureHooks,
-    FireRequest, Fired, Millis, NewRun, QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
+    FireRequest, Fired, Millis, NewRun, QueueHead, Run, RunFilter, RunId, RunStatus, ScheduleRow,
+    Transition,
 };
 
 /// How long a statement waits for another connection's write lock before it fails as busy.
@@ -82,6 +83,14 @@ impl Store {
     pub fn active_runs(&self) -> Result<Vec<Run>> {
         match &self.backend {
             Backend::Sqlite(db) => db.active_runs(),
+        }
+    }
+
+    /// How many runs are in `status` now: for one-line summaries (the daemon's status under
+    /// systemd), never for decisions. Errors: busy database.
+    pub fn count_runs(&self, status: RunStatus) -> Result<u64> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.count_runs(status),
         }
     }
 

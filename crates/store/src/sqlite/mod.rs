@@ -24,6 +24,7 @@
 
 mod claim;
 mod clock;
+mod counts;
 mod daemon;
 mod eval;
 mod events;

@@ -31,6 +31,7 @@ mod events;
 mod follow;
 mod hook_env;
 mod listener;
+mod notify;
 mod recover;
 mod reload;
 mod spawn;
@@ -101,6 +102,19 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     })?;
     let state = StateDir::new(&config.state_dir);
     let _lock = state.lock_daemon()?;
+    // The heartbeat and the control socket come first, right after the lock: `fleet status`
+    // asks the socket, and a daemon wedged in its takeover (a database that stays busy) must
+    // answer `stuck` rather than not be there. Nudges meanwhile wait in the channel.
+    let health = Arc::new(Health::new(config.tick, now_ms()));
+    let (events, inbox) = events::channel();
+    let socket = state.socket_path();
+    let control =
+        listener::control_socket(&socket, events.clone(), health.clone()).map_err(|source| {
+            DaemonError::Io {
+                what: format!("binding the control socket {}", socket.display()),
+                source,
+            }
+        })?;
     let store = {
         let state = state.clone();
         tokio::task::spawn_blocking(move || state.open_store())
@@ -128,15 +142,8 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // What was opened, to notice at every tick a state directory removed or replaced under us.
     let opened = state.opened(&_lock)?;
 
-    let (events, inbox) = events::channel();
-    let socket = state.socket_path();
-    let control =
-        listener::control_socket(&socket, events.clone()).map_err(|source| DaemonError::Io {
-            what: format!("binding the control socket {}", socket.display()),
-            source,
-        })?;
-    let _watcher = listener::config_edits(&options.config_path, events.clone());
     let tick = config.tick;
+    let _watcher = listener::config_edits(&options.config_path, events.clone());
     let mut daemon = Daemon {
         config: Arc::new(config),
         config_path: options.config_path,
@@ -156,7 +163,8 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         recovered: false,
         config_file: Default::default(),
         unsettled: Default::default(),
-        health: Arc::new(Health::new(tick, now_ms())),
+        health,
+        notifier: notify::Notifier::from_env(tick),
     };
     // An edit saved before the watcher started is noticed now: applied at once if it has
     // settled, reloaded like any edit once it has otherwise.

@@ -218,6 +218,10 @@ fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
     ] {
         env.push((k.into(), Some(v.into())));
     }
+    // The service manager's variables are the daemon's, not its runs'.
+    for var in super::notify::SERVICE_VARS {
+        env.push((var.into(), None));
+    }
     // Removed when absent: the daemon may itself run under a scheduled fleet run.
     env.push((
         "FLEET_OCCURRENCE".into(),
