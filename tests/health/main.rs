@@ -9,3 +9,4 @@ mod common;
 
 mod notify;
 mod status;
+mod unit;
