@@ -19,7 +19,7 @@ fn unit() -> String {
 fn value<'a>(unit: &'a str, key: &str) -> Option<&'a str> {
     unit.lines()
         .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-        .last()
+        .next_back()
 }
 
 /// Where `systemd-analyze` is, if installed.
