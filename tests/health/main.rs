@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod logs;
 mod notify;
 mod status;
 mod unit;

@@ -69,6 +69,25 @@ impl Failure {
     }
 }
 
+/// `fleet daemon --log-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormatArg {
+    /// One line of text per event (the default).
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl LogFormatArg {
+    /// As the config's type.
+    pub fn format(self) -> supervisor::config::LogFormat {
+        match self {
+            LogFormatArg::Text => supervisor::config::LogFormat::Text,
+            LogFormatArg::Json => supervisor::config::LogFormat::Json,
+        }
+    }
+}
+
 /// What every command returns.
 pub type Result<T> = std::result::Result<T, Failure>;
 
@@ -107,8 +126,13 @@ static STATE_DIR_OVERRIDE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::n
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the supervisor in the foreground until SIGTERM or SIGINT.
-    #[command(override_usage = "fleet [--config <PATH>] daemon")]
-    Daemon,
+    #[command(override_usage = "fleet [--config <PATH>] daemon [--log-format <FORMAT>]")]
+    Daemon {
+        /// How log lines are written: text, or json (one object per line). Overrides
+        /// `log_format` in fleet.toml.
+        #[arg(long, value_name = "FORMAT")]
+        log_format: Option<LogFormatArg>,
+    },
     /// Check the config; print every error, and warnings.
     #[command(override_usage = "fleet [--config <PATH>] validate")]
     Validate,
@@ -263,7 +287,7 @@ fn run(cli: Cli) -> Result<()> {
     if let Some(dir) = &cli.state_dir {
         if matches!(
             cli.command,
-            Command::Daemon | Command::Enqueue { .. } | Command::Validate
+            Command::Daemon { .. } | Command::Enqueue { .. } | Command::Validate
         ) {
             // These act on the config itself; a second source for the state directory could
             // only disagree with it.
@@ -276,7 +300,9 @@ fn run(cli: Cli) -> Result<()> {
     }
     use crate::commands;
     match cli.command {
-        Command::Daemon => crate::serve::daemon(&cli.config),
+        Command::Daemon { log_format } => {
+            crate::serve::daemon(&cli.config, log_format.map(LogFormatArg::format))
+        }
         Command::Validate => crate::validate::validate(&cli.config),
         Command::Enqueue { project, priority } => {
             commands::enqueue(&cli.config, &project, priority)

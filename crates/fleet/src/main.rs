@@ -13,6 +13,7 @@ mod cli;
 mod commands;
 mod console;
 mod liveness;
+mod logging;
 mod logs;
 mod output;
 mod serve;

@@ -31,6 +31,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("state_dir", ".fleet"),
     ("max_concurrency", "4"),
     ("tick", "1s"),
+    ("log_format", "text"),
     ("namespaces.<name>.max_concurrency", REQUIRED),
     ("namespaces.<name>.weight", "1"),
     ("projects.<name>.command", REQUIRED),
@@ -74,6 +75,8 @@ pub struct Config {
     pub namespaces: BTreeMap<String, NamespaceConfig>,
     /// The `[projects.<name>]` tables, by name.
     pub projects: BTreeMap<String, ProjectConfig>,
+    /// How the daemon writes its log lines (`fleet daemon --log-format` overrides it).
+    pub log_format: LogFormat,
     /// The names of the projects that have a `schedule`, in name order: derived from
     /// `projects` at load, so that an EVAL (every tick) does not walk every project to find
     /// the few scheduled ones.
@@ -171,6 +174,35 @@ pub struct ProjectConfig {
     /// The project whose run is queued when a run of this one ends `failed`, `timed_out` or
     /// `lost` with no retry left: a declared project (maybe this one). `None`: no hook.
     pub on_failure: Option<String>,
+}
+
+/// How the daemon writes its log lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One line of text per event, for people (and, under systemd, for the journal).
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+impl LogFormat {
+    /// The spelling used in fleet.toml and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
+
+    /// Parses [`LogFormat::as_str`]'s spelling; `None` for anything else.
+    pub fn parse(s: &str) -> Option<LogFormat> {
+        match s {
+            "text" => Some(LogFormat::Text),
+            "json" => Some(LogFormat::Json),
+            _ => None,
+        }
+    }
 }
 
 /// What a schedule occurrence does while a run of the project is active.

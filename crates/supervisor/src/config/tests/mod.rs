@@ -19,6 +19,7 @@ const FULL: &str = r#"# every key
 state_dir = "var/state"
 max_concurrency = 8
 tick = "250ms"
+log_format = "json"
 
 [namespaces.ops]
 max_concurrency = 2
