@@ -2,13 +2,14 @@
 //! their failure type and how they find the config and the state directory.
 //!
 //! The commands themselves live beside this file: [`crate::commands`] (enqueue, runs, status,
-//! cancel, reload, check), [`crate::logs`], [`crate::validate`] and [`crate::serve`] (the
-//! daemon).
+//! cancel, reload, check), [`crate::operator`] (enqueue's arguments and `--wait`, wait, rerun,
+//! bulk cancel), [`crate::manual`] (completions, man page), [`crate::logs`], [`crate::validate`]
+//! and [`crate::serve`] (the daemon).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use store::Store;
 use supervisor::config::{Config, ConfigErrors};
 use supervisor::statedir::{StateDir, StateDirError};
@@ -112,8 +113,10 @@ enum Command {
     /// Check the config; print every error, and warnings.
     #[command(override_usage = "fleet [--config <PATH>] validate")]
     Validate,
-    /// Queue a run of PROJECT; prints its run id.
-    #[command(override_usage = "fleet [--config <PATH>] enqueue [--priority <N>] <PROJECT>")]
+    /// Queue a run of PROJECT; prints its run id (with --wait, then its end).
+    #[command(
+        override_usage = "fleet [--config <PATH>] enqueue [--priority <N>] [--env <NAME=VALUE>]... [--wait [--timeout <DURATION>]] <PROJECT> [-- <ARG>...]"
+    )]
     Enqueue {
         /// The project, as named in fleet.toml.
         project: String,
@@ -125,6 +128,19 @@ enum Command {
             value_name = "N"
         )]
         priority: i64,
+        /// A variable for this run alone, on top of the project's env (repeatable; needs
+        /// accept_args = true).
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// Block until the run, with its retries, has ended; exit as its command did.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: give up after this long (exit 124), leaving the run as it is.
+        #[arg(long, requires = "wait", value_name = "DURATION", value_parser = humantime::parse_duration)]
+        timeout: Option<std::time::Duration>,
+        /// Arguments appended to the project's command for this run (needs accept_args = true).
+        #[arg(last = true, value_name = "ARG")]
+        args: Vec<String>,
     },
     /// List runs, newest first.
     #[command(
@@ -163,11 +179,28 @@ enum Command {
         #[arg(long, short)]
         follow: bool,
     },
-    /// Stop a queued or active run.
-    #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] cancel <RUN>")]
+    /// Stop queued or active runs: by id, or every run of a project, a namespace, or all (give
+    /// exactly one of them).
+    #[command(
+        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] cancel [--project <NAME> | --namespace <NAME> | --all] [--queued] [<RUN>...]",
+        group(clap::ArgGroup::new("which").required(true).args(["runs", "project", "namespace", "all"]))
+    )]
     Cancel {
-        /// The run id.
-        run: i64,
+        /// Run ids.
+        #[arg(value_name = "RUN")]
+        runs: Vec<i64>,
+        /// Every run of this project not ended yet.
+        #[arg(long, value_name = "NAME")]
+        project: Option<String>,
+        /// Every run of this namespace not ended yet.
+        #[arg(long, value_name = "NAME")]
+        namespace: Option<String>,
+        /// Every run not ended yet.
+        #[arg(long)]
+        all: bool,
+        /// Only queued runs: leave active ones alone.
+        #[arg(long)]
+        queued: bool,
     },
     /// Ask the daemon to re-read fleet.toml now.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] reload")]
@@ -178,6 +211,36 @@ enum Command {
         /// JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Block until runs, with their retries, have ended; exit as their commands did.
+    #[command(
+        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] wait [--timeout <DURATION>] <RUN>..."
+    )]
+    Wait {
+        /// Run ids.
+        #[arg(value_name = "RUN", required = true)]
+        runs: Vec<i64>,
+        /// Give up after this long (exit 124), leaving the runs as they are.
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        timeout: Option<std::time::Duration>,
+    },
+    /// Queue a new run of a run's project with the same arguments; prints its id.
+    #[command(override_usage = "fleet [--config <PATH>] rerun <RUN>")]
+    Rerun {
+        /// The run to repeat.
+        run: i64,
+    },
+    /// Print shell completions (bash, zsh, fish, elvish, powershell).
+    #[command(override_usage = "fleet [--config <PATH>] completions <SHELL>")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): fleet(1), or fleet-COMMAND(1) for one command.
+    #[command(override_usage = "fleet [--config <PATH>] man [<COMMAND>]")]
+    Man {
+        /// A command, for its own page.
+        command: Option<String>,
     },
 }
 
@@ -262,12 +325,12 @@ fn run(cli: Cli) -> Result<()> {
     if let Some(dir) = &cli.state_dir {
         if matches!(
             cli.command,
-            Command::Daemon | Command::Enqueue { .. } | Command::Validate
+            Command::Daemon | Command::Enqueue { .. } | Command::Validate | Command::Rerun { .. }
         ) {
             // These act on the config itself; a second source for the state directory could
             // only disagree with it.
             return Err(Failure::input(
-                "--state-dir is for runs, status, logs, cancel, check and reload; daemon, enqueue and validate use the config's state_dir",
+                "--state-dir is for runs, status, logs, cancel, wait, check and reload; daemon, enqueue, rerun and validate use the config's state_dir",
             ));
         }
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
@@ -277,9 +340,23 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Daemon => crate::serve::daemon(&cli.config),
         Command::Validate => crate::validate::validate(&cli.config),
-        Command::Enqueue { project, priority } => {
-            commands::enqueue(&cli.config, &project, priority)
-        }
+        Command::Enqueue {
+            project,
+            priority,
+            env,
+            wait,
+            timeout,
+            args,
+        } => crate::operator::enqueue(
+            &cli.config,
+            &crate::operator::Enqueue {
+                project,
+                priority,
+                env,
+                args,
+                wait: wait.then_some(timeout),
+            },
+        ),
         Command::Runs {
             project,
             status,
@@ -288,9 +365,19 @@ fn run(cli: Cli) -> Result<()> {
         } => commands::runs(&cli.config, project, status, limit, json),
         Command::Status { json } => commands::status(&cli.config, json),
         Command::Logs { run, follow } => crate::logs::logs(&cli.config, run, follow),
-        Command::Cancel { run } => commands::cancel(&cli.config, run),
+        Command::Cancel {
+            runs,
+            project,
+            namespace,
+            all,
+            queued,
+        } => crate::operator::cancel(&cli.config, runs, project, namespace, all, queued),
         Command::Reload => commands::reload(&cli.config),
         Command::Check { json } => commands::check(&cli.config, json),
+        Command::Wait { runs, timeout } => crate::operator::wait(&cli.config, &runs, timeout),
+        Command::Rerun { run } => crate::operator::rerun(&cli.config, run),
+        Command::Completions { shell } => crate::manual::completions(shell, Cli::command()),
+        Command::Man { command } => crate::manual::man(Cli::command(), command.as_deref()),
     }
 }
 

@@ -1,0 +1,73 @@
+//! `fleet completions` and `fleet man`: generated from the parser's own definitions, they name
+//! every command `fleet --help` lists.
+
+use crate::common::*;
+
+/// The commands `fleet --help` lists (its "Commands:" section), `help` aside.
+fn commands(f: &Fleet) -> Vec<String> {
+    let help = f.cmd_ok(&["--help"]);
+    let names: Vec<String> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| *n != "help")
+        .map(str::to_string)
+        .collect();
+    for expected in ["enqueue", "wait", "rerun", "cancel", "completions", "man"] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} not in {names:?}"
+        );
+    }
+    names
+}
+
+#[test]
+fn completions_name_every_command() {
+    let f = Fleet::new("");
+    let names = commands(&f);
+    for shell in ["bash", "zsh", "fish"] {
+        let out = f.cmd_ok(&["completions", shell]);
+        for name in &names {
+            assert!(out.contains(name.as_str()), "{shell}: {name} missing");
+        }
+        // fish names long options without their dashes (`-l wait`).
+        let flag = |f: &str| match shell {
+            "fish" => format!("-l {f}"),
+            _ => format!("--{f}"),
+        };
+        for f in ["wait", "queued", "env"] {
+            assert!(out.contains(&flag(f)), "{shell}: {f} missing");
+        }
+    }
+    assert_eq!(f.cmd(&["completions", "tcsh"]).code(), Some(2));
+}
+
+#[test]
+fn the_man_pages_render_every_command() {
+    let f = Fleet::new("");
+    let page = f.cmd_ok(&["man"]);
+    assert!(page.contains(".TH fleet 1"), "{page}");
+    assert!(page.contains(".SH SUBCOMMANDS"), "{page}");
+    for name in commands(&f) {
+        assert!(
+            page.contains(&format!("fleet\\-{name}(1)")),
+            "{name} missing:\n{page}"
+        );
+        let sub = f.cmd_ok(&["man", &name]);
+        assert!(
+            sub.contains(&format!(".TH fleet-{name} 1")),
+            "{name}:\n{sub}"
+        );
+    }
+    let enqueue = f.cmd_ok(&["man", "enqueue"]);
+    for flag in ["wait", "timeout", "env", "priority"] {
+        assert!(
+            enqueue.contains(&format!("\\-\\-{flag}")),
+            "--{flag}:\n{enqueue}"
+        );
+    }
+    assert_eq!(f.cmd(&["man", "nope"]).code(), Some(2));
+}
