@@ -6,7 +6,8 @@
 //!   a project without `accept_args`, never read by a shell, kept by retries;
 //! - `rerun`: `fleet rerun` repeats a run with its arguments;
 //! - `cancel`: several ids, a project, a namespace, everything, `--queued`;
-//! - `manual`: shell completions and the man pages name every command.
+//! - `manual`: shell completions and the man pages name every command;
+//! - `priority`: higher priorities first, and the runs table shows them.
 //!
 //! Every test drives the real `fleet` binary (see tests/common/mod.rs); `bg` here runs a `fleet`
 //! command in the background for the tests that act while it waits.
@@ -17,6 +18,7 @@ mod common;
 mod args;
 mod cancel;
 mod manual;
+mod priority;
 mod rerun;
 mod wait;
 

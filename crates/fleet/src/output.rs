@@ -102,6 +102,14 @@ pub fn runs_table(runs: &[Run]) -> String {
                 .trim_end()
                 .to_string();
         }
+        // Where a run came from and what may reorder it, when it is not the plain default.
+        let origin = [
+            (r.priority != 0).then(|| format!("priority {}", r.priority)),
+            r.rerun_of.map(|id| format!("rerun of {id}")),
+        ];
+        for part in origin.into_iter().flatten().rev() {
+            note = format!("{part} {note}").trim_end().to_string();
+        }
         t.add_row([
             r.id.to_string(),
             r.project.clone(),
