@@ -21,8 +21,19 @@ fn echo_args(dir: &std::path::Path) -> String {
 
 #[test]
 fn arguments_and_env_reach_the_command_unread_by_a_shell_and_retries_keep_them() {
+    arguments_reach_the_command(&[]);
+}
+
+/// The same through an exec'd shim, which gets the command on its own command line and the
+/// variables as its environment (the fork server gets both in one message).
+#[test]
+fn arguments_and_env_reach_the_command_through_an_execd_shim() {
+    arguments_reach_the_command(&[("FLEET_FORK_SERVER", "0")]);
+}
+
+fn arguments_reach_the_command(daemon_env: &[(&str, &str)]) {
     let f = Fleet::with(echo_args);
-    let _d = f.start_daemon();
+    let _d = f.start_daemon_env(daemon_env);
     let pwned = f.file("pwned");
     let evil = format!("$(touch {})", pwned.display());
     let out = f.cmd(&[
