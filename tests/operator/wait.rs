@@ -143,3 +143,26 @@ fn an_unknown_id_is_exit_2() {
     assert_eq!(out.code(), Some(2), "{out:?}");
     assert!(out.stderr.contains("unknown run id 4242"), "{out:?}");
 }
+
+/// A wait whose reader left stops at once with 141, as every fleet command does, instead of
+/// waiting (here, for a run no daemon will ever start) until its timeout.
+#[test]
+fn a_wait_whose_reader_left_stops_with_141() {
+    let f = Fleet::new("[projects.p]\ncommand = [\"true\"]\n");
+    let id = f.enqueue("p");
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    drop(read);
+    let mut cmd = f.command();
+    cmd.args(["wait", "--timeout", "20s", &id.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(write))
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut status = None;
+    f.wait_until(DEADLINE, "the wait to end", || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    assert_eq!(status.unwrap().code(), Some(141));
+    assert_eq!(status_of(&f.run(id)), "queued");
+}

@@ -9,9 +9,9 @@
 //! Exit status of a wait (docs/REFERENCE.md): the command's exit code; 128 + N for a command
 //! ended by signal N (a timed-out run included); 1 for a run `lost`, `cancelled`, or failed
 //! without an exit code (it could not be started), with the reason on stderr; 124 when
-//! `--timeout` expires first (the runs are left as they are). With several runs: the first
-//! non-zero status in the order the ids were given, so the result does not depend on which
-//! run ended first.
+//! `--timeout` expires first (the runs are left as they are); 141 when the reader of stdout
+//! left. With several runs: the first non-zero status in the order the ids were given, so the
+//! result does not depend on which run ended first.
 
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,11 @@ pub fn wait(store: &Store, ids: &[RunId], timeout: Option<Duration>) -> Result<(
                     reported: false,
                 });
             }
+        }
+        // A run may take hours: a reader that left (`fleet wait 5 | head -n 1`) is noticed
+        // here, not at the next line printed.
+        if console::stdout_reader_gone() {
+            return Err(Failure::reader_gone());
         }
         std::thread::sleep(POLL);
     }
