@@ -1,10 +1,10 @@
 //! Argument parsing, the dispatch to one function per command, and what the commands share:
 //! their failure type and how they find the config and the state directory.
 //!
-//! The commands themselves live beside this file: [`crate::commands`] (enqueue, runs, status,
-//! cancel, reload, check), [`crate::operator`] (enqueue's arguments and `--wait`, wait, rerun,
-//! bulk cancel), [`crate::manual`] (completions, man page), [`crate::logs`], [`crate::validate`]
-//! and [`crate::serve`] (the daemon).
+//! The commands themselves live beside this file: [`crate::commands`] (runs, status, cancel of
+//! one run, reload, check), [`crate::operator`] (enqueue with its arguments and `--wait`, wait,
+//! rerun, bulk cancel), [`crate::manual`] (completions, man pages), [`crate::logs`],
+//! [`crate::validate`] and [`crate::serve`] (the daemon).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
