@@ -95,7 +95,7 @@ struct Cli {
     )]
     config: PathBuf,
     /// Read this state directory instead of the one the config names (runs, status, logs,
-    /// cancel, reload, check): they then work even while fleet.toml is broken or missing.
+    /// cancel, wait, reload, check): they then work even while fleet.toml is broken or missing.
     #[arg(long, global = true, value_name = "PATH")]
     state_dir: Option<PathBuf>,
     #[command(subcommand)]
@@ -117,31 +117,7 @@ enum Command {
     #[command(
         override_usage = "fleet [--config <PATH>] enqueue [--priority <N>] [--env <NAME=VALUE>]... [--wait [--timeout <DURATION>]] <PROJECT> [-- <ARG>...]"
     )]
-    Enqueue {
-        /// The project, as named in fleet.toml.
-        project: String,
-        /// Higher runs first; equal priorities run in enqueue order.
-        #[arg(
-            long,
-            default_value_t = 0,
-            allow_negative_numbers = true,
-            value_name = "N"
-        )]
-        priority: i64,
-        /// A variable for this run alone, on top of the project's env (repeatable; needs
-        /// accept_args = true).
-        #[arg(long = "env", value_name = "NAME=VALUE")]
-        env: Vec<String>,
-        /// Block until the run, with its retries, has ended; exit as its command did.
-        #[arg(long)]
-        wait: bool,
-        /// With --wait: give up after this long (exit 124), leaving the run as it is.
-        #[arg(long, requires = "wait", value_name = "DURATION", value_parser = humantime::parse_duration)]
-        timeout: Option<std::time::Duration>,
-        /// Arguments appended to the project's command for this run (needs accept_args = true).
-        #[arg(last = true, value_name = "ARG")]
-        args: Vec<String>,
-    },
+    Enqueue(crate::operator::EnqueueArgs),
     /// List runs, newest first.
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] runs [--project <NAME>] [--status <STATUS>] [--limit <N>] [--json]"
@@ -182,26 +158,9 @@ enum Command {
     /// Stop queued or active runs: by id, or every run of a project, a namespace, or all (give
     /// exactly one of them).
     #[command(
-        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] cancel [--project <NAME> | --namespace <NAME> | --all] [--queued] [<RUN>...]",
-        group(clap::ArgGroup::new("which").required(true).args(["runs", "project", "namespace", "all"]))
+        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] cancel [--project <NAME> | --namespace <NAME> | --all] [--queued] [<RUN>...]"
     )]
-    Cancel {
-        /// Run ids.
-        #[arg(value_name = "RUN")]
-        runs: Vec<i64>,
-        /// Every run of this project not ended yet.
-        #[arg(long, value_name = "NAME")]
-        project: Option<String>,
-        /// Every run of this namespace not ended yet.
-        #[arg(long, value_name = "NAME")]
-        namespace: Option<String>,
-        /// Every run not ended yet.
-        #[arg(long)]
-        all: bool,
-        /// Only queued runs: leave active ones alone.
-        #[arg(long)]
-        queued: bool,
-    },
+    Cancel(crate::operator::CancelArgs),
     /// Ask the daemon to re-read fleet.toml now.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] reload")]
     Reload,
@@ -216,14 +175,7 @@ enum Command {
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] wait [--timeout <DURATION>] <RUN>..."
     )]
-    Wait {
-        /// Run ids.
-        #[arg(value_name = "RUN", required = true)]
-        runs: Vec<i64>,
-        /// Give up after this long (exit 124), leaving the runs as they are.
-        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
-        timeout: Option<std::time::Duration>,
-    },
+    Wait(crate::operator::WaitArgs),
     /// Queue a new run of a run's project with the same arguments; prints its id.
     #[command(override_usage = "fleet [--config <PATH>] rerun <RUN>")]
     Rerun {
@@ -325,7 +277,7 @@ fn run(cli: Cli) -> Result<()> {
     if let Some(dir) = &cli.state_dir {
         if matches!(
             cli.command,
-            Command::Daemon | Command::Enqueue { .. } | Command::Validate | Command::Rerun { .. }
+            Command::Daemon | Command::Enqueue(_) | Command::Validate | Command::Rerun { .. }
         ) {
             // These act on the config itself; a second source for the state directory could
             // only disagree with it.
@@ -340,23 +292,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Daemon => crate::serve::daemon(&cli.config),
         Command::Validate => crate::validate::validate(&cli.config),
-        Command::Enqueue {
-            project,
-            priority,
-            env,
-            wait,
-            timeout,
-            args,
-        } => crate::operator::enqueue(
-            &cli.config,
-            &crate::operator::Enqueue {
-                project,
-                priority,
-                env,
-                args,
-                wait: wait.then_some(timeout),
-            },
-        ),
+        Command::Enqueue(args) => crate::operator::enqueue(&cli.config, &args),
         Command::Runs {
             project,
             status,
@@ -365,16 +301,10 @@ fn run(cli: Cli) -> Result<()> {
         } => commands::runs(&cli.config, project, status, limit, json),
         Command::Status { json } => commands::status(&cli.config, json),
         Command::Logs { run, follow } => crate::logs::logs(&cli.config, run, follow),
-        Command::Cancel {
-            runs,
-            project,
-            namespace,
-            all,
-            queued,
-        } => crate::operator::cancel(&cli.config, runs, project, namespace, all, queued),
+        Command::Cancel(args) => crate::operator::cancel(&cli.config, args),
         Command::Reload => commands::reload(&cli.config),
         Command::Check { json } => commands::check(&cli.config, json),
-        Command::Wait { runs, timeout } => crate::operator::wait(&cli.config, &runs, timeout),
+        Command::Wait(args) => crate::operator::wait(&cli.config, &args),
         Command::Rerun { run } => crate::operator::rerun(&cli.config, run),
         Command::Completions { shell } => crate::manual::completions(shell, Cli::command()),
         Command::Man { command } => crate::manual::man(Cli::command(), command.as_deref()),

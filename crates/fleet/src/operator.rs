@@ -15,18 +15,73 @@ use supervisor::statedir::StateDir;
 use crate::cli::{load, open_existing_at, open_store, state_of, Failure, Result};
 use crate::{console, run_args, wait};
 
+// The argument structs below are flattened into `cli::Command`'s variants, whose doc comments
+// are the commands' help; each field's doc comment is its option's help.
+
 /// What `fleet enqueue` was asked.
-pub struct Enqueue {
-    /// The project.
+#[derive(clap::Args, Debug)]
+pub struct EnqueueArgs {
+    /// The project, as named in fleet.toml.
     pub project: String,
-    /// Its priority (higher first).
+    /// Higher runs first; equal priorities run in enqueue order.
+    #[arg(
+        long,
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        value_name = "N"
+    )]
     pub priority: i64,
-    /// `--env NAME=VALUE` items, as given.
+    /// A variable for this run alone, on top of the project's env (repeatable; needs
+    /// accept_args = true).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
     pub env: Vec<String>,
-    /// Arguments after `--`.
+    /// Block until the run, with its retries, has ended; exit as its command did.
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: give up after this long (exit 124), leaving the run as it is.
+    #[arg(long, requires = "wait", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Arguments appended to the project's command for this run (needs accept_args = true).
+    #[arg(last = true, value_name = "ARG")]
     pub args: Vec<String>,
-    /// `--wait`, with its `--timeout` if any.
-    pub wait: Option<Option<Duration>>,
+}
+
+/// What `fleet wait` was asked.
+#[derive(clap::Args, Debug)]
+pub struct WaitArgs {
+    /// Run ids.
+    #[arg(value_name = "RUN", required = true)]
+    pub runs: Vec<RunId>,
+    /// Give up after this long (exit 124), leaving the runs as they are.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+}
+
+/// What `fleet cancel` was asked: ids, or exactly one selection.
+#[derive(clap::Args, Debug)]
+// A group of its own (not the struct's implicit one, which would hold `--queued` too): exactly
+// one way to say which runs.
+#[command(group(
+    clap::ArgGroup::new("which")
+        .required(true)
+        .args(["runs", "project", "namespace", "all"])
+))]
+pub struct CancelArgs {
+    /// Run ids.
+    #[arg(value_name = "RUN")]
+    pub runs: Vec<RunId>,
+    /// Every run of this project not ended yet.
+    #[arg(long, value_name = "NAME")]
+    pub project: Option<String>,
+    /// Every run of this namespace not ended yet.
+    #[arg(long, value_name = "NAME")]
+    pub namespace: Option<String>,
+    /// Every run not ended yet.
+    #[arg(long)]
+    pub all: bool,
+    /// Only queued runs: leave active ones alone.
+    #[arg(long)]
+    pub queued: bool,
 }
 
 /// `fleet enqueue`: queues a run and prints its id; with `--wait`, then waits for it as
@@ -34,7 +89,7 @@ pub struct Enqueue {
 ///
 /// Errors: unknown project, arguments or `--env` for a project without `accept_args`, a bad
 /// `--env` (exit 2); the database (exit 1); the wait's own.
-pub fn enqueue(path: &Path, req: &Enqueue) -> Result<()> {
+pub fn enqueue(path: &Path, req: &EnqueueArgs) -> Result<()> {
     let config = load(path)?;
     let Some(p) = config.projects.get(&req.project) else {
         return Err(Failure::input(format!(
@@ -70,21 +125,22 @@ pub fn enqueue(path: &Path, req: &Enqueue) -> Result<()> {
     // A hint only: without a daemon the run waits in the queue for one.
     let _ = control::send(&StateDir::new(&config.state_dir).socket_path(), Nudge::Eval);
     printed?;
-    match req.wait {
-        Some(timeout) => wait::wait(&store, &[id], timeout),
-        None => Ok(()),
+    if req.wait {
+        wait::wait(&store, &[id], req.timeout)
+    } else {
+        Ok(())
     }
 }
 
 /// `fleet wait RUN…`.
 ///
 /// Errors: see [`wait::wait`]; no database at all is an unknown id (exit 2).
-pub fn wait(path: &Path, runs: &[RunId], timeout: Option<Duration>) -> Result<()> {
+pub fn wait(path: &Path, req: &WaitArgs) -> Result<()> {
     let state = state_of(path)?;
     let Some(store) = open_existing_at(&state)? else {
-        return Err(Failure::input(format!("unknown run id {}", runs[0])));
+        return Err(Failure::input(format!("unknown run id {}", req.runs[0])));
     };
-    wait::wait(&store, runs, timeout)
+    wait::wait(&store, &req.runs, req.timeout)
 }
 
 /// `fleet rerun RUN`: a new queued run of the same project with the same arguments and
@@ -137,14 +193,14 @@ pub fn rerun(path: &Path, run: RunId) -> Result<()> {
 /// Errors: an unknown id (exit 2, before anything is cancelled); a project or namespace the
 /// config does not name and no run carries (exit 2); a run given by id that had already ended
 /// (exit 1, after the others were cancelled); the database (exit 1).
-pub fn cancel(
-    path: &Path,
-    runs: Vec<RunId>,
-    project: Option<String>,
-    namespace: Option<String>,
-    all: bool,
-    queued_only: bool,
-) -> Result<()> {
+pub fn cancel(path: &Path, req: CancelArgs) -> Result<()> {
+    let CancelArgs {
+        runs,
+        project,
+        namespace,
+        all,
+        queued: queued_only,
+    } = req;
     if runs.len() == 1 && !queued_only {
         return crate::commands::cancel(path, runs[0]);
     }
