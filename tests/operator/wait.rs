@@ -63,6 +63,43 @@ fn enqueue_wait_survives_a_daemon_killed_and_restarted() {
     assert!(out.stdout.contains("exit code 3"), "{out:?}");
 }
 
+/// The daemon is SIGKILLed and the run's shim killed with it: the restarted daemon finds the run
+/// `lost` and retries it, and the wait follows to the retry's exit code.
+#[test]
+fn enqueue_wait_follows_a_lost_run_to_its_retry_across_a_restart() {
+    let f = Fleet::new(&format!(
+        "[projects.flaky]\ncommand = {}\nretries = 1\nretry_backoff = \"0s\"\n",
+        sh("if [ \"$FLEET_ATTEMPT\" = 1 ]; then sleep 300; fi; exit 3")
+    ));
+    let mut d = f.start_daemon();
+    let mut cmd = f.command();
+    cmd.args(["enqueue", "--wait", "flaky"]);
+    let waiting = bg(cmd);
+    let mut id = 0;
+    f.wait_until(DEADLINE, "the run to be running", || {
+        let runs = f.runs();
+        id = runs.first().and_then(|r| r["id"].as_i64()).unwrap_or(0);
+        runs.iter().any(|r| r["status"] == "running")
+    });
+    d.kill();
+    let shims: Vec<i32> = marked_pids(&f.marker)
+        .into_iter()
+        .filter(|&p| shim_run_id(p) == Some(id))
+        .collect();
+    assert_eq!(shims.len(), 1, "one shim for run {id}: {shims:?}");
+    send_signal(shims[0], Signal::KILL).unwrap();
+    f.wait_until(DEADLINE, "the shim to be gone", || process_gone(shims[0]));
+    assert!(
+        !waiting.is_finished(),
+        "the wait ended with no daemon to record anything"
+    );
+    let _d2 = f.start_daemon();
+    let out = waiting.join().unwrap();
+    assert_eq!(out.code(), Some(3), "{out:?}\n{}", f.diagnostics());
+    assert!(out.stdout.contains("after 2 attempts"), "{out:?}");
+    assert_eq!(status_of(&f.run(id)), "lost");
+}
+
 #[test]
 fn wait_follows_retries_to_the_last_attempt() {
     let f = Fleet::with(|dir| {
