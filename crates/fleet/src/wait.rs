@@ -66,8 +66,13 @@ pub fn wait(store: &Store, ids: &[RunId], timeout: Option<Duration>) -> Result<(
         }
         if let Some(limit) = timeout {
             if start.elapsed() >= limit {
-                let left: Vec<String> =
-                    current.iter().flatten().map(|r| r.id.to_string()).collect();
+                // The ids as given (a run may be on a later attempt by now).
+                let left: Vec<String> = ids
+                    .iter()
+                    .zip(&current)
+                    .filter(|(_, slot)| slot.is_some())
+                    .map(|(id, _)| id.to_string())
+                    .collect();
                 return Err(Failure {
                     code: TIMED_OUT,
                     message: format!(
