@@ -78,3 +78,36 @@ fn the_man_pages_render_every_command() {
     }
     assert_eq!(f.cmd(&["man", "nope"]).code(), Some(2));
 }
+
+/// docs/REFERENCE.md documents every command `fleet --help` lists, and the README shows the
+/// operator's verbs and how to install completions and man pages.
+#[test]
+fn every_command_is_documented() {
+    let f = Fleet::new("");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let (reference, readme) = (read("docs/REFERENCE.md"), read("README.md"));
+    for name in commands(&f) {
+        assert!(
+            reference.contains(&format!("`fleet {name}")),
+            "docs/REFERENCE.md does not document `fleet {name}`"
+        );
+    }
+    for shown in [
+        "fleet enqueue --wait",
+        "fleet wait",
+        "fleet rerun",
+        "fleet cancel --all",
+        "--queued",
+        "-- 2",
+        "--env",
+        "accept_args = true",
+        "--priority",
+        "fleet completions bash",
+        "fleet completions zsh",
+        "fleet completions fish",
+        "fleet man",
+    ] {
+        assert!(readme.contains(shown), "README.md does not show {shown:?}");
+    }
+}
