@@ -47,6 +47,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("projects.<name>.starting_deadline", UNSET),
     ("projects.<name>.overlap", "forbid"),
     ("projects.<name>.on_failure", UNSET),
+    ("projects.<name>.accept_args", "false"),
 ];
 
 // The defaults of the optional keys; each must agree with its entry in `KEYS`.
@@ -174,6 +175,9 @@ pub struct ProjectConfig {
     /// The project whose run is queued when a run of this one ends `failed`, `timed_out` or
     /// `lost` with no retry left: a declared project (maybe this one). `None`: no hook.
     pub on_failure: Option<String>,
+    /// Whether a run may be given its own arguments (appended to `command`) and environment
+    /// variables (`fleet enqueue P --env K=V -- ARG…`); refused when false, the default.
+    pub accept_args: bool,
 }
 
 /// How the daemon writes its log lines.

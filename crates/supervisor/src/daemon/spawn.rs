@@ -201,15 +201,29 @@ impl Daemon {
     }
 }
 
-/// What the shim of `run` is told: the project's command, cwd, limits and environment, plus the
-/// run's own variables (`FLEET_RUN_ID`, `FLEET_PROJECT`, `FLEET_NAMESPACE`, `FLEET_ATTEMPT`,
-/// `FLEET_OCCURRENCE`).
+/// What the shim of `run` is told: the project's command with the run's arguments after it, cwd,
+/// limits, the project's environment with the run's variables on top, plus fleet's variables
+/// (`FLEET_RUN_ID`, `FLEET_PROJECT`, `FLEET_NAMESPACE`, `FLEET_ATTEMPT`, `FLEET_OCCURRENCE`).
 fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
-    let mut env: Vec<(OsString, Option<OsString>)> = project
-        .env
+    // The service manager's variables are the daemon's, not its runs' (removed first, so that
+    // a project's `env` may still set them on purpose).
+    let mut env: Vec<(OsString, Option<OsString>)> = super::notify::SERVICE_VARS
         .iter()
-        .map(|(k, v)| (OsString::from(k), Some(OsString::from(v))))
+        .map(|var| (OsString::from(var), None))
         .collect();
+    env.extend(
+        project
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), Some(OsString::from(v)))),
+    );
+    // The run's own variables (`fleet enqueue --env`) go over the project's, and fleet's own
+    // below go over both (names are checked at enqueue; the order keeps them reserved anyway).
+    env.extend(
+        run.env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), Some(OsString::from(v)))),
+    );
     for (k, v) in [
         ("FLEET_RUN_ID", run.id.to_string()),
         ("FLEET_PROJECT", run.project.clone()),
@@ -217,10 +231,6 @@ fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
         ("FLEET_ATTEMPT", run.attempt.to_string()),
     ] {
         env.push((k.into(), Some(v.into())));
-    }
-    // The service manager's variables are the daemon's, not its runs'.
-    for var in super::notify::SERVICE_VARS {
-        env.push((var.into(), None));
     }
     // Removed when absent: the daemon may itself run under a scheduled fleet run.
     env.push((
@@ -234,7 +244,14 @@ fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
         timeout: project.timeout,
         kill_grace: project.kill_grace,
         cwd: project.cwd.clone(),
-        argv: project.command.iter().map(OsString::from).collect(),
+        // The run's own arguments follow the project's command as argv items: no shell ever
+        // reads them.
+        argv: project
+            .command
+            .iter()
+            .chain(&run.args)
+            .map(OsString::from)
+            .collect(),
         env,
     }
 }

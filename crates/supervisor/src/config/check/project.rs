@@ -98,6 +98,9 @@ impl Checker<'_> {
         let on_failure = self.optional(table, &dotted, "on_failure", |cx, v, key| {
             cx.on_failure(v, key, known.projects)
         });
+        let accept_args = self
+            .optional(table, &dotted, "accept_args", Self::expect_bool)
+            .unwrap_or(false);
 
         Some(ProjectConfig {
             name: name.to_string(),
@@ -114,6 +117,7 @@ impl Checker<'_> {
             starting_deadline,
             overlap,
             on_failure,
+            accept_args,
         })
     }
 

@@ -60,6 +60,7 @@ fn full_valid_file_parses_every_key() {
             starting_deadline: Some(Duration::from_secs(300)),
             overlap: Overlap::Replace,
             on_failure: None,
+            accept_args: true,
         }
     );
     let tidy = c.project("tidy.up-2").unwrap();
@@ -91,6 +92,7 @@ fn omitted_keys_take_their_defaults() {
             starting_deadline: None,
             overlap: Overlap::Forbid,
             on_failure: None,
+            accept_args: false,
         }
     );
 
