@@ -48,7 +48,7 @@ impl Liveness {
             Err(_) if matches!(state.daemon_holder(), Ok(None)) => Liveness::Stopped,
             Err(e) => Liveness::Stuck(format!(
                 "the daemon (pid {pid}) holds the state directory but its control socket {} \
-                 does not answer: {e}",
+                 does not answer (still taking over, or wedged): {e}",
                 state.socket_path().display()
             )),
         }

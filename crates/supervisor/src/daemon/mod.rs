@@ -102,19 +102,9 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     })?;
     let state = StateDir::new(&config.state_dir);
     let _lock = state.lock_daemon()?;
-    // The heartbeat and the control socket come first, right after the lock: `fleet status`
-    // asks the socket, and a daemon wedged in its takeover (a database that stays busy) must
-    // answer `stuck` rather than not be there. Nudges meanwhile wait in the channel.
+    // Counted from the start: a takeover that lasts (a database that stays busy) counts
+    // against the first turn.
     let health = Arc::new(Health::new(config.tick, now_ms()));
-    let (events, inbox) = events::channel();
-    let socket = state.socket_path();
-    let control =
-        listener::control_socket(&socket, events.clone(), health.clone()).map_err(|source| {
-            DaemonError::Io {
-                what: format!("binding the control socket {}", socket.display()),
-                source,
-            }
-        })?;
     let store = {
         let state = state.clone();
         tokio::task::spawn_blocking(move || state.open_store())
@@ -142,6 +132,17 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // What was opened, to notice at every tick a state directory removed or replaced under us.
     let opened = state.opened(&_lock)?;
 
+    // Bound once the takeover is done: its presence tells commands (and scripts) that the
+    // daemon is in charge; `fleet status` meanwhile finds a lock holder that does not answer.
+    let (events, inbox) = events::channel();
+    let socket = state.socket_path();
+    let control =
+        listener::control_socket(&socket, events.clone(), health.clone()).map_err(|source| {
+            DaemonError::Io {
+                what: format!("binding the control socket {}", socket.display()),
+                source,
+            }
+        })?;
     let tick = config.tick;
     let _watcher = listener::config_edits(&options.config_path, events.clone());
     let mut daemon = Daemon {
