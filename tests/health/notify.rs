@@ -93,6 +93,13 @@ fn ready_after_recovery_then_watchdog_status_and_stopping() {
         .join(run.to_string())
         .join("exit");
     f.wait_until(DEADLINE, "the command's end recorded", || exit.exists());
+    // And its shim gone (it writes the record before it exits): the next daemon must find the
+    // run ended, not alive.
+    f.wait_until(DEADLINE, "the shim and its command to exit", || {
+        marked_pids(&f.marker)
+            .into_iter()
+            .all(|pid| is_zombie(pid) || process_gone(pid))
+    });
     // Queued while no daemon runs, under a project the next daemon starts at once: the status
     // line counts what the database holds.
     let manager = Manager::bind(f.path());
