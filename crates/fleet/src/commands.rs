@@ -174,8 +174,10 @@ pub fn check(path: &Path, json: bool) -> Result<()> {
             console::println(format_args!("ok: {note}"))
         };
     };
-    let report =
-        supervisor::check::check(&state, &store, store::now_ms()).map_err(Failure::action)?;
+    // Each project's max_parallel, when the config reads (with --state-dir it may not).
+    let config = supervisor::config::Config::load(path).ok();
+    let report = supervisor::check::check(&state, &store, store::now_ms(), config.as_ref())
+        .map_err(Failure::action)?;
     if json {
         console::println(output::check_json(&report))?;
     } else {

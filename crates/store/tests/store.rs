@@ -28,6 +28,7 @@ fn req(id: RunId, ns: &str) -> ClaimRequest {
         namespace: ns.into(),
         global_cap: 4,
         namespace_cap: None,
+        max_parallel: 1,
     }
 }
 

@@ -126,6 +126,7 @@ pub fn fire_due(
                 Overlap::Queue => OverlapPolicy::Queue,
                 Overlap::Replace => OverlapPolicy::Replace,
             },
+            max_parallel: project.max_parallel,
             clock_back_from: d.clock_back.map(|t| t.timestamp_millis()),
         };
         let fired = store.fire_schedule(epoch, &req, now)?;
