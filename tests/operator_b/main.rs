@@ -13,4 +13,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod helpers;
 mod parallel;
+mod pause;
+// RFC 3339 as fleet prints it, read independently of fleet's code.
+#[path = "../schedules/time.rs"]
+#[allow(dead_code)]
+mod time;

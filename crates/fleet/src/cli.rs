@@ -15,6 +15,7 @@ use supervisor::statedir::{StateDir, StateDirError};
 
 use crate::console::{self, READER_GONE};
 use crate::output;
+use crate::pause::KindFlag;
 
 /// A failure with its exit status: 1 the action failed, 2 bad usage or bad input,
 /// [`READER_GONE`] the reader of stdout left.
@@ -172,6 +173,30 @@ enum Command {
     /// Ask the daemon to re-read fleet.toml now.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] reload")]
     Reload,
+    /// Hold a project or a namespace: its queued runs wait, its occurrences are skipped.
+    #[command(override_usage = "fleet [--config <PATH>] pause [--project | --namespace] <NAME>")]
+    Pause {
+        /// A project or namespace, as named in fleet.toml.
+        name: String,
+        /// NAME is a project (needed when a namespace has the same name).
+        #[arg(long, conflicts_with = "namespace")]
+        project: bool,
+        /// NAME is a namespace (needed when a project has the same name).
+        #[arg(long)]
+        namespace: bool,
+    },
+    /// Release a paused project or namespace: its queued runs start again.
+    #[command(override_usage = "fleet [--config <PATH>] resume [--project | --namespace] <NAME>")]
+    Resume {
+        /// A project or namespace, as named in fleet.toml (or paused before it was removed).
+        name: String,
+        /// NAME is a project (needed when a namespace has the same name).
+        #[arg(long, conflicts_with = "namespace")]
+        project: bool,
+        /// NAME is a namespace (needed when a project has the same name).
+        #[arg(long)]
+        namespace: bool,
+    },
     /// Restart-safety checker: exit 0 when every invariant holds, 1 listing each violation.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] check [--json]")]
     Check {
@@ -262,12 +287,16 @@ fn run(cli: Cli) -> Result<()> {
     if let Some(dir) = &cli.state_dir {
         if matches!(
             cli.command,
-            Command::Daemon | Command::Enqueue { .. } | Command::Validate
+            Command::Daemon
+                | Command::Enqueue { .. }
+                | Command::Validate
+                | Command::Pause { .. }
+                | Command::Resume { .. }
         ) {
             // These act on the config itself; a second source for the state directory could
             // only disagree with it.
             return Err(Failure::input(
-                "--state-dir is for runs, status, logs, cancel, check and reload; daemon, enqueue and validate use the config's state_dir",
+                "--state-dir is for runs, status, logs, cancel, check and reload; daemon, enqueue, validate, pause and resume use the config's state_dir",
             ));
         }
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
@@ -291,6 +320,16 @@ fn run(cli: Cli) -> Result<()> {
         Command::Cancel { run } => commands::cancel(&cli.config, run),
         Command::Reload => commands::reload(&cli.config),
         Command::Check { json } => commands::check(&cli.config, json),
+        Command::Pause {
+            name,
+            project,
+            namespace,
+        } => crate::pause::pause(&cli.config, &name, KindFlag { project, namespace }),
+        Command::Resume {
+            name,
+            project,
+            namespace,
+        } => crate::pause::resume(&cli.config, &name, KindFlag { project, namespace }),
     }
 }
 

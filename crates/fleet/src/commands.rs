@@ -79,13 +79,14 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
     let holder = state
         .daemon_holder()
         .map_err(|e| Failure::action(format!("{}: {e}", state.lock_path().display())))?;
-    let (row, active, schedules) = match open_existing_at(&state)? {
+    let (row, active, schedules, pauses) = match open_existing_at(&state)? {
         Some(store) => (
             store.daemon_row().map_err(Failure::action)?,
             store.active_runs().map_err(Failure::action)?,
             store.schedules().map_err(Failure::action)?,
+            store.paused().map_err(Failure::action)?,
         ),
-        None => (None, Vec::new(), Vec::new()),
+        None => (None, Vec::new(), Vec::new(), store::Pauses::default()),
     };
     let report = output::Status::new(
         config.as_ref(),
@@ -96,7 +97,8 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         row,
         &active,
     )
-    .with_schedules(&schedules);
+    .with_schedules(&schedules)
+    .with_pauses(&pauses);
     if json {
         console::println(report.json())?;
     } else {

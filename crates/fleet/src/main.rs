@@ -14,6 +14,7 @@ mod commands;
 mod console;
 mod logs;
 mod output;
+mod pause;
 mod serve;
 mod validate;
 

@@ -214,6 +214,25 @@ impl Status {
         self
     }
 
+    /// Adds the pauses in force (`paused` in the JSON: `kind`, `name`, `since`, `by` each).
+    pub fn with_pauses(mut self, pauses: &store::Pauses) -> Status {
+        self.value["paused"] = Value::Array(
+            pauses
+                .0
+                .iter()
+                .map(|p| {
+                    json!({
+                        "kind": p.kind.as_str(),
+                        "name": p.name,
+                        "since": rfc3339(p.since),
+                        "by": p.by,
+                    })
+                })
+                .collect(),
+        );
+        self
+    }
+
     /// As JSON.
     pub fn json(&self) -> String {
         self.value.to_string()
@@ -257,6 +276,18 @@ impl Status {
         }
         s += &format!("state dir: {}\n", v["state_dir"].as_str().unwrap_or("?"));
         s += &schedule_warnings(v);
+        for p in v["paused"].as_array().into_iter().flatten() {
+            let by = p["by"]
+                .as_str()
+                .map(|b| format!(", by {b}"))
+                .unwrap_or_default();
+            s += &format!(
+                "paused: {} {} (since {}{by}); `fleet resume` releases it\n",
+                p["kind"].as_str().unwrap_or("?"),
+                p["name"].as_str().unwrap_or("?"),
+                p["since"].as_str().unwrap_or("?"),
+            );
+        }
         let cap = &v["global"]["max_concurrency"];
         s += &format!(
             "active: {} of {} (global cap)\n",
