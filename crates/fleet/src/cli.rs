@@ -129,22 +129,40 @@ enum Command {
     },
     /// List runs, newest first.
     #[command(
-        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] runs [--project <NAME>] [--status <STATUS>] [--limit <N>] [--json]"
+        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] runs [--project <NAME>] [--namespace <NAME>] [--status <STATUS>]... [--trigger <TRIGGER>] [--since <WHEN>] [--until <WHEN>] [--limit <N>] [--json] [--no-headers] [--table]"
     )]
     Runs {
         /// Only this project's runs.
         #[arg(long, value_name = "NAME")]
         project: Option<String>,
         /// Only runs in this status (queued, starting, running, succeeded, failed, timed_out,
-        /// cancelled, lost).
+        /// cancelled, lost); repeat it for several.
         #[arg(long)]
-        status: Option<String>,
+        status: Vec<String>,
+        /// Only runs counted in this namespace.
+        #[arg(long, value_name = "NAME")]
+        namespace: Option<String>,
+        /// Only runs of this trigger (manual, schedule, retry, rerun, on_failure).
+        #[arg(long)]
+        trigger: Option<String>,
+        /// Only runs enqueued since WHEN: a duration ago ("2h", "30m") or an RFC 3339 time.
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Only runs enqueued until WHEN: a duration ago ("2h") or an RFC 3339 time.
+        #[arg(long, value_name = "WHEN")]
+        until: Option<String>,
         /// At most this many.
         #[arg(long, default_value_t = 50, value_name = "N")]
         limit: u32,
         /// One JSON array instead of a table.
         #[arg(long)]
         json: bool,
+        /// Leave out the header line.
+        #[arg(long)]
+        no_headers: bool,
+        /// The table even when stdout is not a terminal (instead of tab-separated lines).
+        #[arg(long, conflicts_with = "json")]
+        table: bool,
     },
     /// The daemon, the config in force and occupancy against every cap.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] status [--json]")]
@@ -312,9 +330,29 @@ fn run(cli: Cli) -> Result<()> {
         Command::Runs {
             project,
             status,
+            namespace,
+            trigger,
+            since,
+            until,
             limit,
             json,
-        } => commands::runs(&cli.config, project, status, limit, json),
+            no_headers,
+            table,
+        } => crate::runs_cmd::runs(
+            &cli.config,
+            crate::runs_cmd::RunsArgs {
+                project,
+                status,
+                namespace,
+                trigger,
+                since,
+                until,
+                limit,
+                json,
+                no_headers,
+                table,
+            },
+        ),
         Command::Status { json } => commands::status(&cli.config, json),
         Command::Logs { run, follow } => crate::logs::logs(&cli.config, run, follow),
         Command::Cancel { run } => commands::cancel(&cli.config, run),

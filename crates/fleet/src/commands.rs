@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use store::{CancelOutcome, NewRun, RunFilter, RunStatus, Trigger};
+use store::{CancelOutcome, NewRun, Trigger};
 use supervisor::control::{self, Nudge};
 use supervisor::statedir::StateDir;
 
@@ -42,35 +42,6 @@ pub fn enqueue(path: &Path, project: &str, priority: i64) -> Result<()> {
     // A hint only: without a daemon the run waits in the queue for one.
     let _ = control::send(&StateDir::new(&config.state_dir).socket_path(), Nudge::Eval);
     printed
-}
-
-/// `fleet runs`: a table, or one JSON array.
-pub fn runs(
-    path: &Path,
-    project: Option<String>,
-    status: Option<String>,
-    limit: u32,
-    json: bool,
-) -> Result<()> {
-    let status = status
-        .map(|s| s.parse::<RunStatus>().map_err(Failure::input))
-        .transpose()?;
-    let state = state_of(path)?;
-    let runs = match open_existing_at(&state)? {
-        Some(store) => store
-            .list_runs(&RunFilter {
-                project,
-                status,
-                limit: Some(limit),
-            })
-            .map_err(Failure::action)?,
-        None => Vec::new(),
-    };
-    if json {
-        console::println(output::runs_json(&runs))
-    } else {
-        console::println(output::runs_table(&runs))
-    }
 }
 
 /// `fleet status`: the daemon, the config in force, occupancy.

@@ -15,6 +15,8 @@ mod console;
 mod logs;
 mod output;
 mod pause;
+mod runs_cmd;
+mod runs_view;
 mod serve;
 mod validate;
 

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde_json::{json, Value};
 use store::{rfc3339, DaemonRow, Run, ScheduleRow};
 use supervisor::config::{Config, ConfigErrors};
@@ -39,69 +38,6 @@ pub fn run_json(r: &Run) -> Value {
 /// `fleet runs --json`: one array.
 pub fn runs_json(runs: &[Run]) -> String {
     Value::Array(runs.iter().map(run_json).collect()).to_string()
-}
-
-fn short_time(ms: Option<i64>) -> String {
-    ms.and_then(chrono::DateTime::from_timestamp_millis)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
-        .unwrap_or_default()
-}
-
-/// `fleet runs`: a table, newest first.
-pub fn runs_table(runs: &[Run]) -> String {
-    if runs.is_empty() {
-        return "no runs".into();
-    }
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header([
-        "ID",
-        "PROJECT",
-        "NAMESPACE",
-        "STATUS",
-        "ATTEMPT",
-        "TRIGGER",
-        "EXIT",
-        "STARTED (UTC)",
-        "DURATION",
-        "NOTE",
-    ]);
-    for r in runs {
-        let exit = match (r.exit_code, r.signal) {
-            (Some(c), _) => c.to_string(),
-            (None, Some(s)) => format!("sig {s}"),
-            _ => String::new(),
-        };
-        let duration = match (r.started_at, r.finished_at) {
-            (Some(s), Some(f)) if f >= s => {
-                humantime::format_duration(std::time::Duration::from_millis((f - s) as u64))
-                    .to_string()
-            }
-            _ => String::new(),
-        };
-        let mut note = r.reason.clone().unwrap_or_default();
-        if r.cancel_requested && r.status.is_active() {
-            note = "cancel requested".into();
-        }
-        if let Some(o) = r.occurrence {
-            note = format!("occurrence {} {note}", rfc3339(o))
-                .trim_end()
-                .to_string();
-        }
-        t.add_row([
-            r.id.to_string(),
-            r.project.clone(),
-            r.namespace.clone(),
-            r.status.to_string(),
-            r.attempt.to_string(),
-            r.trigger.as_str().to_string(),
-            exit,
-            short_time(r.started_at),
-            duration,
-            note,
-        ]);
-    }
-    t.to_string()
 }
 
 /// What `fleet status` reports.

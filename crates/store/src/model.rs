@@ -127,6 +127,16 @@ pub struct RunFilter {
     pub status: Option<RunStatus>,
     /// At most this many.
     pub limit: Option<u32>,
+    /// Only runs in one of these statuses (none: any); combines with `status`.
+    pub statuses: Vec<RunStatus>,
+    /// Only runs counted in this namespace (the one recorded with the run).
+    pub namespace: Option<String>,
+    /// Only runs of this trigger.
+    pub trigger: Option<Trigger>,
+    /// Only runs enqueued at or after this instant (milliseconds since the Unix epoch, UTC).
+    pub since: Option<Millis>,
+    /// Only runs enqueued at or before this instant (milliseconds since the Unix epoch, UTC).
+    pub until: Option<Millis>,
 }
 
 /// The best queued run of one project: what the packers choose from.

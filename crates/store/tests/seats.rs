@@ -237,3 +237,51 @@ fn overlap_policies_count_up_to_max_parallel() {
     let replaced = s.fire_schedule(epoch, &replace, 300_000).unwrap();
     assert_eq!(replaced.replaced, Some(ids[0]));
 }
+
+/// The filters of `fleet runs`: several statuses, namespace, trigger, an enqueue window; each
+/// absent filter matches every run.
+#[test]
+fn run_filters_combine() {
+    let (_d, s, epoch) = common::open();
+    let a = s.enqueue(&new_run("a", "ops"), 1_000).unwrap();
+    let b = s.enqueue(&new_run("b", "dev"), 2_000).unwrap();
+    let mut sched = new_run("c", "ops");
+    sched.trigger = Trigger::Schedule;
+    sched.occurrence = Some(3_000);
+    let c = s.enqueue(&sched, 3_000).unwrap();
+    s.claim(epoch, &[req(a, "ops", 1)], 4_000).unwrap();
+    let ids = |f: RunFilter| -> Vec<RunId> {
+        s.list_runs(&f).unwrap().into_iter().map(|r| r.id).collect()
+    };
+    assert_eq!(ids(RunFilter::default()), [c, b, a]);
+    assert_eq!(
+        ids(RunFilter {
+            statuses: vec![RunStatus::Starting, RunStatus::Running],
+            ..RunFilter::default()
+        }),
+        [a]
+    );
+    assert_eq!(
+        ids(RunFilter {
+            statuses: vec![RunStatus::Queued, RunStatus::Starting],
+            namespace: Some("ops".into()),
+            ..RunFilter::default()
+        }),
+        [c, a]
+    );
+    assert_eq!(
+        ids(RunFilter {
+            trigger: Some(Trigger::Schedule),
+            ..RunFilter::default()
+        }),
+        [c]
+    );
+    assert_eq!(
+        ids(RunFilter {
+            since: Some(2_000),
+            until: Some(2_999),
+            ..RunFilter::default()
+        }),
+        [b]
+    );
+}

@@ -318,6 +318,7 @@ fn list_runs_filters_newest_first() {
             project: Some("a".into()),
             status: Some(RunStatus::Queued),
             limit: Some(2),
+            ..RunFilter::default()
         })
         .unwrap();
     assert_eq!(a.iter().map(|r| r.id).collect::<Vec<_>>(), vec![5, 3]);

@@ -396,6 +396,7 @@ fn pack_and_claim(
             project: Some(project),
             status: Some(RunStatus::Queued),
             limit: None,
+            ..RunFilter::default()
         })?;
         out.unknown_queued
             .extend(queued.into_iter().map(|r| (r.id, r.project)));
