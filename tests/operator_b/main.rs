@@ -16,6 +16,7 @@ mod common;
 mod helpers;
 mod parallel;
 mod pause;
+mod projects;
 mod runs;
 // RFC 3339 as fleet prints it, read independently of fleet's code.
 #[path = "../schedules/time.rs"]

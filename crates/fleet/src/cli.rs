@@ -191,6 +191,13 @@ enum Command {
     /// Ask the daemon to re-read fleet.toml now.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] reload")]
     Reload,
+    /// Each project: schedule, next occurrence, last run, active and queued runs, paused.
+    #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] projects [--json]")]
+    Projects {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Hold a project or a namespace: its queued runs wait, its occurrences are skipped.
     #[command(override_usage = "fleet [--config <PATH>] pause [--project | --namespace] <NAME>")]
     Pause {
@@ -228,9 +235,10 @@ impl Command {
     /// Whether the command was asked for JSON: its errors are then JSON too.
     fn json(&self) -> bool {
         match self {
-            Command::Runs { json, .. } | Command::Status { json } | Command::Check { json } => {
-                *json
-            }
+            Command::Runs { json, .. }
+            | Command::Status { json }
+            | Command::Check { json }
+            | Command::Projects { json } => *json,
             _ => false,
         }
     }
@@ -358,6 +366,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Cancel { run } => commands::cancel(&cli.config, run),
         Command::Reload => commands::reload(&cli.config),
         Command::Check { json } => commands::check(&cli.config, json),
+        Command::Projects { json } => crate::projects::projects(&cli.config, json),
         Command::Pause {
             name,
             project,

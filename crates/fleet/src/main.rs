@@ -15,6 +15,7 @@ mod console;
 mod logs;
 mod output;
 mod pause;
+mod projects;
 mod runs_cmd;
 mod runs_view;
 mod serve;

@@ -155,7 +155,7 @@ fn has_runs(store: Option<&Store>, filter: RunFilter) -> Result<bool> {
 
 /// The table's width: `$COLUMNS` when set to a number, else the terminal's, else
 /// [`runs_view::DEFAULT_WIDTH`].
-fn width() -> usize {
+pub(crate) fn width() -> usize {
     if let Some(n) = std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())

@@ -7,6 +7,7 @@
 //! # Layout
 //!
 //! - `model`: the row types ([`Run`], [`NewRun`], [`Transition`], [`Event`], …), [`Millis`].
+//! - `activity`: [`ProjectActivity`], each project's runs summed up for `fleet projects`.
 //! - `paused`: [`HoldKind`], [`Pause`], [`Pauses`]: what `fleet pause` holds.
 //! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]).
 //! - [`status`]: the one run state machine ([`RunStatus`], [`TRANSITIONS`]).
@@ -46,6 +47,7 @@
 //!
 //! Times are `i64` milliseconds since the Unix epoch, UTC ([`Millis`]).
 
+mod activity;
 mod error;
 mod model;
 mod paused;
@@ -54,6 +56,7 @@ pub mod status;
 mod store;
 pub mod test_clock;
 
+pub use activity::ProjectActivity;
 pub use error::StoreError;
 pub use model::{
     now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRequest, Claimed, ClockBack, DaemonRow,

@@ -11,7 +11,8 @@ use crate::error::Result;
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
     Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FireRequest, Fired,
-    HoldKind, Millis, NewRun, Pauses, QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
+    HoldKind, Millis, NewRun, Pauses, ProjectActivity, QueueHead, Run, RunFilter, RunId,
+    ScheduleRow, Transition,
 };
 
 /// How long a statement waits for another connection's write lock before it fails as busy.
@@ -195,6 +196,14 @@ impl Store {
     pub fn queue_of(&self, project: &str, now: Millis, limit: u32) -> Result<Vec<QueueHead>> {
         match &self.backend {
             Backend::Sqlite(db) => db.queue_of(project, now, limit),
+        }
+    }
+
+    /// Every project that has runs: its queued and active counts and its latest ended run, by
+    /// project name. Reads the whole runs table (for `fleet projects`, never for an EVAL).
+    pub fn project_activity(&self) -> Result<Vec<ProjectActivity>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.project_activity(),
         }
     }
 

@@ -20,9 +20,10 @@
 //!
 //! Files, one per concern: `open` (pool, pragmas, migrations, change probe), `schema` (the
 //! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
-//! `eval` (the EVAL's read queries and the occupancy count), `paused` (pause and resume), `daemon` (take over, epoch,
+//! `eval` (the EVAL's read queries and the occupancy count), `paused` (pause and resume), `activity` (per-project summaries), `daemon` (take over, epoch,
 //! fencing), `schedules`, and `clock` (delays written by a clock that has since stepped back).
 
+mod activity;
 mod claim;
 mod clock;
 mod daemon;

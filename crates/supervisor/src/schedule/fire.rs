@@ -19,7 +19,7 @@ use crate::config::{Config, Overlap};
 
 /// The timetable identity stored beside a cursor: when the config's differs, the schedule
 /// starts afresh (its old cursor belonged to another timetable).
-fn timetable_key(expr: &str, timezone: Option<&str>) -> String {
+pub(super) fn timetable_key(expr: &str, timezone: Option<&str>) -> String {
     format!("{expr} @ {}", timezone.unwrap_or("UTC"))
 }
 
