@@ -32,7 +32,21 @@ pub fn run_json(r: &Run) -> Value {
         "not_before": if r.not_before > 0 { time(Some(r.not_before)) } else { Value::Null },
         "started_at": time(r.started_at),
         "finished_at": time(r.finished_at),
+        "args": r.args,
+        "env": env_json(&r.env),
+        "retry_of": r.retry_of,
+        "rerun_of": r.rerun_of,
     })
+}
+
+/// A run's own variables as one JSON object (names are unique: a later `--env` replaced an
+/// earlier one at enqueue).
+fn env_json(env: &[(String, String)]) -> Value {
+    Value::Object(
+        env.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
 }
 
 /// `fleet runs --json`: one array.

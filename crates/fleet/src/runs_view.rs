@@ -61,6 +61,14 @@ fn cells(r: &Run, pauses: &Pauses, now: Millis, short_start: bool) -> [String; 1
     if let Some(o) = r.occurrence {
         note = format!("occurrence {} {note}", rfc3339(o));
     }
+    // Where a run came from and what may reorder it, when it is not the plain default.
+    let origin = [
+        (r.priority != 0).then(|| format!("priority {}", r.priority)),
+        r.rerun_of.map(|id| format!("rerun of {id}")),
+    ];
+    for part in origin.into_iter().flatten().rev() {
+        note = format!("{part} {}", note.trim());
+    }
     let started = r
         .started_at
         .and_then(chrono::DateTime::from_timestamp_millis)

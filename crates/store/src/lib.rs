@@ -11,6 +11,7 @@
 //! - `paused`: [`HoldKind`], [`Pause`], [`Pauses`]: what `fleet pause` holds.
 //! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]).
 //! - [`status`]: the one run state machine ([`RunStatus`], [`TRANSITIONS`]).
+//! - `operator`: the bulk cancel's selection and result ([`CancelSelection`], [`BulkCancelled`]).
 //! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
 //! - `sqlite`: the SQLite backend, one file per concern; the only code that touches `rusqlite`.
 //!
@@ -50,6 +51,7 @@
 mod activity;
 mod error;
 mod model;
+mod operator;
 mod paused;
 mod sqlite;
 pub mod status;
@@ -63,6 +65,7 @@ pub use model::{
     Delayed, Event, FireRequest, Fired, Millis, NewRun, OverlapPolicy, QueueHead, Run, RunFilter,
     RunId, ScheduleRow, Transition,
 };
+pub use operator::{BulkCancelled, CancelSelection};
 pub use paused::{HoldKind, Pause, Pauses};
 pub use status::{RunStatus, Trigger, ALL_STATUSES, ALL_TRIGGERS, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};

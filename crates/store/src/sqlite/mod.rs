@@ -20,8 +20,10 @@
 //!
 //! Files, one per concern: `open` (pool, pragmas, migrations, change probe), `schema` (the
 //! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
-//! `eval` (the EVAL's read queries and the occupancy count), `paused` (pause and resume), `activity` (per-project summaries), `daemon` (take over, epoch,
-//! fencing), `schedules`, and `clock` (delays written by a clock that has since stepped back).
+//! `eval` (the EVAL's read queries and the occupancy count), `paused` (pause and resume),
+//! `activity` (per-project summaries), `daemon` (take over, epoch, fencing), `operator` (the
+//! next attempt of a run, the bulk cancel), `schedules`, and `clock` (delays written by a clock
+//! that has since stepped back).
 
 mod activity;
 mod claim;
@@ -30,6 +32,7 @@ mod daemon;
 mod eval;
 mod events;
 mod open;
+mod operator;
 mod paused;
 mod runs;
 mod schedules;

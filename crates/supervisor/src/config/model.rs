@@ -46,6 +46,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("projects.<name>.starting_deadline", UNSET),
     ("projects.<name>.overlap", "forbid"),
     ("projects.<name>.max_parallel", "1"),
+    ("projects.<name>.accept_args", "false"),
 ];
 
 // The defaults of the optional keys; each must agree with its entry in `KEYS`.
@@ -169,6 +170,9 @@ pub struct ProjectConfig {
     /// How many runs of the project may be active at once; at least 1, default 1. The database
     /// enforces it (each active run holds one of the project's seats).
     pub max_parallel: u32,
+    /// Whether a run may be given its own arguments (appended to `command`) and environment
+    /// variables (`fleet enqueue P --env K=V -- ARG…`); refused when false, the default.
+    pub accept_args: bool,
 }
 
 /// What a schedule occurrence does while a run of the project is active.

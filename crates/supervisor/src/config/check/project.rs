@@ -84,6 +84,9 @@ impl Checker<'_> {
         let max_parallel = self
             .optional(table, &dotted, "max_parallel", Self::max_parallel)
             .unwrap_or(DEFAULT_MAX_PARALLEL);
+        let accept_args = self
+            .optional(table, &dotted, "accept_args", Self::expect_bool)
+            .unwrap_or(false);
 
         Some(ProjectConfig {
             name: name.to_string(),
@@ -100,6 +103,7 @@ impl Checker<'_> {
             starting_deadline,
             overlap,
             max_parallel,
+            accept_args,
         })
     }
 

@@ -60,6 +60,7 @@ fn full_valid_file_parses_every_key() {
             starting_deadline: Some(Duration::from_secs(300)),
             overlap: Overlap::Replace,
             max_parallel: 1,
+            accept_args: true,
         }
     );
     let tidy = c.project("tidy.up-2").unwrap();
@@ -90,6 +91,7 @@ fn omitted_keys_take_their_defaults() {
             starting_deadline: None,
             overlap: Overlap::Forbid,
             max_parallel: 1,
+            accept_args: false,
         }
     );
 
