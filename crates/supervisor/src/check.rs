@@ -357,6 +357,9 @@ pub fn check(
 }
 
 #[cfg(test)]
+mod parallel_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::shim::rundir::StartedRecord;
