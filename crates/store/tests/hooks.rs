@@ -37,6 +37,7 @@ fn claimed(s: &Store, epoch: i64, project: &str, hook_of: Option<RunId>) -> (Run
                 namespace: "default".into(),
                 global_cap: 8,
                 namespace_cap: None,
+                max_parallel: 1,
             }],
             2,
         )

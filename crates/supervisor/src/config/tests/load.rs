@@ -60,6 +60,7 @@ fn full_valid_file_parses_every_key() {
             starting_deadline: Some(Duration::from_secs(300)),
             overlap: Overlap::Replace,
             on_failure: None,
+            max_parallel: 1,
             accept_args: true,
         }
     );
@@ -92,6 +93,7 @@ fn omitted_keys_take_their_defaults() {
             starting_deadline: None,
             overlap: Overlap::Forbid,
             on_failure: None,
+            max_parallel: 1,
             accept_args: false,
         }
     );

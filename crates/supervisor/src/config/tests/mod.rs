@@ -12,6 +12,7 @@ mod cron;
 mod keys;
 mod load;
 mod no_panic;
+mod parallel;
 mod register;
 mod syntax;
 
@@ -49,6 +50,7 @@ namespace = "default"
 schedule = "30 0 6 * * 1-5"
 overlap = "queue"
 on_failure = "minimal"
+max_parallel = 2
 
 [projects.minimal]
 command = ["true"]
