@@ -66,3 +66,25 @@ fn other_runs_see_no_failed_run_variables() {
     assert_eq!(r["hook_of"], serde_json::Value::Null);
     assert!(recorded_env(f.path(), id).is_empty());
 }
+
+/// A command that cannot be started at all (a missing program) fails, and reports like any
+/// other failure: no exit code, its log holding the error.
+#[test]
+fn a_command_that_cannot_start_reports_too() {
+    let f = Fleet::with(|dir| {
+        format!(
+            "[projects.missing]\ncommand = [\"/nonexistent/program\"]\non_failure = \"alert\"\n\n\
+             [projects.alert]\ncommand = {}\n",
+            recording_hook(dir, 0)
+        )
+    });
+    let _d = f.start_daemon();
+    let id = f.enqueue("missing");
+    let failed = f.wait_terminal(id);
+    assert_eq!(status_of(&failed), "failed", "{failed}");
+    let alerts = wait_ended_runs(&f, "alert", 1);
+    assert_eq!(alerts.len(), 1, "{alerts:#?}");
+    let env = recorded_env(f.path(), alerts[0]["id"].as_i64().unwrap());
+    assert_eq!(env, expected_env(&f, &failed));
+    assert!(!env.contains_key("FLEET_FAILED_EXIT_CODE"), "{env:?}");
+}
