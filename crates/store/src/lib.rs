@@ -45,6 +45,7 @@
 
 mod error;
 mod model;
+mod postgres;
 mod sqlite;
 pub mod status;
 mod store;

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::Result;
+use crate::postgres::{PgProbe, PgStore};
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
     Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FireRequest, Fired,
@@ -26,11 +27,13 @@ pub struct Store {
     backend: Backend,
 }
 
-/// The database behind a [`Store`]. A PostgreSQL backend becomes a second variant.
+/// The database behind a [`Store`].
 #[derive(Clone)]
 enum Backend {
     /// One SQLite file in the state directory.
     Sqlite(SqliteStore),
+    /// A PostgreSQL database, which several hosts may share.
+    Postgres(PgStore),
 }
 
 impl Store {
@@ -45,6 +48,22 @@ impl Store {
         })
     }
 
+    /// Connects to the PostgreSQL database `url` names (a `postgresql://…` URL, or
+    /// `key=value` pairs such as `host=/run/postgresql dbname=fleet`), brings its schema up to
+    /// date (in one transaction, under an advisory lock, so hosts starting at once do not race),
+    /// and keeps a pool of connections whose statements wait at most `busy_timeout` for a lock
+    /// before failing as busy.
+    ///
+    /// Errors: [`StoreError::Connect`](crate::StoreError::Connect) when the string cannot be
+    /// read, the server cannot be reached or a migration fails;
+    /// [`StoreError::SchemaTooNew`](crate::StoreError::SchemaTooNew) for a database migrated by
+    /// a newer fleet.
+    pub fn open_postgres(url: &str, busy_timeout: Duration) -> Result<Store> {
+        Ok(Store {
+            backend: Backend::Postgres(PgStore::open(url, busy_timeout)?),
+        })
+    }
+
     /// A [`ChangeProbe`] on this database: a new connection, outside the pool.
     ///
     /// Errors: [`StoreError::Backend`](crate::StoreError::Backend) if the database cannot be
@@ -54,6 +73,9 @@ impl Store {
             Backend::Sqlite(db) => Ok(ChangeProbe {
                 probe: Probe::Sqlite(db.change_probe()?),
             }),
+            Backend::Postgres(db) => Ok(ChangeProbe {
+                probe: Probe::Postgres(db.change_probe()?),
+            }),
         }
     }
 
@@ -61,6 +83,7 @@ impl Store {
     pub fn enqueue(&self, new: &NewRun, now: Millis) -> Result<RunId> {
         match &self.backend {
             Backend::Sqlite(db) => db.enqueue(new, now),
+            Backend::Postgres(db) => db.enqueue(new, now),
         }
     }
 
@@ -68,6 +91,7 @@ impl Store {
     pub fn get_run(&self, id: RunId) -> Result<Run> {
         match &self.backend {
             Backend::Sqlite(db) => db.get_run(id),
+            Backend::Postgres(db) => db.get_run(id),
         }
     }
 
@@ -75,6 +99,7 @@ impl Store {
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
         match &self.backend {
             Backend::Sqlite(db) => db.list_runs(filter),
+            Backend::Postgres(db) => db.list_runs(filter),
         }
     }
 
@@ -82,6 +107,7 @@ impl Store {
     pub fn active_runs(&self) -> Result<Vec<Run>> {
         match &self.backend {
             Backend::Sqlite(db) => db.active_runs(),
+            Backend::Postgres(db) => db.active_runs(),
         }
     }
 
@@ -94,6 +120,7 @@ impl Store {
     pub fn queue_heads(&self, now: Millis) -> Result<Vec<QueueHead>> {
         match &self.backend {
             Backend::Sqlite(db) => db.queue_heads(now),
+            Backend::Postgres(db) => db.queue_heads(now),
         }
     }
 
@@ -102,6 +129,7 @@ impl Store {
     pub fn next_not_before(&self, now: Millis) -> Result<Option<Millis>> {
         match &self.backend {
             Backend::Sqlite(db) => db.next_not_before(now),
+            Backend::Postgres(db) => db.next_not_before(now),
         }
     }
 
@@ -122,6 +150,7 @@ impl Store {
     ) -> Result<Vec<Delayed>> {
         match &self.backend {
             Backend::Sqlite(db) => db.rebase_delays(epoch, now, tolerance),
+            Backend::Postgres(db) => db.rebase_delays(epoch, now, tolerance),
         }
     }
 
@@ -136,6 +165,7 @@ impl Store {
     ) -> Result<i64> {
         match &self.backend {
             Backend::Sqlite(db) => db.take_over(pid, config_path, caps_json, now),
+            Backend::Postgres(db) => db.take_over(pid, config_path, caps_json, now),
         }
     }
 
@@ -149,6 +179,7 @@ impl Store {
     ) -> Result<()> {
         match &self.backend {
             Backend::Sqlite(db) => db.set_daemon_config(epoch, caps_json, reload_error, now),
+            Backend::Postgres(db) => db.set_daemon_config(epoch, caps_json, reload_error, now),
         }
     }
 
@@ -156,6 +187,7 @@ impl Store {
     pub fn daemon_row(&self) -> Result<Option<DaemonRow>> {
         match &self.backend {
             Backend::Sqlite(db) => db.daemon_row(),
+            Backend::Postgres(db) => db.daemon_row(),
         }
     }
 
@@ -163,6 +195,7 @@ impl Store {
     pub fn epoch(&self) -> Result<i64> {
         match &self.backend {
             Backend::Sqlite(db) => db.epoch(),
+            Backend::Postgres(db) => db.epoch(),
         }
     }
 
@@ -184,6 +217,7 @@ impl Store {
     ) -> Result<Vec<Claimed>> {
         match &self.backend {
             Backend::Sqlite(db) => db.claim(epoch, requests, now),
+            Backend::Postgres(db) => db.claim(epoch, requests, now),
         }
     }
 
@@ -207,6 +241,7 @@ impl Store {
     ) -> Result<Vec<Applied>> {
         match &self.backend {
             Backend::Sqlite(db) => db.apply(epoch, transitions, now),
+            Backend::Postgres(db) => db.apply(epoch, transitions, now),
         }
     }
 
@@ -218,6 +253,7 @@ impl Store {
     pub fn request_cancel(&self, id: RunId, reason: &str, now: Millis) -> Result<CancelOutcome> {
         match &self.backend {
             Backend::Sqlite(db) => db.request_cancel(id, reason, now),
+            Backend::Postgres(db) => db.request_cancel(id, reason, now),
         }
     }
 
@@ -233,6 +269,7 @@ impl Store {
     ) -> Result<Vec<RunId>> {
         match &self.backend {
             Backend::Sqlite(db) => db.cancel_queued_runs(ids, reason, now),
+            Backend::Postgres(db) => db.cancel_queued_runs(ids, reason, now),
         }
     }
 
@@ -240,6 +277,7 @@ impl Store {
     pub fn queued_projects(&self) -> Result<Vec<String>> {
         match &self.backend {
             Backend::Sqlite(db) => db.queued_projects(),
+            Backend::Postgres(db) => db.queued_projects(),
         }
     }
 
@@ -250,6 +288,7 @@ impl Store {
     pub fn events_after(&self, after: i64) -> Result<Vec<Event>> {
         match &self.backend {
             Backend::Sqlite(db) => db.events_after(after),
+            Backend::Postgres(db) => db.events_after(after),
         }
     }
 
@@ -257,6 +296,7 @@ impl Store {
     pub fn schedules(&self) -> Result<Vec<ScheduleRow>> {
         match &self.backend {
             Backend::Sqlite(db) => db.schedules(),
+            Backend::Postgres(db) => db.schedules(),
         }
     }
 
@@ -271,6 +311,7 @@ impl Store {
     pub fn fire_schedule(&self, epoch: i64, req: &FireRequest, now: Millis) -> Result<Fired> {
         match &self.backend {
             Backend::Sqlite(db) => db.fire_schedule(epoch, req, now),
+            Backend::Postgres(db) => db.fire_schedule(epoch, req, now),
         }
     }
 }
@@ -289,6 +330,8 @@ pub struct ChangeProbe {
 enum Probe {
     /// SQLite's `PRAGMA data_version`, on a connection of its own.
     Sqlite(SqliteProbe),
+    /// PostgreSQL's notices on the change channel (`LISTEN`), on a connection of its own.
+    Postgres(PgProbe),
 }
 
 impl ChangeProbe {
@@ -298,6 +341,7 @@ impl ChangeProbe {
     pub fn changed(&mut self) -> Result<bool> {
         match &mut self.probe {
             Probe::Sqlite(p) => p.changed(),
+            Probe::Postgres(p) => p.changed(),
         }
     }
 }

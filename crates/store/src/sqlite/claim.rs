@@ -2,7 +2,8 @@
 //! RETURNING …` per run, all of an EVAL's claims in one transaction.
 //!
 //! It must never let a run be handed out twice: the guard makes a second claim of one run match
-//! no row, and the commit happens before the caller spawns anything. It must never claim for a
+//! no row, and the commit happens before the caller spawns anything. It must never exceed the
+//! caps a request carries either: a claim whose global or namespace cap is full is left out. It must never claim for a
 //! stale epoch either (checked first, in the same transaction).
 
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
@@ -40,6 +41,15 @@ impl SqliteStore {
             );
             let mut claim = tx.prepare_cached(&sql)?;
             for req in requests {
+                // The caps are the database's to enforce, not only the packer's: inside this
+                // BEGIN IMMEDIATE transaction no other connection writes, so the count and the
+                // claim below cannot race (PostgreSQL, where they could, uses seats instead).
+                let (g, n) = occupancy(&tx, &req.namespace)?;
+                if g >= req.global_cap || req.namespace_cap.is_some_and(|cap| n >= cap) {
+                    tracing::info!(run = req.run_id, namespace = %req.namespace,
+                        "claim refused: its cap is full");
+                    continue;
+                }
                 let row = claim
                     .query_row(params![req.run_id, req.namespace, epoch, now], run_from_row)
                     .optional();
