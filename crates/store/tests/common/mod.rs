@@ -48,9 +48,14 @@ impl Db {
 
     /// [`Db::store`] with the given busy timeout.
     pub fn store_with(&self, busy: Duration) -> Store {
+        self.try_store(busy).unwrap()
+    }
+
+    /// Opens a new `Store` on this database, or the error opening it.
+    pub fn try_store(&self, busy: Duration) -> Result<Store, StoreError> {
         match self {
-            Db::Sqlite(dir) => Store::open(&dir.path().join("fleet.db"), busy).unwrap(),
-            Db::Postgres(db) => Store::open_postgres(&db.url, busy).unwrap(),
+            Db::Sqlite(dir) => Store::open(&dir.path().join("fleet.db"), busy),
+            Db::Postgres(db) => Store::open_postgres(&db.url, busy),
         }
     }
 
