@@ -11,7 +11,8 @@
 //! The server goes away with the process, whatever happens: an `atexit` handler stops it (SIGINT,
 //! PostgreSQL's "fast" shutdown, what `pg_ctl stop -m fast` sends — `pg_ctl` itself refuses to
 //! run as root) and waits for it, then deletes its folder; and the server is started with a
-//! parent-death signal, so a test process killed outright takes its server with it.
+//! parent-death signal, so a test process killed outright takes its server with it (its folder
+//! is swept by a later test process, once an hour old).
 //!
 //! When the server binaries cannot be found, [`database`] returns `None` after printing a loud
 //! `SKIPPED: PostgreSQL not found (…)` line, and the test is expected to return early — unless
@@ -275,9 +276,36 @@ fn start() -> Result<Cluster, Unavailable> {
     start_with(&bindir).map_err(Unavailable::Failed)
 }
 
+/// Deletes the folders of clusters whose test process was killed outright (its exit handler
+/// never ran; the parent-death signal stopped the server): a `fleet-pgtest.*` folder with no
+/// `postmaster.pid` that has not changed for an hour. A folder being set up right now is
+/// younger; one whose server runs has the pid file.
+fn sweep_leftovers() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().starts_with("fleet-pgtest.") {
+            continue;
+        }
+        let path = e.path();
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(3600));
+        if old && !path.join("data/postmaster.pid").exists() {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
 /// Copies the template, starts the server on a socket in a new temp folder, and waits until it
 /// accepts connections.
 fn start_with(bindir: &Path) -> Result<Cluster, String> {
+    sweep_leftovers();
     let template = template(bindir)?;
     let dir = tempfile::Builder::new()
         .prefix("fleet-pgtest.")
@@ -373,6 +401,12 @@ extern "C" fn stop_at_exit() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The running server of this process's cluster, if one was started: its pid and its folder
+/// (for tests of this crate, which check that both go away with the process).
+pub fn server() -> Option<(i32, PathBuf)> {
+    RUNNING.lock().ok().and_then(|r| r.clone())
 }
 
 /// Whether PostgreSQL's server binaries can be found here (for tests that only want to know).
