@@ -25,7 +25,7 @@
 //!   ([`is_busy`]).
 //!
 //! Files, one per concern, as in `sqlite`: `open` (pool, migrations, change probe), `schema`,
-//! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `schedules`, `clock`.
+//! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `operator`, `schedules`, `clock`.
 
 mod claim;
 mod clock;
@@ -33,6 +33,7 @@ mod daemon;
 mod eval;
 mod events;
 mod open;
+mod operator;
 mod runs;
 mod schedules;
 mod schema;

@@ -45,6 +45,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("projects.<name>.timezone", "UTC"),
     ("projects.<name>.starting_deadline", UNSET),
     ("projects.<name>.overlap", "forbid"),
+    ("projects.<name>.accept_args", "false"),
 ];
 
 // The defaults of the optional keys; each must agree with its entry in `KEYS`.
@@ -149,6 +150,9 @@ pub struct ProjectConfig {
     pub starting_deadline: Option<Duration>,
     /// What an occurrence does while a run of the project is active.
     pub overlap: Overlap,
+    /// Whether a run may be given its own arguments (appended to `command`) and environment
+    /// variables (`fleet enqueue P --env K=V -- ARG…`); refused when false, the default.
+    pub accept_args: bool,
 }
 
 /// What a schedule occurrence does while a run of the project is active.

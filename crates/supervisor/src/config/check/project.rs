@@ -80,6 +80,9 @@ impl Checker<'_> {
         let overlap = self
             .optional(table, &dotted, "overlap", Self::overlap)
             .unwrap_or(Overlap::Forbid);
+        let accept_args = self
+            .optional(table, &dotted, "accept_args", Self::expect_bool)
+            .unwrap_or(false);
 
         Some(ProjectConfig {
             name: name.to_string(),
@@ -95,6 +98,7 @@ impl Checker<'_> {
             timezone,
             starting_deadline,
             overlap,
+            accept_args,
         })
     }
 

@@ -59,6 +59,7 @@ fn full_valid_file_parses_every_key() {
             timezone: Some("Europe/Paris".into()),
             starting_deadline: Some(Duration::from_secs(300)),
             overlap: Overlap::Replace,
+            accept_args: true,
         }
     );
     let tidy = c.project("tidy.up-2").unwrap();
@@ -88,6 +89,7 @@ fn omitted_keys_take_their_defaults() {
             timezone: None,
             starting_deadline: None,
             overlap: Overlap::Forbid,
+            accept_args: false,
         }
     );
 
