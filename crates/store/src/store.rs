@@ -12,7 +12,8 @@ use crate::postgres::{PgProbe, PgStore};
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
     Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FireRequest, Fired,
-    Millis, NewRun, QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
+    HoldKind, Millis, NewRun, Pauses, ProjectActivity, QueueHead, Run, RunFilter, RunId,
+    ScheduleRow, Transition,
 };
 use crate::{BulkCancelled, CancelSelection};
 
@@ -205,8 +206,9 @@ impl Store {
     ///
     /// A run that is no longer queued (claimed, cancelled) is left out of the result, so a second
     /// claim of one run hands back nothing (a run handed out twice would be started twice). A
-    /// claim that would give a project a second active run is refused by the unique index and
-    /// left out too. Claims carry `epoch` and are refused as
+    /// claim is also left out when its project has no free seat (as many active runs as the
+    /// request's `max_parallel`; each active run holds a distinct seat below it, under a unique
+    /// index) or when its project or namespace is paused ([`Store::pause`]). Claims carry `epoch` and are refused as
     /// [`StoreError::Fenced`](crate::StoreError::Fenced) when it is not the current one.
     ///
     /// Errors: busy database (nothing was claimed; retry on a later EVAL), fencing.
@@ -219,6 +221,58 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => db.claim(epoch, requests, now),
             Backend::Postgres(db) => db.claim(epoch, requests, now),
+        }
+    }
+
+    /// The best `limit` queued runs of `project` that may start at `now` (not delayed past
+    /// it; milliseconds since the Unix epoch, UTC), in queue order (priority, then id): the extra
+    /// candidates of a project with several free seats. Costs one index walk of at most `limit`
+    /// ready rows (plus the project's delayed ones).
+    pub fn queue_of(&self, project: &str, now: Millis, limit: u32) -> Result<Vec<QueueHead>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.queue_of(project, now, limit),
+            Backend::Postgres(db) => db.queue_of(project, now, limit),
+        }
+    }
+
+    /// Every project that has runs: its queued and active counts and its latest ended run, by
+    /// project name. Reads the whole runs table (for `fleet projects`, never for an EVAL).
+    pub fn project_activity(&self) -> Result<Vec<ProjectActivity>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.project_activity(),
+            Backend::Postgres(db) => db.project_activity(),
+        }
+    }
+
+    /// Pauses the project or namespace `name` from `now` (milliseconds since the Unix epoch,
+    /// UTC), recording `by` (who asked). Returns false when it was paused already (the first
+    /// pause's time and author stay). Does not check that `name` exists: the caller does, against
+    /// the config. While paused, [`Store::claim`] claims none of its runs and
+    /// [`Store::fire_schedule`] records its occurrences as skipped.
+    ///
+    /// Errors: busy database (nothing was written).
+    pub fn pause(&self, kind: HoldKind, name: &str, by: Option<&str>, now: Millis) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.pause(kind, name, by, now),
+            Backend::Postgres(db) => db.pause(kind, name, by, now),
+        }
+    }
+
+    /// Ends the pause of the project or namespace `name`. Returns false when it was not paused.
+    ///
+    /// Errors: busy database (nothing was written).
+    pub fn resume(&self, kind: HoldKind, name: &str) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.resume(kind, name),
+            Backend::Postgres(db) => db.resume(kind, name),
+        }
+    }
+
+    /// The pauses in force, by kind then name.
+    pub fn paused(&self) -> Result<Pauses> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.paused(),
+            Backend::Postgres(db) => db.paused(),
         }
     }
 

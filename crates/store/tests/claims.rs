@@ -21,6 +21,7 @@ fn req(id: RunId, ns: &str) -> ClaimRequest {
         namespace: ns.into(),
         global_cap: 4,
         namespace_cap: None,
+        max_parallel: 1,
     }
 }
 
@@ -124,6 +125,7 @@ fn concurrent_claims_never_exceed_a_cap(db: &Db) {
                         namespace: h.namespace.clone(),
                         global_cap: 3,
                         namespace_cap: Some(caps(&h.namespace)),
+                        max_parallel: 1,
                     })
                     .collect();
                 let claimed = match s.claim(epoch, &asks, RUNS) {
@@ -216,6 +218,7 @@ fn a_full_cap_refuses_the_claim_until_a_run_ends(db: &Db) {
         namespace: "n".into(),
         global_cap: 10,
         namespace_cap: Some(2),
+        max_parallel: 1,
     };
     let ids: Vec<RunId> = (0..3)
         .map(|i| s.enqueue(&new_run(&format!("p{i}"), "n"), i).unwrap())
@@ -232,6 +235,7 @@ fn a_full_cap_refuses_the_claim_until_a_run_ends(db: &Db) {
         namespace: "m".into(),
         global_cap: 2,
         namespace_cap: None,
+        max_parallel: 1,
     };
     assert!(s
         .claim(epoch, std::slice::from_ref(&tight), 8)

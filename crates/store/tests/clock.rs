@@ -67,6 +67,7 @@ fn an_occurrence_proposed_again_neither_runs_nor_replaces(db: &Db) {
             namespace: "default".into(),
             global_cap: 4,
             namespace_cap: None,
+            max_parallel: 1,
         }],
         3,
     )

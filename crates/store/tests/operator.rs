@@ -30,6 +30,7 @@ fn fail(s: &Store, epoch: i64, id: RunId, retry: bool) -> Option<RunId> {
                 namespace: "default".into(),
                 global_cap: 4,
                 namespace_cap: None,
+                max_parallel: 1,
             }],
             2,
         )
@@ -85,6 +86,7 @@ fn cancel_selected_takes_its_selection_and_leaves_active_runs_with_queued_only(d
                 namespace: "ops".into(),
                 global_cap: 4,
                 namespace_cap: None,
+                max_parallel: 1,
             }],
             2,
         )

@@ -30,6 +30,7 @@ fn one_end_applied_by_several_stores_is_applied_once(db: &Db) {
         namespace: "default".into(),
         global_cap: 1,
         namespace_cap: Some(1),
+        max_parallel: 1,
     };
     let run = s.claim(epoch, &[ask], 2).unwrap().remove(0).run;
     let end = Transition {
@@ -89,6 +90,7 @@ fn one_end_applied_by_several_stores_is_applied_once(db: &Db) {
         namespace: "default".into(),
         global_cap: 1,
         namespace_cap: Some(1),
+        max_parallel: 1,
     };
     assert_eq!(s.claim(epoch, &[again], 4).unwrap().len(), 1);
 }

@@ -1,6 +1,8 @@
 //! The claim, for PostgreSQL: `queued → starting` as one guarded `UPDATE … WHERE id = $1 AND
-//! status = 'queued' RETURNING …` per run, and the run's cap seats taken in the same
-//! transaction, all of an EVAL's claims in one transaction.
+//! status = 'queued' RETURNING …` per run, on a free seat of its project (below its
+//! `max_parallel`, under the unique index), and the run's cap seats taken in the same
+//! transaction, all of an EVAL's claims in one transaction. Paused projects and namespaces are
+//! claimed nothing, read in the same transaction.
 //!
 //! It must never let a run be handed out twice (the guard: of two transactions claiming one run
 //! at once, the second waits for the first's row lock, then matches nothing), never let a cap be
@@ -12,6 +14,7 @@ use postgres::Transaction;
 use super::daemon::check_epoch;
 use super::eval::occupancy;
 use super::events::{insert_event, EventRow};
+use super::paused::held_by;
 use super::runs::{run_from_row, RUN_COLUMNS};
 use super::{is_unique_violation, PgStore};
 use crate::error::Result;
@@ -55,15 +58,15 @@ impl PgStore {
         // two claim batches naming the same runs in different orders never deadlock; a run
         // another transaction holds is left to it (it claims it, or it stays queued for later).
         let ids: Vec<RunId> = requests.iter().map(|r| r.run_id).collect();
-        let free: std::collections::HashSet<RunId> = tx
+        let free: std::collections::HashMap<RunId, String> = tx
             .query(
-                "SELECT id FROM runs WHERE id = ANY($1) AND status = 'queued' \
+                "SELECT id, project FROM runs WHERE id = ANY($1) AND status = 'queued' \
                  FOR UPDATE SKIP LOCKED",
                 &[&ids],
             )?
             .iter()
-            .map(|r| r.try_get(0))
-            .collect::<std::result::Result<_, _>>()?;
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<_>>()?;
         // The token is random (63 bits, never 0), as on SQLite: run ids may repeat after a
         // restore, and files left by an old run of the same id must not pass for this claim's.
         let sql = format!(
@@ -71,23 +74,40 @@ impl PgStore {
                claim_token = ((('x' || substr(md5(gen_random_uuid()::text), 1, 16))::bit(64)::bigint \
                                & 9223372036854775807) | 1), \
                epoch = $3, started_at = $4, finished_at = NULL, pid = NULL, exit_code = NULL, \
-               signal = NULL \
+               signal = NULL, seat = $5 \
              WHERE id = $1 AND status = 'queued' RETURNING {RUN_COLUMNS}"
         );
         let mut out = Vec::with_capacity(requests.len());
         for req in requests {
-            if !free.contains(&req.run_id) {
+            let Some(project) = free.get(&req.run_id) else {
+                continue;
+            };
+            if let Some(kind) = held_by(&mut tx, project, &req.namespace)? {
+                tracing::debug!(run = req.run_id, held_by = %kind, "claim skipped: paused");
                 continue;
             }
+            let Some(seat) = free_project_seat(&mut tx, project, req.max_parallel)? else {
+                tracing::debug!(
+                    run = req.run_id,
+                    max_parallel = req.max_parallel,
+                    "claim skipped: every seat of its project is taken"
+                );
+                continue;
+            };
             // Dropping the savepoint unreleased rolls this one claim back.
             let mut sp = tx.savepoint("claim")?;
-            let run = match sp.query_opt(&sql, &[&req.run_id, &req.namespace, &epoch, &now]) {
+            let params: [&(dyn postgres::types::ToSql + Sync); 5] =
+                [&req.run_id, &req.namespace, &epoch, &now, &i64::from(seat)];
+            let run = match sp.query_opt(&sql, &params) {
                 Ok(Some(row)) => run_from_row(&row)?,
                 Ok(None) => continue,
+                // Another transaction took the same seat of the project meanwhile (its claim
+                // was not visible to the read above): the unique index refuses the second.
                 Err(e) if is_unique_violation(&e) => {
                     tracing::warn!(
                         run = req.run_id,
-                        "claim refused: its project already has an active run"
+                        seat,
+                        "claim refused: that seat of its project is already taken"
                     );
                     continue;
                 }
@@ -122,6 +142,24 @@ impl PgStore {
         tx.commit()?;
         Ok(out)
     }
+}
+
+/// The lowest seat of `project` below `max_parallel` that no committed active run holds, read in
+/// the claim's transaction; `None` when all are taken (or `max_parallel` is 0). A seat taken by
+/// a claim not yet committed looks free here: the unique index `runs_one_active_per_project`
+/// then refuses the second of the two claims.
+fn free_project_seat(
+    tx: &mut Transaction<'_>,
+    project: &str,
+    max_parallel: u32,
+) -> Result<Option<u32>> {
+    let row = tx.query_one(
+        "SELECT min(s) FROM generate_series(0, $2::bigint - 1) AS s \
+         WHERE NOT EXISTS (SELECT 1 FROM runs WHERE project = $1 \
+                             AND status IN ('starting','running') AND seat = s)",
+        &[&project, &i64::from(max_parallel)],
+    )?;
+    Ok(row.try_get::<_, Option<i64>>(0)?.map(|s| s as u32))
 }
 
 /// Makes the seat rows `0 .. cap-1` of cap (`kind`, `name`) exist (free) if they do not yet, in

@@ -55,6 +55,30 @@ impl PgStore {
             .collect()
     }
 
+    /// [`crate::Store::queue_of`]: one walk of `runs_queue` within the project.
+    pub(crate) fn queue_of(
+        &self,
+        project: &str,
+        now: Millis,
+        limit: u32,
+    ) -> Result<Vec<QueueHead>> {
+        let mut conn = self.conn()?;
+        let rows = conn.query(
+            "SELECT id, project, namespace, priority FROM runs              WHERE status = 'queued' AND project = $1 AND not_before <= $2              ORDER BY priority DESC, id LIMIT $3",
+            &[&project, &now, &i64::from(limit)],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(QueueHead {
+                    run_id: r.try_get(0)?,
+                    project: r.try_get(1)?,
+                    namespace: r.try_get(2)?,
+                    priority: r.try_get(3)?,
+                })
+            })
+            .collect()
+    }
+
     /// [`crate::Store::next_not_before`]: one seek in `runs_waiting`.
     pub(crate) fn next_not_before(&self, now: Millis) -> Result<Option<Millis>> {
         let mut conn = self.conn()?;

@@ -25,8 +25,10 @@
 //!   ([`is_busy`]).
 //!
 //! Files, one per concern, as in `sqlite`: `open` (pool, migrations, change probe), `schema`,
-//! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `operator`, `schedules`, `clock`.
+//! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `operator`, `paused`, `activity`,
+//! `schedules`, `clock`.
 
+mod activity;
 mod claim;
 mod clock;
 mod daemon;
@@ -34,6 +36,7 @@ mod eval;
 mod events;
 mod open;
 mod operator;
+mod paused;
 mod runs;
 mod schedules;
 mod schema;

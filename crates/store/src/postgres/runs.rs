@@ -114,17 +114,35 @@ impl PgStore {
         get_run(&mut *conn, id, false)?.ok_or(StoreError::UnknownRun(id))
     }
 
-    /// [`crate::Store::list_runs`]; no limit is `LIMIT NULL`.
+    /// [`crate::Store::list_runs`]: one statement for every combination of filters, an absent
+    /// one NULL (matching all); no limit is `LIMIT NULL`.
     pub(crate) fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
         let mut conn = self.conn()?;
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE ($1::text IS NULL OR project = $1::text) \
-             AND ($2::text IS NULL OR status = $2::text) ORDER BY id DESC LIMIT $3::bigint"
+             AND ($2::text IS NULL OR status = $2::text) \
+             AND ($4::text[] IS NULL OR status = ANY($4::text[])) \
+             AND ($5::text IS NULL OR namespace = $5::text) \
+             AND ($6::text IS NULL OR trigger = $6::text) \
+             AND ($7::bigint IS NULL OR enqueued_at >= $7::bigint) \
+             AND ($8::bigint IS NULL OR enqueued_at <= $8::bigint) \
+             ORDER BY id DESC LIMIT $3::bigint"
         );
         let limit = filter.limit.map(i64::from);
+        let statuses: Option<Vec<&str>> = (!filter.statuses.is_empty())
+            .then(|| filter.statuses.iter().map(|s| s.as_str()).collect());
         let rows = conn.query(
             &sql,
-            &[&filter.project, &filter.status.map(|s| s.as_str()), &limit],
+            &[
+                &filter.project,
+                &filter.status.map(|s| s.as_str()),
+                &limit,
+                &statuses,
+                &filter.namespace,
+                &filter.trigger.map(|t| t.as_str()),
+                &filter.since,
+                &filter.until,
+            ],
         )?;
         collect_runs(rows)
     }

@@ -148,8 +148,23 @@ CREATE TRIGGER schedules_notify AFTER INSERT OR UPDATE OR DELETE ON schedules
     FOR EACH STATEMENT EXECUTE FUNCTION fleet_notify();
 "#;
 
+/// Version 2: what the operator holds (SQLite's version 7). A row of `paused` holds a project or
+/// a namespace: none of its queued runs is claimed and its schedule's occurrences are recorded
+/// as skipped, until the row is deleted. `since` is milliseconds since the Unix epoch, UTC.
+pub(crate) const V2: &str = r#"
+CREATE TABLE paused (
+    kind  TEXT NOT NULL CHECK (kind IN ('project','namespace')),
+    name  TEXT COLLATE "C" NOT NULL,
+    since BIGINT NOT NULL,
+    by    TEXT,
+    PRIMARY KEY (kind, name)
+);
+CREATE TRIGGER paused_notify AFTER INSERT OR UPDATE OR DELETE ON paused
+    FOR EACH STATEMENT EXECUTE FUNCTION fleet_notify();
+"#;
+
 /// Every migration's SQL, oldest first. Version N is `ALL[N - 1]`.
-pub(crate) const ALL: &[&str] = &[V1];
+pub(crate) const ALL: &[&str] = &[V1, V2];
 
 /// The advisory lock key the migrations run under (any constant: "fleet" in ASCII). Two hosts
 /// starting at once queue on it; the second finds the schema current.

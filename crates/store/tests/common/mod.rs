@@ -74,6 +74,20 @@ impl Db {
         }
     }
 
+    /// [`Db::exec`], handing back the database's refusal instead of panicking on it.
+    pub fn try_exec(&self, sqlite: &str, postgres: &str) -> Result<(), String> {
+        match self {
+            Db::Sqlite(dir) => rusqlite::Connection::open(dir.path().join("fleet.db"))
+                .unwrap()
+                .execute_batch(sqlite)
+                .map_err(|e| e.to_string()),
+            Db::Postgres(db) => postgres::Client::connect(&db.url, postgres::NoTls)
+                .unwrap()
+                .batch_execute(postgres)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
     /// Another connection takes the lock every claim needs and holds it until the returned
     /// holder is released: SQLite's write lock (`BEGIN IMMEDIATE`); on PostgreSQL the epoch's
     /// row (`FOR UPDATE`), which every fenced write reads `FOR SHARE`.
@@ -161,6 +175,7 @@ pub fn req(expected: Option<Millis>, fire: Option<Millis>, overlap: OverlapPolic
         skipped_count: 0,
         too_late: None,
         overlap,
+        max_parallel: 1,
         clock_back_from: None,
     }
 }

@@ -12,6 +12,7 @@ mod cron;
 mod keys;
 mod load;
 mod no_panic;
+mod parallel;
 mod register;
 mod syntax;
 
@@ -47,6 +48,7 @@ command = ["true"]
 namespace = "default"
 schedule = "30 0 6 * * 1-5"
 overlap = "queue"
+max_parallel = 2
 
 [projects.minimal]
 command = ["true"]
