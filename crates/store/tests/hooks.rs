@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::Db;
 use store::*;
 
 /// Hooks: project `p` reports to `alert` (namespace `ops`).
@@ -68,9 +69,8 @@ fn hook_runs(s: &Store) -> Vec<Run> {
     .unwrap()
 }
 
-#[test]
-fn a_failed_end_queues_one_hook_run_in_its_transaction() {
-    let (_d, s, epoch) = common::open();
+fn a_failed_end_queues_one_hook_run_in_its_transaction(db: &Db) {
+    let (s, epoch) = common::open(db);
     let (id, token) = claimed(&s, epoch, "p", None);
     let done = s
         .apply_with_hooks(
@@ -111,9 +111,8 @@ fn a_failed_end_queues_one_hook_run_in_its_transaction() {
     assert_eq!(hook_runs(&s).len(), 1);
 }
 
-#[test]
-fn every_failure_status_reports_and_nothing_else_does() {
-    let (_d, s, epoch) = common::open();
+fn every_failure_status_reports_and_nothing_else_does(db: &Db) {
+    let (s, epoch) = common::open(db);
     for (status, reports) in [
         (RunStatus::Failed, true),
         (RunStatus::TimedOut, true),
@@ -133,9 +132,8 @@ fn every_failure_status_reports_and_nothing_else_does() {
     }
 }
 
-#[test]
-fn a_retry_left_or_no_hook_configured_queues_none() {
-    let (_d, s, epoch) = common::open();
+fn a_retry_left_or_no_hook_configured_queues_none(db: &Db) {
+    let (s, epoch) = common::open(db);
     let (id, token) = claimed(&s, epoch, "p", None);
     let done = s
         .apply_with_hooks(
@@ -173,9 +171,8 @@ fn a_retry_left_or_no_hook_configured_queues_none() {
 
 /// A hook's own failure (or that of its retry, which inherits `hook_of`) ends the chain, even
 /// when the hook project reports to itself.
-#[test]
-fn a_hook_runs_failure_queues_no_other_hook() {
-    let (_d, s, epoch) = common::open();
+fn a_hook_runs_failure_queues_no_other_hook(db: &Db) {
+    let (s, epoch) = common::open(db);
     let mut to_itself = hooks();
     to_itself.insert(
         "alert".into(),
@@ -200,3 +197,10 @@ fn a_hook_runs_failure_queues_no_other_hook() {
     );
     assert_eq!(hook_runs(&s).len(), 1, "only the hook run itself");
 }
+
+both_backends!(
+    a_failed_end_queues_one_hook_run_in_its_transaction,
+    every_failure_status_reports_and_nothing_else_does,
+    a_retry_left_or_no_hook_configured_queues_none,
+    a_hook_runs_failure_queues_no_other_hook,
+);

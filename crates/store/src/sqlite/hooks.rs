@@ -20,28 +20,32 @@ fn is_failure(status: RunStatus) -> bool {
     )
 }
 
-/// Queues the failure hook's run for `ended` (the run as its end was just written), if it
-/// ended in a failure, is not itself a hook's run (a hook's failure would otherwise report to
-/// a hook in a chain with no end) and its project has a hook in `hooks`. The caller has already
-/// decided that no retry follows. Returns the hook run's id.
+/// The failure hook's run `ended` (the run as its end was just written) calls for, if any: it
+/// ended in a failure, is not itself a hook's run (a hook's failure would otherwise report to a
+/// hook in a chain with no end) and its project has a hook in `hooks`. The caller has already
+/// decided that no retry follows. Shared by both backends: what to queue is decided once.
+pub(crate) fn hook_run(ended: &Run, hooks: &FailureHooks) -> Option<NewRun> {
+    if !is_failure(ended.status) || ended.hook_of.is_some() {
+        return None;
+    }
+    let hook = hooks.get(&ended.project)?;
+    Some(NewRun {
+        project: hook.project.clone(),
+        namespace: hook.namespace.clone(),
+        trigger: Trigger::OnFailure,
+        hook_of: Some(ended.id),
+        ..Default::default()
+    })
+}
+
+/// Queues [`hook_run`]'s run, if any, on the caller's transaction; returns its id.
 pub(super) fn queue_hook(
     conn: &Connection,
     ended: &Run,
     hooks: &FailureHooks,
     now: Millis,
 ) -> Result<Option<RunId>> {
-    if !is_failure(ended.status) || ended.hook_of.is_some() {
-        return Ok(None);
-    }
-    let Some(hook) = hooks.get(&ended.project) else {
-        return Ok(None);
-    };
-    let new = NewRun {
-        project: hook.project.clone(),
-        namespace: hook.namespace.clone(),
-        trigger: Trigger::OnFailure,
-        hook_of: Some(ended.id),
-        ..Default::default()
-    };
-    insert_run(conn, &new, 1, None, now).map(Some)
+    hook_run(ended, hooks)
+        .map(|new| insert_run(conn, &new, 1, None, now))
+        .transpose()
 }
