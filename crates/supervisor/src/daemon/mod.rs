@@ -102,6 +102,10 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     })?;
     let state = StateDir::new(&config.state_dir);
     let _lock = state.lock_daemon()?;
+    // A socket file here now is a dead daemon's (the lock is ours): gone at once, so that until
+    // this daemon has taken over and bound its own, nobody takes that file for a daemon in
+    // charge.
+    let _ = std::fs::remove_file(state.socket_path());
     // Counted from the start: a takeover that lasts (a database that stays busy) counts
     // against the first turn.
     let health = Arc::new(Health::new(config.tick, now_ms()));
