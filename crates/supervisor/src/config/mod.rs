@@ -16,12 +16,15 @@
 //! * `check`: the validation itself, one small function per key.
 //! * `paths`: resolving the relative paths the file names against its folder (used by both
 //!   `load` and `check`, so that `load` → `check` → `paths` has no cycle).
+//! * `database`: the `database` key ([`DatabaseUrl`]: a PostgreSQL URL that never prints its
+//!   password).
 //! * `error`: [`ConfigError`] and [`ConfigErrors`], and how they display.
 //!
 //! Nothing here starts, stops or records a run: a `Config` is plain data that the daemon reads.
 
 mod check;
 mod cron;
+mod database;
 mod error;
 mod load;
 mod model;
@@ -31,6 +34,7 @@ mod paths;
 mod tests;
 
 pub use cron::{parse_schedule, MACROS};
+pub use database::DatabaseUrl;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
     valid_name, Config, LogFormat, NamespaceConfig, Overlap, ProjectConfig, DEFAULT_NAMESPACE,

@@ -21,6 +21,7 @@ state_dir = "var/state"
 max_concurrency = 8
 tick = "250ms"
 log_format = "json"
+database = "postgresql://fleet:secret@db.example:5432/fleet"
 
 [namespaces.ops]
 max_concurrency = 2
