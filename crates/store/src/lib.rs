@@ -9,6 +9,7 @@
 //! - `model`: the row types ([`Run`], [`NewRun`], [`Transition`], [`Event`], …), [`Millis`].
 //! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]).
 //! - [`status`]: the one run state machine ([`RunStatus`], [`TRANSITIONS`]).
+//! - `summary`: monitoring totals ([`EndedTotal`], [`QueueSummary`]).
 //! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
 //! - `sqlite`: the SQLite backend, one file per concern; the only code that touches `rusqlite`.
 //!
@@ -48,6 +49,7 @@ mod model;
 mod sqlite;
 pub mod status;
 mod store;
+mod summary;
 pub mod test_clock;
 
 pub use error::StoreError;
@@ -58,3 +60,4 @@ pub use model::{
 };
 pub use status::{RunStatus, Trigger, ALL_STATUSES, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};
+pub use summary::{EndedTotal, QueueSummary};

@@ -20,7 +20,7 @@
 //! Files, one per concern: `open` (pool, pragmas, migrations, change probe), `schema` (the
 //! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
 //! `eval` (the EVAL's read queries and the occupancy count), `daemon` (take over, epoch,
-//! fencing), `schedules`, and `clock` (delays written by a clock that has since stepped back).
+//! fencing), `schedules`, `clock`, and `summary` (the monitoring reads) (delays written by a clock that has since stepped back).
 
 mod claim;
 mod clock;
@@ -31,6 +31,7 @@ mod open;
 mod runs;
 mod schedules;
 mod schema;
+mod summary;
 mod transitions;
 
 use std::path::PathBuf;
