@@ -162,6 +162,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         Some(listen) => {
             let bound = crate::http::bind(listen).await.map_err(|source| {
                 control.abort();
+                let _ = std::fs::remove_file(&socket);
                 DaemonError::Http {
                     address: listen.to_string(),
                     source,
