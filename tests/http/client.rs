@@ -35,15 +35,25 @@ impl Answer {
     }
 }
 
-/// Sends `request` (a full request head) on `stream` and reads the answer to its end.
+/// Sends `request` (a full request head) on `stream` and reads the answer: its body is
+/// `Content-Length` bytes when the header is there (some servers keep the connection open
+/// regardless), else everything to the end of the stream.
 fn exchange(mut stream: impl Read + Write, request: &str) -> Answer {
     stream.write_all(request.as_bytes()).unwrap();
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("reading the answer");
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(&raw)));
+    let mut buf = [0u8; 8192];
+    let split = loop {
+        if let Some(p) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p;
+        }
+        let n = stream.read(&mut buf).expect("reading the answer");
+        assert!(
+            n > 0,
+            "no header end in {:?}",
+            String::from_utf8_lossy(&raw)
+        );
+        raw.extend_from_slice(&buf[..n]);
+    };
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.split("\r\n");
     let status = lines
@@ -51,19 +61,38 @@ fn exchange(mut stream: impl Read + Write, request: &str) -> Answer {
         .and_then(|l| l.split(' ').nth(1))
         .and_then(|s| s.parse().ok())
         .expect("status line");
-    let headers = lines
+    let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let length = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok());
+    match length {
+        Some(len) => {
+            while body.len() < len {
+                let n = stream.read(&mut buf).expect("reading the body");
+                assert!(n > 0, "the body ended early");
+                body.extend_from_slice(&buf[..n]);
+            }
+            body.truncate(len);
+        }
+        None => {
+            stream.read_to_end(&mut body).expect("reading the body");
+        }
+    }
     Answer {
         status,
         headers,
-        body: raw[split + 4..].to_vec(),
+        body,
     }
 }
 
-fn request(method: &str, path: &str) -> String {
-    format!("{method} {path} HTTP/1.1\r\nHost: fleet\r\nConnection: close\r\n\r\n")
+/// A request head. `host`: the Host header (Chromium's DevTools server wants its own address).
+fn request(method: &str, host: &str, path: &str) -> String {
+    format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
 }
 
 /// `METHOD path` on `addr` (`127.0.0.1:PORT`).
@@ -72,7 +101,7 @@ pub fn call(addr: &str, method: &str, path: &str) -> Answer {
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    exchange(stream, &request(method, path))
+    exchange(stream, &request(method, addr, path))
 }
 
 /// `GET path` on `addr`.
@@ -87,7 +116,7 @@ pub fn get_unix(socket: &std::path::Path, path: &str) -> Answer {
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    exchange(stream, &request("GET", path))
+    exchange(stream, &request("GET", "localhost", path))
 }
 
 /// The `IP:PORT` the daemon says it serves HTTP on (its log line `serving HTTP …

@@ -19,6 +19,7 @@ mod common;
 mod alerts;
 mod api;
 mod browser;
+mod cdp;
 mod client;
 mod health;
 mod metrics;
