@@ -14,6 +14,7 @@ fn new_run(project: &str, ns: &str, at: Millis) -> (NewRun, Millis) {
             trigger: Trigger::Manual,
             occurrence: None,
             not_before: 0,
+            ..Default::default()
         },
         at,
     )

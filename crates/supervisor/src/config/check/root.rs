@@ -71,6 +71,14 @@ impl Checker<'_> {
     /// written, not whatever a resolver answers.
     fn http_listen(&mut self, v: &Value<'_>, key: &str, dir: &Path) -> Option<HttpListen> {
         let s = self.expect_nul_free(v, key)?;
+        if s.contains("://") {
+            self.error(
+                v.span(),
+                key,
+                format!("{s:?} is a URL: write IP:PORT (such as \"127.0.0.1:9464\") or a unix socket path"),
+            );
+            return None;
+        }
         if s.contains('/') {
             return Some(HttpListen::Unix(resolve_against(dir, s)));
         }
