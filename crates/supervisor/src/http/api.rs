@@ -127,7 +127,7 @@ pub(super) fn read_overview(o: &Observed) -> Result<Overview, StoreError> {
 
 /// `GET /api/overview`.
 pub(super) async fn overview(State(o): State<Arc<Observed>>) -> Response {
-    match tokio::task::spawn_blocking(move || read_overview(&o)).await {
+    match o.read(read_overview).await {
         Ok(Ok(v)) => Json(v.value).into_response(),
         Ok(Err(e)) => unavailable(&e),
         Err(e) => unavailable(&e),
@@ -161,7 +161,7 @@ pub(super) async fn runs(State(o): State<Arc<Observed>>, Query(q): Query<RunsQue
         status,
         limit: Some(q.limit.unwrap_or(100).min(MAX_LIMIT)),
     };
-    match tokio::task::spawn_blocking(move || o.store.list_runs(&filter)).await {
+    match o.read(move |o| o.store.list_runs(&filter)).await {
         Ok(Ok(runs)) => Json(Value::Array(runs.iter().map(run_json).collect())).into_response(),
         Ok(Err(e)) => unavailable(&e),
         Err(e) => unavailable(&e),
@@ -170,8 +170,7 @@ pub(super) async fn runs(State(o): State<Arc<Observed>>, Query(q): Query<RunsQue
 
 /// One run, or the response to send instead (404 for an unknown id).
 pub(super) async fn get_run(o: &Arc<Observed>, id: RunId) -> Result<Run, Response> {
-    let store = o.store.clone();
-    match tokio::task::spawn_blocking(move || store.get_run(id)).await {
+    match o.read(move |o| o.store.get_run(id)).await {
         Ok(Ok(run)) => Ok(run),
         Ok(Err(StoreError::UnknownRun(_))) => {
             Err((StatusCode::NOT_FOUND, format!("no run {id}\n")).into_response())
@@ -229,8 +228,7 @@ pub(super) async fn log(
         return res;
     }
     let offset = q.offset.unwrap_or(0);
-    let dir = o.state_dir.clone();
-    match tokio::task::spawn_blocking(move || read_log(&dir, id, offset)).await {
+    match o.read(move |o| read_log(&o.state_dir, id, offset)).await {
         Ok(Ok((bytes, size))) => {
             let next = offset.min(size) + bytes.len() as u64;
             (

@@ -52,6 +52,10 @@ pub struct Observed {
     state_dir: PathBuf,
     /// The config in force, replaced at each applied reload.
     config: RwLock<Arc<Config>>,
+    /// One database read of the listener at a time: the store's pool is shared with the loop,
+    /// and however many requests arrive, the listener holds at most one of its connections, so
+    /// an EVAL never waits for a connection a scrape or a dashboard holds.
+    reads: tokio::sync::Semaphore,
 }
 
 impl Observed {
@@ -72,6 +76,7 @@ impl Observed {
             store,
             state_dir,
             config: RwLock::new(config),
+            reads: tokio::sync::Semaphore::new(1),
         }
     }
 
@@ -86,6 +91,18 @@ impl Observed {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Runs `read` (database or file reads) on a blocking thread, one at a time (see
+    /// [`Observed::reads`]). Errors: the closure panicked.
+    async fn read<T: Send + 'static>(
+        self: &Arc<Self>,
+        read: impl FnOnce(&Observed) -> T + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        // The semaphore is never closed, so acquiring only waits.
+        let _permit = self.reads.acquire().await;
+        let o = self.clone();
+        tokio::task::spawn_blocking(move || read(&o)).await
     }
 }
 
@@ -205,15 +222,15 @@ async fn healthz(axum::extract::State(o): Shared) -> Response {
 
 /// `GET /metrics`.
 async fn metrics_handler(axum::extract::State(o): Shared) -> Response {
-    let store = o.store.clone();
-    let snap = tokio::task::spawn_blocking(move || -> Result<_, store::StoreError> {
-        Ok(metrics::Snapshot {
-            ended: store.ended_totals()?,
-            queued: store.queue_summary()?,
-            active: store.active_runs()?,
+    let snap = o
+        .read(|o| -> Result<_, store::StoreError> {
+            Ok(metrics::Snapshot {
+                ended: o.store.ended_totals()?,
+                queued: o.store.queue_summary()?,
+                active: o.store.active_runs()?,
+            })
         })
-    })
-    .await;
+        .await;
     match snap {
         Ok(Ok(snap)) => {
             let body = metrics::render(&o, &o.config(), &snap, now_ms());

@@ -268,7 +268,7 @@ fn index_body(v: &Value) -> String {
 
 /// `GET /`.
 pub(super) async fn index(State(o): State<Arc<Observed>>) -> Response {
-    match tokio::task::spawn_blocking(move || read_overview(&o)).await {
+    match o.read(read_overview).await {
         Ok(Ok(v)) => Html(page("fleet", "index", &index_body(&v.value))).into_response(),
         Ok(Err(e)) => unavailable(&e),
         Err(e) => unavailable(&e),
@@ -281,13 +281,13 @@ pub(super) async fn run(State(o): State<Arc<Observed>>, Path(id): Path<RunId>) -
         Ok(r) => run_json(&r),
         Err(res) => return res,
     };
-    let dir = o.state_dir.clone();
-    let log = tokio::task::spawn_blocking(move || {
-        let size = read_log(&dir, id, u64::MAX).map(|(_, size)| size)?;
-        let from = size.saturating_sub(LOG_CHUNK);
-        read_log(&dir, id, from).map(|(bytes, _)| (from, bytes))
-    })
-    .await;
+    let log = o
+        .read(move |o| {
+            let size = read_log(&o.state_dir, id, u64::MAX).map(|(_, size)| size)?;
+            let from = size.saturating_sub(LOG_CHUNK);
+            read_log(&o.state_dir, id, from).map(|(bytes, _)| (from, bytes))
+        })
+        .await;
     let (from, bytes) = match log {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => (0, format!("(the log could not be read: {e})").into_bytes()),
