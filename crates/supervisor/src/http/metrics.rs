@@ -314,3 +314,99 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
     let _ = encode_eof(&mut out);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use store::{EndedTotal, QueueSummary, RunStatus, Store};
+
+    use super::{render, Snapshot};
+    use crate::config::Config;
+    use crate::health::Health;
+    use crate::http::Observed;
+
+    /// Prometheus naming: every family has the `fleet_` prefix, counters are exposed as
+    /// `_total`, a family with a unit ends with it, and the exposition ends with `# EOF`.
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("fleet.db"), Duration::from_secs(1)).unwrap();
+        let config = Config::parse(
+            "[namespaces.ops]\nmax_concurrency = 2\n[projects.p]\ncommand = [\"true\"]\nnamespace = \"ops\"\n",
+            Path::new("fleet.toml"),
+        )
+        .unwrap();
+        let health = Arc::new(Health::new(Duration::from_secs(1), 1_000));
+        health.turn(2_000);
+        let o = Observed::new(
+            health,
+            7,
+            store,
+            dir.path().to_path_buf(),
+            Arc::new(config.clone()),
+        );
+        let snap = Snapshot {
+            ended: vec![
+                EndedTotal {
+                    project: "p".into(),
+                    status: RunStatus::Succeeded,
+                    count: 3,
+                    last_finished_at: Some(1_500),
+                },
+                EndedTotal {
+                    project: "p".into(),
+                    status: RunStatus::Lost,
+                    count: 1,
+                    last_finished_at: Some(1_700),
+                },
+            ],
+            queued: vec![QueueSummary {
+                namespace: "ops".into(),
+                queued: 4,
+                oldest_enqueued_at: 1_000,
+            }],
+            active: vec![],
+        };
+        let text = render(&o, &config, &snap, 3_000);
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let mut kind = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, t) = rest.split_once(' ').unwrap();
+                assert!(name.starts_with("fleet_"), "{line}");
+                kind.insert(name.to_string(), t.to_string());
+            } else if let Some(rest) = line.strip_prefix("# UNIT ") {
+                let (name, unit) = rest.split_once(' ').unwrap();
+                assert!(name.ends_with(&format!("_{unit}")), "{line}");
+            } else if !line.starts_with('#') {
+                let name = line.split(['{', ' ']).next().unwrap();
+                let counter = kind
+                    .iter()
+                    .any(|(f, t)| t == "counter" && name == format!("{f}_total"));
+                let other = kind
+                    .iter()
+                    .any(|(f, t)| t != "counter" && name.starts_with(f.as_str()));
+                assert!(counter || other, "sample of no family: {line}");
+            }
+        }
+        for line in [
+            "fleet_runs_ended_total{project=\"p\",status=\"succeeded\"} 3",
+            "fleet_runs_ended_total{project=\"p\",status=\"lost\"} 1",
+            "fleet_project_last_success_timestamp_seconds{project=\"p\"} 1.5",
+            "fleet_project_last_failure_timestamp_seconds{project=\"p\"} 1.7",
+            "fleet_namespace_queued_runs{namespace=\"ops\"} 4",
+            "fleet_namespace_oldest_queued_age_seconds{namespace=\"ops\"} 2.0",
+            "fleet_namespace_max_concurrency{namespace=\"ops\"} 2",
+            "fleet_daemon_epoch 7",
+            "fleet_daemon_healthy 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+    }
+}

@@ -325,3 +325,16 @@ pub(super) async fn run(State(o): State<Arc<Observed>>, Path(id): Path<RunId>) -
     );
     Html(page(&format!("fleet · run {id}"), "run", &body)).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::esc;
+
+    #[test]
+    fn everything_markup_could_use_is_escaped() {
+        assert_eq!(
+            esc(r#"<script>alert("x" & 'y')</script>"#),
+            "&lt;script&gt;alert(&quot;x&quot; &amp; &#39;y&#39;)&lt;/script&gt;"
+        );
+    }
+}
