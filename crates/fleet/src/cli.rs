@@ -1,20 +1,22 @@
 //! Argument parsing, the dispatch to one function per command, and what the commands share:
 //! their failure type and how they find the config and the state directory.
 //!
-//! The commands themselves live beside this file: [`crate::commands`] (enqueue, runs, status,
-//! cancel, reload, check), [`crate::logs`], [`crate::validate`] and [`crate::serve`] (the
-//! daemon).
+//! The commands themselves live beside this file: [`crate::commands`] (runs, status, cancel of
+//! one run, reload, check), [`crate::operator`] (enqueue with its arguments and `--wait`, wait,
+//! rerun, bulk cancel), [`crate::manual`] (completions, man pages), [`crate::logs`],
+//! [`crate::validate`] and [`crate::serve`] (the daemon).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use store::Store;
 use supervisor::config::{Config, ConfigErrors};
 use supervisor::statedir::{StateDir, StateDirError};
 
 use crate::console::{self, READER_GONE};
 use crate::output;
+use crate::pause::KindFlag;
 
 /// A failure with its exit status: 1 the action failed, 2 bad usage or bad input,
 /// [`READER_GONE`] the reader of stdout left.
@@ -94,7 +96,7 @@ struct Cli {
     )]
     config: PathBuf,
     /// Read this state directory instead of the one the config names (runs, status, logs,
-    /// cancel, reload, check): they then work even while fleet.toml is broken or missing.
+    /// cancel, wait, reload, check): they then work even while fleet.toml is broken or missing.
     #[arg(long, global = true, value_name = "PATH")]
     state_dir: Option<PathBuf>,
     #[command(subcommand)]
@@ -112,38 +114,47 @@ enum Command {
     /// Check the config; print every error, and warnings.
     #[command(override_usage = "fleet [--config <PATH>] validate")]
     Validate,
-    /// Queue a run of PROJECT; prints its run id.
-    #[command(override_usage = "fleet [--config <PATH>] enqueue [--priority <N>] <PROJECT>")]
-    Enqueue {
-        /// The project, as named in fleet.toml.
-        project: String,
-        /// Higher runs first; equal priorities run in enqueue order.
-        #[arg(
-            long,
-            default_value_t = 0,
-            allow_negative_numbers = true,
-            value_name = "N"
-        )]
-        priority: i64,
-    },
+    /// Queue a run of PROJECT; prints its run id (with --wait, then its end).
+    #[command(
+        override_usage = "fleet [--config <PATH>] enqueue [--priority <N>] [--env <NAME=VALUE>]... [--wait [--timeout <DURATION>]] <PROJECT> [-- <ARG>...]"
+    )]
+    Enqueue(crate::operator::EnqueueArgs),
     /// List runs, newest first.
     #[command(
-        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] runs [--project <NAME>] [--status <STATUS>] [--limit <N>] [--json]"
+        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] runs [--project <NAME>] [--namespace <NAME>] [--status <STATUS>]... [--trigger <TRIGGER>] [--since <WHEN>] [--until <WHEN>] [--limit <N>] [--json] [--no-headers] [--table]"
     )]
     Runs {
         /// Only this project's runs.
         #[arg(long, value_name = "NAME")]
         project: Option<String>,
         /// Only runs in this status (queued, starting, running, succeeded, failed, timed_out,
-        /// cancelled, lost).
+        /// cancelled, lost); repeat it for several.
         #[arg(long)]
-        status: Option<String>,
+        status: Vec<String>,
+        /// Only runs counted in this namespace.
+        #[arg(long, value_name = "NAME")]
+        namespace: Option<String>,
+        /// Only runs of this trigger (manual, schedule, retry, rerun, on_failure).
+        #[arg(long)]
+        trigger: Option<String>,
+        /// Only runs enqueued since WHEN: a duration ago ("2h", "30m") or an RFC 3339 time.
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Only runs enqueued until WHEN: a duration ago ("2h") or an RFC 3339 time.
+        #[arg(long, value_name = "WHEN")]
+        until: Option<String>,
         /// At most this many.
         #[arg(long, default_value_t = 50, value_name = "N")]
         limit: u32,
         /// One JSON array instead of a table.
         #[arg(long)]
         json: bool,
+        /// Leave out the header line.
+        #[arg(long)]
+        no_headers: bool,
+        /// The table even when stdout is not a terminal (instead of tab-separated lines).
+        #[arg(long, conflicts_with = "json")]
+        table: bool,
     },
     /// The daemon, the config in force and occupancy against every cap.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] status [--json]")]
@@ -163,15 +174,46 @@ enum Command {
         #[arg(long, short)]
         follow: bool,
     },
-    /// Stop a queued or active run.
-    #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] cancel <RUN>")]
-    Cancel {
-        /// The run id.
-        run: i64,
-    },
+    /// Stop queued or active runs: by id, or every run of a project, a namespace, or all (give
+    /// exactly one of them).
+    #[command(
+        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] cancel [--project <NAME> | --namespace <NAME> | --all] [--queued] [<RUN>...]"
+    )]
+    Cancel(crate::operator::CancelArgs),
     /// Ask the daemon to re-read fleet.toml now.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] reload")]
     Reload,
+    /// Each project: schedule, next occurrence, last run, active and queued runs, paused.
+    #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] projects [--json]")]
+    Projects {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hold a project or a namespace: its queued runs wait, its occurrences are skipped.
+    #[command(override_usage = "fleet [--config <PATH>] pause [--project | --namespace] <NAME>")]
+    Pause {
+        /// A project or namespace, as named in fleet.toml.
+        name: String,
+        /// NAME is a project (needed when a namespace has the same name).
+        #[arg(long, conflicts_with = "namespace")]
+        project: bool,
+        /// NAME is a namespace (needed when a project has the same name).
+        #[arg(long)]
+        namespace: bool,
+    },
+    /// Release a paused project or namespace: its queued runs start again.
+    #[command(override_usage = "fleet [--config <PATH>] resume [--project | --namespace] <NAME>")]
+    Resume {
+        /// A project or namespace, as named in fleet.toml (or paused before it was removed).
+        name: String,
+        /// NAME is a project (needed when a namespace has the same name).
+        #[arg(long, conflicts_with = "namespace")]
+        project: bool,
+        /// NAME is a namespace (needed when a project has the same name).
+        #[arg(long)]
+        namespace: bool,
+    },
     /// Restart-safety checker: exit 0 when every invariant holds, 1 listing each violation.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] check [--json]")]
     Check {
@@ -179,15 +221,39 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Block until runs, with their retries, have ended; exit as their commands did.
+    #[command(
+        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] wait [--timeout <DURATION>] <RUN>..."
+    )]
+    Wait(crate::operator::WaitArgs),
+    /// Queue a new run of a run's project with the same arguments; prints its id.
+    #[command(override_usage = "fleet [--config <PATH>] rerun <RUN>")]
+    Rerun {
+        /// The run to repeat.
+        run: i64,
+    },
+    /// Print shell completions (bash, zsh, fish, elvish, powershell).
+    #[command(override_usage = "fleet [--config <PATH>] completions <SHELL>")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): fleet(1), or fleet-COMMAND(1) for one command.
+    #[command(override_usage = "fleet [--config <PATH>] man [<COMMAND>]")]
+    Man {
+        /// A command, for its own page.
+        command: Option<String>,
+    },
 }
 
 impl Command {
     /// Whether the command was asked for JSON: its errors are then JSON too.
     fn json(&self) -> bool {
         match self {
-            Command::Runs { json, .. } | Command::Status { json } | Command::Check { json } => {
-                *json
-            }
+            Command::Runs { json, .. }
+            | Command::Status { json }
+            | Command::Check { json }
+            | Command::Projects { json } => *json,
             _ => false,
         }
     }
@@ -262,12 +328,17 @@ fn run(cli: Cli) -> Result<()> {
     if let Some(dir) = &cli.state_dir {
         if matches!(
             cli.command,
-            Command::Daemon | Command::Enqueue { .. } | Command::Validate
+            Command::Daemon
+                | Command::Enqueue(_)
+                | Command::Validate
+                | Command::Rerun { .. }
+                | Command::Pause { .. }
+                | Command::Resume { .. }
         ) {
             // These act on the config itself; a second source for the state directory could
             // only disagree with it.
             return Err(Failure::input(
-                "--state-dir is for runs, status, logs, cancel, check and reload; daemon, enqueue and validate use the config's state_dir",
+                "--state-dir is for runs, status, logs, cancel, wait, check, projects and reload; daemon, enqueue, rerun, validate, pause and resume use the config's state_dir",
             ));
         }
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
@@ -277,20 +348,53 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Daemon => crate::serve::daemon(&cli.config),
         Command::Validate => crate::validate::validate(&cli.config),
-        Command::Enqueue { project, priority } => {
-            commands::enqueue(&cli.config, &project, priority)
-        }
+        Command::Enqueue(args) => crate::operator::enqueue(&cli.config, &args),
         Command::Runs {
             project,
             status,
+            namespace,
+            trigger,
+            since,
+            until,
             limit,
             json,
-        } => commands::runs(&cli.config, project, status, limit, json),
+            no_headers,
+            table,
+        } => crate::runs_cmd::runs(
+            &cli.config,
+            crate::runs_cmd::RunsArgs {
+                project,
+                status,
+                namespace,
+                trigger,
+                since,
+                until,
+                limit,
+                json,
+                no_headers,
+                table,
+            },
+        ),
         Command::Status { json } => commands::status(&cli.config, json),
         Command::Logs { run, follow } => crate::logs::logs(&cli.config, run, follow),
-        Command::Cancel { run } => commands::cancel(&cli.config, run),
+        Command::Cancel(args) => crate::operator::cancel(&cli.config, args),
         Command::Reload => commands::reload(&cli.config),
         Command::Check { json } => commands::check(&cli.config, json),
+        Command::Wait(args) => crate::operator::wait(&cli.config, &args),
+        Command::Rerun { run } => crate::operator::rerun(&cli.config, run),
+        Command::Completions { shell } => crate::manual::completions(shell, Cli::command()),
+        Command::Man { command } => crate::manual::man(Cli::command(), command.as_deref()),
+        Command::Projects { json } => crate::projects::projects(&cli.config, json),
+        Command::Pause {
+            name,
+            project,
+            namespace,
+        } => crate::pause::pause(&cli.config, &name, KindFlag { project, namespace }),
+        Command::Resume {
+            name,
+            project,
+            namespace,
+        } => crate::pause::resume(&cli.config, &name, KindFlag { project, namespace }),
     }
 }
 

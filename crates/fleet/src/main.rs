@@ -13,9 +13,17 @@ mod cli;
 mod commands;
 mod console;
 mod logs;
+mod manual;
+mod operator;
 mod output;
+mod pause;
+mod projects;
+mod run_args;
+mod runs_cmd;
+mod runs_view;
 mod serve;
 mod validate;
+mod wait;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -33,7 +41,8 @@ fn main() -> ExitCode {
     match cli::main() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            if !e.is_reader_gone() {
+            // An empty message: the command said all there was to say (`fleet wait`'s status).
+            if !e.is_reader_gone() && !e.message.is_empty() {
                 console::eprintln(format_args!("fleet: {}", e.message));
             }
             ExitCode::from(e.code)

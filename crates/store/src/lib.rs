@@ -7,8 +7,11 @@
 //! # Layout
 //!
 //! - `model`: the row types ([`Run`], [`NewRun`], [`Transition`], [`Event`], …), [`Millis`].
+//! - `activity`: [`ProjectActivity`], each project's runs summed up for `fleet projects`.
+//! - `paused`: [`HoldKind`], [`Pause`], [`Pauses`]: what `fleet pause` holds.
 //! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]).
 //! - [`status`]: the one run state machine ([`RunStatus`], [`TRANSITIONS`]).
+//! - `operator`: the bulk cancel's selection and result ([`CancelSelection`], [`BulkCancelled`]).
 //! - `summary`: monitoring totals ([`EndedTotal`], [`QueueSummary`]).
 //! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
 //! - `sqlite`: the SQLite backend, one file per concern; the only code that touches `rusqlite`.
@@ -32,8 +35,10 @@
 //! - The claim moves a run `queued → starting` in one guarded statement, committed before the
 //!   call returns and so before anything is spawned: a run that stays `queued` while its worker
 //!   starts could be handed out twice.
-//! - The database itself refuses a second active run of one project, whatever a packer decides
-//!   (a packer that forgot the runs in flight after a restart is caught a second time).
+//! - The database itself refuses more active runs of one project than its `max_parallel`
+//!   (one by default), whatever a packer decides: each active run holds a seat under a unique
+//!   index, and the claim takes a free one or claims nothing (a packer that forgot the runs in
+//!   flight after a restart is caught a second time).
 //! - Every transition is checked against the one state machine in [`status`] and appended to
 //!   the events, with the epoch and the occupancy at that moment, for `fleet check`.
 //! - Writes that license a side effect carry the caller's epoch and are refused as
@@ -44,20 +49,26 @@
 //!
 //! Times are `i64` milliseconds since the Unix epoch, UTC ([`Millis`]).
 
+mod activity;
 mod error;
 mod model;
+mod operator;
+mod paused;
 mod sqlite;
 pub mod status;
 mod store;
 mod summary;
 pub mod test_clock;
 
+pub use activity::ProjectActivity;
 pub use error::StoreError;
 pub use model::{
     now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRequest, Claimed, ClockBack, DaemonRow,
     Delayed, Event, FireRequest, Fired, Millis, NewRun, OverlapPolicy, QueueHead, Run, RunFilter,
     RunId, ScheduleRow, Transition,
 };
+pub use operator::{BulkCancelled, CancelSelection};
+pub use paused::{HoldKind, Pause, Pauses};
 pub use status::{RunStatus, Trigger, ALL_STATUSES, ALL_TRIGGERS, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};
 pub use summary::{EndedTotal, QueueSummary};

@@ -11,8 +11,10 @@ use crate::error::Result;
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
     Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FireRequest, Fired,
-    Millis, NewRun, QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
+    HoldKind, Millis, NewRun, Pauses, ProjectActivity, QueueHead, Run, RunFilter, RunId,
+    ScheduleRow, Transition,
 };
+use crate::{BulkCancelled, CancelSelection};
 use crate::{EndedTotal, QueueSummary};
 
 /// How long a statement waits for another connection's write lock before it fails as busy.
@@ -172,8 +174,9 @@ impl Store {
     ///
     /// A run that is no longer queued (claimed, cancelled) is left out of the result, so a second
     /// claim of one run hands back nothing (a run handed out twice would be started twice). A
-    /// claim that would give a project a second active run is refused by the unique index and
-    /// left out too. Claims carry `epoch` and are refused as
+    /// claim is also left out when its project has no free seat (as many active runs as the
+    /// request's `max_parallel`; each active run holds a distinct seat below it, under a unique
+    /// index) or when its project or namespace is paused ([`Store::pause`]). Claims carry `epoch` and are refused as
     /// [`StoreError::Fenced`](crate::StoreError::Fenced) when it is not the current one.
     ///
     /// Errors: busy database (nothing was claimed; retry on a later EVAL), fencing.
@@ -185,6 +188,53 @@ impl Store {
     ) -> Result<Vec<Claimed>> {
         match &self.backend {
             Backend::Sqlite(db) => db.claim(epoch, requests, now),
+        }
+    }
+
+    /// The best `limit` queued runs of `project` that may start at `now` (not delayed past
+    /// it; milliseconds since the Unix epoch, UTC), in queue order (priority, then id): the extra
+    /// candidates of a project with several free seats. Costs one index walk of at most `limit`
+    /// ready rows (plus the project's delayed ones).
+    pub fn queue_of(&self, project: &str, now: Millis, limit: u32) -> Result<Vec<QueueHead>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.queue_of(project, now, limit),
+        }
+    }
+
+    /// Every project that has runs: its queued and active counts and its latest ended run, by
+    /// project name. Reads the whole runs table (for `fleet projects`, never for an EVAL).
+    pub fn project_activity(&self) -> Result<Vec<ProjectActivity>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.project_activity(),
+        }
+    }
+
+    /// Pauses the project or namespace `name` from `now` (milliseconds since the Unix epoch,
+    /// UTC), recording `by` (who asked). Returns false when it was paused already (the first
+    /// pause's time and author stay). Does not check that `name` exists: the caller does, against
+    /// the config. While paused, [`Store::claim`] claims none of its runs and
+    /// [`Store::fire_schedule`] records its occurrences as skipped.
+    ///
+    /// Errors: busy database (nothing was written).
+    pub fn pause(&self, kind: HoldKind, name: &str, by: Option<&str>, now: Millis) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.pause(kind, name, by, now),
+        }
+    }
+
+    /// Ends the pause of the project or namespace `name`. Returns false when it was not paused.
+    ///
+    /// Errors: busy database (nothing was written).
+    pub fn resume(&self, kind: HoldKind, name: &str) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.resume(kind, name),
+        }
+    }
+
+    /// The pauses in force, by kind then name.
+    pub fn paused(&self) -> Result<Pauses> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.paused(),
         }
     }
 
@@ -234,6 +284,35 @@ impl Store {
     ) -> Result<Vec<RunId>> {
         match &self.backend {
             Backend::Sqlite(db) => db.cancel_queued_runs(ids, reason, now),
+        }
+    }
+
+    /// The next attempt of `run`: the retry queued when it ended, if any. A retry is inserted in
+    /// the same transaction that ends the run it retries, so an ended run with no next attempt
+    /// is the end of its chain (what `fleet wait` follows).
+    ///
+    /// Cost: one index seek. Errors: busy, backend.
+    pub fn next_attempt(&self, run: &Run) -> Result<Option<Run>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.next_attempt(run),
+        }
+    }
+
+    /// Bulk `fleet cancel`: every run the selection names that has not ended — only the queued
+    /// ones with `queued_only` — in one transaction. A queued run becomes `cancelled` at once;
+    /// an active one gets its cancel flag (as [`Store::request_cancel`]) and the daemon stops
+    /// it. Returns what it did to each run, in id order (empty when nothing matched).
+    ///
+    /// Errors: busy (nothing written), backend.
+    pub fn cancel_selected(
+        &self,
+        selection: &CancelSelection,
+        queued_only: bool,
+        reason: &str,
+        now: Millis,
+    ) -> Result<Vec<BulkCancelled>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.cancel_selected(selection, queued_only, reason, now),
         }
     }
 

@@ -40,6 +40,7 @@ fn a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error() {
         namespace: "default".into(),
         global_cap: 4,
         namespace_cap: None,
+        max_parallel: 1,
     };
     let err = s
         .claim(epoch, std::slice::from_ref(&req), 2)

@@ -69,6 +69,7 @@ fn an_occurrence_proposed_again_neither_runs_nor_replaces() {
             namespace: "default".into(),
             global_cap: 4,
             namespace_cap: None,
+            max_parallel: 1,
         }],
         3,
     )

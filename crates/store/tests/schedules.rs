@@ -57,6 +57,7 @@ fn forbid_skips_while_active_and_records_it() {
             namespace: "default".into(),
             global_cap: 4,
             namespace_cap: None,
+            max_parallel: 1,
         }],
         2,
     )
@@ -91,6 +92,7 @@ fn replace_flags_the_active_run_and_queues_the_new_one() {
             namespace: "default".into(),
             global_cap: 4,
             namespace_cap: None,
+            max_parallel: 1,
         }],
         2,
     )

@@ -28,6 +28,7 @@ fn req(id: RunId, ns: &str) -> ClaimRequest {
         namespace: ns.into(),
         global_cap: 4,
         namespace_cap: None,
+        max_parallel: 1,
     }
 }
 
@@ -317,6 +318,7 @@ fn list_runs_filters_newest_first() {
             project: Some("a".into()),
             status: Some(RunStatus::Queued),
             limit: Some(2),
+            ..RunFilter::default()
         })
         .unwrap();
     assert_eq!(a.iter().map(|r| r.id).collect::<Vec<_>>(), vec![5, 3]);

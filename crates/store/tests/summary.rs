@@ -71,6 +71,7 @@ fn totals_count_every_end_once_and_queue_is_summed_per_namespace() {
         namespace: "ops".into(),
         global_cap: 4,
         namespace_cap: None,
+        max_parallel: 1,
     };
     let c = s.claim(epoch, &[req(a1)], 100).unwrap();
     s.apply(

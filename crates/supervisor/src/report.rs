@@ -31,5 +31,18 @@ pub fn run_json(r: &Run) -> Value {
         "not_before": if r.not_before > 0 { time_json(Some(r.not_before)) } else { Value::Null },
         "started_at": time_json(r.started_at),
         "finished_at": time_json(r.finished_at),
+        "args": r.args,
+        "env": env_json(&r.env),
+        "retry_of": r.retry_of,
+        "rerun_of": r.rerun_of,
     })
+}
+
+/// A run's own environment variables as one JSON object (name → value).
+fn env_json(env: &[(String, String)]) -> Value {
+    Value::Object(
+        env.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
 }

@@ -86,7 +86,7 @@ CREATE INDEX events_by_run ON events (run_id, seq);
 "#;
 
 /// Every migration's SQL, oldest first.
-const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// The schema version after every migration ran.
 pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
@@ -207,13 +207,27 @@ CREATE UNIQUE INDEX runs_one_per_occurrence ON runs (project, occurrence) WHERE 
 CREATE INDEX runs_waiting ON runs (not_before) WHERE status = 'queued';
 "#;
 
-/// Version 7: how many runs ended, per project and terminal status, and when the latest did —
+/// Version 7: what the operator holds. A row of `paused` holds a project or a namespace: none
+/// of its queued runs is claimed and its schedule's occurrences are recorded as skipped, until
+/// the row is deleted (`fleet resume`). `since` is milliseconds since the Unix epoch, UTC; `by`
+/// says who paused it (the user name the command ran under, if known).
+pub(crate) const V7: &str = r#"
+CREATE TABLE paused (
+    kind  TEXT NOT NULL CHECK (kind IN ('project','namespace')),
+    name  TEXT NOT NULL,
+    since INTEGER NOT NULL,
+    by    TEXT,
+    PRIMARY KEY (kind, name)
+) STRICT, WITHOUT ROWID;
+"#;
+
+/// Version 8: how many runs ended, per project and terminal status, and when the latest did —
 /// kept by triggers as runs end (or are inserted already ended, as a skipped occurrence is), so
 /// that monitoring reads one row per (project, status) instead of counting the history, and
 /// pruning old runs never lowers a total. The first statement counts the history already there.
 /// A later migration that rebuilds `runs` drops these triggers with it and must create them
 /// again (`tests/summary.rs` fails otherwise).
-pub(crate) const V7: &str = r#"
+pub(crate) const V8: &str = r#"
 CREATE TABLE run_totals (
     project          TEXT NOT NULL,
     status           TEXT NOT NULL CHECK (status IN

@@ -31,6 +31,7 @@ pub fn req(expected: Option<Millis>, fire: Option<Millis>, overlap: OverlapPolic
         skipped_count: 0,
         too_late: None,
         overlap,
+        max_parallel: 1,
         clock_back_from: None,
     }
 }

@@ -46,6 +46,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("projects.<name>.timezone", "UTC"),
     ("projects.<name>.starting_deadline", UNSET),
     ("projects.<name>.overlap", "forbid"),
+    ("projects.<name>.max_parallel", "1"),
+    ("projects.<name>.accept_args", "false"),
 ];
 
 // The defaults of the optional keys; each must agree with its entry in `KEYS`.
@@ -56,6 +58,7 @@ pub(super) const DEFAULT_WEIGHT: u32 = 1;
 pub(super) const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
 pub(super) const DEFAULT_RETRIES: u32 = 0;
 pub(super) const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(10);
+pub(super) const DEFAULT_MAX_PARALLEL: u32 = 1;
 
 /// The whole configuration, validated and with every path made absolute.
 #[derive(Clone, Debug, PartialEq)]
@@ -84,7 +87,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// The caps the packer enforces: the global cap and each declared namespace's.
+    /// The caps the packer enforces: the global cap, each declared namespace's, and the
+    /// `max_parallel` of each project that sets one above 1.
     pub fn caps(&self) -> packer::Caps {
         packer::Caps {
             global: self.max_concurrency,
@@ -101,7 +105,21 @@ impl Config {
                     )
                 })
                 .collect(),
+            max_parallel: self
+                .projects
+                .values()
+                .filter(|p| p.max_parallel != DEFAULT_MAX_PARALLEL)
+                .map(|p| (p.name.clone(), p.max_parallel as usize))
+                .collect(),
         }
+    }
+
+    /// How many runs of `project` may be active at once: its `max_parallel`, or 1 for a
+    /// project the config does not declare.
+    pub fn max_parallel(&self, project: &str) -> u32 {
+        self.projects
+            .get(project)
+            .map_or(DEFAULT_MAX_PARALLEL, |p| p.max_parallel)
     }
 
     /// The project called `name`, if declared.
@@ -172,6 +190,12 @@ pub struct ProjectConfig {
     pub starting_deadline: Option<Duration>,
     /// What an occurrence does while a run of the project is active.
     pub overlap: Overlap,
+    /// How many runs of the project may be active at once; at least 1, default 1. The database
+    /// enforces it (each active run holds one of the project's seats).
+    pub max_parallel: u32,
+    /// Whether a run may be given its own arguments (appended to `command`) and environment
+    /// variables (`fleet enqueue P --env K=V -- ARG…`); refused when false, the default.
+    pub accept_args: bool,
 }
 
 /// What a schedule occurrence does while a run of the project is active.

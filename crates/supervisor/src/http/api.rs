@@ -138,11 +138,12 @@ pub(super) async fn overview(State(o): State<Arc<Observed>>) -> Response {
 #[derive(Deserialize)]
 pub(super) struct RunsQuery {
     project: Option<String>,
+    namespace: Option<String>,
     status: Option<String>,
     limit: Option<u32>,
 }
 
-/// `GET /api/runs?project=P&status=S&limit=N`: the array `fleet runs --json` prints, newest
+/// `GET /api/runs?project=P&namespace=N&status=S&limit=N`: the array `fleet runs --json` prints, newest
 /// first (at most 1000; 100 by default).
 pub(super) async fn runs(State(o): State<Arc<Observed>>, Query(q): Query<RunsQuery>) -> Response {
     let status = match q.status.as_deref().map(str::parse::<RunStatus>) {
@@ -158,8 +159,10 @@ pub(super) async fn runs(State(o): State<Arc<Observed>>, Query(q): Query<RunsQue
     };
     let filter = RunFilter {
         project: q.project,
+        namespace: q.namespace,
         status,
         limit: Some(q.limit.unwrap_or(100).min(MAX_LIMIT)),
+        ..RunFilter::default()
     };
     match o.read(move |o| o.store.list_runs(&filter)).await {
         Ok(Ok(runs)) => Json(Value::Array(runs.iter().map(run_json).collect())).into_response(),

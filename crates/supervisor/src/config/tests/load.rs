@@ -59,6 +59,8 @@ fn full_valid_file_parses_every_key() {
             timezone: Some("Europe/Paris".into()),
             starting_deadline: Some(Duration::from_secs(300)),
             overlap: Overlap::Replace,
+            max_parallel: 1,
+            accept_args: true,
         }
     );
     let tidy = c.project("tidy.up-2").unwrap();
@@ -88,6 +90,8 @@ fn omitted_keys_take_their_defaults() {
             timezone: None,
             starting_deadline: None,
             overlap: Overlap::Forbid,
+            max_parallel: 1,
+            accept_args: false,
         }
     );
 

@@ -13,6 +13,7 @@ mod http_listen;
 mod keys;
 mod load;
 mod no_panic;
+mod parallel;
 mod register;
 mod syntax;
 
@@ -42,12 +43,14 @@ schedule = "*/5 * * * *"
 timezone = "Europe/Paris"
 starting_deadline = "5m"
 overlap = "replace"
+accept_args = true
 
 [projects."tidy.up-2"]
 command = ["true"]
 namespace = "default"
 schedule = "30 0 6 * * 1-5"
 overlap = "queue"
+max_parallel = 2
 
 [projects.minimal]
 command = ["true"]
