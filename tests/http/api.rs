@@ -42,6 +42,17 @@ fn api_runs_is_runs_json_and_logs_are_by_run_id_only() {
     assert_eq!(o["active"][0]["id"], p);
     assert_eq!(o["daemon"]["healthy"], true);
 
+    // The page itself, as a browser without JavaScript gets it, shows the same.
+    let page = get(&addr, "/").text();
+    assert!(
+        page.contains("<tr data-namespace=\"ops\" class=\"full\"><td>ops</td><td class=\"occupancy\">1 / 1</td><td>1</td>"),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("<tr data-run-id=\"{q}\" data-status=\"queued\">")),
+        "{page}"
+    );
+
     // The log, followed by offset; it is `fleet logs`.
     f.wait_until(DEADLINE, "p's first line", || {
         f.logs(p).contains("says hello")

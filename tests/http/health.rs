@@ -2,6 +2,11 @@
 //! has not completed an EVAL for three ticks — here because another program holds the
 //! database's write lock, so the EVAL that must record a run's end cannot finish — while the
 //! listener itself keeps answering; 200 again once the lock is released.
+//!
+//! Why not SIGSTOP: a stopped daemon answers nothing at all (the kernel still accepts the
+//! connection, then nobody reads it), so a prober sees a timeout, which is already "down". What
+//! only `/healthz` can say is that a process that still answers has a loop that no longer
+//! turns, and a database another program keeps locked is the common way to get there.
 
 use std::time::Duration;
 
