@@ -8,7 +8,8 @@ loopback port) and times the drain from the daemon's start until nothing is queu
 once with nobody scraping, once with a client scraping `/metrics` back to back for the whole
 drain (far harsher than Prometheus's one scrape every 15 s), and once scraped every second,
 alternating. After each quiet drain,
-30 scrapes of the idle daemon are timed one by one (wall time of the whole HTTP exchange).
+30 scrapes of the idle daemon are timed one by one (wall time of the whole HTTP exchange); then
+the same with a tenth of the history, then again with all of it, each on a fresh daemon.
 
 Called by suite.py with the suite module itself (`h`) for its helpers, so that both share one
 process tag and one cleanup.
@@ -97,6 +98,19 @@ def _drain_once(h, f, scraping, pace=0.0):
     return elapsed, lat
 
 
+def _idle_scrapes(h, a, projects, history, n=30):
+    """Latencies of `n` scrapes, one by one, of an idle daemon over `history` ended runs."""
+    f = _template(h, a, projects, history, 0)
+    try:
+        h.reset_db(f)
+        f.start()
+        addr = _address(h, f)
+        _scrape(addr)  # the first read warms the page cache; not counted
+        return [_scrape(addr)[0] for _ in range(n)]
+    finally:
+        f.close()
+
+
 def measure(h, a, sz, rows, raw):
     projects, history, drain, reps = sz["scrape_projects"], sz["scrape_history"], sz["scrape_drain"], sz["repeat"]
     f = _template(h, a, projects, history, drain)
@@ -132,12 +146,23 @@ def measure(h, a, sz, rows, raw):
             notes=f"medians of {reps}: scraped {h.fmt_list([s for s, _ in busy], 's')}, unscraped "
                   f"{h.fmt_list(quiet, 's')}; {len(during)} scrapes during the drains, median "
                   f"{statistics.median(during) * 1e3 if during else 0:.1f} ms"))
+        # The same idle scrape over a tenth of the history: a scrape that read the history
+        # would take about ten times longer at the full size.
+        small = _idle_scrapes(h, a, projects, history // 10)
+        full = _idle_scrapes(h, a, projects, history)
+        rows.append(dict(
+            measure=f"scrape: idle `/metrics`, {history:,} vs {history // 10:,} runs of history ({projects:,} projects)",
+            fleet=f"{statistics.median(full) * 1e3:.1f} ms",
+            anchor=f"{statistics.median(small) * 1e3:.1f} ms at {history // 10:,}",
+            ratio=f"{statistics.median(full) / statistics.median(small):.2f}x", target="≈ 1x (not 10x)", met=None,
+            notes=f"medians of {len(full)} each, both from fresh daemons on fresh copies"))
         p = statistics.median(paced)
         rows.append(dict(
             measure=f"scrape: the same drain with `/metrics` scraped once a second, vs none",
             fleet=f"{p:.2f} s", anchor=f"{q:.2f} s unscraped", ratio=f"{p / q:.2f}x", target="—", met=None,
             notes=f"medians of {reps}: {h.fmt_list(paced, 's')}"))
-        raw["scrape"] = dict(paced=paced, projects=projects, history=history, drain=drain, quiet=quiet,
+        raw["scrape"] = dict(paced=paced, idle_small_ms=[x * 1e3 for x in small],
+                             idle_full_ms=[x * 1e3 for x in full], projects=projects, history=history, drain=drain, quiet=quiet,
                              busy=[s for s, _ in busy], idle_ms=[x * 1e3 for x in idle],
                              during_ms=[x * 1e3 for x in during], size=size)
     finally:
