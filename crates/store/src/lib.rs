@@ -15,19 +15,20 @@
 //! - `summary`: monitoring totals ([`EndedTotal`], [`QueueSummary`]).
 //! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
 //! - `sqlite`: the SQLite backend, one file per concern; the only code that touches `rusqlite`.
+//! - `postgres`: the PostgreSQL backend, the same files; the only code that touches `postgres`.
 //!
 //! The first four are backend-neutral and never name SQL; their public items are re-exported at
 //! the crate root.
 //!
 //! # Where a second backend plugs in
 //!
-//! [`Store`] holds a private `enum Backend { Sqlite(..) }` and each of its methods is one
-//! `match` on it. A PostgreSQL backend becomes a second variant, a `postgres/` folder beside
-//! `sqlite/` offering the same methods, and a constructor on [`Store`]; callers keep calling
-//! the same `Store` methods and compile unchanged. An enum rather than a trait object because
-//! the set of backends is closed and known here: with one variant the `match` compiles to a
-//! direct call (no vtable, no allocation, nothing to clone but the pool), and adding a variant
-//! makes the compiler point at every operation that must learn it. A generic `Store<B>` would
+//! [`Store`] holds a private `enum Backend { Sqlite(..), Postgres(..) }` and each of its
+//! methods is one `match` on it; `postgres/` beside `sqlite/` offers the same methods, and
+//! [`Store::open_postgres`] beside [`Store::open`] chooses it. Callers call the same `Store`
+//! methods whichever they opened. An enum rather than a trait object because the set of
+//! backends is closed and known here: the `match` compiles to a direct call (no vtable, no
+//! allocation, nothing to clone but the pool), and adding a variant or an operation makes the
+//! compiler point at every arm that must learn it. A generic `Store<B>` would
 //! have put the backend in every caller's types.
 //!
 //! # What every backend guarantees
@@ -39,6 +40,9 @@
 //!   (one by default), whatever a packer decides: each active run holds a seat under a unique
 //!   index, and the claim takes a free one or claims nothing (a packer that forgot the runs in
 //!   flight after a restart is caught a second time).
+//! - The claim refuses a run whose global or namespace cap (as the request carries them) is
+//!   full, so no cap is exceeded even by claims racing on several connections or hosts (SQLite:
+//!   a count under its one write lock; PostgreSQL: cap seats, see `postgres`).
 //! - Every transition is checked against the one state machine in [`status`] and appended to
 //!   the events, with the epoch and the occupancy at that moment, for `fleet check`.
 //! - Writes that license a side effect carry the caller's epoch and are refused as
@@ -54,6 +58,7 @@ mod error;
 mod model;
 mod operator;
 mod paused;
+mod postgres;
 mod sqlite;
 pub mod status;
 mod store;

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::Result;
+use crate::postgres::{PgProbe, PgStore};
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
     Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FireRequest, Fired,
@@ -29,11 +30,13 @@ pub struct Store {
     backend: Backend,
 }
 
-/// The database behind a [`Store`]. A PostgreSQL backend becomes a second variant.
+/// The database behind a [`Store`].
 #[derive(Clone)]
 enum Backend {
     /// One SQLite file in the state directory.
     Sqlite(SqliteStore),
+    /// A PostgreSQL database, which several hosts may share.
+    Postgres(PgStore),
 }
 
 impl Store {
@@ -48,6 +51,22 @@ impl Store {
         })
     }
 
+    /// Connects to the PostgreSQL database `url` names (a `postgresql://…` URL, or
+    /// `key=value` pairs such as `host=/run/postgresql dbname=fleet`), brings its schema up to
+    /// date (in one transaction, under an advisory lock, so hosts starting at once do not race),
+    /// and keeps a pool of connections whose statements wait at most `busy_timeout` for a lock
+    /// before failing as busy.
+    ///
+    /// Errors: [`StoreError::Connect`](crate::StoreError::Connect) when the string cannot be
+    /// read, the server cannot be reached or a migration fails;
+    /// [`StoreError::SchemaTooNew`](crate::StoreError::SchemaTooNew) for a database migrated by
+    /// a newer fleet.
+    pub fn open_postgres(url: &str, busy_timeout: Duration) -> Result<Store> {
+        Ok(Store {
+            backend: Backend::Postgres(PgStore::open(url, busy_timeout)?),
+        })
+    }
+
     /// A [`ChangeProbe`] on this database: a new connection, outside the pool.
     ///
     /// Errors: [`StoreError::Backend`](crate::StoreError::Backend) if the database cannot be
@@ -57,6 +76,9 @@ impl Store {
             Backend::Sqlite(db) => Ok(ChangeProbe {
                 probe: Probe::Sqlite(db.change_probe()?),
             }),
+            Backend::Postgres(db) => Ok(ChangeProbe {
+                probe: Probe::Postgres(db.change_probe()?),
+            }),
         }
     }
 
@@ -64,6 +86,7 @@ impl Store {
     pub fn enqueue(&self, new: &NewRun, now: Millis) -> Result<RunId> {
         match &self.backend {
             Backend::Sqlite(db) => db.enqueue(new, now),
+            Backend::Postgres(db) => db.enqueue(new, now),
         }
     }
 
@@ -71,6 +94,7 @@ impl Store {
     pub fn get_run(&self, id: RunId) -> Result<Run> {
         match &self.backend {
             Backend::Sqlite(db) => db.get_run(id),
+            Backend::Postgres(db) => db.get_run(id),
         }
     }
 
@@ -78,6 +102,7 @@ impl Store {
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
         match &self.backend {
             Backend::Sqlite(db) => db.list_runs(filter),
+            Backend::Postgres(db) => db.list_runs(filter),
         }
     }
 
@@ -85,6 +110,7 @@ impl Store {
     pub fn active_runs(&self) -> Result<Vec<Run>> {
         match &self.backend {
             Backend::Sqlite(db) => db.active_runs(),
+            Backend::Postgres(db) => db.active_runs(),
         }
     }
 
@@ -97,6 +123,7 @@ impl Store {
     pub fn queue_heads(&self, now: Millis) -> Result<Vec<QueueHead>> {
         match &self.backend {
             Backend::Sqlite(db) => db.queue_heads(now),
+            Backend::Postgres(db) => db.queue_heads(now),
         }
     }
 
@@ -105,6 +132,7 @@ impl Store {
     pub fn next_not_before(&self, now: Millis) -> Result<Option<Millis>> {
         match &self.backend {
             Backend::Sqlite(db) => db.next_not_before(now),
+            Backend::Postgres(db) => db.next_not_before(now),
         }
     }
 
@@ -125,6 +153,7 @@ impl Store {
     ) -> Result<Vec<Delayed>> {
         match &self.backend {
             Backend::Sqlite(db) => db.rebase_delays(epoch, now, tolerance),
+            Backend::Postgres(db) => db.rebase_delays(epoch, now, tolerance),
         }
     }
 
@@ -139,6 +168,7 @@ impl Store {
     ) -> Result<i64> {
         match &self.backend {
             Backend::Sqlite(db) => db.take_over(pid, config_path, caps_json, now),
+            Backend::Postgres(db) => db.take_over(pid, config_path, caps_json, now),
         }
     }
 
@@ -152,6 +182,7 @@ impl Store {
     ) -> Result<()> {
         match &self.backend {
             Backend::Sqlite(db) => db.set_daemon_config(epoch, caps_json, reload_error, now),
+            Backend::Postgres(db) => db.set_daemon_config(epoch, caps_json, reload_error, now),
         }
     }
 
@@ -159,6 +190,7 @@ impl Store {
     pub fn daemon_row(&self) -> Result<Option<DaemonRow>> {
         match &self.backend {
             Backend::Sqlite(db) => db.daemon_row(),
+            Backend::Postgres(db) => db.daemon_row(),
         }
     }
 
@@ -166,6 +198,7 @@ impl Store {
     pub fn epoch(&self) -> Result<i64> {
         match &self.backend {
             Backend::Sqlite(db) => db.epoch(),
+            Backend::Postgres(db) => db.epoch(),
         }
     }
 
@@ -188,6 +221,7 @@ impl Store {
     ) -> Result<Vec<Claimed>> {
         match &self.backend {
             Backend::Sqlite(db) => db.claim(epoch, requests, now),
+            Backend::Postgres(db) => db.claim(epoch, requests, now),
         }
     }
 
@@ -198,6 +232,7 @@ impl Store {
     pub fn queue_of(&self, project: &str, now: Millis, limit: u32) -> Result<Vec<QueueHead>> {
         match &self.backend {
             Backend::Sqlite(db) => db.queue_of(project, now, limit),
+            Backend::Postgres(db) => db.queue_of(project, now, limit),
         }
     }
 
@@ -206,6 +241,7 @@ impl Store {
     pub fn project_activity(&self) -> Result<Vec<ProjectActivity>> {
         match &self.backend {
             Backend::Sqlite(db) => db.project_activity(),
+            Backend::Postgres(db) => db.project_activity(),
         }
     }
 
@@ -219,6 +255,7 @@ impl Store {
     pub fn pause(&self, kind: HoldKind, name: &str, by: Option<&str>, now: Millis) -> Result<bool> {
         match &self.backend {
             Backend::Sqlite(db) => db.pause(kind, name, by, now),
+            Backend::Postgres(db) => db.pause(kind, name, by, now),
         }
     }
 
@@ -228,6 +265,7 @@ impl Store {
     pub fn resume(&self, kind: HoldKind, name: &str) -> Result<bool> {
         match &self.backend {
             Backend::Sqlite(db) => db.resume(kind, name),
+            Backend::Postgres(db) => db.resume(kind, name),
         }
     }
 
@@ -235,6 +273,7 @@ impl Store {
     pub fn paused(&self) -> Result<Pauses> {
         match &self.backend {
             Backend::Sqlite(db) => db.paused(),
+            Backend::Postgres(db) => db.paused(),
         }
     }
 
@@ -258,6 +297,7 @@ impl Store {
     ) -> Result<Vec<Applied>> {
         match &self.backend {
             Backend::Sqlite(db) => db.apply(epoch, transitions, now),
+            Backend::Postgres(db) => db.apply(epoch, transitions, now),
         }
     }
 
@@ -269,6 +309,7 @@ impl Store {
     pub fn request_cancel(&self, id: RunId, reason: &str, now: Millis) -> Result<CancelOutcome> {
         match &self.backend {
             Backend::Sqlite(db) => db.request_cancel(id, reason, now),
+            Backend::Postgres(db) => db.request_cancel(id, reason, now),
         }
     }
 
@@ -284,6 +325,7 @@ impl Store {
     ) -> Result<Vec<RunId>> {
         match &self.backend {
             Backend::Sqlite(db) => db.cancel_queued_runs(ids, reason, now),
+            Backend::Postgres(db) => db.cancel_queued_runs(ids, reason, now),
         }
     }
 
@@ -295,6 +337,7 @@ impl Store {
     pub fn next_attempt(&self, run: &Run) -> Result<Option<Run>> {
         match &self.backend {
             Backend::Sqlite(db) => db.next_attempt(run),
+            Backend::Postgres(db) => db.next_attempt(run),
         }
     }
 
@@ -313,6 +356,7 @@ impl Store {
     ) -> Result<Vec<BulkCancelled>> {
         match &self.backend {
             Backend::Sqlite(db) => db.cancel_selected(selection, queued_only, reason, now),
+            Backend::Postgres(db) => db.cancel_selected(selection, queued_only, reason, now),
         }
     }
 
@@ -320,6 +364,7 @@ impl Store {
     pub fn queued_projects(&self) -> Result<Vec<String>> {
         match &self.backend {
             Backend::Sqlite(db) => db.queued_projects(),
+            Backend::Postgres(db) => db.queued_projects(),
         }
     }
 
@@ -330,6 +375,7 @@ impl Store {
     pub fn events_after(&self, after: i64) -> Result<Vec<Event>> {
         match &self.backend {
             Backend::Sqlite(db) => db.events_after(after),
+            Backend::Postgres(db) => db.events_after(after),
         }
     }
 
@@ -337,6 +383,7 @@ impl Store {
     pub fn schedules(&self) -> Result<Vec<ScheduleRow>> {
         match &self.backend {
             Backend::Sqlite(db) => db.schedules(),
+            Backend::Postgres(db) => db.schedules(),
         }
     }
 
@@ -351,6 +398,7 @@ impl Store {
     pub fn fire_schedule(&self, epoch: i64, req: &FireRequest, now: Millis) -> Result<Fired> {
         match &self.backend {
             Backend::Sqlite(db) => db.fire_schedule(epoch, req, now),
+            Backend::Postgres(db) => db.fire_schedule(epoch, req, now),
         }
     }
 
@@ -365,6 +413,7 @@ impl Store {
     pub fn ended_totals(&self) -> Result<Vec<EndedTotal>> {
         match &self.backend {
             Backend::Sqlite(db) => db.ended_totals(),
+            Backend::Postgres(db) => db.ended_totals(),
         }
     }
 
@@ -377,6 +426,7 @@ impl Store {
     pub fn queue_summary(&self) -> Result<Vec<QueueSummary>> {
         match &self.backend {
             Backend::Sqlite(db) => db.queue_summary(),
+            Backend::Postgres(db) => db.queue_summary(),
         }
     }
 }
@@ -395,6 +445,8 @@ pub struct ChangeProbe {
 enum Probe {
     /// SQLite's `PRAGMA data_version`, on a connection of its own.
     Sqlite(SqliteProbe),
+    /// PostgreSQL's notices on the change channel (`LISTEN`), on a connection of its own.
+    Postgres(PgProbe),
 }
 
 impl ChangeProbe {
@@ -404,6 +456,7 @@ impl ChangeProbe {
     pub fn changed(&mut self) -> Result<bool> {
         match &mut self.probe {
             Probe::Sqlite(p) => p.changed(),
+            Probe::Postgres(p) => p.changed(),
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use store::*;
 
 mod common;
+use common::Db;
 
 fn new_run(project: &str, ns: &str) -> NewRun {
     NewRun {
@@ -40,9 +41,8 @@ fn seats(s: &Store, project: &str) -> Vec<u32> {
     seats
 }
 
-#[test]
-fn a_fourth_active_run_is_refused_at_max_parallel_three() {
-    let (dir, s, epoch) = common::open();
+fn a_fourth_active_run_is_refused_at_max_parallel_three(db: &Db) {
+    let (s, epoch) = common::open(db);
     let ids: Vec<RunId> = (0..5)
         .map(|i| s.enqueue(&new_run("p", "default"), i).unwrap())
         .collect();
@@ -58,11 +58,11 @@ fn a_fourth_active_run_is_refused_at_max_parallel_three() {
         .is_empty());
     assert_eq!(s.get_run(ids[3]).unwrap().status, RunStatus::Queued);
     // Written by hand, a fourth active row on a taken seat is refused by the index.
-    let conn = rusqlite::Connection::open(dir.path().join("fleet.db")).unwrap();
-    let by_hand = conn.execute(
-        "UPDATE runs SET status = 'starting', seat = 1 WHERE id = ?1",
-        [ids[3]],
+    let sql = format!(
+        "UPDATE runs SET status = 'starting', seat = 1 WHERE id = {}",
+        ids[3]
     );
+    let by_hand = db.try_exec(&sql, &sql);
     assert!(by_hand.is_err(), "a second run on seat 1 was written");
     // Seat 1 frees up: the next claim takes it (the lowest free seat), not seat 3.
     let second = &claimed[1].run;
@@ -99,38 +99,36 @@ fn a_fourth_active_run_is_refused_at_max_parallel_three() {
 
 /// Four connections claim the same project's runs at once (each its own pool, as several
 /// processes would): never more than three active.
-#[test]
-fn concurrent_claims_never_exceed_max_parallel() {
-    let (dir, s, epoch) = common::open();
+fn concurrent_claims_never_exceed_max_parallel(db: &Db) {
+    let (s, epoch) = common::open(db);
     let ids: Vec<RunId> = (0..40)
         .map(|i| s.enqueue(&new_run("p", "default"), i).unwrap())
         .collect();
-    let path = dir.path().join("fleet.db");
-    let handles: Vec<_> = (0..4)
-        .map(|t| {
-            let path = path.clone();
-            let ids = ids.clone();
-            std::thread::spawn(move || {
-                let s = Store::open(&path, Duration::from_secs(10)).unwrap();
-                let mut claimed = 0;
-                // Each thread tries every run, in its own order.
-                for k in 0..ids.len() {
-                    let id = ids[(k * (t + 1) + t) % ids.len()];
-                    claimed += s.claim(epoch, &[req(id, "default", 3)], 100).unwrap().len();
-                    assert!(s.active_runs().unwrap().len() <= 3);
-                }
-                claimed
+    let total: usize = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let ids = &ids;
+                scope.spawn(move || {
+                    let s = db.store_with(Duration::from_secs(10));
+                    let mut claimed = 0;
+                    // Each thread tries every run, in its own order.
+                    for k in 0..ids.len() {
+                        let id = ids[(k * (t + 1) + t) % ids.len()];
+                        claimed += s.claim(epoch, &[req(id, "default", 3)], 100).unwrap().len();
+                        assert!(s.active_runs().unwrap().len() <= 3);
+                    }
+                    claimed
+                })
             })
-        })
-        .collect();
-    let total: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
     assert_eq!(total, 3, "claims handed out past max_parallel");
     assert_eq!(seats(&s, "p"), [0, 1, 2]);
 }
 
-#[test]
-fn a_paused_project_or_namespace_is_claimed_nothing_until_resumed() {
-    let (_d, s, epoch) = common::open();
+fn a_paused_project_or_namespace_is_claimed_nothing_until_resumed(db: &Db) {
+    let (s, epoch) = common::open(db);
     let a = s.enqueue(&new_run("a", "ops"), 1).unwrap();
     let b = s.enqueue(&new_run("b", "dev"), 2).unwrap();
     assert!(s.pause(HoldKind::Project, "a", Some("me"), 3).unwrap());
@@ -162,9 +160,8 @@ fn a_paused_project_or_namespace_is_claimed_nothing_until_resumed() {
     assert_eq!(s.claim(epoch, &[req(b, "dev", 1)], 8).unwrap().len(), 1);
 }
 
-#[test]
-fn an_occurrence_of_a_paused_project_is_recorded_as_skipped() {
-    let (_d, s, epoch) = common::open();
+fn an_occurrence_of_a_paused_project_is_recorded_as_skipped(db: &Db) {
+    let (s, epoch) = common::open(db);
     s.pause(HoldKind::Project, "p", None, 1).unwrap();
     let fired = s
         .fire_schedule(
@@ -196,9 +193,8 @@ fn an_occurrence_of_a_paused_project_is_recorded_as_skipped() {
 
 /// Overlap counts up to max_parallel: forbid skips only once every seat is taken (queued or
 /// active), replace stops the oldest active run only once the active runs fill the seats.
-#[test]
-fn overlap_policies_count_up_to_max_parallel() {
-    let (_d, s, epoch) = common::open();
+fn overlap_policies_count_up_to_max_parallel(db: &Db) {
+    let (s, epoch) = common::open(db);
     let mut forbid = common::req(None, Some(60_000), OverlapPolicy::Forbid);
     forbid.max_parallel = 2;
     let first = s.fire_schedule(epoch, &forbid, 60_000).unwrap();
@@ -240,9 +236,8 @@ fn overlap_policies_count_up_to_max_parallel() {
 
 /// The filters of `fleet runs`: several statuses, namespace, trigger, an enqueue window; each
 /// absent filter matches every run.
-#[test]
-fn run_filters_combine() {
-    let (_d, s, epoch) = common::open();
+fn run_filters_combine(db: &Db) {
+    let (s, epoch) = common::open(db);
     let a = s.enqueue(&new_run("a", "ops"), 1_000).unwrap();
     let b = s.enqueue(&new_run("b", "dev"), 2_000).unwrap();
     let mut sched = new_run("c", "ops");
@@ -285,3 +280,12 @@ fn run_filters_combine() {
         [b]
     );
 }
+
+both_backends!(
+    a_fourth_active_run_is_refused_at_max_parallel_three,
+    concurrent_claims_never_exceed_max_parallel,
+    a_paused_project_or_namespace_is_claimed_nothing_until_resumed,
+    an_occurrence_of_a_paused_project_is_recorded_as_skipped,
+    overlap_policies_count_up_to_max_parallel,
+    run_filters_combine,
+);

@@ -1,9 +1,11 @@
 //! The monitoring totals: runs ended per project and status (kept by the database as runs end,
-//! never lowered), and the queue per namespace.
-
-mod common;
+//! or as rows are written already ended, and never lowered), and the queue per namespace, on
+//! both backends.
 
 use store::*;
+
+mod common;
+use common::{open, Db};
 
 fn new_run(project: &str, ns: &str, at: Millis) -> (NewRun, Millis) {
     (
@@ -35,9 +37,8 @@ fn finish(run_id: RunId, token: u64, status: RunStatus, at: Millis) -> Transitio
     }
 }
 
-#[test]
-fn totals_count_every_end_once_and_queue_is_summed_per_namespace() {
-    let (_d, s, epoch) = common::open();
+fn totals_count_every_end_once_and_queue_is_summed_per_namespace(db: &Db) {
+    let (s, epoch) = open(db);
     let enqueue = |p: &str, ns: &str, at: Millis| {
         let (n, at) = new_run(p, ns, at);
         s.enqueue(&n, at).unwrap()
@@ -96,6 +97,16 @@ fn totals_count_every_end_once_and_queue_is_summed_per_namespace() {
     )
     .unwrap();
 
+    // An occurrence too late to start is inserted already ended (cancelled): counted too.
+    let mut late = common::req(None, None, OverlapPolicy::Forbid);
+    late.too_late = Some(90);
+    assert!(s.fire_schedule(epoch, &late, 400).unwrap().written);
+
+    // A row written already ended by another program (an import, a restored archive) counts.
+    let sql = "INSERT INTO runs (project, namespace, status, trigger, enqueued_at, finished_at) \
+               VALUES ('x', 'default', 'succeeded', 'manual', 1, 7)";
+    db.exec(sql, sql);
+
     let totals: Vec<_> = s
         .ended_totals()
         .unwrap()
@@ -108,6 +119,8 @@ fn totals_count_every_end_once_and_queue_is_summed_per_namespace() {
             ("a".into(), RunStatus::Failed, 1, Some(250)),
             ("a".into(), RunStatus::Succeeded, 1, Some(150)),
             ("b".into(), RunStatus::Cancelled, 1, Some(300)),
+            ("p".into(), RunStatus::Cancelled, 1, Some(400)),
+            ("x".into(), RunStatus::Succeeded, 1, Some(7)),
         ]
     );
     let q = s.queue_summary().unwrap();
@@ -115,3 +128,5 @@ fn totals_count_every_end_once_and_queue_is_summed_per_namespace() {
     assert_eq!((q[0].queued, q[0].oldest_enqueued_at), (1, 50));
     assert_eq!((q[1].queued, q[1].oldest_enqueued_at), (1, 40));
 }
+
+both_backends!(totals_count_every_end_once_and_queue_is_summed_per_namespace);

@@ -2,8 +2,9 @@
 //! RETURNING …` per run, all of an EVAL's claims in one transaction.
 //!
 //! It must never let a run be handed out twice: the guard makes a second claim of one run match
-//! no row, and the commit happens before the caller spawns anything. It must never claim for a
-//! stale epoch either (checked first, in the same transaction).
+//! no row, and the commit happens before the caller spawns anything. It must never exceed the
+//! caps a request carries either: a claim whose global or namespace cap is full is left out. It
+//! must never claim for a stale epoch either (checked first, in the same transaction).
 //!
 //! Seats: each active run of a project holds a distinct seat number below the project's
 //! `max_parallel`, under the unique index `runs_one_active_per_project (project, seat)`. The
@@ -54,6 +55,15 @@ impl SqliteStore {
                 };
                 if let Some(kind) = held_by(&tx, &project, &req.namespace)? {
                     tracing::debug!(run = req.run_id, held_by = %kind, "claim skipped: paused");
+                    continue;
+                }
+                // The caps are the database's to enforce, not only the packer's: inside this
+                // BEGIN IMMEDIATE transaction no other connection writes, so the count and the
+                // claim below cannot race (PostgreSQL, where they could, uses seats instead).
+                let (g, n) = occupancy(&tx, &req.namespace)?;
+                if g >= req.global_cap || req.namespace_cap.is_some_and(|cap| n >= cap) {
+                    tracing::info!(run = req.run_id, namespace = %req.namespace,
+                        "claim refused: its cap is full");
                     continue;
                 }
                 let Some(seat) = free_seat(&tx, &project, req.max_parallel)? else {

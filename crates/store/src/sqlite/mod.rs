@@ -45,6 +45,8 @@ use std::path::PathBuf;
 use r2d2_sqlite::SqliteConnectionManager;
 
 pub(crate) use open::SqliteProbe;
+// The note a run's end gets is the same on every backend: the PostgreSQL one uses it too.
+pub(crate) use transitions::{end_note, CancelRequest, Ending};
 
 use crate::error::Result;
 use crate::StoreError;

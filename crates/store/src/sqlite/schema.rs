@@ -222,7 +222,7 @@ CREATE TABLE paused (
 "#;
 
 /// Version 8: how many runs ended, per project and terminal status, and when the latest did —
-/// kept by triggers as runs end (or are inserted already ended, as a skipped occurrence is), so
+/// kept by triggers as runs end (or are written already ended by another program), so
 /// that monitoring reads one row per (project, status) instead of counting the history, and
 /// pruning old runs never lowers a total. The first statement counts the history already there.
 /// A later migration that rebuilds `runs` drops these triggers with it and must create them
