@@ -128,6 +128,15 @@ impl Status {
         self
     }
 
+    /// Adds the verdict on the daemon: `daemon.state` (`running`, `stuck`, `stopped`) and
+    /// `daemon.reason` (why stuck; null otherwise).
+    pub fn with_liveness(mut self, liveness: &crate::liveness::Liveness) -> Status {
+        let (state, reason) = liveness.fields();
+        self.value["daemon"]["state"] = state;
+        self.value["daemon"]["reason"] = reason;
+        self
+    }
+
     /// Adds the pauses in force (`paused` in the JSON: `kind`, `name`, `since`, `by` each).
     pub fn with_pauses(mut self, pauses: &store::Pauses) -> Status {
         self.value["paused"] = Value::Array(
@@ -181,6 +190,9 @@ impl Status {
             }
         } else {
             s += "daemon: not running\n";
+        }
+        if let Some(reason) = d["reason"].as_str() {
+            s += &format!("daemon is STUCK: {reason}\n");
         }
         if let Some(errors) = v["config_errors"].as_array() {
             s += "the config file is invalid now:\n";

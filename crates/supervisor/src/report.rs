@@ -35,6 +35,7 @@ pub fn run_json(r: &Run) -> Value {
         "env": env_json(&r.env),
         "retry_of": r.retry_of,
         "rerun_of": r.rerun_of,
+        "hook_of": r.hook_of,
     })
 }
 

@@ -68,4 +68,6 @@ pub(super) struct Daemon {
     pub(super) health: Arc<Health>,
     /// What the HTTP listener shows: the loop feeds its counters and the config in force.
     pub(super) observed: Arc<Observed>,
+    /// What the service manager (systemd) was told, when there is one.
+    pub(super) notifier: super::notify::Notifier,
 }

@@ -12,7 +12,7 @@ use toml::de::DeTable;
 use super::{Checker, Value};
 use crate::config::model::{DEFAULT_MAX_CONCURRENCY, DEFAULT_STATE_DIR, DEFAULT_TICK};
 use crate::config::paths::{resolve_against, resolve_dir};
-use crate::config::{Config, HttpListen, MIN_TICK};
+use crate::config::{Config, HttpListen, LogFormat, MIN_TICK};
 
 impl Checker<'_> {
     /// The whole configuration from the parsed `root` table of the file at `path`. Always
@@ -35,6 +35,9 @@ impl Checker<'_> {
         let http_listen = self.optional(root, "", "http_listen", |cx, v, key| {
             cx.http_listen(v, key, &dir)
         });
+        let log_format = self
+            .optional(root, "", "log_format", Self::log_format)
+            .unwrap_or_default();
         let (namespaces, declared) = self.namespaces(root);
         let projects = self.projects(root, &dir, &declared);
 
@@ -50,6 +53,7 @@ impl Checker<'_> {
             max_concurrency,
             tick,
             http_listen,
+            log_format,
             namespaces,
             projects,
             scheduled,
@@ -95,6 +99,20 @@ impl Checker<'_> {
                 None
             }
         }
+    }
+
+    /// `log_format`: `text` or `json`.
+    fn log_format(&mut self, v: &Value<'_>, key: &str) -> Option<LogFormat> {
+        let s = self.expect_str(v, key)?;
+        let format = LogFormat::parse(s);
+        if format.is_none() {
+            self.error(
+                v.span(),
+                key,
+                format!("expected \"text\" or \"json\", found {s:?}"),
+            );
+        }
+        format
     }
 
     /// `tick`: a duration of at least [`MIN_TICK`].

@@ -22,6 +22,7 @@ state_dir = "var/state"
 max_concurrency = 8
 tick = "250ms"
 http_listen = "127.0.0.1:9464"
+log_format = "json"
 
 [namespaces.ops]
 max_concurrency = 2
@@ -50,6 +51,7 @@ command = ["true"]
 namespace = "default"
 schedule = "30 0 6 * * 1-5"
 overlap = "queue"
+on_failure = "minimal"
 max_parallel = 2
 
 [projects.minimal]

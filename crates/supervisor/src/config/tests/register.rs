@@ -79,6 +79,7 @@ fn every_registered_key_is_accepted() {
             "max_concurrency",
             "tick",
             "http_listen",
+            "log_format",
             "namespaces",
             "projects"
         ]
