@@ -45,3 +45,31 @@ fn rerun_of_an_unknown_run_or_a_removed_project_is_exit_2() {
     assert!(out.stderr.contains("\"gone\""), "{out:?}");
     assert_eq!(f.runs().len(), 1, "nothing queued");
 }
+
+/// A project that stopped accepting arguments refuses a rerun of a run that had some (exit 2,
+/// one line naming the project), and queues nothing; a run without arguments still reruns.
+#[test]
+fn rerun_with_arguments_of_a_project_that_no_longer_accepts_them_is_exit_2() {
+    let f = Fleet::new("[projects.echo]\naccept_args = true\ncommand = [\"true\"]\n");
+    let with_args: i64 = f
+        .cmd_ok(&["enqueue", "echo", "--", "one"])
+        .trim()
+        .parse()
+        .unwrap();
+    let with_env: i64 = f
+        .cmd_ok(&["enqueue", "--env", "V=v", "echo"])
+        .trim()
+        .parse()
+        .unwrap();
+    let plain = f.enqueue("echo");
+    f.replace_config("[projects.echo]\naccept_args = false\ncommand = [\"true\"]\n");
+    for id in [with_args, with_env] {
+        let out = f.cmd(&["rerun", &id.to_string()]);
+        assert_eq!(out.code(), Some(2), "{out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(out.stderr.contains("\"echo\""), "{}", out.stderr);
+    }
+    assert_eq!(f.runs().len(), 3, "nothing queued");
+    f.cmd_ok(&["rerun", &plain.to_string()]);
+    assert_eq!(f.runs().len(), 4);
+}

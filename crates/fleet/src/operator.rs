@@ -146,7 +146,8 @@ pub fn wait(path: &Path, req: &WaitArgs) -> Result<()> {
 /// `fleet rerun RUN`: a new queued run of the same project with the same arguments and
 /// environment, trigger `rerun`, linked to `run`; prints its id.
 ///
-/// Errors: unknown run id, or its project no longer in the config (exit 2); the database
+/// Errors: unknown run id, its project no longer in the config, or the run has arguments or
+/// environment and its project no longer says `accept_args = true` (exit 2); the database
 /// (exit 1).
 pub fn rerun(path: &Path, run: RunId) -> Result<()> {
     let config = load(path)?;
@@ -167,6 +168,15 @@ pub fn rerun(path: &Path, run: RunId) -> Result<()> {
             path.display()
         )));
     };
+    // The project may have stopped accepting arguments since: repeating them would bypass the
+    // refusal `fleet enqueue` makes.
+    if !p.accept_args && (!original.args.is_empty() || !original.env.is_empty()) {
+        return Err(Failure::input(format!(
+            "run {run} has arguments or --env, but project {:?} no longer accepts them (accept_args = false in {})",
+            original.project,
+            path.display()
+        )));
+    }
     let id = store
         .enqueue(
             &NewRun {
