@@ -73,3 +73,31 @@ fn rerun_with_arguments_of_a_project_that_no_longer_accepts_them_is_exit_2() {
     f.cmd_ok(&["rerun", &plain.to_string()]);
     assert_eq!(f.runs().len(), 4);
 }
+
+/// The retries of a rerun link to it through `retry_of` (trigger `retry`) and carry no
+/// `rerun_of`, which marks the run `fleet rerun` made; they keep its arguments.
+#[test]
+fn retries_of_a_rerun_are_not_reruns() {
+    let f = Fleet::new(
+        "[projects.p]\naccept_args = true\nretries = 1\ncommand = [\"sh\", \"-c\", \"exit 3\", \"sh\"]\n",
+    );
+    let _d = f.start_daemon();
+    let out = f.cmd(&["enqueue", "--wait", "p", "--", "x"]);
+    assert_eq!(out.code(), Some(3), "{out:?}");
+    let first: i64 = out.stdout.lines().next().unwrap().parse().unwrap();
+    let rerun: i64 = f
+        .cmd_ok(&["rerun", &first.to_string()])
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(f.cmd(&["wait", &rerun.to_string()]).code(), Some(3));
+    let retry = f
+        .runs()
+        .into_iter()
+        .find(|r| r["retry_of"] == rerun)
+        .unwrap_or_else(|| panic!("no retry of {rerun}: {:?}", f.runs()));
+    assert_eq!(retry["trigger"], "retry", "{retry}");
+    assert_eq!(retry["rerun_of"], serde_json::Value::Null, "{retry}");
+    assert_eq!(retry["args"], serde_json::json!(["x"]), "{retry}");
+    assert_eq!(f.run(rerun)["rerun_of"], first);
+}
