@@ -113,17 +113,11 @@ fn the_runs_table_fits_eighty_columns_one_line_per_run() {
         fits(&zero, 80, "0x0") > 60,
         "a 0x0 terminal gets 80 columns:\n{zero}"
     );
+    // On that 0×0 terminal, with a `$COLUMNS` that is no width.
     for bad in ["abc", "0", "-5", "99999999999999999999"] {
-        let mut c = f.command();
-        c.args(["runs", "--table"]).env("COLUMNS", bad);
-        let out = run_with_deadline(c, CMD_DEADLINE);
-        assert_eq!(out.code(), Some(0), "{out:?}");
-        let widest = fits(&out.stdout, 80, bad);
-        assert!(
-            widest > 60,
-            "COLUMNS={bad} gets 80 columns:\n{}",
-            out.stdout
-        );
+        let out = on_terminal(&f, 0, Some(bad), &["runs"]);
+        let widest = fits(&out, 80, bad);
+        assert!(widest > 60, "COLUMNS={bad} gets 80 columns:\n{out}");
     }
     f.cmd_ok(&["cancel", &slow.to_string()]);
 }
