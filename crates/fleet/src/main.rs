@@ -13,6 +13,8 @@ mod cli;
 mod commands;
 mod console;
 mod fit;
+mod liveness;
+mod logging;
 mod logs;
 mod manual;
 mod operator;

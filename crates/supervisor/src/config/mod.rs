@@ -33,6 +33,6 @@ mod tests;
 pub use cron::{parse_schedule, MACROS};
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
-    valid_name, Config, NamespaceConfig, Overlap, ProjectConfig, DEFAULT_NAMESPACE, KEYS, MIN_TICK,
-    REQUIRED, UNSET,
+    valid_name, Config, LogFormat, NamespaceConfig, Overlap, ProjectConfig, DEFAULT_NAMESPACE,
+    KEYS, MIN_TICK, REQUIRED, UNSET,
 };

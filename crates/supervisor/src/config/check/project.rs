@@ -18,6 +18,14 @@ use crate::config::model::{
 use crate::config::paths::resolve_against;
 use crate::config::{parse_schedule, Overlap, ProjectConfig};
 
+/// The names a project table may refer to.
+pub(super) struct Known<'a> {
+    /// Every declared namespace.
+    namespaces: &'a BTreeSet<String>,
+    /// Every project of the file, valid or not (an invalid one is reported on its own).
+    projects: &'a BTreeSet<&'a str>,
+}
+
 impl Checker<'_> {
     /// The valid `[projects.<name>]` tables of `root`, by name. `dir` is the config's folder,
     /// `declared` every declared namespace name.
@@ -29,8 +37,14 @@ impl Checker<'_> {
     ) -> BTreeMap<String, ProjectConfig> {
         let mut projects = BTreeMap::new();
         if let Some(table) = self.optional(root, "", "projects", Self::expect_table) {
+            // Every project's name, for `on_failure`, which may name one declared later.
+            let names: BTreeSet<&str> = table.iter().map(|(k, _)| k.get_ref().as_ref()).collect();
+            let known = Known {
+                namespaces: declared,
+                projects: &names,
+            };
             for (k, v) in table.iter() {
-                if let Some(p) = self.project(k, v, dir, declared) {
+                if let Some(p) = self.project(k, v, dir, &known) {
                     projects.insert(p.name.clone(), p);
                 }
             }
@@ -44,8 +58,9 @@ impl Checker<'_> {
         k: &Key<'_>,
         v: &Value<'_>,
         dir: &Path,
-        declared: &BTreeSet<String>,
+        known: &Known<'_>,
     ) -> Option<ProjectConfig> {
+        let declared = known.namespaces;
         let name = k.get_ref().as_ref();
         let dotted = format!("projects.{}", key_segment(name));
         self.check_name(k, &dotted, "project");
@@ -81,6 +96,9 @@ impl Checker<'_> {
         let overlap = self
             .optional(table, &dotted, "overlap", Self::overlap)
             .unwrap_or(Overlap::Forbid);
+        let on_failure = self.optional(table, &dotted, "on_failure", |cx, v, key| {
+            cx.on_failure(v, key, known.projects)
+        });
         let max_parallel = self
             .optional(table, &dotted, "max_parallel", Self::max_parallel)
             .unwrap_or(DEFAULT_MAX_PARALLEL);
@@ -102,9 +120,32 @@ impl Checker<'_> {
             timezone,
             starting_deadline,
             overlap,
+            on_failure,
             max_parallel,
             accept_args,
         })
+    }
+
+    /// `on_failure`: the name of a declared project (this one included: a hook's own failure
+    /// never reports to a hook, so a project reporting to itself makes one extra run at most).
+    fn on_failure(
+        &mut self,
+        v: &Value<'_>,
+        key: &str,
+        projects: &BTreeSet<&str>,
+    ) -> Option<String> {
+        let name = self.expect_str(v, key)?;
+        if !projects.contains(name) {
+            self.error(
+                v.span(),
+                key,
+                format!(
+                    "unknown project {name:?}: a failure hook must name a project of this file"
+                ),
+            );
+            return None;
+        }
+        Some(name.to_string())
     }
 
     /// `command`: a non-empty array of strings (argv) whose first item, the program, is

@@ -20,6 +20,7 @@ const FULL: &str = r#"# every key
 state_dir = "var/state"
 max_concurrency = 8
 tick = "250ms"
+log_format = "json"
 
 [namespaces.ops]
 max_concurrency = 2
@@ -48,6 +49,7 @@ command = ["true"]
 namespace = "default"
 schedule = "30 0 6 * * 1-5"
 overlap = "queue"
+on_failure = "minimal"
 max_parallel = 2
 
 [projects.minimal]
