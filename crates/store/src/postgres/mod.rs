@@ -26,7 +26,7 @@
 //!
 //! Files, one per concern, as in `sqlite`: `open` (pool, migrations, change probe), `schema`,
 //! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `operator`, `paused`, `activity`,
-//! `schedules`, `clock`.
+//! `schedules`, `clock`, `summary` (the monitoring reads).
 
 mod activity;
 mod claim;
@@ -41,6 +41,7 @@ mod paused;
 mod runs;
 mod schedules;
 mod schema;
+mod summary;
 mod transitions;
 
 use postgres::error::SqlState;

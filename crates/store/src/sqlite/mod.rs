@@ -22,8 +22,8 @@
 //! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
 //! `eval` (the EVAL's read queries and the occupancy count), `paused` (pause and resume),
 //! `activity` (per-project summaries), `daemon` (take over, epoch, fencing), `operator` (the
-//! next attempt of a run, the bulk cancel), `schedules`, and `clock` (delays written by a clock
-//! that has since stepped back).
+//! next attempt of a run, the bulk cancel), `schedules`, `clock` (delays written by a clock
+//! that has since stepped back), and `summary` (the monitoring reads).
 
 mod activity;
 mod claim;
@@ -39,6 +39,7 @@ mod paused;
 mod runs;
 mod schedules;
 mod schema;
+mod summary;
 mod transitions;
 
 use std::path::PathBuf;

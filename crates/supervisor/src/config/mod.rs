@@ -37,6 +37,6 @@ pub use cron::{parse_schedule, MACROS};
 pub use database::DatabaseUrl;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
-    valid_name, Config, LogFormat, NamespaceConfig, Overlap, ProjectConfig, DEFAULT_NAMESPACE,
-    KEYS, MIN_TICK, REQUIRED, UNSET,
+    valid_name, Config, HttpListen, LogFormat, NamespaceConfig, Overlap, ProjectConfig,
+    DEFAULT_NAMESPACE, KEYS, MIN_TICK, REQUIRED, UNSET,
 };

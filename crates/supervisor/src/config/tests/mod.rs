@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::{Config, ConfigErrors};
 
 mod cron;
+mod http_listen;
 mod keys;
 mod load;
 mod no_panic;
@@ -20,6 +21,7 @@ const FULL: &str = r#"# every key
 state_dir = "var/state"
 max_concurrency = 8
 tick = "250ms"
+http_listen = "127.0.0.1:9464"
 log_format = "json"
 database = "postgresql://fleet:secret@db.example:5432/fleet"
 
