@@ -22,6 +22,16 @@ fn commands_read_and_write_the_postgres_database() {
     assert!(ids.contains(&a) && ids.contains(&b), "{ids:?}");
     let queued = f.runs_with(&["--status", "queued"]);
     assert_eq!(queued.len(), 2, "{queued:?}");
+    // A pause written from one directory holds the project for the other's view too, and a
+    // queued run cancelled from one is cancelled for both.
+    f.cmd_ok(&["pause", "hello", "--project"]);
+    let projects: serde_json::Value =
+        serde_json::from_str(&other.cmd_ok(&["projects", "--json"])).unwrap();
+    assert_eq!(projects[0]["paused"], true, "{projects}");
+    f.cmd_ok(&["resume", "hello", "--project"]);
+    let c = other.enqueue("hello");
+    f.cmd_ok(&["cancel", &c.to_string()]);
+    assert_eq!(status_of(&other.run(c)), "cancelled");
 
     let mut d = f.start_daemon();
     for id in [a, b] {
