@@ -224,6 +224,7 @@ fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
         timeout: project.timeout,
         kill_grace: project.kill_grace,
         cwd: project.cwd.clone(),
+        max_log_size: Some(project.retention.max_log_size),
         argv: project.command.iter().map(OsString::from).collect(),
         env,
     }

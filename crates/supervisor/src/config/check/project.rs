@@ -15,7 +15,7 @@ use crate::config::model::{
     DEFAULT_KILL_GRACE, DEFAULT_NAMESPACE, DEFAULT_RETRIES, DEFAULT_RETRY_BACKOFF,
 };
 use crate::config::paths::resolve_against;
-use crate::config::{parse_schedule, Overlap, ProjectConfig};
+use crate::config::{parse_schedule, Overlap, ProjectConfig, Retention};
 
 impl Checker<'_> {
     /// The valid `[projects.<name>]` tables of `root`, by name. `dir` is the config's folder,
@@ -25,11 +25,12 @@ impl Checker<'_> {
         root: &DeTable<'_>,
         dir: &Path,
         declared: &BTreeSet<String>,
+        inherited: &Retention,
     ) -> BTreeMap<String, ProjectConfig> {
         let mut projects = BTreeMap::new();
         if let Some(table) = self.optional(root, "", "projects", Self::expect_table) {
             for (k, v) in table.iter() {
-                if let Some(p) = self.project(k, v, dir, declared) {
+                if let Some(p) = self.project(k, v, dir, declared, inherited) {
                     projects.insert(p.name.clone(), p);
                 }
             }
@@ -44,6 +45,7 @@ impl Checker<'_> {
         v: &Value<'_>,
         dir: &Path,
         declared: &BTreeSet<String>,
+        inherited: &Retention,
     ) -> Option<ProjectConfig> {
         let name = k.get_ref().as_ref();
         let dotted = format!("projects.{}", key_segment(name));
@@ -80,6 +82,7 @@ impl Checker<'_> {
         let overlap = self
             .optional(table, &dotted, "overlap", Self::overlap)
             .unwrap_or(Overlap::Forbid);
+        let retention = self.retention(table, &dotted, inherited);
 
         Some(ProjectConfig {
             name: name.to_string(),
@@ -95,6 +98,7 @@ impl Checker<'_> {
             timezone,
             starting_deadline,
             overlap,
+            retention,
         })
     }
 

@@ -32,8 +32,9 @@ impl Checker<'_> {
         let tick = self
             .optional(root, "", "tick", Self::tick)
             .unwrap_or(DEFAULT_TICK);
+        let retention = self.retention(root, "", &Default::default());
         let (namespaces, declared) = self.namespaces(root);
-        let projects = self.projects(root, &dir, &declared);
+        let projects = self.projects(root, &dir, &declared, &retention);
 
         let scheduled = projects
             .values()
@@ -49,6 +50,7 @@ impl Checker<'_> {
             namespaces,
             projects,
             scheduled,
+            retention,
         }
     }
 

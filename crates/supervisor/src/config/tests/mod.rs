@@ -13,12 +13,16 @@ mod keys;
 mod load;
 mod no_panic;
 mod register;
+mod retention;
 mod syntax;
 
 const FULL: &str = r#"# every key
 state_dir = "var/state"
 max_concurrency = 8
 tick = "250ms"
+keep_runs = 50
+keep_for = "7d"
+max_log_size = "1MiB"
 
 [namespaces.ops]
 max_concurrency = 2
@@ -46,6 +50,9 @@ command = ["true"]
 namespace = "default"
 schedule = "30 0 6 * * 1-5"
 overlap = "queue"
+keep_runs = "off"
+keep_for = "1h"
+max_log_size = "8KiB"
 
 [projects.minimal]
 command = ["true"]

@@ -79,7 +79,10 @@ fn every_registered_key_is_accepted() {
             "max_concurrency",
             "tick",
             "namespaces",
-            "projects"
+            "projects",
+            "keep_runs",
+            "keep_for",
+            "max_log_size"
         ]
     );
 }

@@ -1,0 +1,12 @@
+//! End-to-end tests of operating over time: bounded run logs (`max_log_size`) and the pruning
+//! of ended runs (`keep_runs`, `keep_for`, `fleet prune`), on the real `fleet` binary and real
+//! processes (see tests/common/mod.rs).
+//!
+//! - `log_bound`: a command that writes ten times its log's bound ends `succeeded`, its log
+//!   stays under the bound plus the marker line, and `fleet logs` (and `--follow`) show the
+//!   marker and never repeat a line.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod log_bound;
