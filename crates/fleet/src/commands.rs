@@ -32,6 +32,7 @@ pub fn enqueue(path: &Path, project: &str, priority: i64) -> Result<()> {
                 trigger: Trigger::Manual,
                 occurrence: None,
                 not_before: 0,
+                ..Default::default()
             },
             store::now_ms(),
         )

@@ -56,5 +56,5 @@ pub use model::{
     Delayed, Event, FireRequest, Fired, Millis, NewRun, OverlapPolicy, QueueHead, Run, RunFilter,
     RunId, ScheduleRow, Transition,
 };
-pub use status::{RunStatus, Trigger, ALL_STATUSES, TRANSITIONS};
+pub use status::{RunStatus, Trigger, ALL_STATUSES, ALL_TRIGGERS, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};

@@ -78,10 +78,23 @@ pub struct Run {
     pub epoch: Option<i64>,
     /// The run this one retries.
     pub retry_of: Option<RunId>,
+    /// Arguments appended to the project's argv for this run (empty: none). Retries keep them.
+    pub args: Vec<String>,
+    /// Variables added to the project's environment for this run, in the order given (empty:
+    /// none). Retries keep them.
+    pub env: Vec<(String, String)>,
+    /// The run an operator's rerun repeats (trigger `rerun`).
+    pub rerun_of: Option<RunId>,
+    /// The failed run an `on_failure` run reports (trigger `on_failure`, and its retries).
+    pub hook_of: Option<RunId>,
+    /// Which of its project's parallel seats it holds while active (0 when the project runs one
+    /// run at a time). Two active runs of one project never hold the same seat: the database
+    /// refuses it.
+    pub seat: u32,
 }
 
-/// A run to be queued.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A run to be queued. `Default` is a manual run of no project, for struct update syntax.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NewRun {
     /// The project (the caller checked it exists in the config).
     pub project: String,
@@ -95,6 +108,14 @@ pub struct NewRun {
     pub occurrence: Option<Millis>,
     /// Not to be claimed before this instant (0: at once).
     pub not_before: Millis,
+    /// Arguments appended to the project's argv for this run alone.
+    pub args: Vec<String>,
+    /// Variables added to the project's environment for this run alone.
+    pub env: Vec<(String, String)>,
+    /// For a rerun: the run it repeats.
+    pub rerun_of: Option<RunId>,
+    /// For an `on_failure` run: the failed run it reports.
+    pub hook_of: Option<RunId>,
 }
 
 /// A filter for [`Store::list_runs`](crate::Store::list_runs). Results come newest first.

@@ -130,16 +130,32 @@ impl FromStr for RunStatus {
     }
 }
 
-/// What made a run: an operator, a schedule occurrence, or a retry of an earlier attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// What made a run: an operator, a schedule occurrence, a retry of an earlier attempt, an
+/// operator's rerun of an earlier run, or another project's failure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Trigger {
     /// `fleet enqueue`.
+    #[default]
     Manual,
     /// An occurrence of the project's cron timetable.
     Schedule,
     /// A further attempt after `failed`, `timed_out` or `lost`.
     Retry,
+    /// `fleet rerun`: a new run of the same project with the same arguments as an earlier one.
+    Rerun,
+    /// The `on_failure` project of a project whose run ended `failed`, `timed_out` or `lost`
+    /// with no retry left.
+    OnFailure,
 }
+
+/// Every trigger, for registers that must list them all (the schema's CHECK).
+pub const ALL_TRIGGERS: [Trigger; 5] = [
+    Trigger::Manual,
+    Trigger::Schedule,
+    Trigger::Retry,
+    Trigger::Rerun,
+    Trigger::OnFailure,
+];
 
 impl Trigger {
     /// The lowercase name used in the database and in JSON.
@@ -148,16 +164,14 @@ impl Trigger {
             Trigger::Manual => "manual",
             Trigger::Schedule => "schedule",
             Trigger::Retry => "retry",
+            Trigger::Rerun => "rerun",
+            Trigger::OnFailure => "on_failure",
         }
     }
 
-    pub(crate) fn parse(s: &str) -> Option<Trigger> {
-        match s {
-            "manual" => Some(Trigger::Manual),
-            "schedule" => Some(Trigger::Schedule),
-            "retry" => Some(Trigger::Retry),
-            _ => None,
-        }
+    /// Parses the name [`Trigger::as_str`] gives; `None` for any other.
+    pub fn parse(s: &str) -> Option<Trigger> {
+        ALL_TRIGGERS.iter().copied().find(|t| t.as_str() == s)
     }
 }
 

@@ -21,6 +21,7 @@ fn a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error() {
                 trigger: Trigger::Manual,
                 occurrence: None,
                 not_before: 0,
+                ..Default::default()
             },
             1,
         )

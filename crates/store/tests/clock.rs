@@ -99,6 +99,7 @@ fn retry_like(s: &Store, project: &str, enqueued_at: Millis, delay: Millis) -> R
             trigger: Trigger::Retry,
             occurrence: None,
             not_before: enqueued_at + delay,
+            ..Default::default()
         },
         enqueued_at,
     )
@@ -124,6 +125,7 @@ fn delays_set_by_a_clock_that_was_ahead_count_from_now() {
                 trigger: Trigger::Manual,
                 occurrence: None,
                 not_before: 0,
+                ..Default::default()
             },
             now + YEAR,
         )

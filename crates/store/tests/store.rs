@@ -18,6 +18,7 @@ fn new_run(project: &str, ns: &str) -> NewRun {
         trigger: Trigger::Manual,
         occurrence: None,
         not_before: 0,
+        ..Default::default()
     }
 }
 

@@ -400,6 +400,7 @@ mod tests {
                     trigger: store::Trigger::Manual,
                     occurrence: None,
                     not_before: 0,
+                    ..Default::default()
                 },
                 0,
             )

@@ -17,7 +17,7 @@ use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, Sto
 pub(super) const RUN_COLUMNS: &str =
     "id, project, namespace, status, attempt, trigger, occurrence, priority, \
      not_before, enqueued_at, started_at, finished_at, pid, exit_code, signal, reason, \
-     cancel_requested, claim_token, epoch, retry_of";
+     cancel_requested, claim_token, epoch, retry_of, args, env, rerun_of, hook_of, seat";
 
 /// Maps a row selected as [`RUN_COLUMNS`] to a [`Run`]. The outer error is SQLite's; the inner
 /// one [`StoreError::Corrupt`], for a status or trigger this version does not know.
@@ -41,6 +41,22 @@ pub(super) fn run_from_row(
             value: trigger,
         }));
     };
+    let args: Option<String> = row.get(20)?;
+    let Ok(args) = decode::<Vec<String>>(args.as_deref()) else {
+        return Ok(Err(StoreError::Corrupt {
+            run: id,
+            column: "args",
+            value: args.unwrap_or_default(),
+        }));
+    };
+    let env: Option<String> = row.get(21)?;
+    let Ok(env) = decode::<Vec<(String, String)>>(env.as_deref()) else {
+        return Ok(Err(StoreError::Corrupt {
+            run: id,
+            column: "env",
+            value: env.unwrap_or_default(),
+        }));
+    };
     Ok(Ok(Run {
         id,
         project: row.get(1)?,
@@ -62,7 +78,33 @@ pub(super) fn run_from_row(
         claim_token: row.get::<_, i64>(17)? as u64,
         epoch: row.get(18)?,
         retry_of: row.get(19)?,
+        args,
+        env,
+        rerun_of: row.get(22)?,
+        hook_of: row.get(23)?,
+        seat: row.get(24)?,
     }))
+}
+
+/// A run's `args` column: a JSON array of strings, NULL for none.
+fn encode_args(args: &[String]) -> Option<String> {
+    (!args.is_empty()).then(|| serde_json::to_string(args).expect("strings serialise"))
+}
+
+/// A run's `env` column: a JSON array of `[name, value]` pairs in the order given (a later
+/// pair wins, as in an environment), NULL for none.
+fn encode_env(env: &[(String, String)]) -> Option<String> {
+    (!env.is_empty()).then(|| serde_json::to_string(env).expect("strings serialise"))
+}
+
+/// Reads an `args` or `env` column back; `Err` for text this version cannot read.
+fn decode<T: serde::de::DeserializeOwned + Default>(
+    text: Option<&str>,
+) -> std::result::Result<T, ()> {
+    match text {
+        None => Ok(T::default()),
+        Some(t) => serde_json::from_str(t).map_err(|_| ()),
+    }
 }
 
 /// Runs every row of a statement selecting [`RUN_COLUMNS`] through [`run_from_row`].
@@ -242,7 +284,8 @@ pub(super) fn insert_run(
 ) -> Result<RunId> {
     let sql = format!(
         "INSERT INTO runs (project, namespace, status, attempt, trigger, occurrence, priority, not_before, \
-           enqueued_at, retry_of) VALUES (?1, ?2, 'queued', ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING {RUN_COLUMNS}"
+           enqueued_at, retry_of, args, env, rerun_of, hook_of) \
+           VALUES (?1, ?2, 'queued', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING {RUN_COLUMNS}"
     );
     let run = conn.prepare_cached(&sql)?.query_row(
         params![
@@ -254,7 +297,11 @@ pub(super) fn insert_run(
             new.priority,
             new.not_before,
             now,
-            retry_of
+            retry_of,
+            encode_args(&new.args),
+            encode_env(&new.env),
+            new.rerun_of,
+            new.hook_of
         ],
         run_from_row,
     )??;

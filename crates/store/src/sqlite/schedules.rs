@@ -105,6 +105,7 @@ impl SqliteStore {
                 trigger: Trigger::Schedule,
                 occurrence: Some(occurrence),
                 not_before: 0,
+                ..Default::default()
             };
             match (req.overlap, blocking) {
                 (OverlapPolicy::Forbid, Some((id, status))) => {
@@ -150,6 +151,7 @@ impl SqliteStore {
                 trigger: Trigger::Schedule,
                 occurrence: Some(late),
                 not_before: 0,
+                ..Default::default()
             };
             let mut reason = "skipped: missed by more than starting_deadline".to_string();
             if let Some(note) = &skipped_note {

@@ -86,7 +86,7 @@ CREATE INDEX events_by_run ON events (run_id, seq);
 "#;
 
 /// Every migration's SQL, oldest first.
-const ALL: &[&str] = &[V1, V2, V3, V4, V5];
+const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The schema version after every migration ran.
 pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
@@ -134,6 +134,79 @@ ALTER TABLE schedules ADD COLUMN clock_back_at INTEGER;
 ALTER TABLE schedules ADD COLUMN clock_back_cursor INTEGER;
 "#;
 
+/// Version 6: what a run is asked to run with, and where it came from.
+///
+/// - `args` and `env`: arguments appended to the project's argv and variables added to its
+///   environment for this run alone (JSON array and JSON object of strings; NULL for none).
+///   Retries inherit them.
+/// - `rerun_of`: the run an operator's rerun repeats; `hook_of`: the failed run an
+///   `on_failure` run reports. Triggers `rerun` and `on_failure` join the CHECK.
+/// - `seat`: which of a project's parallel seats an active run holds (0 while a project runs one
+///   run at a time).
+///
+/// SQLite cannot change a CHECK constraint in place, so the table is rebuilt. The rebuilt table
+/// drops the foreign key of `retry_of`: once ended runs are pruned, a run may outlive the run it
+/// retries, and the key would refuse the prune. Ids stay what they were, and the
+/// AUTOINCREMENT counter is carried over so that no id is ever handed out twice.
+pub(crate) const V6: &str = r#"
+CREATE TABLE runs_v6 (
+    id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+    project             TEXT NOT NULL,
+    namespace           TEXT NOT NULL,
+    status              TEXT NOT NULL CHECK (status IN
+                          ('queued','starting','running','succeeded','failed','timed_out','cancelled','lost')),
+    attempt             INTEGER NOT NULL DEFAULT 1 CHECK (attempt >= 1),
+    trigger             TEXT NOT NULL CHECK (trigger IN
+                          ('manual','schedule','retry','rerun','on_failure')),
+    occurrence          INTEGER,
+    priority            INTEGER NOT NULL DEFAULT 0,
+    not_before          INTEGER NOT NULL DEFAULT 0,
+    enqueued_at         INTEGER NOT NULL,
+    started_at          INTEGER,
+    finished_at         INTEGER,
+    pid                 INTEGER,
+    exit_code           INTEGER,
+    signal              INTEGER,
+    reason              TEXT,
+    cancel_requested    INTEGER NOT NULL DEFAULT 0,
+    claim_token         INTEGER NOT NULL DEFAULT 0,
+    epoch               INTEGER,
+    retry_of            INTEGER,
+    cancel_requested_at INTEGER,
+    cancel_reason       TEXT,
+    args                TEXT,
+    env                 TEXT,
+    rerun_of            INTEGER,
+    hook_of             INTEGER,
+    seat                INTEGER NOT NULL DEFAULT 0 CHECK (seat >= 0)
+) STRICT;
+INSERT INTO runs_v6 (id, project, namespace, status, attempt, trigger, occurrence, priority,
+    not_before, enqueued_at, started_at, finished_at, pid, exit_code, signal, reason,
+    cancel_requested, claim_token, epoch, retry_of, cancel_requested_at, cancel_reason)
+SELECT id, project, namespace, status, attempt, trigger, occurrence, priority,
+    not_before, enqueued_at, started_at, finished_at, pid, exit_code, signal, reason,
+    cancel_requested, claim_token, epoch, retry_of, cancel_requested_at, cancel_reason
+FROM runs;
+-- The new table's counter starts at its highest id; the old one may be higher still.
+UPDATE sqlite_sequence
+   SET seq = (SELECT MAX(seq) FROM sqlite_sequence WHERE name IN ('runs', 'runs_v6'))
+ WHERE name = 'runs_v6';
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'runs_v6', seq FROM sqlite_sequence WHERE name = 'runs'
+ AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'runs_v6');
+DROP TABLE runs;
+ALTER TABLE runs_v6 RENAME TO runs;
+
+CREATE UNIQUE INDEX runs_one_active_per_project ON runs (project, seat)
+    WHERE status IN ('starting','running');
+CREATE INDEX runs_queue ON runs (project, priority DESC, id) WHERE status = 'queued';
+CREATE INDEX runs_active_namespace ON runs (namespace) WHERE status IN ('starting','running');
+CREATE INDEX runs_by_project ON runs (project, id);
+CREATE INDEX runs_by_status ON runs (status, id);
+CREATE UNIQUE INDEX runs_one_per_occurrence ON runs (project, occurrence) WHERE trigger = 'schedule';
+CREATE INDEX runs_waiting ON runs (not_before) WHERE status = 'queued';
+"#;
+
 /// All migrations, oldest first.
 pub(crate) fn migrations() -> Migrations<'static> {
     Migrations::new(ALL.iter().map(|sql| M::up(sql)).collect())
@@ -142,6 +215,7 @@ pub(crate) fn migrations() -> Migrations<'static> {
 #[cfg(test)]
 mod tests {
     use crate::ALL_STATUSES;
+    use rusqlite_migration::{Migrations, M};
 
     #[test]
     fn migrations_are_valid() {
@@ -154,6 +228,71 @@ mod tests {
         let schema = super::V1;
         for st in ALL_STATUSES {
             assert!(schema.contains(&format!("'{}'", st.as_str())), "{st}");
+            assert!(super::V6.contains(&format!("'{}'", st.as_str())), "{st}");
         }
+    }
+
+    /// Register check: the schema's CHECK constraint lists exactly the triggers of the enum.
+    #[test]
+    fn schema_lists_every_trigger() {
+        for t in crate::ALL_TRIGGERS {
+            assert!(super::V6.contains(&format!("'{}'", t.as_str())), "{t:?}");
+        }
+    }
+
+    /// A database made by version 5 keeps its runs, ids and id counter through the rebuild of
+    /// version 6, and takes the new triggers and columns afterwards.
+    #[test]
+    fn version_6_keeps_every_run_and_the_id_counter() {
+        use rusqlite::Connection;
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+        let v5 = Migrations::new(super::ALL[..5].iter().map(|sql| M::up(sql)).collect());
+        v5.to_latest(&mut conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO runs (id, project, namespace, status, trigger, enqueued_at, reason)
+                 VALUES (1, 'a', 'default', 'failed', 'manual', 10, 'exit 3');
+             INSERT INTO runs (id, project, namespace, status, attempt, trigger, enqueued_at, retry_of)
+                 VALUES (2, 'a', 'default', 'running', 2, 'retry', 20, 1);
+             INSERT INTO runs (id, project, namespace, status, trigger, enqueued_at)
+                 VALUES (7, 'b', 'default', 'queued', 'manual', 30);
+             DELETE FROM runs WHERE id = 7;",
+        )
+        .unwrap();
+        super::migrations().to_latest(&mut conn).unwrap();
+        let rows: Vec<(i64, String, Option<i64>, i64)> = conn
+            .prepare("SELECT id, status, retry_of, seat FROM runs ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![
+                (1, "failed".into(), None, 0),
+                (2, "running".into(), Some(1), 0)
+            ]
+        );
+        // Id 7 was handed out once: it must never be handed out again.
+        conn.execute(
+            "INSERT INTO runs (project, namespace, status, trigger, enqueued_at, args)
+                 VALUES ('b', 'default', 'queued', 'rerun', 40, '[\"x\"]')",
+            [],
+        )
+        .unwrap();
+        assert_eq!(conn.last_insert_rowid(), 8);
+        // The one-active-run rule still holds (seat 0 for both).
+        let second_active = conn.execute(
+            "INSERT INTO runs (project, namespace, status, trigger, enqueued_at)
+                 VALUES ('a', 'default', 'starting', 'manual', 50)",
+            [],
+        );
+        assert!(
+            second_active.is_err(),
+            "two active runs of one project on one seat"
+        );
+        // A run may now outlive the run it retries.
+        conn.execute("DELETE FROM runs WHERE id = 1", []).unwrap();
     }
 }

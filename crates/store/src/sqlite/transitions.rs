@@ -132,6 +132,11 @@ fn apply_one(conn: &Connection, epoch: i64, t: &Transition, now: Millis) -> Resu
                     trigger: Trigger::Retry,
                     occurrence: run.occurrence,
                     not_before,
+                    // A retry runs what the failed attempt ran, and reports what it reported.
+                    args: run.args.clone(),
+                    env: run.env.clone(),
+                    rerun_of: run.rerun_of,
+                    hook_of: run.hook_of,
                 };
                 retry_id = Some(insert_run(conn, &next, run.attempt + 1, Some(run.id), now)?);
             }
