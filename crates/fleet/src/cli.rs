@@ -179,6 +179,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Apply keep_runs and keep_for now: forget old ended runs and remove their folders.
+    #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] prune [--dry-run]")]
+    Prune {
+        /// Only list the runs that would be pruned.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 impl Command {
@@ -291,6 +298,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Cancel { run } => commands::cancel(&cli.config, run),
         Command::Reload => commands::reload(&cli.config),
         Command::Check { json } => commands::check(&cli.config, json),
+        Command::Prune { dry_run } => crate::prune::prune(&cli.config, dry_run),
     }
 }
 

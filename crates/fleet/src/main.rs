@@ -14,6 +14,7 @@ mod commands;
 mod console;
 mod logs;
 mod output;
+mod prune;
 mod serve;
 mod validate;
 

@@ -45,6 +45,7 @@
 
 mod error;
 mod model;
+mod prune;
 mod sqlite;
 pub mod status;
 mod store;
@@ -56,5 +57,6 @@ pub use model::{
     Delayed, Event, FireRequest, Fired, Millis, NewRun, OverlapPolicy, QueueHead, Run, RunFilter,
     RunId, ScheduleRow, Transition,
 };
+pub use prune::{Keep, PruneCandidate, PrunePolicy};
 pub use status::{RunStatus, Trigger, ALL_STATUSES, ALL_TRIGGERS, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};

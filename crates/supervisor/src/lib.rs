@@ -41,6 +41,7 @@ pub mod daemon;
 pub mod exec_limits;
 pub mod failpoints;
 pub mod health;
+pub mod prune;
 pub(crate) mod retry;
 pub mod schedule;
 pub(crate) mod settle;
