@@ -10,8 +10,8 @@
 //! ended run of their project are never touched.
 //!
 //! Deleting rows of ended runs is safe while a daemon runs: nothing in a daemon's memory refers
-//! to an ended run, and each batch is one short write transaction (at most [`BATCH`] runs), so
-//! a claim waits at most for one batch.
+//! to an ended run, and rows go in short write transactions (at most [`FORGET_CHUNK`] runs),
+//! paused between, so a claim waits at most for one of them.
 
 use std::io;
 use std::path::Path;
@@ -22,8 +22,17 @@ use store::{Keep, Millis, PruneCandidate, PrunePolicy, RunId, Store, StoreError}
 use crate::config::{Config, Retention};
 use crate::shim::rundir::RunDir;
 
-/// The most runs one write transaction forgets.
+/// The most runs one batch selects and removes the folders of.
 pub const BATCH: usize = 200;
+
+/// The most runs one write transaction forgets: a claim waits at most for one such
+/// transaction (a few milliseconds).
+pub const FORGET_CHUNK: usize = 50;
+
+/// The pause between two forgetting transactions: a claim that found the write lock taken
+/// sleeps in SQLite's busy handler, and would keep losing the lock to a pruner that took it
+/// again at once.
+pub const FORGET_PAUSE: Duration = Duration::from_millis(20);
 
 /// Runs that ended less than this long ago are left for a later prune, whatever the rules say.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -78,7 +87,8 @@ pub fn policy(config: &Config, now: Millis) -> PrunePolicy {
 }
 
 /// One batch: up to [`BATCH`] runs `policy` lets go, each folder removed (under its lock), then
-/// their rows forgotten in one transaction. `dry_run`: only says which.
+/// their rows forgotten, [`FORGET_CHUNK`] runs per transaction, [`FORGET_PAUSE`] apart. Blocks
+/// (sleeps): call it on a blocking thread. `dry_run`: only says which.
 ///
 /// Errors: the database ([`PruneError::Store`]); a folder that cannot be removed
 /// ([`PruneError::Folder`]; the runs whose folders went before it are forgotten first).
@@ -116,7 +126,12 @@ pub fn prune_batch(
     if !gone.is_empty() {
         // A crash here leaves rows whose folders are gone: the next prune forgets them.
         fail::fail_point!("prune-after-folder-removal", |_| std::process::abort());
-        store.forget_runs(&gone)?;
+        for (i, chunk) in gone.chunks(FORGET_CHUNK).enumerate() {
+            if i > 0 {
+                std::thread::sleep(FORGET_PAUSE);
+            }
+            store.forget_runs(chunk)?;
+        }
     }
     match failure {
         Some(e) => Err(e),

@@ -5,7 +5,7 @@
 //! Selection only reads (no write lock). Forgetting is one short `BEGIN IMMEDIATE` transaction
 //! per call, and deletes only rows still ended: a row that changed meanwhile stays.
 
-use rusqlite::{params, TransactionBehavior};
+use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 use super::SqliteStore;
 use crate::error::Result;
@@ -17,41 +17,66 @@ const ENDED: &str = "('succeeded','failed','timed_out','cancelled','lost')";
 
 impl SqliteStore {
     /// [`crate::Store::prune_candidates`].
+    ///
+    /// Index walks only, so that its cost follows what is let go and the projects, never the
+    /// history kept: the projects are found by seeking `runs_by_project` from one name to the
+    /// next; for each, the newest ended run and (with `newest = N`) the N-th newest are found by
+    /// walking back N entries of the same index, and the candidates by walking it forward from
+    /// the project's oldest run.
     pub(crate) fn prune_candidates(
         &self,
         policy: &PrunePolicy,
         limit: usize,
     ) -> Result<Vec<PruneCandidate>> {
         let conn = self.conn()?;
-        let projects: Vec<String> = conn
-            .prepare_cached("SELECT DISTINCT project FROM runs ORDER BY project")?
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        // The rank counts the project's ended runs, newest (highest id) first: rank 1, the
-        // newest, is never let go.
-        let sql = format!(
-            "SELECT id, finished_at FROM (
-                 SELECT id, finished_at, ROW_NUMBER() OVER (ORDER BY id DESC) AS rank
-                 FROM runs WHERE project = ?1 AND status IN {ENDED})
-             WHERE rank > 1 AND finished_at < ?2
-               AND ((?3 IS NOT NULL AND rank > ?3) OR (?4 IS NOT NULL AND finished_at < ?4))
-             ORDER BY id LIMIT ?5"
-        );
-        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut next_project = conn.prepare_cached(
+            "SELECT project FROM runs WHERE project > ?1 ORDER BY project LIMIT 1",
+        )?;
+        let mut nth_newest = conn.prepare_cached(&format!(
+            "SELECT id FROM runs WHERE project = ?1 AND status IN {ENDED}
+             ORDER BY id DESC LIMIT 1 OFFSET ?2"
+        ))?;
+        let mut let_go = conn.prepare_cached(&format!(
+            "SELECT id, finished_at FROM runs
+             WHERE project = ?1 AND id < ?2 AND status IN {ENDED} AND finished_at < ?3
+               AND ((?4 IS NOT NULL AND id < ?4) OR (?5 IS NOT NULL AND finished_at < ?5))
+             ORDER BY id LIMIT ?6"
+        ))?;
         let mut out = Vec::new();
-        for project in projects {
-            if out.len() >= limit {
+        let mut after = String::new();
+        while out.len() < limit {
+            let Some(project) = next_project
+                .query_row([&after], |r| r.get::<_, String>(0))
+                .optional()?
+            else {
                 break;
-            }
+            };
+            after.clone_from(&project);
             let keep = policy.keep_for(&project);
             if keep.keeps_all() {
                 continue;
             }
-            let rows = stmt.query_map(
+            let mut nth = |n: u32| -> rusqlite::Result<Option<RunId>> {
+                nth_newest
+                    .query_row(params![project, i64::from(n.max(1)) - 1], |r| r.get(0))
+                    .optional()
+            };
+            // The newest ended run is never let go (the project's last outcome).
+            let Some(newest) = nth(1)? else { continue };
+            // With `newest = N`: runs older than the N-th newest; fewer than N ended: none.
+            let by_count = match keep.newest {
+                Some(n) => nth(n)?,
+                None => None,
+            };
+            if by_count.is_none() && keep.finished_after.is_none() {
+                continue;
+            }
+            let rows = let_go.query_map(
                 params![
                     project,
+                    newest,
                     policy.ended_before,
-                    keep.newest,
+                    by_count,
                     keep.finished_after,
                     (limit - out.len()) as i64
                 ],
@@ -88,6 +113,10 @@ impl SqliteStore {
             }
         }
         tx.commit()?;
+        // Copy the deleted pages into the database file now, on the pruner's time: left in the
+        // write-ahead log, they would make the log pass SQLite's checkpoint threshold sooner,
+        // and the checkpoint runs in whichever commit passes it, often a claim's.
+        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
         Ok(forgotten)
     }
 
