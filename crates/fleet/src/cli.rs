@@ -1,14 +1,15 @@
 //! Argument parsing, the dispatch to one function per command, and what the commands share:
 //! their failure type and how they find the config and the state directory.
 //!
-//! The commands themselves live beside this file: [`crate::commands`] (enqueue, runs, status,
-//! cancel, reload, check), [`crate::logs`], [`crate::validate`] and [`crate::serve`] (the
-//! daemon).
+//! The commands themselves live beside this file: [`crate::commands`] (runs, status, cancel of
+//! one run, reload, check), [`crate::operator`] (enqueue with its arguments and `--wait`, wait,
+//! rerun, bulk cancel), [`crate::manual`] (completions, man pages), [`crate::logs`],
+//! [`crate::validate`] and [`crate::serve`] (the daemon).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use store::Store;
 use supervisor::config::{Config, ConfigErrors};
 use supervisor::statedir::{StateDir, StateDirError};
@@ -94,7 +95,7 @@ struct Cli {
     )]
     config: PathBuf,
     /// Read this state directory instead of the one the config names (runs, status, logs,
-    /// cancel, reload, check): they then work even while fleet.toml is broken or missing.
+    /// cancel, wait, reload, check): they then work even while fleet.toml is broken or missing.
     #[arg(long, global = true, value_name = "PATH")]
     state_dir: Option<PathBuf>,
     #[command(subcommand)]
@@ -112,20 +113,11 @@ enum Command {
     /// Check the config; print every error, and warnings.
     #[command(override_usage = "fleet [--config <PATH>] validate")]
     Validate,
-    /// Queue a run of PROJECT; prints its run id.
-    #[command(override_usage = "fleet [--config <PATH>] enqueue [--priority <N>] <PROJECT>")]
-    Enqueue {
-        /// The project, as named in fleet.toml.
-        project: String,
-        /// Higher runs first; equal priorities run in enqueue order.
-        #[arg(
-            long,
-            default_value_t = 0,
-            allow_negative_numbers = true,
-            value_name = "N"
-        )]
-        priority: i64,
-    },
+    /// Queue a run of PROJECT; prints its run id (with --wait, then its end).
+    #[command(
+        override_usage = "fleet [--config <PATH>] enqueue [--priority <N>] [--env <NAME=VALUE>]... [--wait [--timeout <DURATION>]] <PROJECT> [-- <ARG>...]"
+    )]
+    Enqueue(crate::operator::EnqueueArgs),
     /// List runs, newest first.
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] runs [--project <NAME>] [--status <STATUS>] [--limit <N>] [--json]"
@@ -163,12 +155,12 @@ enum Command {
         #[arg(long, short)]
         follow: bool,
     },
-    /// Stop a queued or active run.
-    #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] cancel <RUN>")]
-    Cancel {
-        /// The run id.
-        run: i64,
-    },
+    /// Stop queued or active runs: by id, or every run of a project, a namespace, or all (give
+    /// exactly one of them).
+    #[command(
+        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] cancel [--project <NAME> | --namespace <NAME> | --all] [--queued] [<RUN>...]"
+    )]
+    Cancel(crate::operator::CancelArgs),
     /// Ask the daemon to re-read fleet.toml now.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] reload")]
     Reload,
@@ -185,6 +177,29 @@ enum Command {
         /// Only list the runs that would be pruned.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Block until runs, with their retries, have ended; exit as their commands did.
+    #[command(
+        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] wait [--timeout <DURATION>] <RUN>..."
+    )]
+    Wait(crate::operator::WaitArgs),
+    /// Queue a new run of a run's project with the same arguments; prints its id.
+    #[command(override_usage = "fleet [--config <PATH>] rerun <RUN>")]
+    Rerun {
+        /// The run to repeat.
+        run: i64,
+    },
+    /// Print shell completions (bash, zsh, fish, elvish, powershell).
+    #[command(override_usage = "fleet [--config <PATH>] completions <SHELL>")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): fleet(1), or fleet-COMMAND(1) for one command.
+    #[command(override_usage = "fleet [--config <PATH>] man [<COMMAND>]")]
+    Man {
+        /// A command, for its own page.
+        command: Option<String>,
     },
 }
 
@@ -269,12 +284,12 @@ fn run(cli: Cli) -> Result<()> {
     if let Some(dir) = &cli.state_dir {
         if matches!(
             cli.command,
-            Command::Daemon | Command::Enqueue { .. } | Command::Validate
+            Command::Daemon | Command::Enqueue(_) | Command::Validate | Command::Rerun { .. }
         ) {
             // These act on the config itself; a second source for the state directory could
             // only disagree with it.
             return Err(Failure::input(
-                "--state-dir is for runs, status, logs, cancel, check and reload; daemon, enqueue and validate use the config's state_dir",
+                "--state-dir is for runs, status, logs, cancel, wait, check and reload; daemon, enqueue, rerun and validate use the config's state_dir",
             ));
         }
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
@@ -284,9 +299,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Daemon => crate::serve::daemon(&cli.config),
         Command::Validate => crate::validate::validate(&cli.config),
-        Command::Enqueue { project, priority } => {
-            commands::enqueue(&cli.config, &project, priority)
-        }
+        Command::Enqueue(args) => crate::operator::enqueue(&cli.config, &args),
         Command::Runs {
             project,
             status,
@@ -295,10 +308,14 @@ fn run(cli: Cli) -> Result<()> {
         } => commands::runs(&cli.config, project, status, limit, json),
         Command::Status { json } => commands::status(&cli.config, json),
         Command::Logs { run, follow } => crate::logs::logs(&cli.config, run, follow),
-        Command::Cancel { run } => commands::cancel(&cli.config, run),
+        Command::Cancel(args) => crate::operator::cancel(&cli.config, args),
         Command::Reload => commands::reload(&cli.config),
         Command::Check { json } => commands::check(&cli.config, json),
         Command::Prune { dry_run } => crate::prune::prune(&cli.config, dry_run),
+        Command::Wait(args) => crate::operator::wait(&cli.config, &args),
+        Command::Rerun { run } => crate::operator::rerun(&cli.config, run),
+        Command::Completions { shell } => crate::manual::completions(shell, Cli::command()),
+        Command::Man { command } => crate::manual::man(Cli::command(), command.as_deref()),
     }
 }
 

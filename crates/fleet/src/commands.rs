@@ -1,48 +1,14 @@
-//! The short commands over the database: `enqueue`, `runs`, `status`, `cancel`, `reload` and
-//! `check`. Each prints through [`crate::console`], so a reader that leaves early ends the
-//! command quietly.
+//! The short commands over the database: `runs`, `status`, `cancel` (of one run), `reload` and
+//! `check` (`enqueue` is in `operator`). Each prints through [`crate::console`], so a reader
+//! that leaves early ends the command quietly.
 
 use std::path::Path;
 
-use store::{CancelOutcome, NewRun, RunFilter, RunStatus, Trigger};
+use store::{CancelOutcome, RunFilter, RunStatus};
 use supervisor::control::{self, Nudge};
-use supervisor::statedir::StateDir;
 
-use crate::cli::{
-    invalid, load, load_for_reading, open_existing_at, open_store, state_of, Failure, Result,
-};
+use crate::cli::{invalid, load_for_reading, open_existing_at, state_of, Failure, Result};
 use crate::{console, output};
-
-/// `fleet enqueue PROJECT`: queues a run and prints its id.
-pub fn enqueue(path: &Path, project: &str, priority: i64) -> Result<()> {
-    let config = load(path)?;
-    let Some(p) = config.projects.get(project) else {
-        return Err(Failure::input(format!(
-            "unknown project {project:?} (not in {})",
-            path.display()
-        )));
-    };
-    let store = open_store(&config)?;
-    let id = store
-        .enqueue(
-            &NewRun {
-                project: project.to_string(),
-                namespace: p.namespace.clone(),
-                priority,
-                trigger: Trigger::Manual,
-                occurrence: None,
-                not_before: 0,
-                ..Default::default()
-            },
-            store::now_ms(),
-        )
-        .map_err(Failure::action)?;
-    // The run is queued whether or not anyone reads its id: the nudge goes out either way.
-    let printed = console::println(id);
-    // A hint only: without a daemon the run waits in the queue for one.
-    let _ = control::send(&StateDir::new(&config.state_dir).socket_path(), Nudge::Eval);
-    printed
-}
 
 /// `fleet runs`: a table, or one JSON array.
 pub fn runs(

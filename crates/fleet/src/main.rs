@@ -13,10 +13,14 @@ mod cli;
 mod commands;
 mod console;
 mod logs;
+mod manual;
+mod operator;
 mod output;
 mod prune;
+mod run_args;
 mod serve;
 mod validate;
+mod wait;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -34,7 +38,8 @@ fn main() -> ExitCode {
     match cli::main() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            if !e.is_reader_gone() {
+            // An empty message: the command said all there was to say (`fleet wait`'s status).
+            if !e.is_reader_gone() && !e.message.is_empty() {
                 console::eprintln(format_args!("fleet: {}", e.message));
             }
             ExitCode::from(e.code)

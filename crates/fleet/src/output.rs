@@ -33,7 +33,21 @@ pub fn run_json(r: &Run) -> Value {
         "not_before": if r.not_before > 0 { time(Some(r.not_before)) } else { Value::Null },
         "started_at": time(r.started_at),
         "finished_at": time(r.finished_at),
+        "args": r.args,
+        "env": env_json(&r.env),
+        "retry_of": r.retry_of,
+        "rerun_of": r.rerun_of,
     })
+}
+
+/// A run's own variables as one JSON object (names are unique: a later `--env` replaced an
+/// earlier one at enqueue).
+fn env_json(env: &[(String, String)]) -> Value {
+    Value::Object(
+        env.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
 }
 
 /// `fleet runs --json`: one array.
@@ -87,6 +101,14 @@ pub fn runs_table(runs: &[Run]) -> String {
             note = format!("occurrence {} {note}", rfc3339(o))
                 .trim_end()
                 .to_string();
+        }
+        // Where a run came from and what may reorder it, when it is not the plain default.
+        let origin = [
+            (r.priority != 0).then(|| format!("priority {}", r.priority)),
+            r.rerun_of.map(|id| format!("rerun of {id}")),
+        ];
+        for part in origin.into_iter().flatten().rev() {
+            note = format!("{part} {note}").trim_end().to_string();
         }
         t.add_row([
             r.id.to_string(),

@@ -9,6 +9,7 @@
 //! - `model`: the row types ([`Run`], [`NewRun`], [`Transition`], [`Event`], …), [`Millis`].
 //! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]).
 //! - [`status`]: the one run state machine ([`RunStatus`], [`TRANSITIONS`]).
+//! - `operator`: the bulk cancel's selection and result ([`CancelSelection`], [`BulkCancelled`]).
 //! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
 //! - `sqlite`: the SQLite backend, one file per concern; the only code that touches `rusqlite`.
 //!
@@ -45,6 +46,7 @@
 
 mod error;
 mod model;
+mod operator;
 mod prune;
 mod sqlite;
 pub mod status;
@@ -57,6 +59,7 @@ pub use model::{
     Delayed, Event, FireRequest, Fired, Millis, NewRun, OverlapPolicy, QueueHead, Run, RunFilter,
     RunId, ScheduleRow, Transition,
 };
+pub use operator::{BulkCancelled, CancelSelection};
 pub use prune::{Keep, PruneCandidate, PrunePolicy};
 pub use status::{RunStatus, Trigger, ALL_STATUSES, ALL_TRIGGERS, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};

@@ -14,6 +14,7 @@ use crate::{
     Millis, NewRun, PruneCandidate, PrunePolicy, QueueHead, Run, RunFilter, RunId, ScheduleRow,
     Transition,
 };
+use crate::{BulkCancelled, CancelSelection};
 
 /// How long a statement waits for another connection's write lock before it fails as busy.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -286,6 +287,35 @@ impl Store {
     ) -> Result<Vec<RunId>> {
         match &self.backend {
             Backend::Sqlite(db) => db.cancel_queued_runs(ids, reason, now),
+        }
+    }
+
+    /// The next attempt of `run`: the retry queued when it ended, if any. A retry is inserted in
+    /// the same transaction that ends the run it retries, so an ended run with no next attempt
+    /// is the end of its chain (what `fleet wait` follows).
+    ///
+    /// Cost: one index seek. Errors: busy, backend.
+    pub fn next_attempt(&self, run: &Run) -> Result<Option<Run>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.next_attempt(run),
+        }
+    }
+
+    /// Bulk `fleet cancel`: every run the selection names that has not ended — only the queued
+    /// ones with `queued_only` — in one transaction. A queued run becomes `cancelled` at once;
+    /// an active one gets its cancel flag (as [`Store::request_cancel`]) and the daemon stops
+    /// it. Returns what it did to each run, in id order (empty when nothing matched).
+    ///
+    /// Errors: busy (nothing written), backend.
+    pub fn cancel_selected(
+        &self,
+        selection: &CancelSelection,
+        queued_only: bool,
+        reason: &str,
+        now: Millis,
+    ) -> Result<Vec<BulkCancelled>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.cancel_selected(selection, queued_only, reason, now),
         }
     }
 

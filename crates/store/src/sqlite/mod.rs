@@ -20,7 +20,9 @@
 //! Files, one per concern: `open` (pool, pragmas, migrations, change probe), `schema` (the
 //! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
 //! `eval` (the EVAL's read queries and the occupancy count), `daemon` (take over, epoch,
-//! fencing), `prune` (retention: candidates, forgetting, giving space back), `schedules`, and `clock` (delays written by a clock that has since stepped back).
+//! fencing), `operator` (the next attempt of a run, the bulk cancel), `prune` (retention:
+//! candidates, forgetting, giving space back), `schedules`, and `clock` (delays written by a clock
+//! that has since stepped back).
 
 mod claim;
 mod clock;
@@ -28,6 +30,7 @@ mod daemon;
 mod eval;
 mod events;
 mod open;
+mod operator;
 mod prune;
 mod runs;
 mod schedules;

@@ -51,6 +51,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("projects.<name>.keep_runs", INHERITED),
     ("projects.<name>.keep_for", INHERITED),
     ("projects.<name>.max_log_size", INHERITED),
+    ("projects.<name>.accept_args", "false"),
 ];
 
 /// Shown as the default of a project key whose absence means "the top-level key's value".
@@ -163,6 +164,9 @@ pub struct ProjectConfig {
     pub overlap: Overlap,
     /// The history and log this project keeps: its own keys, else the top level's.
     pub retention: crate::config::Retention,
+    /// Whether a run may be given its own arguments (appended to `command`) and environment
+    /// variables (`fleet enqueue P --env K=V -- ARG…`); refused when false, the default.
+    pub accept_args: bool,
 }
 
 /// What a schedule occurrence does while a run of the project is active.

@@ -195,15 +195,22 @@ impl Daemon {
     }
 }
 
-/// What the shim of `run` is told: the project's command, cwd, limits and environment, plus the
-/// run's own variables (`FLEET_RUN_ID`, `FLEET_PROJECT`, `FLEET_NAMESPACE`, `FLEET_ATTEMPT`,
-/// `FLEET_OCCURRENCE`).
+/// What the shim of `run` is told: the project's command with the run's arguments after it, cwd,
+/// limits, the project's environment with the run's variables on top, plus fleet's variables
+/// (`FLEET_RUN_ID`, `FLEET_PROJECT`, `FLEET_NAMESPACE`, `FLEET_ATTEMPT`, `FLEET_OCCURRENCE`).
 fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
     let mut env: Vec<(OsString, Option<OsString>)> = project
         .env
         .iter()
         .map(|(k, v)| (OsString::from(k), Some(OsString::from(v))))
         .collect();
+    // The run's own variables (`fleet enqueue --env`) go over the project's, and fleet's own
+    // below go over both (names are checked at enqueue; the order keeps them reserved anyway).
+    env.extend(
+        run.env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), Some(OsString::from(v)))),
+    );
     for (k, v) in [
         ("FLEET_RUN_ID", run.id.to_string()),
         ("FLEET_PROJECT", run.project.clone()),
@@ -225,7 +232,14 @@ fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
         kill_grace: project.kill_grace,
         cwd: project.cwd.clone(),
         max_log_size: Some(project.retention.max_log_size),
-        argv: project.command.iter().map(OsString::from).collect(),
+        // The run's own arguments follow the project's command as argv items: no shell ever
+        // reads them.
+        argv: project
+            .command
+            .iter()
+            .chain(&run.args)
+            .map(OsString::from)
+            .collect(),
         env,
     }
 }

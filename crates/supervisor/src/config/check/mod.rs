@@ -297,6 +297,21 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// A boolean (`true` or `false`, unquoted).
+    fn expect_bool(&mut self, v: &Value<'_>, key: &str) -> Option<bool> {
+        match v.get_ref() {
+            DeValue::Boolean(b) => Some(*b),
+            other => {
+                self.error(
+                    v.span(),
+                    key,
+                    format!("expected true or false, found {}", describe(other)),
+                );
+                None
+            }
+        }
+    }
+
     /// A string usable as a path or environment value: one containing a NUL byte is refused.
     fn expect_nul_free<'t>(&mut self, v: &'t Value<'_>, key: &str) -> Option<&'t str> {
         let s = self.expect_str(v, key)?;

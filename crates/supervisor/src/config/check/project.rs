@@ -83,6 +83,9 @@ impl Checker<'_> {
             .optional(table, &dotted, "overlap", Self::overlap)
             .unwrap_or(Overlap::Forbid);
         let retention = self.retention(table, &dotted, inherited);
+        let accept_args = self
+            .optional(table, &dotted, "accept_args", Self::expect_bool)
+            .unwrap_or(false);
 
         Some(ProjectConfig {
             name: name.to_string(),
@@ -99,6 +102,7 @@ impl Checker<'_> {
             starting_deadline,
             overlap,
             retention,
+            accept_args,
         })
     }
 

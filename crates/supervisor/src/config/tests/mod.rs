@@ -44,6 +44,7 @@ schedule = "*/5 * * * *"
 timezone = "Europe/Paris"
 starting_deadline = "5m"
 overlap = "replace"
+accept_args = true
 
 [projects."tidy.up-2"]
 command = ["true"]

@@ -1,0 +1,98 @@
+//! Arguments and environment given to one run (`fleet enqueue P --env K=V -- ARG…`): parsing
+//! `--env`, and the checks made before anything is queued.
+//!
+//! They reach the command as argv items and environment entries, never through a shell, so no
+//! quoting can change what runs. The checks here refuse, with exit 2, what could only fail
+//! later in the daemon or silently do something else: a project that did not opt in with
+//! `accept_args = true`, a variable name the environment cannot hold, a name fleet sets itself.
+
+use supervisor::config::ProjectConfig;
+
+use crate::cli::{Failure, Result};
+
+/// Parses one `--env NAME=VALUE` (split at the first `=`).
+///
+/// Errors: no `=`, or a name [`check_name`] refuses (exit 2, naming the option).
+pub fn parse_env(item: &str) -> Result<(String, String)> {
+    let Some((name, value)) = item.split_once('=') else {
+        return Err(Failure::input(format!(
+            "--env {item:?}: expected NAME=VALUE"
+        )));
+    };
+    check_name(name).map_err(|why| Failure::input(format!("--env {name:?}: {why}")))?;
+    Ok((name.to_string(), value.to_string()))
+}
+
+/// Whether `name` may be set for one run: non-empty, without `=` or NUL, and not one fleet sets
+/// (`FLEET_*`) or strips (`FAILPOINTS`) for every run — the same rule as a project's `env`.
+///
+/// Errors: why not, in words.
+pub fn check_name(name: &str) -> std::result::Result<(), &'static str> {
+    if name.is_empty() || name.contains('=') || name.contains('\0') {
+        return Err("invalid environment variable name (empty, or contains '=' or NUL)");
+    }
+    if name.starts_with("FLEET_") || name == "FAILPOINTS" {
+        return Err("reserved: fleet sets FLEET_* (and strips FAILPOINTS) for every run");
+    }
+    Ok(())
+}
+
+/// Refuses `args` and `env` for `project` when it did not set `accept_args = true`. Nothing
+/// given is always accepted. (Their size needs no check here: each reached this process through
+/// an exec, under the same kernel limits; a total past the limit with the daemon's environment
+/// fails the run at start, with a message naming the limit.)
+///
+/// Errors: exit 2 with a one-line message naming the project.
+pub fn check_for(project: &ProjectConfig, args: &[String], env: &[(String, String)]) -> Result<()> {
+    if args.is_empty() && env.is_empty() {
+        return Ok(());
+    }
+    if !project.accept_args {
+        return Err(Failure::input(format!(
+            "project {:?} does not accept arguments or --env (set accept_args = true in its [projects.{}] table)",
+            project.name, project.name
+        )));
+    }
+    Ok(())
+}
+
+/// `env` with every name given once, at the place of its last value (a later `--env` for the
+/// same name wins, as it would in an environment).
+pub fn dedup_env(env: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::with_capacity(env.len());
+    for (k, v) in env {
+        out.retain(|(name, _)| *name != k);
+        out.push((k, v));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_items_parse_and_names_are_checked() {
+        assert_eq!(
+            parse_env("A=b=c").unwrap(),
+            ("A".to_string(), "b=c".to_string())
+        );
+        assert_eq!(parse_env("A=").unwrap(), ("A".to_string(), String::new()));
+        for bad in ["A", "=x", "FLEET_RUN_ID=1", "FAILPOINTS=x"] {
+            assert_eq!(parse_env(bad).unwrap_err().code, 2, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_later_value_wins() {
+        let env = vec![
+            ("A".into(), "1".into()),
+            ("B".into(), "2".into()),
+            ("A".into(), "3".into()),
+        ];
+        assert_eq!(
+            dedup_env(env),
+            vec![("B".into(), "2".into()), ("A".into(), "3".into())]
+        );
+    }
+}

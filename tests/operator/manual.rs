@@ -1,0 +1,114 @@
+//! `fleet completions` and `fleet man`: generated from the parser's own definitions, they name
+//! every command `fleet --help` lists.
+
+use crate::common::*;
+
+/// The commands `fleet --help` lists (its "Commands:" section), `help` aside.
+fn commands(f: &Fleet) -> Vec<String> {
+    let help = f.cmd_ok(&["--help"]);
+    let names: Vec<String> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| *n != "help")
+        .map(str::to_string)
+        .collect();
+    for expected in ["enqueue", "wait", "rerun", "cancel", "completions", "man"] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} not in {names:?}"
+        );
+    }
+    names
+}
+
+#[test]
+fn completions_name_every_command() {
+    let f = Fleet::new("");
+    let names = commands(&f);
+    for shell in ["bash", "zsh", "fish"] {
+        let out = f.cmd_ok(&["completions", shell]);
+        for name in &names {
+            // Where each shell's script declares a subcommand (a bare name would also match
+            // an option or a description).
+            let declared = match shell {
+                "bash" => format!("fleet,{name})"),
+                "zsh" => format!("'{name}:"),
+                _ => format!("-a \"{name}\""),
+            };
+            assert!(out.contains(&declared), "{shell}: {name} missing");
+        }
+        // fish names long options without their dashes (`-l wait`).
+        let flag = |f: &str| match shell {
+            "fish" => format!("-l {f}"),
+            _ => format!("--{f}"),
+        };
+        for f in ["wait", "queued", "env"] {
+            assert!(out.contains(&flag(f)), "{shell}: {f} missing");
+        }
+    }
+    assert_eq!(f.cmd(&["completions", "tcsh"]).code(), Some(2));
+}
+
+#[test]
+fn the_man_pages_render_every_command() {
+    let f = Fleet::new("");
+    let page = f.cmd_ok(&["man"]);
+    assert!(page.contains(".TH fleet 1"), "{page}");
+    assert!(page.contains(".SH SUBCOMMANDS"), "{page}");
+    for name in commands(&f) {
+        assert!(
+            page.contains(&format!("fleet\\-{name}(1)")),
+            "{name} missing:\n{page}"
+        );
+        let sub = f.cmd_ok(&["man", &name]);
+        assert!(
+            sub.contains(&format!(".TH fleet-{name} 1")),
+            "{name}:\n{sub}"
+        );
+    }
+    let enqueue = f.cmd_ok(&["man", "enqueue"]);
+    for flag in ["wait", "timeout", "env", "priority"] {
+        assert!(
+            enqueue.contains(&format!("\\-\\-{flag}")),
+            "--{flag}:\n{enqueue}"
+        );
+    }
+    assert_eq!(f.cmd(&["man", "nope"]).code(), Some(2));
+}
+
+/// docs/REFERENCE.md's command table has a row for every command `fleet --help` lists, and the README shows the
+/// operator's verbs and how to install completions and man pages.
+#[test]
+fn every_command_is_documented() {
+    let f = Fleet::new("");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let (reference, readme) = (read("docs/REFERENCE.md"), read("README.md"));
+    for name in commands(&f) {
+        assert!(
+            // A row of the command table.
+            reference.contains(&format!("| `fleet {name}")),
+            "docs/REFERENCE.md has no row for `fleet {name}`"
+        );
+    }
+    for shown in [
+        "fleet enqueue --wait",
+        "fleet wait",
+        "fleet rerun",
+        "fleet cancel --all",
+        "--queued",
+        "-- 2",
+        "--env",
+        "accept_args = true",
+        "--priority",
+        "fleet completions bash",
+        "fleet completions zsh",
+        "fleet completions fish",
+        "fleet man",
+    ] {
+        assert!(readme.contains(shown), "README.md does not show {shown:?}");
+    }
+}
