@@ -27,12 +27,12 @@ pub const BATCH: usize = 200;
 
 /// The most runs one write transaction forgets: a claim waits at most for one such
 /// transaction (a few milliseconds).
-pub const FORGET_CHUNK: usize = 50;
+pub const FORGET_CHUNK: usize = 25;
 
 /// The pause between two forgetting transactions: a claim that found the write lock taken
 /// sleeps in SQLite's busy handler, and would keep losing the lock to a pruner that took it
 /// again at once.
-pub const FORGET_PAUSE: Duration = Duration::from_millis(20);
+pub const FORGET_PAUSE: Duration = Duration::from_millis(50);
 
 /// Runs that ended less than this long ago are left for a later prune, whatever the rules say.
 pub const GRACE: Duration = Duration::from_secs(5);
