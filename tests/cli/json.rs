@@ -61,7 +61,9 @@ fn assert_error(f: &Fleet, args: &[&str], code: i32, names: &str) {
 #[test]
 fn every_json_command_prints_json_errors_included() {
     let f = Fleet::new("[projects.hello]\ncommand = [\"echo\", \"hi\"]\n");
-    let covered: BTreeSet<String> = ["runs", "status", "check"].map(String::from).into();
+    let covered: BTreeSet<String> = ["runs", "status", "check", "projects"]
+        .map(String::from)
+        .into();
     assert_eq!(
         commands_with_json(&f),
         covered,
@@ -86,6 +88,7 @@ fn every_json_command_prints_json_errors_included() {
     assert_error(&f, &["runs", "--json", "--limit", "many"], 2, "many");
     assert_error(&f, &["status", "--json", "--bogus-flag"], 2, "--bogus-flag");
     assert_error(&f, &["check", "--json", "extra"], 2, "extra");
+    assert_error(&f, &["projects", "--json", "extra"], 2, "extra");
 
     // A config that cannot be read at all.
     let missing = f.file("missing.toml");

@@ -30,7 +30,7 @@ fn the_runs_table_shows_priorities_and_reruns_and_higher_runs_first() {
     let row = |id: i64| {
         table
             .lines()
-            .find(|l| l.split_whitespace().nth(1) == Some(id.to_string().as_str()))
+            .find(|l| first_cell(l) == Some(id.to_string().as_str()))
             .unwrap_or_else(|| panic!("run {id} not in\n{table}"))
             .to_string()
     };
@@ -56,7 +56,15 @@ fn the_runs_table_shows_priorities_and_reruns_and_higher_runs_first() {
     let table = f.cmd_ok(&["runs"]);
     let line = table
         .lines()
-        .find(|l| l.split_whitespace().nth(1) == Some(again.to_string().as_str()))
+        .find(|l| first_cell(l) == Some(again.to_string().as_str()))
         .unwrap();
     assert!(line.contains(&format!("rerun of {low}")), "{table}");
+}
+
+/// The first cell of a line of `fleet runs`: the run id, whether the line is a table row
+/// (`│ 12  …`) or, as when stdout is a pipe, tab-separated (`12\t…`).
+fn first_cell(line: &str) -> Option<&str> {
+    line.trim_start_matches(['│', ' '])
+        .split_whitespace()
+        .next()
 }

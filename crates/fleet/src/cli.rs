@@ -16,6 +16,7 @@ use supervisor::statedir::{StateDir, StateDirError};
 
 use crate::console::{self, READER_GONE};
 use crate::output;
+use crate::pause::KindFlag;
 
 /// A failure with its exit status: 1 the action failed, 2 bad usage or bad input,
 /// [`READER_GONE`] the reader of stdout left.
@@ -120,22 +121,40 @@ enum Command {
     Enqueue(crate::operator::EnqueueArgs),
     /// List runs, newest first.
     #[command(
-        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] runs [--project <NAME>] [--status <STATUS>] [--limit <N>] [--json]"
+        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] runs [--project <NAME>] [--namespace <NAME>] [--status <STATUS>]... [--trigger <TRIGGER>] [--since <WHEN>] [--until <WHEN>] [--limit <N>] [--json] [--no-headers] [--table]"
     )]
     Runs {
         /// Only this project's runs.
         #[arg(long, value_name = "NAME")]
         project: Option<String>,
         /// Only runs in this status (queued, starting, running, succeeded, failed, timed_out,
-        /// cancelled, lost).
+        /// cancelled, lost); repeat it for several.
         #[arg(long)]
-        status: Option<String>,
+        status: Vec<String>,
+        /// Only runs counted in this namespace.
+        #[arg(long, value_name = "NAME")]
+        namespace: Option<String>,
+        /// Only runs of this trigger (manual, schedule, retry, rerun, on_failure).
+        #[arg(long)]
+        trigger: Option<String>,
+        /// Only runs enqueued since WHEN: a duration ago ("2h", "30m") or an RFC 3339 time.
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Only runs enqueued until WHEN: a duration ago ("2h") or an RFC 3339 time.
+        #[arg(long, value_name = "WHEN")]
+        until: Option<String>,
         /// At most this many.
         #[arg(long, default_value_t = 50, value_name = "N")]
         limit: u32,
         /// One JSON array instead of a table.
         #[arg(long)]
         json: bool,
+        /// Leave out the header line.
+        #[arg(long)]
+        no_headers: bool,
+        /// The table even when stdout is not a terminal (instead of tab-separated lines).
+        #[arg(long, conflicts_with = "json")]
+        table: bool,
     },
     /// The daemon, the config in force and occupancy against every cap.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] status [--json]")]
@@ -164,6 +183,37 @@ enum Command {
     /// Ask the daemon to re-read fleet.toml now.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] reload")]
     Reload,
+    /// Each project: schedule, next occurrence, last run, active and queued runs, paused.
+    #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] projects [--json]")]
+    Projects {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hold a project or a namespace: its queued runs wait, its occurrences are skipped.
+    #[command(override_usage = "fleet [--config <PATH>] pause [--project | --namespace] <NAME>")]
+    Pause {
+        /// A project or namespace, as named in fleet.toml.
+        name: String,
+        /// NAME is a project (needed when a namespace has the same name).
+        #[arg(long, conflicts_with = "namespace")]
+        project: bool,
+        /// NAME is a namespace (needed when a project has the same name).
+        #[arg(long)]
+        namespace: bool,
+    },
+    /// Release a paused project or namespace: its queued runs start again.
+    #[command(override_usage = "fleet [--config <PATH>] resume [--project | --namespace] <NAME>")]
+    Resume {
+        /// A project or namespace, as named in fleet.toml (or paused before it was removed).
+        name: String,
+        /// NAME is a project (needed when a namespace has the same name).
+        #[arg(long, conflicts_with = "namespace")]
+        project: bool,
+        /// NAME is a namespace (needed when a project has the same name).
+        #[arg(long)]
+        namespace: bool,
+    },
     /// Restart-safety checker: exit 0 when every invariant holds, 1 listing each violation.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] check [--json]")]
     Check {
@@ -207,9 +257,10 @@ impl Command {
     /// Whether the command was asked for JSON: its errors are then JSON too.
     fn json(&self) -> bool {
         match self {
-            Command::Runs { json, .. } | Command::Status { json } | Command::Check { json } => {
-                *json
-            }
+            Command::Runs { json, .. }
+            | Command::Status { json }
+            | Command::Check { json }
+            | Command::Projects { json } => *json,
             _ => false,
         }
     }
@@ -284,12 +335,17 @@ fn run(cli: Cli) -> Result<()> {
     if let Some(dir) = &cli.state_dir {
         if matches!(
             cli.command,
-            Command::Daemon | Command::Enqueue(_) | Command::Validate | Command::Rerun { .. }
+            Command::Daemon
+                | Command::Enqueue(_)
+                | Command::Validate
+                | Command::Rerun { .. }
+                | Command::Pause { .. }
+                | Command::Resume { .. }
         ) {
             // These act on the config itself; a second source for the state directory could
             // only disagree with it.
             return Err(Failure::input(
-                "--state-dir is for runs, status, logs, cancel, wait, check and reload; daemon, enqueue, rerun and validate use the config's state_dir",
+                "--state-dir is for runs, status, logs, cancel, wait, check, projects and reload; daemon, enqueue, rerun, validate, pause and resume use the config's state_dir",
             ));
         }
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
@@ -303,9 +359,29 @@ fn run(cli: Cli) -> Result<()> {
         Command::Runs {
             project,
             status,
+            namespace,
+            trigger,
+            since,
+            until,
             limit,
             json,
-        } => commands::runs(&cli.config, project, status, limit, json),
+            no_headers,
+            table,
+        } => crate::runs_cmd::runs(
+            &cli.config,
+            crate::runs_cmd::RunsArgs {
+                project,
+                status,
+                namespace,
+                trigger,
+                since,
+                until,
+                limit,
+                json,
+                no_headers,
+                table,
+            },
+        ),
         Command::Status { json } => commands::status(&cli.config, json),
         Command::Logs { run, follow } => crate::logs::logs(&cli.config, run, follow),
         Command::Cancel(args) => crate::operator::cancel(&cli.config, args),
@@ -316,6 +392,17 @@ fn run(cli: Cli) -> Result<()> {
         Command::Rerun { run } => crate::operator::rerun(&cli.config, run),
         Command::Completions { shell } => crate::manual::completions(shell, Cli::command()),
         Command::Man { command } => crate::manual::man(Cli::command(), command.as_deref()),
+        Command::Projects { json } => crate::projects::projects(&cli.config, json),
+        Command::Pause {
+            name,
+            project,
+            namespace,
+        } => crate::pause::pause(&cli.config, &name, KindFlag { project, namespace }),
+        Command::Resume {
+            name,
+            project,
+            namespace,
+        } => crate::pause::resume(&cli.config, &name, KindFlag { project, namespace }),
     }
 }
 

@@ -1,43 +1,14 @@
-//! The short commands over the database: `runs`, `status`, `cancel` (of one run), `reload` and
-//! `check` (`enqueue` is in `operator`). Each prints through [`crate::console`], so a reader
+//! The short commands over the database: `status`, `cancel` (of one run), `reload` and `check`
+//! (`enqueue` is in `operator`, `runs` in `runs_cmd`). Each prints through [`crate::console`], so a reader
 //! that leaves early ends the command quietly.
 
 use std::path::Path;
 
-use store::{CancelOutcome, RunFilter, RunStatus};
+use store::CancelOutcome;
 use supervisor::control::{self, Nudge};
 
 use crate::cli::{invalid, load_for_reading, open_existing_at, state_of, Failure, Result};
 use crate::{console, output};
-
-/// `fleet runs`: a table, or one JSON array.
-pub fn runs(
-    path: &Path,
-    project: Option<String>,
-    status: Option<String>,
-    limit: u32,
-    json: bool,
-) -> Result<()> {
-    let status = status
-        .map(|s| s.parse::<RunStatus>().map_err(Failure::input))
-        .transpose()?;
-    let state = state_of(path)?;
-    let runs = match open_existing_at(&state)? {
-        Some(store) => store
-            .list_runs(&RunFilter {
-                project,
-                status,
-                limit: Some(limit),
-            })
-            .map_err(Failure::action)?,
-        None => Vec::new(),
-    };
-    if json {
-        console::println(output::runs_json(&runs))
-    } else {
-        console::println(output::runs_table(&runs))
-    }
-}
 
 /// `fleet status`: the daemon, the config in force, occupancy.
 pub fn status(path: &Path, json: bool) -> Result<()> {
@@ -45,13 +16,14 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
     let holder = state
         .daemon_holder()
         .map_err(|e| Failure::action(format!("{}: {e}", state.lock_path().display())))?;
-    let (row, active, schedules) = match open_existing_at(&state)? {
+    let (row, active, schedules, pauses) = match open_existing_at(&state)? {
         Some(store) => (
             store.daemon_row().map_err(Failure::action)?,
             store.active_runs().map_err(Failure::action)?,
             store.schedules().map_err(Failure::action)?,
+            store.paused().map_err(Failure::action)?,
         ),
-        None => (None, Vec::new(), Vec::new()),
+        None => (None, Vec::new(), Vec::new(), store::Pauses::default()),
     };
     let report = output::Status::new(
         config.as_ref(),
@@ -62,7 +34,8 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         row,
         &active,
     )
-    .with_schedules(&schedules);
+    .with_schedules(&schedules)
+    .with_pauses(&pauses);
     if json {
         console::println(report.json())?;
     } else {
@@ -140,8 +113,10 @@ pub fn check(path: &Path, json: bool) -> Result<()> {
             console::println(format_args!("ok: {note}"))
         };
     };
-    let report =
-        supervisor::check::check(&state, &store, store::now_ms()).map_err(Failure::action)?;
+    // Each project's max_parallel, when the config reads (with --state-dir it may not).
+    let config = supervisor::config::Config::load(path).ok();
+    let report = supervisor::check::check(&state, &store, store::now_ms(), config.as_ref())
+        .map_err(Failure::action)?;
     if json {
         console::println(output::check_json(&report))?;
     } else {

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use comfy_table::{presets::UTF8_BORDERS_ONLY, Table};
 use serde_json::{json, Value};
 use store::{rfc3339, DaemonRow, Run, ScheduleRow};
 use supervisor::config::{Config, ConfigErrors};
@@ -53,77 +52,6 @@ fn env_json(env: &[(String, String)]) -> Value {
 /// `fleet runs --json`: one array.
 pub fn runs_json(runs: &[Run]) -> String {
     Value::Array(runs.iter().map(run_json).collect()).to_string()
-}
-
-fn short_time(ms: Option<i64>) -> String {
-    ms.and_then(chrono::DateTime::from_timestamp_millis)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
-        .unwrap_or_default()
-}
-
-/// `fleet runs`: a table, newest first.
-pub fn runs_table(runs: &[Run]) -> String {
-    if runs.is_empty() {
-        return "no runs".into();
-    }
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header([
-        "ID",
-        "PROJECT",
-        "NAMESPACE",
-        "STATUS",
-        "ATTEMPT",
-        "TRIGGER",
-        "EXIT",
-        "STARTED (UTC)",
-        "DURATION",
-        "NOTE",
-    ]);
-    for r in runs {
-        let exit = match (r.exit_code, r.signal) {
-            (Some(c), _) => c.to_string(),
-            (None, Some(s)) => format!("sig {s}"),
-            _ => String::new(),
-        };
-        let duration = match (r.started_at, r.finished_at) {
-            (Some(s), Some(f)) if f >= s => {
-                humantime::format_duration(std::time::Duration::from_millis((f - s) as u64))
-                    .to_string()
-            }
-            _ => String::new(),
-        };
-        let mut note = r.reason.clone().unwrap_or_default();
-        if r.cancel_requested && r.status.is_active() {
-            note = "cancel requested".into();
-        }
-        if let Some(o) = r.occurrence {
-            note = format!("occurrence {} {note}", rfc3339(o))
-                .trim_end()
-                .to_string();
-        }
-        // Where a run came from and what may reorder it, when it is not the plain default.
-        let origin = [
-            (r.priority != 0).then(|| format!("priority {}", r.priority)),
-            r.rerun_of.map(|id| format!("rerun of {id}")),
-        ];
-        for part in origin.into_iter().flatten().rev() {
-            note = format!("{part} {note}").trim_end().to_string();
-        }
-        t.add_row([
-            r.id.to_string(),
-            r.project.clone(),
-            r.namespace.clone(),
-            r.status.to_string(),
-            r.attempt.to_string(),
-            r.trigger.as_str().to_string(),
-            exit,
-            short_time(r.started_at),
-            duration,
-            note,
-        ]);
-    }
-    t.to_string()
 }
 
 /// What `fleet status` reports.
@@ -236,6 +164,25 @@ impl Status {
         self
     }
 
+    /// Adds the pauses in force (`paused` in the JSON: `kind`, `name`, `since`, `by` each).
+    pub fn with_pauses(mut self, pauses: &store::Pauses) -> Status {
+        self.value["paused"] = Value::Array(
+            pauses
+                .0
+                .iter()
+                .map(|p| {
+                    json!({
+                        "kind": p.kind.as_str(),
+                        "name": p.name,
+                        "since": rfc3339(p.since),
+                        "by": p.by,
+                    })
+                })
+                .collect(),
+        );
+        self
+    }
+
     /// As JSON.
     pub fn json(&self) -> String {
         self.value.to_string()
@@ -279,6 +226,18 @@ impl Status {
         }
         s += &format!("state dir: {}\n", v["state_dir"].as_str().unwrap_or("?"));
         s += &schedule_warnings(v);
+        for p in v["paused"].as_array().into_iter().flatten() {
+            let by = p["by"]
+                .as_str()
+                .map(|b| format!(", by {b}"))
+                .unwrap_or_default();
+            s += &format!(
+                "paused: {} {} (since {}{by}); `fleet resume` releases it\n",
+                p["kind"].as_str().unwrap_or("?"),
+                p["name"].as_str().unwrap_or("?"),
+                p["since"].as_str().unwrap_or("?"),
+            );
+        }
         let cap = &v["global"]["max_concurrency"];
         s += &format!(
             "active: {} of {} (global cap)\n",

@@ -1,4 +1,5 @@
-//! The concurrency caps a packer obeys: [`Caps`] (the global cap and the declared namespaces),
+//! The concurrency caps a packer obeys: [`Caps`] (the global cap, the declared namespaces and
+//! each project's `max_parallel`),
 //! [`NamespaceCap`], and [`DEFAULT_NAMESPACE`], the namespace of a project that declares none.
 //!
 //! These are plain values, filled in by the supervisor from `fleet.toml`; this module never reads
@@ -31,4 +32,16 @@ pub struct Caps {
     /// The declared namespaces, by name. Empty means "no namespaces declared", which selects the
     /// [`FallbackPacker`](crate::FallbackPacker) (see [`packer_for`](crate::packer_for)).
     pub namespaces: BTreeMap<String, NamespaceCap>,
+    /// Projects that may have more than one active run at once (`max_parallel` in `fleet.toml`),
+    /// by name, with their limit. A project absent from the map runs one at a time; see
+    /// [`Caps::max_parallel_of`].
+    pub max_parallel: BTreeMap<String, usize>,
+}
+
+impl Caps {
+    /// How many runs of `project` may be active at once: its entry in
+    /// [`Caps::max_parallel`], else 1. An entry of 0 stops the project from starting anything.
+    pub fn max_parallel_of(&self, project: &str) -> usize {
+        self.max_parallel.get(project).copied().unwrap_or(1)
+    }
 }

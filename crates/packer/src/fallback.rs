@@ -10,8 +10,9 @@ use crate::{Candidate, Caps, Packer, RunningSet};
 
 /// The packer used when `fleet.toml` declares no namespaces: one global cap, queue order.
 ///
-/// It picks the best candidate of each project not already running, in
-/// [`queue_order`](crate::queue_order), until the free global capacity
+/// It picks, in [`queue_order`](crate::queue_order), the best candidates of each project with a
+/// free seat (at most its `max_parallel` minus its active runs; one for a project that declares
+/// none and is not running), until the free global capacity
 /// (`caps.global - running.len()`, saturating) is used up. It ignores namespaces entirely, except
 /// that every run in `running` counts against the global cap whatever its namespace.
 ///
@@ -31,7 +32,7 @@ impl Packer for FallbackPacker {
         if free == 0 {
             return Vec::new();
         }
-        heads(running, queue)
+        heads(caps, running, queue)
             .into_iter()
             .take(free)
             .cloned()

@@ -11,10 +11,10 @@
 //!
 //! Every public item is re-exported here, so callers write `packer::merge`, never a module path.
 //!
-//! - `running`: [`RunningSet`] (the active runs keyed by project), [`ActiveRun`], [`RunId`], and
+//! - `running`: [`RunningSet`] (the active runs grouped by project), [`ActiveRun`], [`RunId`], and
 //!   [`merge`], the one running set every packer reads (slot pool and DB running set; DB wins).
 //! - `queue`: [`Candidate`] (a queued run) and [`queue_order`] (priority, then FIFO).
-//! - `caps`: [`Caps`] (global cap, declared namespaces), [`NamespaceCap`], [`DEFAULT_NAMESPACE`].
+//! - `caps`: [`Caps`] (global cap, declared namespaces, each project's `max_parallel`), [`NamespaceCap`], [`DEFAULT_NAMESPACE`].
 //! - `pack`: the [`Packer`] contract both packers keep.
 //! - `choose`: [`packer_for`], which picks the packer a set of caps calls for.
 //! - `fallback`: [`FallbackPacker`], used when no namespace is declared (global cap, queue order).

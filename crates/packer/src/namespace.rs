@@ -19,9 +19,9 @@ use crate::{Candidate, Caps, Packer, RunningSet, DEFAULT_NAMESPACE};
 /// * As for every packer, free global capacity is `caps.global - running.len()` (saturating), where
 ///   `running` is the merged running set ([`merge`](crate::merge); a double spawn after restart
 ///   threatens this packer just as it does the fallback one). Runs in `running` whose namespace is
-///   not declared still count against the global cap. A project in `running` is never picked, and
-///   only the best candidate of each project (in [`queue_order`](crate::queue_order)) is ever
-///   considered.
+///   not declared still count against the global cap. A project never gets more than its
+///   free seats ([`Caps::max_parallel_of`] minus its runs in `running`), and only its best
+///   candidates (in [`queue_order`](crate::queue_order)) are ever considered.
 /// * A namespace declared in `caps.namespaces` is capped: `running.count_in(ns) + picked_in(ns) <=
 ///   max_concurrency`. [`DEFAULT_NAMESPACE`] is capped by the global cap alone, with weight 1, unless
 ///   it is declared explicitly. A candidate in any other namespace is never picked: no cap is known
@@ -57,7 +57,7 @@ impl Packer for NamespacePacker {
         // sorted, and pushing preserves it).
         let mut lanes: Vec<Lane<'_>> = Vec::new();
         let mut lane_of: HashMap<&str, usize> = HashMap::new();
-        for (rank, cand) in heads(running, queue).into_iter().enumerate() {
+        for (rank, cand) in heads(caps, running, queue).into_iter().enumerate() {
             let ns = cand.namespace.as_str();
             let idx = match lane_of.get(ns) {
                 Some(&idx) => idx,
@@ -266,6 +266,7 @@ mod tests {
                     (format!("ns{i}"), cap)
                 })
                 .collect(),
+            max_parallel: Default::default(),
         };
         let queue: Vec<Candidate> = (0..1000)
             .map(|i| cand(i, &format!("p{i}"), &format!("ns{}", i % 500), i % 7))

@@ -16,9 +16,10 @@ pub trait Packer {
     /// DB running set), never the slot pool alone, or a restart (empty pool) starts in-flight
     /// projects again. `queue` may be in any order and may hold several candidates of one project.
     ///
-    /// Every implementation guarantees: no project that is in `running` is picked; at most one
-    /// candidate per project is picked, and it is that project's best candidate in
-    /// [`queue_order`](crate::queue_order); `running.len()` plus the number picked never exceeds
+    /// Every implementation guarantees: a project's runs in `running` plus its picks never
+    /// exceed [`Caps::max_parallel_of`] (so, by default, no project that is in `running` is
+    /// picked and at most one candidate per project is); a project's picks are its best
+    /// candidates in [`queue_order`](crate::queue_order); `running.len()` plus the number picked never exceeds
     /// `caps.global` (and nothing is picked if `running` already fills it).
     fn pack(&self, caps: &Caps, running: &RunningSet, queue: &[Candidate]) -> Vec<Candidate>;
 }

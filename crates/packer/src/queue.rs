@@ -1,15 +1,16 @@
 //! The queue side of a packer's input: [`Candidate`], a queued run that may be started, and
 //! [`queue_order`], the order candidates are considered in.
 //!
-//! It also holds `heads`, the crate-private first step every packer takes: the best candidate of
-//! each project not already running. Taking it here, before any packer rule, keeps "at most one
-//! run per project per pick, and the best one" true for every packer by construction. This module
-//! never looks at caps; that is the packers' part.
+//! It also holds `heads`, the crate-private first step every packer takes: the best candidates of
+//! each project, as many as it has free seats (`max_parallel` minus its active runs). Taking them
+//! here, before any packer rule, keeps "never past a project's `max_parallel`, and its best runs
+//! first" true for every packer by construction. This module reads no cap but `max_parallel`;
+//! the global and namespace caps are the packers' part.
 
 use std::cmp::Ordering;
-use std::collections::HashSet;
+use std::collections::HashMap;
 
-use crate::{RunId, RunningSet};
+use crate::{Caps, RunId, RunningSet};
 
 /// A queued run that may be started.
 ///
@@ -41,20 +42,34 @@ pub fn queue_order(a: &Candidate, b: &Candidate) -> Ordering {
         .then_with(|| a.namespace.cmp(&b.namespace))
 }
 
-/// The candidates any packer may consider, in queue order: the best candidate of each project that
-/// is not in `running`. O(Q log Q).
+/// The candidates any packer may consider, in queue order: the best candidates of each project,
+/// as many as its free seats (`caps.max_parallel_of(project)` minus its runs in `running`,
+/// saturating; one for a project with no `max_parallel` and nothing running). O(Q log Q).
 ///
-/// Taking the best per project *before* any namespace rule keeps "at most one run per project per
-/// pick, and the best one" true by construction, whatever the packer does next.
-pub(crate) fn heads<'q>(running: &RunningSet, queue: &'q [Candidate]) -> Vec<&'q Candidate> {
+/// Taking them per project *before* any namespace rule keeps "never past a project's
+/// `max_parallel`, and its best runs first" true by construction, whatever the packer does next.
+pub(crate) fn heads<'q>(
+    caps: &Caps,
+    running: &RunningSet,
+    queue: &'q [Candidate],
+) -> Vec<&'q Candidate> {
     let mut sorted: Vec<&Candidate> = queue.iter().collect();
     sorted.sort_unstable_by(|a, b| queue_order(a, b));
-    let mut seen: HashSet<&str> = HashSet::new();
+    // Seats left per project, counted down as its candidates (best first) are taken.
+    let mut left: HashMap<&str, usize> = HashMap::new();
     sorted
         .into_iter()
-        // `seen.insert` returns false for the second and later candidates of a project, which all
-        // come after its best one in the sorted order.
-        .filter(|c| seen.insert(c.project.as_str()) && !running.contains_project(&c.project))
+        .filter(|c| {
+            let seats = left.entry(c.project.as_str()).or_insert_with(|| {
+                caps.max_parallel_of(&c.project)
+                    .saturating_sub(running.count_of(&c.project))
+            });
+            if *seats == 0 {
+                return false;
+            }
+            *seats -= 1;
+            true
+        })
         .collect()
 }
 
@@ -86,5 +101,27 @@ mod tests {
         assert_eq!(ids(&picks), vec![2, 3]);
         let picks = NamespacePacker.pack(&caps(10, &[("x", 1, 1)]), &RunningSet::new(), &queue);
         assert_eq!(ids(&picks), vec![2, 3]);
+    }
+
+    #[test]
+    fn a_project_gets_its_free_seats_best_first() {
+        let queue = vec![
+            cand(1, "p", "default", 0),
+            cand(2, "p", "default", 9),
+            cand(3, "p", "default", 0),
+            cand(4, "p", "default", 0),
+            cand(5, "q", "default", 0),
+        ];
+        let mut c = caps(10, &[]);
+        c.max_parallel.insert("p".into(), 3);
+        let running: RunningSet = [crate::testing::active(9, "p", "default")]
+            .into_iter()
+            .collect();
+        // Three seats, one held: the two best of p, then q.
+        let picks = FallbackPacker.pack(&c, &running, &queue);
+        assert_eq!(ids(&picks), vec![2, 1, 5]);
+        c.max_parallel.insert("p".into(), 0);
+        let picks = FallbackPacker.pack(&c, &RunningSet::new(), &queue);
+        assert_eq!(ids(&picks), vec![5]);
     }
 }

@@ -1,4 +1,4 @@
-//! The running set: the active runs keyed by project, and [`merge`], which builds the one running
+//! The running set: the active runs grouped by project, and [`merge`], which builds the one running
 //! set every packer must read from the in-memory slot pool and the DB running set.
 //!
 //! This module only describes what is running; it never decides what starts, and, like the whole
@@ -27,15 +27,17 @@ pub struct ActiveRun {
     pub namespace: String,
 }
 
-/// The active runs, keyed by project.
+/// The active runs, grouped by project.
 ///
-/// At most one run per project is active: the store enforces it with a partial unique index, and
-/// this type mirrors it by keying on the project name, so "two active runs of one project" cannot
-/// even be represented here. A `BTreeMap` keeps iteration order deterministic, which keeps every
+/// A project has at most `max_parallel` active runs (one, unless the config says more): the store
+/// enforces it with seats under a unique index, and the packers never pick past it
+/// ([`Caps::max_parallel_of`](crate::Caps::max_parallel_of)). This type only records what is
+/// active: it holds every run it is given, each once by run id, grouped by project and in id
+/// order within a project. `BTreeMap`s keep iteration order deterministic, which keeps every
 /// packer deterministic.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunningSet {
-    by_project: BTreeMap<String, ActiveRun>,
+    by_project: BTreeMap<String, Vec<ActiveRun>>,
 }
 
 impl RunningSet {
@@ -44,16 +46,24 @@ impl RunningSet {
         Self::default()
     }
 
-    /// Records `run` as the active run of its project, replacing and returning the one recorded
-    /// before, if any.
+    /// Records `run` as an active run of its project. A run with the same id already recorded
+    /// for that project is replaced and returned; otherwise `None`. O(k) for a project with k
+    /// active runs.
     pub fn insert(&mut self, run: ActiveRun) -> Option<ActiveRun> {
-        self.by_project.insert(run.project.clone(), run)
+        let runs = self.by_project.entry(run.project.clone()).or_default();
+        match runs.binary_search_by_key(&run.run_id, |r| r.run_id) {
+            Ok(at) => Some(std::mem::replace(&mut runs[at], run)),
+            Err(at) => {
+                runs.insert(at, run);
+                None
+            }
+        }
     }
 
-    /// Forgets the active run of `project` and returns it, if there was one.
+    /// Forgets every active run of `project` and returns them, in id order.
     #[cfg(test)]
-    pub fn remove_project(&mut self, project: &str) -> Option<ActiveRun> {
-        self.by_project.remove(project)
+    pub fn remove_project(&mut self, project: &str) -> Vec<ActiveRun> {
+        self.by_project.remove(project).unwrap_or_default()
     }
 
     /// Whether `project` has an active run.
@@ -61,15 +71,25 @@ impl RunningSet {
         self.by_project.contains_key(project)
     }
 
-    /// The active run of `project`, if any.
+    /// The oldest (lowest id) active run of `project`, if any.
     pub fn get(&self, project: &str) -> Option<&ActiveRun> {
-        self.by_project.get(project)
+        self.by_project.get(project).and_then(|runs| runs.first())
     }
 
-    /// The number of active runs (one per project). Every one of them counts against the global
-    /// cap, whatever its namespace.
+    /// The active runs of `project`, in id order (empty if none).
+    pub fn runs_of(&self, project: &str) -> &[ActiveRun] {
+        self.by_project.get(project).map_or(&[], Vec::as_slice)
+    }
+
+    /// The number of active runs of `project`: the seats of its `max_parallel` it holds.
+    pub fn count_of(&self, project: &str) -> usize {
+        self.runs_of(project).len()
+    }
+
+    /// The number of active runs, over all projects. Every one of them counts against the
+    /// global cap, whatever its namespace. O(number of projects).
     pub fn len(&self) -> usize {
-        self.by_project.len()
+        self.by_project.values().map(Vec::len).sum()
     }
 
     /// Whether no run is active.
@@ -85,15 +105,15 @@ impl RunningSet {
         self.iter().filter(|r| r.namespace == namespace).count()
     }
 
-    /// The active runs, in project-name order.
+    /// The active runs, in project-name order, then id order within a project.
     pub fn iter(&self) -> impl Iterator<Item = &ActiveRun> {
-        self.by_project.values()
+        self.by_project.values().flatten()
     }
 }
 
 impl FromIterator<ActiveRun> for RunningSet {
-    /// Builds a running set; where several runs share a project, the last one wins (as with
-    /// [`RunningSet::insert`]).
+    /// Builds a running set; where several runs share an id and a project, the last one wins
+    /// (as with [`RunningSet::insert`]).
     fn from_iter<I: IntoIterator<Item = ActiveRun>>(iter: I) -> Self {
         let mut set = RunningSet::new();
         for run in iter {
@@ -103,12 +123,13 @@ impl FromIterator<ActiveRun> for RunningSet {
     }
 }
 
-/// The running set every packer must see: the union of the live slot pool (`live`, the runs this
-/// daemon process supervises right now) and the DB running set (`persisted`, the runs the database
-/// records as `starting` or `running`), keyed by project.
+/// The running set every packer must see: the live slot pool (`live`, the runs this daemon
+/// process supervises right now) merged with the DB running set (`persisted`, the runs the
+/// database records as `starting` or `running`), project by project.
 ///
-/// Where both hold an entry for one project, the persisted record wins: the database is the durable
-/// truth, and the slot pool is only a cache of it that a restart empties.
+/// Where both hold runs of one project, the persisted runs of that project win and the pool's
+/// are dropped: the database is the durable truth, and the slot pool is only a cache of it
+/// that a restart empties. A project only the pool knows keeps the pool's runs.
 ///
 /// This is the guard against a double spawn after restart. After a restart the slot pool is
 /// empty while the database may still record runs in flight (adopted or about to be
@@ -120,9 +141,9 @@ impl FromIterator<ActiveRun> for RunningSet {
 /// Cost: O((|live| + |persisted|) log n).
 pub fn merge(live: &RunningSet, persisted: &RunningSet) -> RunningSet {
     let mut merged = live.clone();
-    for run in persisted.iter() {
-        // Inserting after the live entries is what makes the DB record win on conflict.
-        merged.insert(run.clone());
+    for (project, runs) in &persisted.by_project {
+        // Replacing the project's whole list is what makes the DB record win on conflict.
+        merged.by_project.insert(project.clone(), runs.clone());
     }
     merged
 }
@@ -133,21 +154,39 @@ mod tests {
     use crate::testing::active;
 
     #[test]
-    fn running_set_is_keyed_by_project() {
+    fn running_set_groups_by_project_and_keeps_each_run_once() {
         let mut set = RunningSet::new();
         assert!(set.is_empty());
-        assert_eq!(set.insert(active(1, "p", "a")), None);
-        assert_eq!(set.insert(active(2, "p", "b")), Some(active(1, "p", "a")));
+        assert_eq!(set.insert(active(2, "p", "a")), None);
+        assert_eq!(set.insert(active(1, "p", "b")), None);
+        assert_eq!(set.insert(active(2, "p", "c")), Some(active(2, "p", "a")));
         set.insert(active(3, "q", "b"));
-        assert_eq!(set.len(), 2);
+        assert_eq!(set.len(), 3);
+        assert_eq!(set.count_of("p"), 2);
         assert_eq!(set.count_in("b"), 2);
         assert_eq!(set.count_in("a"), 0);
-        assert_eq!(set.get("p"), Some(&active(2, "p", "b")));
-        assert_eq!(set.remove_project("p"), Some(active(2, "p", "b")));
+        assert_eq!(set.get("p"), Some(&active(1, "p", "b")));
+        assert_eq!(
+            set.remove_project("p"),
+            vec![active(1, "p", "b"), active(2, "p", "c")]
+        );
         assert!(!set.contains_project("p"));
-        let collected: RunningSet = [active(4, "r", "a"), active(5, "r", "c")]
-            .into_iter()
-            .collect();
-        assert_eq!(collected.get("r"), Some(&active(5, "r", "c")));
+        assert_eq!(set.len(), 1);
+    }
+
+    #[test]
+    fn merge_takes_the_database_runs_of_a_project_both_know() {
+        let live: RunningSet = [
+            active(1, "p", "a"),
+            active(2, "p", "a"),
+            active(3, "l", "a"),
+        ]
+        .into_iter()
+        .collect();
+        let db: RunningSet = [active(2, "p", "b")].into_iter().collect();
+        let merged = merge(&live, &db);
+        assert_eq!(merged.runs_of("p"), &[active(2, "p", "b")]);
+        assert_eq!(merged.runs_of("l"), &[active(3, "l", "a")]);
+        assert_eq!(merged.len(), 2);
     }
 }

@@ -44,5 +44,6 @@ pub(crate) fn caps(global: usize, ns: &[(&str, usize, u32)]) -> Caps {
                 )
             })
             .collect(),
+        max_parallel: Default::default(),
     }
 }

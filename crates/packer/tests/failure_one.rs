@@ -45,6 +45,7 @@ fn projects(picks: &[Candidate]) -> Vec<&str> {
 fn empty_slot_pool_with_db_running_project_is_not_picked_fallback() {
     // Zero namespaces declared: the configuration under which the original bug happened.
     let caps = Caps {
+        max_parallel: BTreeMap::new(),
         global: 2,
         namespaces: BTreeMap::new(),
     };
@@ -75,6 +76,7 @@ fn ops_and_dev(global: usize, ops_cap: usize) -> Caps {
         weight: 1,
     };
     Caps {
+        max_parallel: BTreeMap::new(),
         global,
         namespaces: BTreeMap::from([("ops".into(), ns(ops_cap)), ("dev".into(), ns(5))]),
     }
@@ -177,6 +179,7 @@ fn a_db_only_run_beside_a_non_empty_pool_still_counts() {
 
     // No namespaces: global 3, two seats taken (one by the DB-only run): one start.
     let caps = Caps {
+        max_parallel: BTreeMap::new(),
         global: 3,
         namespaces: BTreeMap::new(),
     };
@@ -209,6 +212,7 @@ mod any_restart {
 
     fn caps() -> impl Strategy<Value = Caps> {
         (0usize..6, prop::option::of((0usize..4, 0usize..4))).prop_map(|(global, ns)| Caps {
+            max_parallel: BTreeMap::new(),
             global,
             namespaces: ns
                 .map(|(ops, dev)| {
@@ -261,7 +265,7 @@ mod any_restart {
             let running = merge(&pool, &db);
             // The database's record of a project is the one counted, where it says it runs.
             for r in db.iter() {
-                prop_assert_eq!(running.get(&r.project), Some(r));
+                prop_assert!(running.runs_of(&r.project).contains(r));
             }
             let picks = packer_for(&caps).pack(&caps, &running, &queue);
             for c in &picks {

@@ -24,6 +24,7 @@ fn caps_strategy() -> impl Strategy<Value = Caps> {
         prop::collection::vec(prop::option::of((0usize..5, 1u32..=3)), DECLARABLE.len()),
     )
         .prop_map(|(global, declared)| Caps {
+            max_parallel: BTreeMap::new(),
             global,
             namespaces: DECLARABLE
                 .iter()
@@ -362,6 +363,7 @@ fn two_namespaces(global: usize, weight_a: u32, weight_b: u32) -> Caps {
         weight,
     };
     Caps {
+        max_parallel: BTreeMap::new(),
         global,
         namespaces: BTreeMap::from([("a".into(), ns(weight_a)), ("b".into(), ns(weight_b))]),
     }
@@ -409,6 +411,7 @@ fn backlog(
 fn many_equal_namespaces_share_evenly() {
     let namespaces: Vec<String> = (0..7).map(|i| format!("n{i}")).collect();
     let caps = Caps {
+        max_parallel: BTreeMap::new(),
         global: 20,
         namespaces: namespaces
             .iter()

@@ -36,6 +36,32 @@ pub enum StoreError {
         /// What the driver said.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The PostgreSQL database could not be reached, or its schema brought up to date.
+    #[error("database {target}: {source}")]
+    Connect {
+        /// Which database, as the connection string names it (host, port, database, user;
+        /// never the password).
+        target: String,
+        /// What the driver or the pool said.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The database's schema is newer than this fleet knows (a newer fleet migrated it): this
+    /// version refuses to write to it rather than guess.
+    #[error("the database schema is at version {found}, newer than this fleet knows ({known}): upgrade fleet")]
+    SchemaTooNew {
+        /// The version found in the database.
+        found: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
+    /// The operation is not implemented on this backend yet; nothing was read or written.
+    #[error("{operation} is not supported on the {backend} backend yet")]
+    Unsupported {
+        /// The operation, as the `Store` method is named.
+        operation: &'static str,
+        /// The backend (`PostgreSQL`).
+        backend: &'static str,
+    },
     /// The id names no run.
     #[error("no run with id {0}")]
     UnknownRun(RunId),

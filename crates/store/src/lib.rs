@@ -7,24 +7,27 @@
 //! # Layout
 //!
 //! - `model`: the row types ([`Run`], [`NewRun`], [`Transition`], [`Event`], …), [`Millis`].
+//! - `activity`: [`ProjectActivity`], each project's runs summed up for `fleet projects`.
+//! - `paused`: [`HoldKind`], [`Pause`], [`Pauses`]: what `fleet pause` holds.
 //! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]).
 //! - [`status`]: the one run state machine ([`RunStatus`], [`TRANSITIONS`]).
 //! - `operator`: the bulk cancel's selection and result ([`CancelSelection`], [`BulkCancelled`]).
 //! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
 //! - `sqlite`: the SQLite backend, one file per concern; the only code that touches `rusqlite`.
+//! - `postgres`: the PostgreSQL backend, the same files; the only code that touches `postgres`.
 //!
 //! The first four are backend-neutral and never name SQL; their public items are re-exported at
 //! the crate root.
 //!
 //! # Where a second backend plugs in
 //!
-//! [`Store`] holds a private `enum Backend { Sqlite(..) }` and each of its methods is one
-//! `match` on it. A PostgreSQL backend becomes a second variant, a `postgres/` folder beside
-//! `sqlite/` offering the same methods, and a constructor on [`Store`]; callers keep calling
-//! the same `Store` methods and compile unchanged. An enum rather than a trait object because
-//! the set of backends is closed and known here: with one variant the `match` compiles to a
-//! direct call (no vtable, no allocation, nothing to clone but the pool), and adding a variant
-//! makes the compiler point at every operation that must learn it. A generic `Store<B>` would
+//! [`Store`] holds a private `enum Backend { Sqlite(..), Postgres(..) }` and each of its
+//! methods is one `match` on it; `postgres/` beside `sqlite/` offers the same methods, and
+//! [`Store::open_postgres`] beside [`Store::open`] chooses it. Callers call the same `Store`
+//! methods whichever they opened. An enum rather than a trait object because the set of
+//! backends is closed and known here: the `match` compiles to a direct call (no vtable, no
+//! allocation, nothing to clone but the pool), and adding a variant or an operation makes the
+//! compiler point at every arm that must learn it. A generic `Store<B>` would
 //! have put the backend in every caller's types.
 //!
 //! # What every backend guarantees
@@ -32,8 +35,13 @@
 //! - The claim moves a run `queued → starting` in one guarded statement, committed before the
 //!   call returns and so before anything is spawned: a run that stays `queued` while its worker
 //!   starts could be handed out twice.
-//! - The database itself refuses a second active run of one project, whatever a packer decides
-//!   (a packer that forgot the runs in flight after a restart is caught a second time).
+//! - The database itself refuses more active runs of one project than its `max_parallel`
+//!   (one by default), whatever a packer decides: each active run holds a seat under a unique
+//!   index, and the claim takes a free one or claims nothing (a packer that forgot the runs in
+//!   flight after a restart is caught a second time).
+//! - The claim refuses a run whose global or namespace cap (as the request carries them) is
+//!   full, so no cap is exceeded even by claims racing on several connections or hosts (SQLite:
+//!   a count under its one write lock; PostgreSQL: cap seats, see `postgres`).
 //! - Every transition is checked against the one state machine in [`status`] and appended to
 //!   the events, with the epoch and the occupancy at that moment, for `fleet check`.
 //! - Writes that license a side effect carry the caller's epoch and are refused as
@@ -44,15 +52,19 @@
 //!
 //! Times are `i64` milliseconds since the Unix epoch, UTC ([`Millis`]).
 
+mod activity;
 mod error;
 mod model;
 mod operator;
+mod paused;
+mod postgres;
 mod prune;
 mod sqlite;
 pub mod status;
 mod store;
 pub mod test_clock;
 
+pub use activity::ProjectActivity;
 pub use error::StoreError;
 pub use model::{
     now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRequest, Claimed, ClockBack, DaemonRow,
@@ -60,6 +72,7 @@ pub use model::{
     RunId, ScheduleRow, Transition,
 };
 pub use operator::{BulkCancelled, CancelSelection};
+pub use paused::{HoldKind, Pause, Pauses};
 pub use prune::{Keep, PruneCandidate, PrunePolicy};
 pub use status::{RunStatus, Trigger, ALL_STATUSES, ALL_TRIGGERS, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};

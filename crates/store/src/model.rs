@@ -127,6 +127,16 @@ pub struct RunFilter {
     pub status: Option<RunStatus>,
     /// At most this many.
     pub limit: Option<u32>,
+    /// Only runs in one of these statuses (none: any); combines with `status`.
+    pub statuses: Vec<RunStatus>,
+    /// Only runs counted in this namespace (the one recorded with the run).
+    pub namespace: Option<String>,
+    /// Only runs of this trigger.
+    pub trigger: Option<Trigger>,
+    /// Only runs enqueued at or after this instant (milliseconds since the Unix epoch, UTC).
+    pub since: Option<Millis>,
+    /// Only runs enqueued at or before this instant (milliseconds since the Unix epoch, UTC).
+    pub until: Option<Millis>,
 }
 
 /// The best queued run of one project: what the packers choose from.
@@ -153,6 +163,9 @@ pub struct ClaimRequest {
     pub global_cap: u32,
     /// The namespace's cap in force, if it has one (the fallback packer has none).
     pub namespace_cap: Option<u32>,
+    /// How many runs of the project may be active at once (its `max_parallel`, at least 1 in a
+    /// valid config): the claim takes the lowest free seat below it, or is left out.
+    pub max_parallel: u32,
 }
 
 /// A run this EVAL now owns: `queued → starting` is committed.
@@ -378,6 +391,10 @@ pub struct FireRequest {
     pub too_late: Option<Millis>,
     /// The overlap policy for `fire`.
     pub overlap: OverlapPolicy,
+    /// The project's `max_parallel` (1 by default; 0 is read as 1): `forbid` skips once this
+    /// many runs are queued or active, `replace` stops the oldest active run once this many are
+    /// active.
+    pub max_parallel: u32,
     /// Set when the clock was found behind the stored cursor (it stepped back): the stored
     /// cursor, which `cursor` replaces although it is earlier. Recorded with `now` (see
     /// [`ScheduleRow::clock_back`]).
@@ -389,7 +406,7 @@ pub struct FireRequest {
 pub struct Fired {
     /// The queued run made for the occurrence.
     pub queued: Option<RunId>,
-    /// A `cancelled` run recording a skipped occurrence (overlap forbid, or too late).
+    /// A `cancelled` run recording a skipped occurrence (overlap forbid, too late, or paused).
     pub skipped_run: Option<RunId>,
     /// The active run asked to stop (overlap replace).
     pub replaced: Option<RunId>,

@@ -8,11 +8,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::Result;
+use crate::postgres::{PgProbe, PgStore};
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
     Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FireRequest, Fired,
-    Millis, NewRun, PruneCandidate, PrunePolicy, QueueHead, Run, RunFilter, RunId, ScheduleRow,
-    Transition,
+    HoldKind, Millis, NewRun, Pauses, ProjectActivity, PruneCandidate, PrunePolicy, QueueHead, Run,
+    RunFilter, RunId, ScheduleRow, Transition,
 };
 use crate::{BulkCancelled, CancelSelection};
 
@@ -28,11 +29,13 @@ pub struct Store {
     backend: Backend,
 }
 
-/// The database behind a [`Store`]. A PostgreSQL backend becomes a second variant.
+/// The database behind a [`Store`].
 #[derive(Clone)]
 enum Backend {
     /// One SQLite file in the state directory.
     Sqlite(SqliteStore),
+    /// A PostgreSQL database, which several hosts may share.
+    Postgres(PgStore),
 }
 
 impl Store {
@@ -47,6 +50,22 @@ impl Store {
         })
     }
 
+    /// Connects to the PostgreSQL database `url` names (a `postgresql://…` URL, or
+    /// `key=value` pairs such as `host=/run/postgresql dbname=fleet`), brings its schema up to
+    /// date (in one transaction, under an advisory lock, so hosts starting at once do not race),
+    /// and keeps a pool of connections whose statements wait at most `busy_timeout` for a lock
+    /// before failing as busy.
+    ///
+    /// Errors: [`StoreError::Connect`](crate::StoreError::Connect) when the string cannot be
+    /// read, the server cannot be reached or a migration fails;
+    /// [`StoreError::SchemaTooNew`](crate::StoreError::SchemaTooNew) for a database migrated by
+    /// a newer fleet.
+    pub fn open_postgres(url: &str, busy_timeout: Duration) -> Result<Store> {
+        Ok(Store {
+            backend: Backend::Postgres(PgStore::open(url, busy_timeout)?),
+        })
+    }
+
     /// A [`ChangeProbe`] on this database: a new connection, outside the pool.
     ///
     /// Errors: [`StoreError::Backend`](crate::StoreError::Backend) if the database cannot be
@@ -55,6 +74,9 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => Ok(ChangeProbe {
                 probe: Probe::Sqlite(db.change_probe()?),
+            }),
+            Backend::Postgres(db) => Ok(ChangeProbe {
+                probe: Probe::Postgres(db.change_probe()?),
             }),
         }
     }
@@ -71,6 +93,7 @@ impl Store {
     ) -> Result<Vec<PruneCandidate>> {
         match &self.backend {
             Backend::Sqlite(db) => db.prune_candidates(policy, limit),
+            Backend::Postgres(db) => db.prune_candidates(policy, limit),
         }
     }
 
@@ -84,30 +107,35 @@ impl Store {
     pub fn forget_runs(&self, ids: &[RunId]) -> Result<usize> {
         match &self.backend {
             Backend::Sqlite(db) => db.forget_runs(ids),
+            Backend::Postgres(db) => db.forget_runs(ids),
         }
     }
 
     /// Gives up to `pages` free pages of the database file back to the file system and
     /// truncates the write-ahead log when no reader needs it, so that file sizes follow the
-    /// history kept. Cheap when there is nothing to give back.
+    /// history kept. Cheap when there is nothing to give back. PostgreSQL: nothing to do (its
+    /// autovacuum reuses the space).
     ///
     /// Errors: [`StoreError::Backend`](crate::StoreError::Backend).
     pub fn reclaim_space(&self, pages: u32) -> Result<()> {
         match &self.backend {
             Backend::Sqlite(db) => db.reclaim_space(pages),
+            // Autovacuum reuses freed space; there is no write-ahead log file of ours to trim.
+            Backend::Postgres(_) => Ok(()),
         }
     }
 
     /// Makes a database created before incremental vacuum existed give pages back too: one
     /// full `VACUUM`, which holds the write lock for as long as it rewrites the file (about a
     /// second per 100 MB). Returns whether it had to. Call it where a pause is harmless (a
-    /// daemon's start, before its first claim).
+    /// daemon's start, before its first claim). PostgreSQL: never needed (`Ok(false)`).
     ///
     /// Errors: [`StoreError::Backend`](crate::StoreError::Backend) (busy when another
     /// connection reads or writes meanwhile; nothing changed then).
     pub fn enable_incremental_vacuum(&self) -> Result<bool> {
         match &self.backend {
             Backend::Sqlite(db) => db.enable_incremental_vacuum(),
+            Backend::Postgres(_) => Ok(false),
         }
     }
 
@@ -115,6 +143,7 @@ impl Store {
     pub fn enqueue(&self, new: &NewRun, now: Millis) -> Result<RunId> {
         match &self.backend {
             Backend::Sqlite(db) => db.enqueue(new, now),
+            Backend::Postgres(db) => db.enqueue(new, now),
         }
     }
 
@@ -122,6 +151,7 @@ impl Store {
     pub fn get_run(&self, id: RunId) -> Result<Run> {
         match &self.backend {
             Backend::Sqlite(db) => db.get_run(id),
+            Backend::Postgres(db) => db.get_run(id),
         }
     }
 
@@ -129,6 +159,7 @@ impl Store {
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
         match &self.backend {
             Backend::Sqlite(db) => db.list_runs(filter),
+            Backend::Postgres(db) => db.list_runs(filter),
         }
     }
 
@@ -136,6 +167,7 @@ impl Store {
     pub fn active_runs(&self) -> Result<Vec<Run>> {
         match &self.backend {
             Backend::Sqlite(db) => db.active_runs(),
+            Backend::Postgres(db) => db.active_runs(),
         }
     }
 
@@ -148,6 +180,7 @@ impl Store {
     pub fn queue_heads(&self, now: Millis) -> Result<Vec<QueueHead>> {
         match &self.backend {
             Backend::Sqlite(db) => db.queue_heads(now),
+            Backend::Postgres(db) => db.queue_heads(now),
         }
     }
 
@@ -156,6 +189,7 @@ impl Store {
     pub fn next_not_before(&self, now: Millis) -> Result<Option<Millis>> {
         match &self.backend {
             Backend::Sqlite(db) => db.next_not_before(now),
+            Backend::Postgres(db) => db.next_not_before(now),
         }
     }
 
@@ -176,6 +210,7 @@ impl Store {
     ) -> Result<Vec<Delayed>> {
         match &self.backend {
             Backend::Sqlite(db) => db.rebase_delays(epoch, now, tolerance),
+            Backend::Postgres(db) => db.rebase_delays(epoch, now, tolerance),
         }
     }
 
@@ -190,6 +225,7 @@ impl Store {
     ) -> Result<i64> {
         match &self.backend {
             Backend::Sqlite(db) => db.take_over(pid, config_path, caps_json, now),
+            Backend::Postgres(db) => db.take_over(pid, config_path, caps_json, now),
         }
     }
 
@@ -203,6 +239,7 @@ impl Store {
     ) -> Result<()> {
         match &self.backend {
             Backend::Sqlite(db) => db.set_daemon_config(epoch, caps_json, reload_error, now),
+            Backend::Postgres(db) => db.set_daemon_config(epoch, caps_json, reload_error, now),
         }
     }
 
@@ -210,6 +247,7 @@ impl Store {
     pub fn daemon_row(&self) -> Result<Option<DaemonRow>> {
         match &self.backend {
             Backend::Sqlite(db) => db.daemon_row(),
+            Backend::Postgres(db) => db.daemon_row(),
         }
     }
 
@@ -217,6 +255,7 @@ impl Store {
     pub fn epoch(&self) -> Result<i64> {
         match &self.backend {
             Backend::Sqlite(db) => db.epoch(),
+            Backend::Postgres(db) => db.epoch(),
         }
     }
 
@@ -225,8 +264,9 @@ impl Store {
     ///
     /// A run that is no longer queued (claimed, cancelled) is left out of the result, so a second
     /// claim of one run hands back nothing (a run handed out twice would be started twice). A
-    /// claim that would give a project a second active run is refused by the unique index and
-    /// left out too. Claims carry `epoch` and are refused as
+    /// claim is also left out when its project has no free seat (as many active runs as the
+    /// request's `max_parallel`; each active run holds a distinct seat below it, under a unique
+    /// index) or when its project or namespace is paused ([`Store::pause`]). Claims carry `epoch` and are refused as
     /// [`StoreError::Fenced`](crate::StoreError::Fenced) when it is not the current one.
     ///
     /// Errors: busy database (nothing was claimed; retry on a later EVAL), fencing.
@@ -238,6 +278,59 @@ impl Store {
     ) -> Result<Vec<Claimed>> {
         match &self.backend {
             Backend::Sqlite(db) => db.claim(epoch, requests, now),
+            Backend::Postgres(db) => db.claim(epoch, requests, now),
+        }
+    }
+
+    /// The best `limit` queued runs of `project` that may start at `now` (not delayed past
+    /// it; milliseconds since the Unix epoch, UTC), in queue order (priority, then id): the extra
+    /// candidates of a project with several free seats. Costs one index walk of at most `limit`
+    /// ready rows (plus the project's delayed ones).
+    pub fn queue_of(&self, project: &str, now: Millis, limit: u32) -> Result<Vec<QueueHead>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.queue_of(project, now, limit),
+            Backend::Postgres(db) => db.queue_of(project, now, limit),
+        }
+    }
+
+    /// Every project that has runs: its queued and active counts and its latest ended run, by
+    /// project name. Reads the whole runs table (for `fleet projects`, never for an EVAL).
+    pub fn project_activity(&self) -> Result<Vec<ProjectActivity>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.project_activity(),
+            Backend::Postgres(db) => db.project_activity(),
+        }
+    }
+
+    /// Pauses the project or namespace `name` from `now` (milliseconds since the Unix epoch,
+    /// UTC), recording `by` (who asked). Returns false when it was paused already (the first
+    /// pause's time and author stay). Does not check that `name` exists: the caller does, against
+    /// the config. While paused, [`Store::claim`] claims none of its runs and
+    /// [`Store::fire_schedule`] records its occurrences as skipped.
+    ///
+    /// Errors: busy database (nothing was written).
+    pub fn pause(&self, kind: HoldKind, name: &str, by: Option<&str>, now: Millis) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.pause(kind, name, by, now),
+            Backend::Postgres(db) => db.pause(kind, name, by, now),
+        }
+    }
+
+    /// Ends the pause of the project or namespace `name`. Returns false when it was not paused.
+    ///
+    /// Errors: busy database (nothing was written).
+    pub fn resume(&self, kind: HoldKind, name: &str) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.resume(kind, name),
+            Backend::Postgres(db) => db.resume(kind, name),
+        }
+    }
+
+    /// The pauses in force, by kind then name.
+    pub fn paused(&self) -> Result<Pauses> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.paused(),
+            Backend::Postgres(db) => db.paused(),
         }
     }
 
@@ -261,6 +354,7 @@ impl Store {
     ) -> Result<Vec<Applied>> {
         match &self.backend {
             Backend::Sqlite(db) => db.apply(epoch, transitions, now),
+            Backend::Postgres(db) => db.apply(epoch, transitions, now),
         }
     }
 
@@ -272,6 +366,7 @@ impl Store {
     pub fn request_cancel(&self, id: RunId, reason: &str, now: Millis) -> Result<CancelOutcome> {
         match &self.backend {
             Backend::Sqlite(db) => db.request_cancel(id, reason, now),
+            Backend::Postgres(db) => db.request_cancel(id, reason, now),
         }
     }
 
@@ -287,6 +382,7 @@ impl Store {
     ) -> Result<Vec<RunId>> {
         match &self.backend {
             Backend::Sqlite(db) => db.cancel_queued_runs(ids, reason, now),
+            Backend::Postgres(db) => db.cancel_queued_runs(ids, reason, now),
         }
     }
 
@@ -298,6 +394,7 @@ impl Store {
     pub fn next_attempt(&self, run: &Run) -> Result<Option<Run>> {
         match &self.backend {
             Backend::Sqlite(db) => db.next_attempt(run),
+            Backend::Postgres(db) => db.next_attempt(run),
         }
     }
 
@@ -316,6 +413,7 @@ impl Store {
     ) -> Result<Vec<BulkCancelled>> {
         match &self.backend {
             Backend::Sqlite(db) => db.cancel_selected(selection, queued_only, reason, now),
+            Backend::Postgres(db) => db.cancel_selected(selection, queued_only, reason, now),
         }
     }
 
@@ -323,6 +421,7 @@ impl Store {
     pub fn queued_projects(&self) -> Result<Vec<String>> {
         match &self.backend {
             Backend::Sqlite(db) => db.queued_projects(),
+            Backend::Postgres(db) => db.queued_projects(),
         }
     }
 
@@ -333,6 +432,7 @@ impl Store {
     pub fn events_after(&self, after: i64) -> Result<Vec<Event>> {
         match &self.backend {
             Backend::Sqlite(db) => db.events_after(after),
+            Backend::Postgres(db) => db.events_after(after),
         }
     }
 
@@ -340,6 +440,7 @@ impl Store {
     pub fn schedules(&self) -> Result<Vec<ScheduleRow>> {
         match &self.backend {
             Backend::Sqlite(db) => db.schedules(),
+            Backend::Postgres(db) => db.schedules(),
         }
     }
 
@@ -354,6 +455,7 @@ impl Store {
     pub fn fire_schedule(&self, epoch: i64, req: &FireRequest, now: Millis) -> Result<Fired> {
         match &self.backend {
             Backend::Sqlite(db) => db.fire_schedule(epoch, req, now),
+            Backend::Postgres(db) => db.fire_schedule(epoch, req, now),
         }
     }
 }
@@ -372,6 +474,8 @@ pub struct ChangeProbe {
 enum Probe {
     /// SQLite's `PRAGMA data_version`, on a connection of its own.
     Sqlite(SqliteProbe),
+    /// PostgreSQL's notices on the change channel (`LISTEN`), on a connection of its own.
+    Postgres(PgProbe),
 }
 
 impl ChangeProbe {
@@ -381,6 +485,7 @@ impl ChangeProbe {
     pub fn changed(&mut self) -> Result<bool> {
         match &mut self.probe {
             Probe::Sqlite(p) => p.changed(),
+            Probe::Postgres(p) => p.changed(),
         }
     }
 }

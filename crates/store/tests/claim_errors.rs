@@ -2,15 +2,13 @@
 //! error the caller sees (the EVAL stops and retries later), never a silent skip that reads as
 //! "the project already runs". Nothing is claimed, and the run stays queued.
 
-use std::time::Duration;
-
 use store::*;
 
-#[test]
-fn a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fleet.db");
-    let s = Store::open(&path, Duration::from_millis(200)).unwrap();
+mod common;
+use common::Db;
+
+fn a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error(db: &Db) {
+    let s = db.store();
     let epoch = s.take_over(1, "fleet.toml", "{}", 0).unwrap();
     let id = s
         .enqueue(
@@ -28,18 +26,20 @@ fn a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error() {
         .unwrap();
     // Another writer left a trigger that fails every claim, as it runs, with an ordinary error
     // (an integer overflow), not a constraint.
-    rusqlite::Connection::open(&path)
-        .unwrap()
-        .execute_batch(
-            "CREATE TRIGGER broken BEFORE UPDATE OF status ON runs \
-             BEGIN SELECT abs(-9223372036854775807 - 1); END;",
-        )
-        .unwrap();
+    db.exec(
+        "CREATE TRIGGER broken BEFORE UPDATE OF status ON runs \
+         BEGIN SELECT abs(-9223372036854775807 - 1); END;",
+        "CREATE FUNCTION broken() RETURNS trigger LANGUAGE plpgsql AS \
+           $$ BEGIN PERFORM abs(-9223372036854775807 - 1); RETURN NEW; END $$; \
+         CREATE TRIGGER broken BEFORE UPDATE OF status ON runs FOR EACH ROW \
+           EXECUTE FUNCTION broken();",
+    );
     let req = ClaimRequest {
         run_id: id,
         namespace: "default".into(),
         global_cap: 4,
         namespace_cap: None,
+        max_parallel: 1,
     };
     let err = s
         .claim(epoch, std::slice::from_ref(&req), 2)
@@ -47,3 +47,5 @@ fn a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error() {
     assert!(!err.is_busy(), "{err}");
     assert_eq!(s.get_run(id).unwrap().status, RunStatus::Queued);
 }
+
+both_backends!(a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error);

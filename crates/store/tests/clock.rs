@@ -4,13 +4,12 @@
 use store::*;
 
 mod common;
-use common::{open, req};
+use common::{open, req, Db};
 
 const YEAR: Millis = 365 * 86_400_000;
 
-#[test]
-fn a_schedule_keeps_a_record_of_the_clock_going_back() {
-    let (_d, s, epoch) = open();
+fn a_schedule_keeps_a_record_of_the_clock_going_back(db: &Db) {
+    let (s, epoch) = open(db);
     let ahead = YEAR + 60_000;
     s.fire_schedule(epoch, &req(None, Some(ahead), OverlapPolicy::Queue), ahead)
         .unwrap();
@@ -45,9 +44,8 @@ fn a_schedule_keeps_a_record_of_the_clock_going_back() {
 /// After the clock went back, the schedule proposes again an occurrence it handled under the
 /// clock that was ahead: no second run, and with overlap `replace` the active run is not asked
 /// to stop for it.
-#[test]
-fn an_occurrence_proposed_again_neither_runs_nor_replaces() {
-    let (_d, s, epoch) = open();
+fn an_occurrence_proposed_again_neither_runs_nor_replaces(db: &Db) {
+    let (s, epoch) = open(db);
     let first = s
         .fire_schedule(epoch, &req(None, Some(60_000), OverlapPolicy::Replace), 1)
         .unwrap()
@@ -69,6 +67,7 @@ fn an_occurrence_proposed_again_neither_runs_nor_replaces() {
             namespace: "default".into(),
             global_cap: 4,
             namespace_cap: None,
+            max_parallel: 1,
         }],
         3,
     )
@@ -108,9 +107,8 @@ fn retry_like(s: &Store, project: &str, enqueued_at: Millis, delay: Millis) -> R
 
 /// A delay set by a clock a year ahead is counted again from now, once; a delay set by this
 /// clock, or by one ahead within the tolerance, is left as it is.
-#[test]
-fn delays_set_by_a_clock_that_was_ahead_count_from_now() {
-    let (_d, s, epoch) = open();
+fn delays_set_by_a_clock_that_was_ahead_count_from_now(db: &Db) {
+    let (s, epoch) = open(db);
     let now = 10 * YEAR;
     let tolerance = 10_000;
     let stale = retry_like(&s, "a", now + YEAR, 30_000);
@@ -161,3 +159,9 @@ fn delays_set_by_a_clock_that_was_ahead_count_from_now() {
         Err(StoreError::Fenced { .. })
     ));
 }
+
+both_backends!(
+    a_schedule_keeps_a_record_of_the_clock_going_back,
+    an_occurrence_proposed_again_neither_runs_nor_replaces,
+    delays_set_by_a_clock_that_was_ahead_count_from_now,
+);

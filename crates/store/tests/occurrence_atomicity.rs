@@ -8,16 +8,14 @@
 //! would stay advanced with no run), or if a failed insert is taken for the unique
 //! (project, occurrence) conflict that means "already handled".
 
-use std::path::Path;
-
 use store::*;
 
 mod common;
-use common::open;
+use common::{open, Db};
 
-fn exec(dir: &Path, sql: &str) {
-    let conn = rusqlite::Connection::open(dir.join("fleet.db")).unwrap();
-    conn.execute_batch(sql).unwrap();
+/// Runs one of the pairs below: (SQLite's SQL, PostgreSQL's SQL).
+fn exec(db: &Db, sql: (&str, &str)) {
+    db.exec(sql.0, sql.1);
 }
 
 fn req(fire: Option<Millis>, overlap: OverlapPolicy) -> FireRequest {
@@ -32,9 +30,18 @@ fn schedule_runs(s: &Store) -> Vec<Run> {
         .collect()
 }
 
-const REFUSE_RUNS: &str = "CREATE TRIGGER refuse_schedule_runs BEFORE INSERT ON runs \
-     WHEN NEW.trigger = 'schedule' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;";
-const ALLOW_RUNS: &str = "DROP TRIGGER refuse_schedule_runs;";
+const REFUSE_RUNS: (&str, &str) = (
+    "CREATE TRIGGER refuse_schedule_runs BEFORE INSERT ON runs \
+     WHEN NEW.trigger = 'schedule' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+    "CREATE FUNCTION refuse_schedule_runs() RETURNS trigger LANGUAGE plpgsql AS \
+       $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$; \
+     CREATE TRIGGER refuse_schedule_runs BEFORE INSERT ON runs FOR EACH ROW \
+       WHEN (NEW.trigger = 'schedule') EXECUTE FUNCTION refuse_schedule_runs();",
+);
+const ALLOW_RUNS: (&str, &str) = (
+    "DROP TRIGGER refuse_schedule_runs;",
+    "DROP TRIGGER refuse_schedule_runs ON runs;",
+);
 
 /// Asserts the failed fire left nothing behind: no cursor, no run, no event of a run.
 fn assert_nothing_written(s: &Store, what: &str) {
@@ -54,10 +61,9 @@ fn assert_nothing_written(s: &Store, what: &str) {
 /// The run's insert fails (a trigger aborts it: a constraint failure, but not the unique
 /// conflict): the fire is an error and rolls back, the cursor included; once the insert can
 /// succeed, the same occurrence fires.
-#[test]
-fn a_failed_insert_of_the_occurrence_run_leaves_the_cursor_unmoved() {
-    let (dir, s, epoch) = open();
-    exec(dir.path(), REFUSE_RUNS);
+fn a_failed_insert_of_the_occurrence_run_leaves_the_cursor_unmoved(db: &Db) {
+    let (s, epoch) = open(db);
+    exec(db, REFUSE_RUNS);
     let r = req(Some(60_000), OverlapPolicy::Queue);
     let err = s
         .fire_schedule(epoch, &r, 1)
@@ -65,7 +71,7 @@ fn a_failed_insert_of_the_occurrence_run_leaves_the_cursor_unmoved() {
     assert!(err.to_string().contains("refused by the test"), "{err}");
     assert_nothing_written(&s, "refused insert");
 
-    exec(dir.path(), ALLOW_RUNS);
+    exec(db, ALLOW_RUNS);
     let fired = s.fire_schedule(epoch, &r, 2).unwrap();
     assert!(fired.written, "{fired:?}");
     let id = fired.queued.expect("the occurrence fires on a later pass");
@@ -80,18 +86,17 @@ fn a_failed_insert_of_the_occurrence_run_leaves_the_cursor_unmoved() {
 /// The same for the rows that record a skipped occurrence (overlap `forbid`, or missed by more
 /// than the starting deadline): a skip is a handled occurrence too, so its row and the cursor
 /// are written together or not at all.
-#[test]
-fn a_failed_insert_of_a_skip_leaves_the_cursor_unmoved() {
-    let (dir, s, epoch) = open();
+fn a_failed_insert_of_a_skip_leaves_the_cursor_unmoved(db: &Db) {
+    let (s, epoch) = open(db);
     let mut late = req(None, OverlapPolicy::Forbid);
     late.cursor = 300_000;
     late.too_late = Some(300_000);
-    exec(dir.path(), REFUSE_RUNS);
+    exec(db, REFUSE_RUNS);
     s.fire_schedule(epoch, &late, 1)
         .expect_err("a refused skip must not count as a handled occurrence");
     assert_nothing_written(&s, "refused skip");
 
-    exec(dir.path(), ALLOW_RUNS);
+    exec(db, ALLOW_RUNS);
     let fired = s.fire_schedule(epoch, &late, 2).unwrap();
     let skip = s
         .get_run(fired.skipped_run.expect("the skip is recorded"))
@@ -103,13 +108,18 @@ fn a_failed_insert_of_a_skip_leaves_the_cursor_unmoved() {
 
 /// The cursor's write fails after the run was inserted: the run must go with it (one
 /// transaction), or the next pass, from the old cursor, would find a run it did not make.
-#[test]
-fn a_failed_cursor_write_leaves_no_run() {
-    let (dir, s, epoch) = open();
+fn a_failed_cursor_write_leaves_no_run(db: &Db) {
+    let (s, epoch) = open(db);
     exec(
-        dir.path(),
-        "CREATE TRIGGER refuse_cursor BEFORE INSERT ON schedules \
-         BEGIN SELECT RAISE(ABORT, 'cursor refused by the test'); END;",
+        db,
+        (
+            "CREATE TRIGGER refuse_cursor BEFORE INSERT ON schedules \
+             BEGIN SELECT RAISE(ABORT, 'cursor refused by the test'); END;",
+            "CREATE FUNCTION refuse_cursor() RETURNS trigger LANGUAGE plpgsql AS \
+               $$ BEGIN RAISE EXCEPTION 'cursor refused by the test'; END $$; \
+             CREATE TRIGGER refuse_cursor BEFORE INSERT ON schedules FOR EACH ROW \
+               EXECUTE FUNCTION refuse_cursor();",
+        ),
     );
     let r = req(Some(60_000), OverlapPolicy::Queue);
     let err = s
@@ -118,7 +128,13 @@ fn a_failed_cursor_write_leaves_no_run() {
     assert!(err.to_string().contains("cursor refused"), "{err}");
     assert_nothing_written(&s, "refused cursor");
 
-    exec(dir.path(), "DROP TRIGGER refuse_cursor;");
+    exec(
+        db,
+        (
+            "DROP TRIGGER refuse_cursor;",
+            "DROP TRIGGER refuse_cursor ON schedules;",
+        ),
+    );
     assert!(s.fire_schedule(epoch, &r, 2).unwrap().queued.is_some());
     assert_eq!(schedule_runs(&s).len(), 1);
     assert_eq!(s.schedules().unwrap()[0].cursor, 60_000);
@@ -126,9 +142,8 @@ fn a_failed_cursor_write_leaves_no_run() {
 
 /// Only an existing run of the occurrence means "handled": a pass that finds one (a caller that
 /// ignored the cursor) writes no second run and no error, and moves the cursor.
-#[test]
-fn an_existing_run_of_the_occurrence_is_the_only_handled() {
-    let (_dir, s, epoch) = open();
+fn an_existing_run_of_the_occurrence_is_the_only_handled(db: &Db) {
+    let (s, epoch) = open(db);
     let r = req(Some(60_000), OverlapPolicy::Queue);
     let first = s.fire_schedule(epoch, &r, 1).unwrap().queued.unwrap();
     let mut again = req(Some(60_000), OverlapPolicy::Queue);
@@ -144,9 +159,8 @@ fn an_existing_run_of_the_occurrence_is_the_only_handled() {
 
 /// The run an occurrence fires says how many earlier occurrences were missed and skipped with
 /// it; a run that skipped none carries no such note.
-#[test]
-fn the_fired_run_counts_the_occurrences_skipped_with_it() {
-    let (_dir, s, epoch) = open();
+fn the_fired_run_counts_the_occurrences_skipped_with_it(db: &Db) {
+    let (s, epoch) = open(db);
     let quiet = s
         .fire_schedule(epoch, &req(Some(60_000), OverlapPolicy::Queue), 1)
         .unwrap()
@@ -166,3 +180,11 @@ fn the_fired_run_counts_the_occurrences_skipped_with_it() {
     );
     assert_eq!(s.schedules().unwrap()[0].skipped_total, 3);
 }
+
+both_backends!(
+    a_failed_insert_of_the_occurrence_run_leaves_the_cursor_unmoved,
+    a_failed_insert_of_a_skip_leaves_the_cursor_unmoved,
+    a_failed_cursor_write_leaves_no_run,
+    an_existing_run_of_the_occurrence_is_the_only_handled,
+    the_fired_run_counts_the_occurrences_skipped_with_it,
+);

@@ -1,16 +1,10 @@
 //! The operator's operations over several runs: the next attempt of a run (what `fleet wait`
 //! follows) and the bulk cancel by project, namespace or all, with or without active runs.
 
-use std::time::Duration;
-
 use store::*;
 
-fn open() -> (tempfile::TempDir, Store, i64) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("fleet.db"), Duration::from_millis(200)).unwrap();
-    let epoch = store.take_over(1, "fleet.toml", "{}", 0).unwrap();
-    (dir, store, epoch)
-}
+mod common;
+use common::{open, Db};
 
 fn enqueue(s: &Store, project: &str, ns: &str) -> RunId {
     s.enqueue(
@@ -36,6 +30,7 @@ fn fail(s: &Store, epoch: i64, id: RunId, retry: bool) -> Option<RunId> {
                 namespace: "default".into(),
                 global_cap: 4,
                 namespace_cap: None,
+                max_parallel: 1,
             }],
             2,
         )
@@ -64,9 +59,8 @@ fn fail(s: &Store, epoch: i64, id: RunId, retry: bool) -> Option<RunId> {
     }
 }
 
-#[test]
-fn next_attempt_follows_the_retry_chain_only() {
-    let (_d, s, epoch) = open();
+fn next_attempt_follows_the_retry_chain_only(db: &Db) {
+    let (s, epoch) = open(db);
     let first = enqueue(&s, "p", "default");
     // Runs of the same project queued meanwhile are not attempts of it.
     let other = enqueue(&s, "p", "default");
@@ -79,9 +73,8 @@ fn next_attempt_follows_the_retry_chain_only() {
     assert_eq!(s.next_attempt(&s.get_run(other).unwrap()).unwrap(), None);
 }
 
-#[test]
-fn cancel_selected_takes_its_selection_and_leaves_active_runs_with_queued_only() {
-    let (_d, s, epoch) = open();
+fn cancel_selected_takes_its_selection_and_leaves_active_runs_with_queued_only(db: &Db) {
+    let (s, epoch) = open(db);
     let a1 = enqueue(&s, "a", "ops");
     let a2 = enqueue(&s, "a", "ops");
     let b1 = enqueue(&s, "b", "default");
@@ -93,6 +86,7 @@ fn cancel_selected_takes_its_selection_and_leaves_active_runs_with_queued_only()
                 namespace: "ops".into(),
                 global_cap: 4,
                 namespace_cap: None,
+                max_parallel: 1,
             }],
             2,
         )
@@ -143,3 +137,8 @@ fn cancel_selected_takes_its_selection_and_leaves_active_runs_with_queued_only()
         .unwrap()
         .is_empty());
 }
+
+both_backends!(
+    next_attempt_follows_the_retry_chain_only,
+    cancel_selected_takes_its_selection_and_leaves_active_runs_with_queued_only,
+);

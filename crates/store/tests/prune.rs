@@ -1,5 +1,5 @@
-//! Pruning at the store: which ended runs a policy lets go, forgetting them with their events,
-//! and a new database giving freed pages back.
+//! Pruning at the store: which ended runs a policy lets go, forgetting them with their events
+//! (both backends), and a new SQLite database giving freed pages back.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -7,6 +7,13 @@ use std::time::Duration;
 use store::*;
 
 mod common;
+
+use common::Db;
+
+both_backends!(
+    keep_newest_keeps_that_many_and_never_touches_queued_runs,
+    keep_by_age_spares_the_newest_and_per_project_rules_win,
+);
 
 fn new_run(project: &str) -> NewRun {
     NewRun {
@@ -40,9 +47,8 @@ fn ids(c: &[PruneCandidate]) -> Vec<RunId> {
     c.iter().map(|c| c.id).collect()
 }
 
-#[test]
-fn keep_newest_keeps_that_many_and_never_touches_queued_runs() {
-    let (_dir, s, _) = common::open();
+fn keep_newest_keeps_that_many_and_never_touches_queued_runs(db: &Db) {
+    let (s, _) = common::open(db);
     let old = ended(&s, "a", 5, 1_000);
     let queued = s.enqueue(&new_run("a"), 1_000).unwrap();
     let keep2 = Keep {
@@ -76,9 +82,8 @@ fn keep_newest_keeps_that_many_and_never_touches_queued_runs() {
     assert_eq!(s.forget_runs(&[queued]).unwrap(), 0);
 }
 
-#[test]
-fn keep_by_age_spares_the_newest_and_per_project_rules_win() {
-    let (_dir, s, _) = common::open();
+fn keep_by_age_spares_the_newest_and_per_project_rules_win(db: &Db) {
+    let (s, _) = common::open(db);
     let a = ended(&s, "a", 3, 1_000);
     let b = ended(&s, "b", 3, 1_000);
     let by_age = Keep {
@@ -99,7 +104,8 @@ fn keep_by_age_spares_the_newest_and_per_project_rules_win() {
 
 #[test]
 fn a_new_database_gives_pruned_pages_back() {
-    let (dir, s, _) = common::open();
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("fleet.db"), Duration::from_millis(200)).unwrap();
     assert!(
         !s.enable_incremental_vacuum().unwrap(),
         "a new database is created with incremental vacuum"

@@ -4,7 +4,7 @@
 use store::*;
 
 mod common;
-use common::{open, req};
+use common::{open, req, Db};
 
 fn schedule_runs(s: &Store) -> Vec<Run> {
     s.list_runs(&RunFilter::default())
@@ -17,9 +17,8 @@ fn schedule_runs(s: &Store) -> Vec<Run> {
 /// An occurrence is handled once, by one run. A second pass computed from a stale
 /// cursor writes nothing; even a caller that ignores the cursor cannot insert a second run for
 /// the same occurrence (unique key).
-#[test]
-fn one_run_per_occurrence() {
-    let (_d, s, epoch) = open();
+fn one_run_per_occurrence(db: &Db) {
+    let (s, epoch) = open(db);
     let first = s
         .fire_schedule(epoch, &req(None, Some(60_000), OverlapPolicy::Queue), 1)
         .unwrap();
@@ -43,9 +42,8 @@ fn one_run_per_occurrence() {
     assert_eq!(row.cursor, 60_000);
 }
 
-#[test]
-fn forbid_skips_while_active_and_records_it() {
-    let (_d, s, epoch) = open();
+fn forbid_skips_while_active_and_records_it(db: &Db) {
+    let (s, epoch) = open(db);
     let f = s
         .fire_schedule(epoch, &req(None, Some(60_000), OverlapPolicy::Forbid), 1)
         .unwrap();
@@ -57,6 +55,7 @@ fn forbid_skips_while_active_and_records_it() {
             namespace: "default".into(),
             global_cap: 4,
             namespace_cap: None,
+            max_parallel: 1,
         }],
         2,
     )
@@ -76,9 +75,8 @@ fn forbid_skips_while_active_and_records_it() {
     assert_eq!(s.schedules().unwrap()[0].skipped_total, 1);
 }
 
-#[test]
-fn replace_flags_the_active_run_and_queues_the_new_one() {
-    let (_d, s, epoch) = open();
+fn replace_flags_the_active_run_and_queues_the_new_one(db: &Db) {
+    let (s, epoch) = open(db);
     let id = s
         .fire_schedule(epoch, &req(None, Some(60_000), OverlapPolicy::Replace), 1)
         .unwrap()
@@ -91,6 +89,7 @@ fn replace_flags_the_active_run_and_queues_the_new_one() {
             namespace: "default".into(),
             global_cap: 4,
             namespace_cap: None,
+            max_parallel: 1,
         }],
         2,
     )
@@ -112,9 +111,8 @@ fn replace_flags_the_active_run_and_queues_the_new_one() {
 
 /// More missed occurrences than the list keeps: the note's range starts at the first one
 /// missed, not at the first one listed (the hundredth from last).
-#[test]
-fn the_missed_range_starts_at_the_first_missed_occurrence() {
-    let (_d, s, epoch) = open();
+fn the_missed_range_starts_at_the_first_missed_occurrence(db: &Db) {
+    let (s, epoch) = open(db);
     let mut r = req(None, Some(1_000_000), OverlapPolicy::Queue);
     r.skipped = (0..100).map(|i| 1_000_000 - (100 - i) * 1_000).collect();
     r.skipped_first = Some(1_000);
@@ -132,9 +130,8 @@ fn the_missed_range_starts_at_the_first_missed_occurrence() {
     );
 }
 
-#[test]
-fn too_late_occurrence_is_recorded_not_run() {
-    let (_d, s, epoch) = open();
+fn too_late_occurrence_is_recorded_not_run(db: &Db) {
+    let (s, epoch) = open(db);
     let mut r = req(None, None, OverlapPolicy::Forbid);
     r.cursor = 300_000;
     r.too_late = Some(300_000);
@@ -153,3 +150,11 @@ fn too_late_occurrence_is_recorded_not_run() {
     );
     assert_eq!(s.schedules().unwrap()[0].skipped_total, 2);
 }
+
+both_backends!(
+    one_run_per_occurrence,
+    forbid_skips_while_active_and_records_it,
+    replace_flags_the_active_run_and_queues_the_new_one,
+    the_missed_range_starts_at_the_first_missed_occurrence,
+    too_late_occurrence_is_recorded_not_run,
+);

@@ -4,11 +4,8 @@ use std::time::{Duration, Instant};
 
 use store::*;
 
-fn open() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("fleet.db"), Duration::from_millis(200)).unwrap();
-    (dir, store)
-}
+mod common;
+use common::Db;
 
 fn new_run(project: &str, ns: &str) -> NewRun {
     NewRun {
@@ -28,6 +25,7 @@ fn req(id: RunId, ns: &str) -> ClaimRequest {
         namespace: ns.into(),
         global_cap: 4,
         namespace_cap: None,
+        max_parallel: 1,
     }
 }
 
@@ -38,9 +36,8 @@ fn take_over(s: &Store) -> i64 {
 
 /// Can a second dequeue hand back the same run? It must not: a run handed out twice is started
 /// twice, past every cap.
-#[test]
-fn second_claim_of_one_run_hands_back_nothing() {
-    let (_d, s) = open();
+fn second_claim_of_one_run_hands_back_nothing(db: &Db) {
+    let s = db.store();
     let epoch = take_over(&s);
     let id = s.enqueue(&new_run("p", "default"), 1).unwrap();
     let first = s.claim(epoch, &[req(id, "default")], 2).unwrap();
@@ -57,48 +54,9 @@ fn second_claim_of_one_run_hands_back_nothing() {
     assert_eq!(both.len(), 1);
 }
 
-/// Two connections racing to claim: exactly one wins each run.
-#[test]
-fn concurrent_claims_hand_each_run_out_once() {
-    let (_d, s) = open();
-    let epoch = take_over(&s);
-    let ids: Vec<RunId> = (0..50)
-        .map(|i| s.enqueue(&new_run(&format!("p{i}"), "default"), i).unwrap())
-        .collect();
-    let threads: Vec<_> = (0..4)
-        .map(|_| {
-            let s = s.clone();
-            let ids = ids.clone();
-            std::thread::spawn(move || {
-                let mut got = Vec::new();
-                for id in ids {
-                    loop {
-                        match s.claim(epoch, &[req(id, "default")], 10) {
-                            Ok(c) => {
-                                got.extend(c.into_iter().map(|c| c.run.id));
-                                break;
-                            }
-                            Err(e) if e.is_busy() => continue,
-                            Err(e) => panic!("{e}"),
-                        }
-                    }
-                }
-                got
-            })
-        })
-        .collect();
-    let mut all: Vec<RunId> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    all.sort();
-    assert_eq!(all, ids, "every run claimed exactly once");
-}
-
 /// The partial unique index: a second active run of one project cannot be written.
-#[test]
-fn unique_index_refuses_second_active_run_of_a_project() {
-    let (_d, s) = open();
+fn unique_index_refuses_second_active_run_of_a_project(db: &Db) {
+    let s = db.store();
     let epoch = take_over(&s);
     let a = s.enqueue(&new_run("p", "default"), 1).unwrap();
     let b = s.enqueue(&new_run("p", "default"), 2).unwrap();
@@ -114,9 +72,8 @@ fn unique_index_refuses_second_active_run_of_a_project() {
     assert_eq!(s.active_runs().unwrap().len(), 1);
 }
 
-#[test]
-fn stale_epoch_is_fenced() {
-    let (_d, s) = open();
+fn stale_epoch_is_fenced(db: &Db) {
+    let s = db.store();
     let old = take_over(&s);
     let new = take_over(&s);
     assert_eq!(new, old + 1);
@@ -126,9 +83,8 @@ fn stale_epoch_is_fenced() {
     assert_eq!(s.get_run(id).unwrap().status, RunStatus::Queued);
 }
 
-#[test]
-fn queue_heads_give_best_run_per_project() {
-    let (_d, s) = open();
+fn queue_heads_give_best_run_per_project(db: &Db) {
+    let s = db.store();
     let a1 = s.enqueue(&new_run("a", "x"), 1).unwrap();
     let _a2 = s.enqueue(&new_run("a", "x"), 2).unwrap();
     let mut hi = new_run("b", "y");
@@ -148,9 +104,8 @@ fn queue_heads_give_best_run_per_project() {
     assert_eq!(s.next_not_before(10).unwrap(), Some(1_000));
 }
 
-#[test]
-fn transitions_follow_the_state_machine() {
-    let (_d, s) = open();
+fn transitions_follow_the_state_machine(db: &Db) {
+    let s = db.store();
     let epoch = take_over(&s);
     let id = s.enqueue(&new_run("p", "default"), 1).unwrap();
     let c = s.claim(epoch, &[req(id, "default")], 2).unwrap();
@@ -245,9 +200,8 @@ fn transitions_follow_the_state_machine() {
     assert_eq!(claim_ev.global_cap, Some(4));
 }
 
-#[test]
-fn cancel_queued_at_once_active_by_request() {
-    let (_d, s) = open();
+fn cancel_queued_at_once_active_by_request(db: &Db) {
+    let s = db.store();
     let epoch = take_over(&s);
     let q = s.enqueue(&new_run("p", "default"), 1).unwrap();
     assert_eq!(
@@ -280,13 +234,11 @@ fn cancel_queued_at_once_active_by_request() {
 
 /// Another connection holds the write lock: a claim fails as busy after the busy timeout,
 /// changes nothing, and succeeds once the lock is gone.
-#[test]
-fn busy_database_fails_cleanly_and_retry_succeeds() {
-    let (d, s) = open();
+fn busy_database_fails_cleanly_and_retry_succeeds(db: &Db) {
+    let s = db.store();
     let epoch = take_over(&s);
     let id = s.enqueue(&new_run("p", "default"), 1).unwrap();
-    let other = rusqlite::Connection::open(d.path().join("fleet.db")).unwrap();
-    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let other = db.hold_write_lock();
     let t = Instant::now();
     let err = s.claim(epoch, &[req(id, "default")], 2).unwrap_err();
     assert!(err.is_busy(), "{err}");
@@ -294,15 +246,14 @@ fn busy_database_fails_cleanly_and_retry_succeeds() {
         t.elapsed() >= Duration::from_millis(150),
         "busy timeout not applied"
     );
-    // Readers are not blocked by the writer (WAL).
+    // Readers are not blocked by the writer (WAL; PostgreSQL's MVCC).
     assert_eq!(s.get_run(id).unwrap().status, RunStatus::Queued);
-    other.execute_batch("COMMIT").unwrap();
+    other.release();
     assert_eq!(s.claim(epoch, &[req(id, "default")], 3).unwrap().len(), 1);
 }
 
-#[test]
-fn list_runs_filters_newest_first() {
-    let (_d, s) = open();
+fn list_runs_filters_newest_first(db: &Db) {
+    let s = db.store();
     for i in 0..5 {
         s.enqueue(&new_run(if i % 2 == 0 { "a" } else { "b" }, "default"), i)
             .unwrap();
@@ -317,6 +268,7 @@ fn list_runs_filters_newest_first() {
             project: Some("a".into()),
             status: Some(RunStatus::Queued),
             limit: Some(2),
+            ..RunFilter::default()
         })
         .unwrap();
     assert_eq!(a.iter().map(|r| r.id).collect::<Vec<_>>(), vec![5, 3]);
@@ -325,9 +277,8 @@ fn list_runs_filters_newest_first() {
 /// A run whose cancel was requested while it was starting, and which then proves never to have
 /// started, ends cancelled instead of going back to the queue (where it would be claimed,
 /// signalled and requeued again, in a loop).
-#[test]
-fn requeue_of_a_cancelled_run_ends_it() {
-    let (_d, s) = open();
+fn requeue_of_a_cancelled_run_ends_it(db: &Db) {
+    let s = db.store();
     let epoch = take_over(&s);
     let id = s.enqueue(&new_run("p", "default"), 1).unwrap();
     let token = s.claim(epoch, &[req(id, "default")], 2).unwrap()[0]
@@ -356,11 +307,22 @@ fn requeue_of_a_cancelled_run_ends_it() {
 
 /// A database restored from a backup repeats run ids; the claim token of the new run with a
 /// reused id must still differ from the old run's, whose files are still in runs/<id>/.
-#[test]
-fn claim_tokens_do_not_repeat_when_run_ids_do() {
+fn claim_tokens_do_not_repeat_when_run_ids_do(db: &Db) {
     let tokens: Vec<u64> = (0..2)
-        .map(|_| {
-            let (_d, s) = open();
+        .map(|i| {
+            // The second database is a new one on the same backend.
+            let fresh;
+            let db = if i == 0 {
+                db
+            } else {
+                fresh = if db.is_postgres() {
+                    Db::postgres().unwrap()
+                } else {
+                    Db::sqlite()
+                };
+                &fresh
+            };
+            let s = db.store();
             let epoch = take_over(&s);
             let id = s.enqueue(&new_run("p", "default"), 1).unwrap();
             assert_eq!(
@@ -378,9 +340,8 @@ fn claim_tokens_do_not_repeat_when_run_ids_do() {
 /// The change probe sees every commit, whoever made it: this store's pool, another `Store` on
 /// the same file, and a plain SQLite connection (another program). Without it the daemon's tick
 /// would skip EVALs that something written behind its back needed.
-#[test]
-fn change_probe_sees_commits_from_anyone() {
-    let (dir, s) = open();
+fn change_probe_sees_commits_from_anyone(db: &Db) {
+    let s = db.store();
     let mut probe = s.change_probe().unwrap();
     assert!(
         probe.changed().unwrap(),
@@ -393,75 +354,113 @@ fn change_probe_sees_commits_from_anyone() {
     s.enqueue(&new_run("a", "default"), now_ms()).unwrap();
     assert!(probe.changed().unwrap(), "a commit through the pool");
     assert!(!probe.changed().unwrap());
-    let other = Store::open(&dir.path().join("fleet.db"), Duration::from_secs(5)).unwrap();
+    let other = db.store_with(Duration::from_secs(5));
     other.enqueue(&new_run("b", "default"), now_ms()).unwrap();
     assert!(probe.changed().unwrap(), "a commit through another store");
-    let plain = rusqlite::Connection::open(dir.path().join("fleet.db")).unwrap();
-    plain
-        .execute("UPDATE runs SET priority = 5 WHERE project = 'a'", [])
-        .unwrap();
+    let sql = "UPDATE runs SET priority = 5 WHERE project = 'a'";
+    db.exec(sql, sql);
     assert!(probe.changed().unwrap(), "a commit by another program");
     assert!(!probe.changed().unwrap());
+}
+
+/// Random queues for [`queue_heads_match_their_definition`]: (project 0..6, priority, delay,
+/// claim it?) per run, and the instant asked about.
+type Queue = Vec<(u8, i64, i64, bool)>;
+
+/// `queue_heads` (an index walk with a second seek for a project whose best run is delayed)
+/// agrees with the plain definition: for each project, its queued run with `not_before <=
+/// now` of highest priority, then lowest id; projects in name order. Runs are queued in
+/// random projects with random priorities and delays, and some are claimed (so no longer
+/// queued).
+fn queue_heads_match_their_definition(
+    db: &Db,
+    runs: Queue,
+    now: Millis,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let s = db.store();
+    let epoch = take_over(&s);
+    let mut queued: Vec<(String, i64, i64, RunId)> = Vec::new();
+    for (project, priority, delay, claim) in runs {
+        let project = format!("p{project}");
+        let mut n = new_run(&project, "default");
+        n.priority = priority;
+        n.not_before = delay;
+        let id = s.enqueue(&n, 0).unwrap();
+        // Claim some (at most one active per project, as the unique index demands).
+        let claimed = claim
+            && delay == 0
+            && !s
+                .active_runs()
+                .unwrap()
+                .iter()
+                .any(|r| r.project == project)
+            && s.claim(
+                epoch,
+                &[ClaimRequest {
+                    global_cap: 1000,
+                    ..req(id, "default")
+                }],
+                0,
+            )
+            .unwrap()
+            .len()
+                == 1;
+        if !claimed {
+            queued.push((project, priority, delay, id));
+        }
+    }
+    let mut expected: std::collections::BTreeMap<String, (i64, RunId)> = Default::default();
+    for (project, priority, delay, id) in &queued {
+        if *delay > now {
+            continue;
+        }
+        let better = match expected.get(project) {
+            None => true,
+            Some((p, i)) => (*priority, std::cmp::Reverse(*id)) > (*p, std::cmp::Reverse(*i)),
+        };
+        if better {
+            expected.insert(project.clone(), (*priority, *id));
+        }
+    }
+    let expected: Vec<(String, RunId)> = expected.into_iter().map(|(p, (_, id))| (p, id)).collect();
+    let got: Vec<(String, RunId)> = s
+        .queue_heads(now)
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.project, h.run_id))
+        .collect();
+    proptest::prop_assert_eq!(got, expected);
+    let next = queued.iter().map(|q| q.2).filter(|d| *d > now).min();
+    proptest::prop_assert_eq!(s.next_not_before(now).unwrap(), next);
+    Ok(())
 }
 
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
-    /// `queue_heads` (an index walk with a second seek for a project whose best run is delayed)
-    /// agrees with the plain definition: for each project, its queued run with `not_before <=
-    /// now` of highest priority, then lowest id; projects in name order. Runs are queued in
-    /// random projects with random priorities and delays, and some are claimed (so no longer
-    /// queued).
+    /// [`queue_heads_match_their_definition`] on SQLite.
     #[test]
-    fn queue_heads_match_their_definition(
+    fn sqlite_queue_heads_match_their_definition(
         runs in proptest::collection::vec((0u8..6, -2i64..3, 0i64..4, proptest::bool::ANY), 0..60),
         now in 0i64..4,
     ) {
-        let (_d, s) = open();
-        let epoch = take_over(&s);
-        let mut queued: Vec<(String, i64, i64, RunId)> = Vec::new();
-        for (project, priority, delay, claim) in runs {
-            let project = format!("p{project}");
-            let mut n = new_run(&project, "default");
-            n.priority = priority;
-            n.not_before = delay;
-            let id = s.enqueue(&n, 0).unwrap();
-            // Claim some (at most one active per project, as the unique index demands).
-            let claimed = claim
-                && delay == 0
-                && !s.active_runs().unwrap().iter().any(|r| r.project == project)
-                && s.claim(epoch, &[ClaimRequest { global_cap: 1000, ..req(id, "default") }], 0)
-                    .unwrap()
-                    .len()
-                    == 1;
-            if !claimed {
-                queued.push((project, priority, delay, id));
-            }
+        queue_heads_match_their_definition(&Db::sqlite(), runs, now)?;
+    }
+}
+
+proptest::proptest! {
+    // Fewer cases: each one creates a PostgreSQL database.
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(16))]
+
+    /// [`queue_heads_match_their_definition`] on PostgreSQL.
+    #[test]
+    fn postgres_queue_heads_match_their_definition(
+        runs in proptest::collection::vec((0u8..6, -2i64..3, 0i64..4, proptest::bool::ANY), 0..60),
+        now in 0i64..4,
+    ) {
+        if let Some(db) = Db::postgres() {
+            queue_heads_match_their_definition(&db, runs, now)?;
         }
-        let mut expected: std::collections::BTreeMap<String, (i64, RunId)> = Default::default();
-        for (project, priority, delay, id) in &queued {
-            if *delay > now {
-                continue;
-            }
-            let better = match expected.get(project) {
-                None => true,
-                Some((p, i)) => (*priority, std::cmp::Reverse(*id)) > (*p, std::cmp::Reverse(*i)),
-            };
-            if better {
-                expected.insert(project.clone(), (*priority, *id));
-            }
-        }
-        let expected: Vec<(String, RunId)> =
-            expected.into_iter().map(|(p, (_, id))| (p, id)).collect();
-        let got: Vec<(String, RunId)> = s
-            .queue_heads(now)
-            .unwrap()
-            .into_iter()
-            .map(|h| (h.project, h.run_id))
-            .collect();
-        proptest::prop_assert_eq!(got, expected);
-        let next = queued.iter().map(|q| q.2).filter(|d| *d > now).min();
-        proptest::prop_assert_eq!(s.next_not_before(now).unwrap(), next);
     }
 }
 
@@ -501,9 +500,8 @@ fn finish(
 
 /// A cancel, once accepted, is final: the run's end queues no retry whatever the policy asked,
 /// keeps the real status, and its note says how the cancel and the end relate.
-#[test]
-fn an_accepted_cancel_stops_every_retry_and_the_note_tells_what_happened() {
-    let (_d, s) = open();
+fn an_accepted_cancel_stops_every_retry_and_the_note_tells_what_happened(db: &Db) {
+    let s = db.store();
     // Ended on its own after the request (the daemon was down, or the signal came too late).
     let (epoch, id, token) = claimed(&s, "late");
     s.request_cancel(id, "cancelled by operator", 10).unwrap();
@@ -587,9 +585,8 @@ fn an_accepted_cancel_stops_every_retry_and_the_note_tells_what_happened() {
 
 /// `cancelled` with no request: something outside fleet stopped the command, and the note must
 /// not pass it off as an operator's cancel. Without a request, a retry stays as the policy said.
-#[test]
-fn a_stop_nobody_requested_is_noted_as_such() {
-    let (_d, s) = open();
+fn a_stop_nobody_requested_is_noted_as_such(db: &Db) {
+    let s = db.store();
     let (epoch, id, token) = claimed(&s, "outside");
     s.apply(
         epoch,
@@ -618,9 +615,8 @@ fn a_stop_nobody_requested_is_noted_as_such() {
 }
 
 /// A cancelled claim that never started ends `cancelled` with the request's words.
-#[test]
-fn a_cancel_before_the_start_keeps_the_requests_words() {
-    let (_d, s) = open();
+fn a_cancel_before_the_start_keeps_the_requests_words(db: &Db) {
+    let s = db.store();
     let (epoch, id, token) = claimed(&s, "early");
     s.request_cancel(id, "cancelled by operator", 3).unwrap();
     s.apply(
@@ -645,9 +641,8 @@ fn a_cancel_before_the_start_keeps_the_requests_words() {
 
 /// `cancel_queued_runs` ends only the listed runs still queued: one claimed meanwhile, and one
 /// queued after the list was read, are left alone.
-#[test]
-fn cancelling_listed_queued_runs_spares_the_others() {
-    let (_d, s) = open();
+fn cancelling_listed_queued_runs_spares_the_others(db: &Db) {
+    let s = db.store();
     let epoch = take_over(&s);
     let a = s.enqueue(&new_run("gone", "default"), 1).unwrap();
     let b = s.enqueue(&new_run("gone", "default"), 2).unwrap();
@@ -663,3 +658,21 @@ fn cancelling_listed_queued_runs_spares_the_others() {
     );
     assert_eq!(s.get_run(later).unwrap().status, RunStatus::Queued);
 }
+
+both_backends!(
+    second_claim_of_one_run_hands_back_nothing,
+    unique_index_refuses_second_active_run_of_a_project,
+    stale_epoch_is_fenced,
+    queue_heads_give_best_run_per_project,
+    transitions_follow_the_state_machine,
+    cancel_queued_at_once_active_by_request,
+    busy_database_fails_cleanly_and_retry_succeeds,
+    list_runs_filters_newest_first,
+    requeue_of_a_cancelled_run_ends_it,
+    claim_tokens_do_not_repeat_when_run_ids_do,
+    change_probe_sees_commits_from_anyone,
+    an_accepted_cancel_stops_every_retry_and_the_note_tells_what_happened,
+    a_stop_nobody_requested_is_noted_as_such,
+    a_cancel_before_the_start_keeps_the_requests_words,
+    cancelling_listed_queued_runs_spares_the_others,
+);

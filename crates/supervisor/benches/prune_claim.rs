@@ -114,6 +114,7 @@ fn claim_all(store: &Store, epoch: i64, ids: &[RunId]) -> Vec<Duration> {
                 namespace: "default".into(),
                 global_cap: 1_000_000,
                 namespace_cap: None,
+                max_parallel: 1,
             };
             let t = Instant::now();
             let claimed = store.claim(epoch, &[req], store::now_ms()).expect("claim");

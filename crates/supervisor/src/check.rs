@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use store::{Millis, RunId, RunStatus, Store, StoreError};
 
+use crate::config::Config;
 use crate::shim::rundir::{
     list_run_ids, RunDir, EXIT_FILE, LOCK_FILE, RUNS_DIR, STARTED_FILE, TOMBSTONES_FILE,
 };
@@ -60,7 +61,8 @@ pub enum ViolationKind {
     ActiveWithoutShim,
     /// A live shim holds the lock of a run the database does not hold as active (for that claim).
     ShimWithoutActiveRun,
-    /// A project has two active runs at once.
+    /// A project has more active runs at once than its `max_parallel` (two, when it runs one at
+    /// a time), or two of its active runs hold one seat.
     TwoActiveRuns,
     /// A run reached a terminal status more than once.
     TwoEnds,
@@ -129,7 +131,15 @@ pub fn plain_list<T: std::fmt::Display>(items: &[T]) -> String {
 /// exists but cannot be read or parsed ([`CheckError::Unreadable`], naming it): a file that
 /// cannot be read is never taken for a missing one, nor a lock that cannot be probed for a free
 /// one.
-pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, CheckError> {
+///
+/// `config`, when the config could be read, gives each project's `max_parallel`; without it
+/// every project is held to one active run (the default), which can only report too much.
+pub fn check(
+    state: &StateDir,
+    store: &Store,
+    now: Millis,
+    config: Option<&Config>,
+) -> Result<Report, CheckError> {
     let mut report = Report::default();
     let runs = store.list_runs(&store::RunFilter::default())?;
     let events = store.events_after(0)?;
@@ -218,12 +228,12 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Che
 
     // The database's running set against the shims' locks.
     let by_id: BTreeMap<RunId, &store::Run> = runs.iter().map(|r| (r.id, r)).collect();
-    let mut active_by_project: BTreeMap<&str, Vec<RunId>> = BTreeMap::new();
+    let mut active_by_project: BTreeMap<&str, Vec<(RunId, u32)>> = BTreeMap::new();
     for run in runs.iter().filter(|r| r.status.is_active()) {
         active_by_project
             .entry(run.project.as_str())
             .or_default()
-            .push(run.id);
+            .push((run.id, run.seat));
         let dir = RunDir::new(state.root(), run.id);
         if at(&dir.path().join(LOCK_FILE), dir.is_locked())? {
             continue;
@@ -250,15 +260,29 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Che
             ),
         });
     }
-    for (project, ids) in &active_by_project {
-        if ids.len() > 1 {
+    for (project, active) in &active_by_project {
+        let limit = config.map_or(1, |c| c.max_parallel(project)) as usize;
+        let ids: Vec<RunId> = active.iter().map(|(id, _)| *id).collect();
+        let mut seats: Vec<u32> = active.iter().map(|(_, seat)| *seat).collect();
+        seats.sort_unstable();
+        seats.dedup();
+        if ids.len() > limit {
             report.violations.push(Violation {
                 kind: ViolationKind::TwoActiveRuns,
                 run_id: ids.first().copied(),
                 message: format!(
-                    "project {project} has {} active runs: {}",
+                    "project {project} has {} active runs, more than its max_parallel of {limit}: {}",
                     ids.len(),
-                    plain_list(ids)
+                    plain_list(&ids)
+                ),
+            });
+        } else if seats.len() < ids.len() {
+            report.violations.push(Violation {
+                kind: ViolationKind::TwoActiveRuns,
+                run_id: ids.first().copied(),
+                message: format!(
+                    "project {project} has two active runs on one seat: {}",
+                    plain_list(&ids)
                 ),
             });
         }
@@ -333,6 +357,9 @@ pub fn check(state: &StateDir, store: &Store, now: Millis) -> Result<Report, Che
 }
 
 #[cfg(test)]
+mod parallel_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::shim::rundir::StartedRecord;
@@ -364,14 +391,14 @@ mod tests {
         let lock = run.try_lock().unwrap().unwrap();
         run.write_started(&lock, &started(2, vec![2])).unwrap();
         drop(lock);
-        let ok = check(&state, &store, 0).unwrap();
+        let ok = check(&state, &store, 0, None).unwrap();
         assert!(ok.ok(), "{:?}", ok.violations);
 
         let lock = run.try_lock().unwrap().unwrap();
         run.write_started(&lock, &started(1, vec![2, 1])).unwrap();
         run.write_tombstone(&lock, 1).unwrap();
         drop(lock);
-        let bad = check(&state, &store, 0).unwrap();
+        let bad = check(&state, &store, 0, None).unwrap();
         let kinds: Vec<_> = bad.violations.iter().map(|v| v.kind).collect();
         assert_eq!(
             kinds,
@@ -414,12 +441,13 @@ mod tests {
                     namespace: "default".into(),
                     global_cap: 4,
                     namespace_cap: None,
+                    max_parallel: 1,
                 }],
                 claimed_at,
             )
             .unwrap();
         let shimless = |now: Millis| {
-            check(&state, &store, now)
+            check(&state, &store, now, None)
                 .unwrap()
                 .violations
                 .iter()

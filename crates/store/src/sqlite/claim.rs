@@ -2,14 +2,22 @@
 //! RETURNING …` per run, all of an EVAL's claims in one transaction.
 //!
 //! It must never let a run be handed out twice: the guard makes a second claim of one run match
-//! no row, and the commit happens before the caller spawns anything. It must never claim for a
-//! stale epoch either (checked first, in the same transaction).
+//! no row, and the commit happens before the caller spawns anything. It must never exceed the
+//! caps a request carries either: a claim whose global or namespace cap is full is left out. It
+//! must never claim for a stale epoch either (checked first, in the same transaction).
+//!
+//! Seats: each active run of a project holds a distinct seat number below the project's
+//! `max_parallel`, under the unique index `runs_one_active_per_project (project, seat)`. The
+//! claim picks the lowest free seat inside its transaction; with none free it claims nothing,
+//! and a seat taken twice (a bug anywhere) is refused by the index. Paused projects and
+//! namespaces are claimed nothing, read in the same transaction.
 
-use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::daemon::check_epoch;
 use super::eval::occupancy;
 use super::events::{insert_event, EventRow};
+use super::paused::held_by;
 use super::runs::{run_from_row, RUN_COLUMNS};
 use super::{is_constraint_violation, SqliteStore};
 use crate::error::Result;
@@ -17,8 +25,9 @@ use crate::{ClaimRequest, Claimed, Millis, RunStatus};
 
 impl SqliteStore {
     /// Claims runs in one `BEGIN IMMEDIATE` transaction, committed before this returns. A run
-    /// no longer queued matches no row and is left out; a claim refused by the unique index
-    /// `runs_one_active_per_project` is logged and left out. Each claim's event records the
+    /// no longer queued matches no row and is left out; so is one whose project or namespace is
+    /// paused, or whose project has no free seat below `max_parallel`; a claim refused by the
+    /// unique index `runs_one_active_per_project` is logged and left out. Each claim's event records the
     /// occupancy counted inside the transaction, right after the claim.
     pub(crate) fn claim(
         &self,
@@ -35,13 +44,41 @@ impl SqliteStore {
             // repeat, and files left by an old run of the same id must not pass for this claim's.
             let sql = format!(
                 "UPDATE runs SET status = 'starting', namespace = ?2, claim_token = ((random() & 9223372036854775807) | 1), \
-                   epoch = ?3, started_at = ?4, finished_at = NULL, pid = NULL, exit_code = NULL, signal = NULL \
+                   epoch = ?3, started_at = ?4, finished_at = NULL, pid = NULL, exit_code = NULL, signal = NULL, \
+                   seat = ?5 \
                  WHERE id = ?1 AND status = 'queued' RETURNING {RUN_COLUMNS}"
             );
             let mut claim = tx.prepare_cached(&sql)?;
             for req in requests {
+                let Some(project) = queued_project(&tx, req.run_id)? else {
+                    continue;
+                };
+                if let Some(kind) = held_by(&tx, &project, &req.namespace)? {
+                    tracing::debug!(run = req.run_id, held_by = %kind, "claim skipped: paused");
+                    continue;
+                }
+                // The caps are the database's to enforce, not only the packer's: inside this
+                // BEGIN IMMEDIATE transaction no other connection writes, so the count and the
+                // claim below cannot race (PostgreSQL, where they could, uses seats instead).
+                let (g, n) = occupancy(&tx, &req.namespace)?;
+                if g >= req.global_cap || req.namespace_cap.is_some_and(|cap| n >= cap) {
+                    tracing::info!(run = req.run_id, namespace = %req.namespace,
+                        "claim refused: its cap is full");
+                    continue;
+                }
+                let Some(seat) = free_seat(&tx, &project, req.max_parallel)? else {
+                    tracing::debug!(
+                        run = req.run_id,
+                        max_parallel = req.max_parallel,
+                        "claim skipped: every seat of its project is taken"
+                    );
+                    continue;
+                };
                 let row = claim
-                    .query_row(params![req.run_id, req.namespace, epoch, now], run_from_row)
+                    .query_row(
+                        params![req.run_id, req.namespace, epoch, now, seat],
+                        run_from_row,
+                    )
                     .optional();
                 let run = match row {
                     Ok(Some(run)) => run?,
@@ -49,7 +86,8 @@ impl SqliteStore {
                     Err(e) if is_constraint_violation(&e) => {
                         tracing::warn!(
                             run = req.run_id,
-                            "claim refused: its project already has an active run"
+                            seat,
+                            "claim refused: that seat of its project is already taken"
                         );
                         continue;
                     }
@@ -73,4 +111,34 @@ impl SqliteStore {
         tx.commit()?;
         Ok(out)
     }
+}
+
+/// The project of run `id` if it is still queued, read on the claim's transaction.
+fn queued_project(conn: &Connection, id: i64) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT project FROM runs WHERE id = ?1 AND status = 'queued'")?
+        .query_row([id], |r| r.get(0))
+        .optional()?)
+}
+
+/// The lowest seat of `project` below `max_parallel` that no active run holds, read on the
+/// claim's transaction; `None` when all are taken (or `max_parallel` is 0).
+fn free_seat(conn: &Connection, project: &str, max_parallel: u32) -> Result<Option<u32>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seat FROM runs WHERE project = ?1 AND status IN ('starting','running') \
+         ORDER BY seat",
+    )?;
+    let taken = stmt
+        .query_map([project], |r| r.get::<_, u32>(0))?
+        .collect::<rusqlite::Result<Vec<u32>>>()?;
+    // `taken` is sorted: the first seat number missing from it is the lowest free one.
+    let mut seat = 0u32;
+    for t in taken {
+        if t == seat {
+            seat += 1;
+        } else if t > seat {
+            break;
+        }
+    }
+    Ok((seat < max_parallel).then_some(seat))
 }

@@ -5,7 +5,7 @@
 //! the length of the queue: the queue walks are skip-scans forced onto their index with
 //! `INDEXED BY`. Nothing here writes.
 
-use rusqlite::Connection;
+use rusqlite::{params, Connection};
 
 use super::runs::{collect_runs, RUN_COLUMNS};
 use super::SqliteStore;
@@ -61,6 +61,30 @@ impl SqliteStore {
                    ORDER BY priority DESC, id LIMIT 1) END",
         )?;
         let rows = stmt.query_map([now], |r| {
+            Ok(QueueHead {
+                run_id: r.get(0)?,
+                project: r.get(1)?,
+                namespace: r.get(2)?,
+                priority: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// [`crate::Store::queue_of`]: one walk of `runs_queue` within the project.
+    pub(crate) fn queue_of(
+        &self,
+        project: &str,
+        now: Millis,
+        limit: u32,
+    ) -> Result<Vec<QueueHead>> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, project, namespace, priority FROM runs INDEXED BY runs_queue \
+             WHERE status = 'queued' AND project = ?1 AND not_before <= ?2 \
+             ORDER BY priority DESC, id LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![project, now, limit], |r| {
             Ok(QueueHead {
                 run_id: r.get(0)?,
                 project: r.get(1)?,

@@ -11,19 +11,22 @@
 //! - The claim is one guarded `UPDATE … WHERE id = ? AND status = 'queued' RETURNING …`,
 //!   committed before the call returns (a run that stays `queued` while its worker starts could
 //!   be handed out again).
-//! - The partial unique index `runs_one_active_per_project` makes two active runs of one project
-//!   impossible to write, whatever a packer decides.
+//! - The partial unique index `runs_one_active_per_project (project, seat)` makes two active runs
+//!   of one project on one seat impossible to write, and the claim only hands out seats below
+//!   the project's `max_parallel`, whatever a packer decides.
 //! - `SQLITE_BUSY`/`SQLITE_LOCKED` after the busy timeout is the retryable failure: the
 //!   conversions into [`StoreError::Backend`] here decide it ([`is_busy`]), so that the
 //!   crate's error type never names `rusqlite` or `r2d2`.
 //!
 //! Files, one per concern: `open` (pool, pragmas, migrations, change probe), `schema` (the
 //! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
-//! `eval` (the EVAL's read queries and the occupancy count), `daemon` (take over, epoch,
-//! fencing), `operator` (the next attempt of a run, the bulk cancel), `prune` (retention:
-//! candidates, forgetting, giving space back), `schedules`, and `clock` (delays written by a clock
+//! `eval` (the EVAL's read queries and the occupancy count), `paused` (pause and resume),
+//! `activity` (per-project summaries), `daemon` (take over, epoch, fencing), `operator` (the
+//! next attempt of a run, the bulk cancel), `prune` (retention: candidates, forgetting, giving
+//! space back), `schedules`, and `clock` (delays written by a clock
 //! that has since stepped back).
 
+mod activity;
 mod claim;
 mod clock;
 mod daemon;
@@ -31,6 +34,7 @@ mod eval;
 mod events;
 mod open;
 mod operator;
+mod paused;
 mod prune;
 mod runs;
 mod schedules;
@@ -42,6 +46,8 @@ use std::path::PathBuf;
 use r2d2_sqlite::SqliteConnectionManager;
 
 pub(crate) use open::SqliteProbe;
+// The note a run's end gets is the same on every backend: the PostgreSQL one uses it too.
+pub(crate) use transitions::{end_note, CancelRequest, Ending};
 
 use crate::error::Result;
 use crate::StoreError;

@@ -139,15 +139,38 @@ impl SqliteStore {
     /// [`crate::Store::list_runs`]; no limit is SQLite's `LIMIT -1`.
     pub(crate) fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
         let conn = self.conn()?;
+        // One statement for every combination: an absent filter is NULL and matches all. The
+        // statuses travel as one JSON array, read back with json_each.
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE (?1 IS NULL OR project = ?1) \
-             AND (?2 IS NULL OR status = ?2) ORDER BY id DESC LIMIT ?3"
+             AND (?2 IS NULL OR status = ?2) \
+             AND (?4 IS NULL OR status IN (SELECT value FROM json_each(?4))) \
+             AND (?5 IS NULL OR namespace = ?5) AND (?6 IS NULL OR trigger = ?6) \
+             AND (?7 IS NULL OR enqueued_at >= ?7) AND (?8 IS NULL OR enqueued_at <= ?8) \
+             ORDER BY id DESC LIMIT ?3"
         );
         let mut stmt = conn.prepare_cached(&sql)?;
         let limit = filter.limit.map(i64::from).unwrap_or(-1);
+        let statuses = (!filter.statuses.is_empty()).then(|| {
+            let words: Vec<String> = filter
+                .statuses
+                .iter()
+                .map(|s| format!("\"{}\"", s.as_str()))
+                .collect();
+            format!("[{}]", words.join(","))
+        });
         collect_runs(
             &mut stmt,
-            params![filter.project, filter.status.map(|s| s.as_str()), limit],
+            params![
+                filter.project,
+                filter.status.map(|s| s.as_str()),
+                limit,
+                statuses,
+                filter.namespace,
+                filter.trigger.map(|t| t.as_str()),
+                filter.since,
+                filter.until
+            ],
         )
     }
 

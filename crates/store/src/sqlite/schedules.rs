@@ -8,11 +8,13 @@
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 use super::daemon::check_epoch;
+use super::paused::held_by;
 use super::runs::{cancel_if_queued, insert_run};
 use super::SqliteStore;
 use crate::error::Result;
 use crate::{
-    ClockBack, FireRequest, Fired, Millis, NewRun, OverlapPolicy, RunId, ScheduleRow, Trigger,
+    ClockBack, FireRequest, Fired, HoldKind, Millis, NewRun, OverlapPolicy, RunId, ScheduleRow,
+    Trigger,
 };
 
 impl SqliteStore {
@@ -91,13 +93,22 @@ impl SqliteStore {
             None
         };
         if let Some(occurrence) = req.fire {
-            let blocking: Option<(RunId, String)> = tx
+            // The project's queued and active runs, the active ones first, oldest first.
+            let others: Vec<(RunId, String)> = tx
                 .prepare_cached(
                     "SELECT id, status FROM runs WHERE project = ?1 AND status IN ('queued','starting','running') \
-                     ORDER BY status = 'queued', id LIMIT 1",
+                     ORDER BY status = 'queued', id",
                 )?
-                .query_row([&req.project], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
+                .query_map([&req.project], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let seats = req.max_parallel.max(1) as usize;
+            let active = others.iter().filter(|(_, st)| st != "queued").count();
+            // Forbid skips once the project's queued and active runs fill its seats; replace
+            // stops the oldest active run once the active ones fill them. With one seat, that is
+            // "any run queued or active" and "the active run".
+            let blocking = (others.len() >= seats).then(|| others[0].clone());
+            let to_replace = (active >= seats).then(|| others[0].clone());
+            let held = held_by(&tx, &req.project, &req.namespace)?;
             let new = NewRun {
                 project: req.project.clone(),
                 namespace: req.namespace.clone(),
@@ -108,22 +119,41 @@ impl SqliteStore {
                 ..Default::default()
             };
             match (req.overlap, blocking) {
-                (OverlapPolicy::Forbid, Some((id, status))) => {
-                    let mut reason = format!(
-                        "skipped: overlap = \"forbid\" and run {id} of this project is {status}"
-                    );
+                _ if held.is_some() => {
+                    let kind = held.unwrap_or(HoldKind::Project);
+                    let name = match kind {
+                        HoldKind::Project => &req.project,
+                        HoldKind::Namespace => &req.namespace,
+                    };
+                    let mut reason = format!("skipped: paused ({kind} {name})");
                     if let Some(note) = &skipped_note {
                         reason = format!("{reason}; {note}");
                     }
                     out.skipped_run = insert_skip(&tx, &new, &reason, now)?;
                 }
-                (policy, blocking) => {
+                (OverlapPolicy::Forbid, Some((id, status))) => {
+                    let mut reason = if seats == 1 {
+                        format!(
+                            "skipped: overlap = \"forbid\" and run {id} of this project is {status}"
+                        )
+                    } else {
+                        format!(
+                            "skipped: overlap = \"forbid\" and {} runs of this project are queued or active (max_parallel = {seats})",
+                            others.len()
+                        )
+                    };
+                    if let Some(note) = &skipped_note {
+                        reason = format!("{reason}; {note}");
+                    }
+                    out.skipped_run = insert_skip(&tx, &new, &reason, now)?;
+                }
+                (policy, _) => {
                     out.queued = insert_unique(&tx, &new, now)?;
                     // Only an occurrence that got its run here may replace anything: one that
                     // had its run already (proposed again after the clock stepped back) must not
                     // stop the active run.
                     if let (OverlapPolicy::Replace, Some((id, status)), Some(_)) =
-                        (policy, &blocking, out.queued)
+                        (policy, &to_replace, out.queued)
                     {
                         if status != "queued" {
                             let why = format!(

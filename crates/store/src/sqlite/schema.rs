@@ -86,7 +86,7 @@ CREATE INDEX events_by_run ON events (run_id, seq);
 "#;
 
 /// Every migration's SQL, oldest first.
-const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6];
+const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The schema version after every migration ran.
 pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
@@ -205,6 +205,20 @@ CREATE INDEX runs_by_project ON runs (project, id);
 CREATE INDEX runs_by_status ON runs (status, id);
 CREATE UNIQUE INDEX runs_one_per_occurrence ON runs (project, occurrence) WHERE trigger = 'schedule';
 CREATE INDEX runs_waiting ON runs (not_before) WHERE status = 'queued';
+"#;
+
+/// Version 7: what the operator holds. A row of `paused` holds a project or a namespace: none
+/// of its queued runs is claimed and its schedule's occurrences are recorded as skipped, until
+/// the row is deleted (`fleet resume`). `since` is milliseconds since the Unix epoch, UTC; `by`
+/// says who paused it (the user name the command ran under, if known).
+pub(crate) const V7: &str = r#"
+CREATE TABLE paused (
+    kind  TEXT NOT NULL CHECK (kind IN ('project','namespace')),
+    name  TEXT NOT NULL,
+    since INTEGER NOT NULL,
+    by    TEXT,
+    PRIMARY KEY (kind, name)
+) STRICT, WITHOUT ROWID;
 "#;
 
 /// All migrations, oldest first.

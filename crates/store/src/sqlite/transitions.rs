@@ -215,24 +215,24 @@ fn append_reason_and_end(
 }
 
 /// How a run ended, as its transition says.
-struct Ending<'a> {
+pub(crate) struct Ending<'a> {
     /// The terminal status the run files call for.
-    status: RunStatus,
+    pub(crate) status: RunStatus,
     /// The words that come with that status (a spawn error, "timeout expired", …).
-    reason: Option<&'a str>,
+    pub(crate) reason: Option<&'a str>,
     /// When the command ended, if its shim recorded it (milliseconds since the epoch, UTC).
-    finished_at: Option<Millis>,
+    pub(crate) finished_at: Option<Millis>,
     /// The retry policy asked for another attempt.
-    retry_due: bool,
+    pub(crate) retry_due: bool,
 }
 
 /// A cancel that was requested for the run.
-struct CancelRequest<'a> {
+pub(crate) struct CancelRequest<'a> {
     /// When it was first requested; `None` if recorded before the database kept it.
-    at: Option<Millis>,
+    pub(crate) at: Option<Millis>,
     /// Its words ("cancelled by operator", "replaced by …"); `None` likewise (they are then
     /// in the run's `reason` already).
-    reason: Option<&'a str>,
+    pub(crate) reason: Option<&'a str>,
 }
 
 /// The note a run's end adds to its `reason`, so that status, note and retries tell one story:
@@ -241,7 +241,7 @@ struct CancelRequest<'a> {
 ///   note says so rather than pass it off as an operator's cancel;
 /// - ended otherwise although a cancel was requested: the real status stays, and the note says
 ///   the cancel came after the end, or too late to stop it — and that no retry follows.
-fn end_note(end: &Ending<'_>, cancel: Option<CancelRequest<'_>>) -> Option<String> {
+pub(crate) fn end_note(end: &Ending<'_>, cancel: Option<CancelRequest<'_>>) -> Option<String> {
     let cancel_part = match (end.status, cancel) {
         (RunStatus::Cancelled, Some(c)) => c.reason.map(str::to_string),
         (RunStatus::Cancelled, None) => {

@@ -1,5 +1,11 @@
-//! Fixtures shared by the store's schedule tests: a fresh store taken over by a daemon, and a
-//! fire request for project `p`.
+//! What the store's tests share: the database each test runs on ([`Db`], one per backend), the
+//! macro that makes every test run on both backends ([`both_backends!`]), and the schedule
+//! fixtures (a taken-over store, a fire request for project `p`).
+//!
+//! A test is written once, as a function of `&Db`, and listed in `both_backends!`: it then runs
+//! as `sqlite::NAME` and `postgres::NAME`. The PostgreSQL variant gets a fresh database on a
+//! cluster the test process starts (crate `pgtest`); where PostgreSQL is not installed it prints
+//! a loud SKIPPED line and passes, unless FLEET_REQUIRE_POSTGRES=1 (CI), where it fails.
 
 #![allow(dead_code)] // each test file uses its own subset
 
@@ -7,12 +13,150 @@ use std::time::Duration;
 
 use store::*;
 
-/// A store in a new temp folder, taken over once: (folder, store, epoch).
-pub fn open() -> (tempfile::TempDir, Store, i64) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("fleet.db"), Duration::from_millis(200)).unwrap();
+/// The busy timeout tests open their stores with: short, so the busy test is quick.
+pub const BUSY: Duration = Duration::from_millis(200);
+
+/// One test's database, on one backend.
+pub enum Db {
+    /// A SQLite file in a temp folder of its own.
+    Sqlite(tempfile::TempDir),
+    /// A fresh database on this process's PostgreSQL test cluster.
+    Postgres(pgtest::Database),
+}
+
+impl Db {
+    /// A new SQLite database in a new temp folder.
+    pub fn sqlite() -> Db {
+        Db::Sqlite(tempfile::tempdir().unwrap())
+    }
+
+    /// A new PostgreSQL database, or `None` when PostgreSQL is not installed (see `pgtest`).
+    pub fn postgres() -> Option<Db> {
+        pgtest::database().map(Db::Postgres)
+    }
+
+    /// True on PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self, Db::Postgres(_))
+    }
+
+    /// A new `Store` on this database, with a pool of its own: several of them are several
+    /// processes (or hosts) sharing one database.
+    pub fn store(&self) -> Store {
+        self.store_with(BUSY)
+    }
+
+    /// [`Db::store`] with the given busy timeout.
+    pub fn store_with(&self, busy: Duration) -> Store {
+        self.try_store(busy).unwrap()
+    }
+
+    /// Opens a new `Store` on this database, or the error opening it.
+    pub fn try_store(&self, busy: Duration) -> Result<Store, StoreError> {
+        match self {
+            Db::Sqlite(dir) => Store::open(&dir.path().join("fleet.db"), busy),
+            Db::Postgres(db) => Store::open_postgres(&db.url, busy),
+        }
+    }
+
+    /// Runs SQL on a plain connection, as another program would: `sqlite` on SQLite,
+    /// `postgres` on PostgreSQL.
+    pub fn exec(&self, sqlite: &str, postgres: &str) {
+        match self {
+            Db::Sqlite(dir) => rusqlite::Connection::open(dir.path().join("fleet.db"))
+                .unwrap()
+                .execute_batch(sqlite)
+                .unwrap(),
+            Db::Postgres(db) => postgres::Client::connect(&db.url, postgres::NoTls)
+                .unwrap()
+                .batch_execute(postgres)
+                .unwrap(),
+        }
+    }
+
+    /// [`Db::exec`], handing back the database's refusal instead of panicking on it.
+    pub fn try_exec(&self, sqlite: &str, postgres: &str) -> Result<(), String> {
+        match self {
+            Db::Sqlite(dir) => rusqlite::Connection::open(dir.path().join("fleet.db"))
+                .unwrap()
+                .execute_batch(sqlite)
+                .map_err(|e| e.to_string()),
+            Db::Postgres(db) => postgres::Client::connect(&db.url, postgres::NoTls)
+                .unwrap()
+                .batch_execute(postgres)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Another connection takes the lock every claim needs and holds it until the returned
+    /// holder is released: SQLite's write lock (`BEGIN IMMEDIATE`); on PostgreSQL the epoch's
+    /// row (`FOR UPDATE`), which every fenced write reads `FOR SHARE`.
+    pub fn hold_write_lock(&self) -> LockHolder {
+        match self {
+            Db::Sqlite(dir) => {
+                let c = rusqlite::Connection::open(dir.path().join("fleet.db")).unwrap();
+                c.execute_batch("BEGIN IMMEDIATE").unwrap();
+                LockHolder::Sqlite(c)
+            }
+            Db::Postgres(db) => {
+                let mut c = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+                c.batch_execute("BEGIN; SELECT value FROM meta WHERE key = 'epoch' FOR UPDATE")
+                    .unwrap();
+                LockHolder::Postgres(c)
+            }
+        }
+    }
+}
+
+/// A connection holding the write lock (see [`Db::hold_write_lock`]).
+pub enum LockHolder {
+    /// SQLite, inside `BEGIN IMMEDIATE`.
+    Sqlite(rusqlite::Connection),
+    /// PostgreSQL, inside a transaction holding the epoch row.
+    Postgres(postgres::Client),
+}
+
+impl LockHolder {
+    /// Ends the holder's transaction (committing nothing of note), releasing the lock.
+    pub fn release(self) {
+        match self {
+            LockHolder::Sqlite(c) => c.execute_batch("COMMIT").unwrap(),
+            LockHolder::Postgres(mut c) => c.batch_execute("COMMIT").unwrap(),
+        }
+    }
+}
+
+/// Makes each listed test function (`fn NAME(db: &Db)`) run on both backends: `sqlite::NAME`
+/// and `postgres::NAME`.
+#[macro_export]
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(&$crate::common::Db::sqlite());
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $name() {
+                    if let Some(db) = $crate::common::Db::postgres() {
+                        super::$name(&db);
+                    }
+                }
+            )*
+        }
+    };
+}
+
+/// A store on `db`, taken over once: (store, epoch).
+pub fn open(db: &Db) -> (Store, i64) {
+    let store = db.store();
     let epoch = store.take_over(1, "fleet.toml", "{}", 0).unwrap();
-    (dir, store, epoch)
+    (store, epoch)
 }
 
 /// A fire request for project `p` (namespace `default`): `fire` is the occurrence to fire, and
@@ -31,6 +175,7 @@ pub fn req(expected: Option<Millis>, fire: Option<Millis>, overlap: OverlapPolic
         skipped_count: 0,
         too_late: None,
         overlap,
+        max_parallel: 1,
         clock_back_from: None,
     }
 }

@@ -51,6 +51,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("projects.<name>.keep_runs", INHERITED),
     ("projects.<name>.keep_for", INHERITED),
     ("projects.<name>.max_log_size", INHERITED),
+    ("projects.<name>.max_parallel", "1"),
     ("projects.<name>.accept_args", "false"),
 ];
 
@@ -65,6 +66,7 @@ pub(super) const DEFAULT_WEIGHT: u32 = 1;
 pub(super) const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(10);
 pub(super) const DEFAULT_RETRIES: u32 = 0;
 pub(super) const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(10);
+pub(super) const DEFAULT_MAX_PARALLEL: u32 = 1;
 
 /// The whole configuration, validated and with every path made absolute.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,7 +95,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// The caps the packer enforces: the global cap and each declared namespace's.
+    /// The caps the packer enforces: the global cap, each declared namespace's, and the
+    /// `max_parallel` of each project that sets one above 1.
     pub fn caps(&self) -> packer::Caps {
         packer::Caps {
             global: self.max_concurrency,
@@ -110,7 +113,21 @@ impl Config {
                     )
                 })
                 .collect(),
+            max_parallel: self
+                .projects
+                .values()
+                .filter(|p| p.max_parallel != DEFAULT_MAX_PARALLEL)
+                .map(|p| (p.name.clone(), p.max_parallel as usize))
+                .collect(),
         }
+    }
+
+    /// How many runs of `project` may be active at once: its `max_parallel`, or 1 for a
+    /// project the config does not declare.
+    pub fn max_parallel(&self, project: &str) -> u32 {
+        self.projects
+            .get(project)
+            .map_or(DEFAULT_MAX_PARALLEL, |p| p.max_parallel)
     }
 
     /// The project called `name`, if declared.
@@ -164,6 +181,9 @@ pub struct ProjectConfig {
     pub overlap: Overlap,
     /// The history and log this project keeps: its own keys, else the top level's.
     pub retention: crate::config::Retention,
+    /// How many runs of the project may be active at once; at least 1, default 1. The database
+    /// enforces it (each active run holds one of the project's seats).
+    pub max_parallel: u32,
     /// Whether a run may be given its own arguments (appended to `command`) and environment
     /// variables (`fleet enqueue P --env K=V -- ARG…`); refused when false, the default.
     pub accept_args: bool,

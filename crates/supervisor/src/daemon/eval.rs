@@ -384,7 +384,7 @@ fn pack_and_claim(
     // the database still lists what is in flight.
     let running = merge(live, &persisted);
     let caps = config.caps();
-    let heads = store.queue_heads(now)?;
+    let mut heads = store.queue_heads(now)?;
     unknown.extend(
         heads
             .iter()
@@ -396,22 +396,62 @@ fn pack_and_claim(
             project: Some(project),
             status: Some(RunStatus::Queued),
             limit: None,
+            ..RunFilter::default()
         })?;
         out.unknown_queued
             .extend(queued.into_iter().map(|r| (r.id, r.project)));
     }
+    // A paused project or namespace starts nothing: its heads are left out here, so they take
+    // no place in the packing, and the claim checks again in its transaction.
+    let pauses = store.paused()?;
+    if !pauses.is_empty() {
+        heads.retain(|h| {
+            let ns = config
+                .projects
+                .get(&h.project)
+                .map_or(h.namespace.as_str(), |p| p.namespace.as_str());
+            pauses.holding(&h.project, ns).is_none()
+        });
+    }
+    more_heads(store, config, &running, &mut heads, now)?;
     let candidates = candidates(heads, config);
     let picks = packer_for(&caps).pack(&caps, &running, &candidates);
     out.db_active = db;
     // Read before the claim: once runs are claimed, nothing may stop them being spawned.
     out.next_not_before = store.next_not_before(now)?;
     if !picks.is_empty() {
-        let claimed = store.claim(epoch, &claim_requests(&picks, &caps), now)?;
+        let claimed = store.claim(epoch, &claim_requests(&picks, &caps, config), now)?;
         for c in &claimed {
             out.db_active.push(c.run.clone());
         }
         out.claimed = claimed.into_iter().map(|c| c.run).collect();
     }
+    Ok(())
+}
+
+/// Adds to `heads` the next queued runs of each project with more than one free seat
+/// (`max_parallel` above its active runs in `running`), so that such a project can start as many
+/// runs in one EVAL as it has free seats. One extra query per such project; a project with one
+/// seat (the default) costs nothing here.
+fn more_heads(
+    store: &Store,
+    config: &Config,
+    running: &RunningSet,
+    heads: &mut Vec<QueueHead>,
+    now: Millis,
+) -> Result<(), StoreError> {
+    let mut extra = Vec::new();
+    for head in heads.iter() {
+        let Some(project) = config.projects.get(&head.project) else {
+            continue;
+        };
+        let free = (project.max_parallel as usize).saturating_sub(running.count_of(&head.project));
+        if free > 1 {
+            let more = store.queue_of(&head.project, now, free as u32)?;
+            extra.extend(more.into_iter().filter(|m| m.run_id != head.run_id));
+        }
+    }
+    heads.extend(extra);
     Ok(())
 }
 
@@ -433,8 +473,8 @@ fn candidates(heads: Vec<QueueHead>, config: &Config) -> Vec<Candidate> {
 }
 
 /// The claims for the packers' picks, each carrying the caps the database checks it against
-/// (the namespace cap only when the config declares namespaces).
-fn claim_requests(picks: &[Candidate], caps: &Caps) -> Vec<ClaimRequest> {
+/// (the namespace cap only when the config declares namespaces; the project's `max_parallel`).
+fn claim_requests(picks: &[Candidate], caps: &Caps, config: &Config) -> Vec<ClaimRequest> {
     picks
         .iter()
         .map(|c| ClaimRequest {
@@ -448,6 +488,7 @@ fn claim_requests(picks: &[Candidate], caps: &Caps) -> Vec<ClaimRequest> {
                     .get(&c.namespace)
                     .map(|n| n.max_concurrency as u32)
             },
+            max_parallel: config.max_parallel(&c.project),
         })
         .collect()
 }

@@ -19,7 +19,7 @@ use crate::config::{Config, Overlap};
 
 /// The timetable identity stored beside a cursor: when the config's differs, the schedule
 /// starts afresh (its old cursor belonged to another timetable).
-fn timetable_key(expr: &str, timezone: Option<&str>) -> String {
+pub(super) fn timetable_key(expr: &str, timezone: Option<&str>) -> String {
     format!("{expr} @ {}", timezone.unwrap_or("UTC"))
 }
 
@@ -126,6 +126,7 @@ pub fn fire_due(
                 Overlap::Queue => OverlapPolicy::Queue,
                 Overlap::Replace => OverlapPolicy::Replace,
             },
+            max_parallel: project.max_parallel,
             clock_back_from: d.clock_back.map(|t| t.timestamp_millis()),
         };
         let fired = store.fire_schedule(epoch, &req, now)?;

@@ -8,12 +8,16 @@
 //! * [`fire_due`] is the EVAL's "fire schedules" step: it reads the persisted cursors, asks the
 //!   timetable what is due, and writes each fired occurrence (its run and the new cursor) in one
 //!   transaction through the store.
+//! * [`next_occurrence`] answers "when is the next one" for `fleet projects`, from the persisted
+//!   cursor and the same timetable.
 //!
 //! This module must never start a run itself nor keep a cursor in memory: an occurrence is
 //! handled only once its run row exists, and the cursor is read back from the database at every
 //! EVAL, so a crash between two steps neither loses nor repeats an occurrence.
 
 mod fire;
+mod next;
 pub mod timetable;
 
 pub use fire::fire_due;
+pub use next::{next_occurrence, NextOccurrence};

@@ -12,7 +12,8 @@ use toml::de::{DeTable, DeValue};
 
 use super::{describe, key_segment, Checker, Key, Value};
 use crate::config::model::{
-    DEFAULT_KILL_GRACE, DEFAULT_NAMESPACE, DEFAULT_RETRIES, DEFAULT_RETRY_BACKOFF,
+    DEFAULT_KILL_GRACE, DEFAULT_MAX_PARALLEL, DEFAULT_NAMESPACE, DEFAULT_RETRIES,
+    DEFAULT_RETRY_BACKOFF,
 };
 use crate::config::paths::resolve_against;
 use crate::config::{parse_schedule, Overlap, ProjectConfig, Retention};
@@ -83,6 +84,9 @@ impl Checker<'_> {
             .optional(table, &dotted, "overlap", Self::overlap)
             .unwrap_or(Overlap::Forbid);
         let retention = self.retention(table, &dotted, inherited);
+        let max_parallel = self
+            .optional(table, &dotted, "max_parallel", Self::max_parallel)
+            .unwrap_or(DEFAULT_MAX_PARALLEL);
         let accept_args = self
             .optional(table, &dotted, "accept_args", Self::expect_bool)
             .unwrap_or(false);
@@ -102,6 +106,7 @@ impl Checker<'_> {
             starting_deadline,
             overlap,
             retention,
+            max_parallel,
             accept_args,
         })
     }
@@ -272,6 +277,12 @@ impl Checker<'_> {
     /// `starting_deadline`: a duration, may be zero (absent means no limit).
     fn starting_deadline(&mut self, v: &Value<'_>, key: &str) -> Option<Duration> {
         self.expect_duration(v, key, true)
+    }
+
+    /// `max_parallel`: an integer from 1 to `u32::MAX` (0 would never start the project; a
+    /// float or a string is refused too).
+    fn max_parallel(&mut self, v: &Value<'_>, key: &str) -> Option<u32> {
+        self.expect_u32(v, key, 1)
     }
 
     /// `overlap`: one of `forbid`, `queue`, `replace`.

@@ -69,6 +69,7 @@ fn full_valid_file_parses_every_key() {
             starting_deadline: Some(Duration::from_secs(300)),
             overlap: Overlap::Replace,
             retention: FULL_RETENTION,
+            max_parallel: 1,
             accept_args: true,
         }
     );
@@ -108,6 +109,7 @@ fn omitted_keys_take_their_defaults() {
             starting_deadline: None,
             overlap: Overlap::Forbid,
             retention: FULL_RETENTION,
+            max_parallel: 1,
             accept_args: false,
         }
     );

@@ -12,6 +12,7 @@ mod cron;
 mod keys;
 mod load;
 mod no_panic;
+mod parallel;
 mod register;
 mod retention;
 mod syntax;
@@ -54,6 +55,7 @@ overlap = "queue"
 keep_runs = "off"
 keep_for = "1h"
 max_log_size = "8KiB"
+max_parallel = 2
 
 [projects.minimal]
 command = ["true"]

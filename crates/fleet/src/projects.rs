@@ -1,0 +1,161 @@
+//! `fleet projects [--json]`: each project of the config with its namespace, schedule and time
+//! zone, next occurrence (UTC and local, from the persisted cursor, as the daemon computes it),
+//! its latest ended run, its active and queued counts, and whether a pause holds it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use comfy_table::{presets::UTF8_BORDERS_ONLY, ContentArrangement, Table};
+
+use serde_json::{json, Value};
+use store::{rfc3339, Pauses, ProjectActivity, ScheduleRow};
+use supervisor::config::Config;
+use supervisor::schedule::next_occurrence;
+
+use crate::cli::{load, open_existing_at, state_of, Failure, Result};
+use crate::console;
+
+/// `fleet projects`: a table, or with `json` one JSON array (fields in docs/REFERENCE.md).
+///
+/// Errors: exit 2 for an invalid config; 1 when the database cannot be read.
+pub fn projects(path: &Path, json: bool) -> Result<()> {
+    let config = load(path)?;
+    let state = state_of(path)?;
+    let (activity, schedules, pauses) = match open_existing_at(&state)? {
+        Some(store) => (
+            store.project_activity().map_err(Failure::action)?,
+            store.schedules().map_err(Failure::action)?,
+            store.paused().map_err(Failure::action)?,
+        ),
+        None => (Vec::new(), Vec::new(), Pauses::default()),
+    };
+    let list = rows(&config, &activity, &schedules, &pauses, store::now_ms());
+    if json {
+        console::println(Value::Array(list))
+    } else {
+        console::println(text(&list))
+    }
+}
+
+/// One JSON object per project of `config`, in name order.
+fn rows(
+    config: &Config,
+    activity: &[ProjectActivity],
+    schedules: &[ScheduleRow],
+    pauses: &Pauses,
+    now: store::Millis,
+) -> Vec<Value> {
+    let activity: BTreeMap<&str, &ProjectActivity> =
+        activity.iter().map(|a| (a.project.as_str(), a)).collect();
+    let schedules: BTreeMap<&str, &ScheduleRow> =
+        schedules.iter().map(|s| (s.project.as_str(), s)).collect();
+    config
+        .projects
+        .values()
+        .map(|p| {
+            let a = activity.get(p.name.as_str());
+            let next = next_occurrence(p, schedules.get(p.name.as_str()).copied(), now);
+            let held = pauses.holding(&p.name, &p.namespace);
+            let last = a.and_then(|a| a.last_ended.as_ref());
+            json!({
+                "name": p.name,
+                "namespace": p.namespace,
+                "schedule": p.schedule,
+                "timezone": p.schedule.as_ref().map(|_| p.timezone.as_deref().unwrap_or("UTC")),
+                "next": next.as_ref().map(|n| rfc3339(n.at.timestamp_millis())),
+                "next_local": next.as_ref().map(|n| n.local.clone()),
+                "next_due": next.as_ref().map(|n| n.due),
+                "last_run": last.map(|r| json!({
+                    "id": r.id,
+                    "status": r.status.as_str(),
+                    "finished_at": r.finished_at.map(rfc3339),
+                })),
+                "active": a.map_or(0, |a| a.active),
+                "queued": a.map_or(0, |a| a.queued),
+                "max_parallel": p.max_parallel,
+                "paused": held.is_some(),
+                "paused_by": held.map(|h| h.kind.as_str()),
+            })
+        })
+        .collect()
+}
+
+/// The table for people: as wide as the terminal, cells wrapping when they must; whole lines
+/// when stdout is not a terminal.
+fn text(list: &[Value]) -> String {
+    if list.is_empty() {
+        return "no projects".into();
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    // On a terminal, cells wrap to fit its width; elsewhere (a pipe, a file) lines stay whole.
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        t.set_content_arrangement(ContentArrangement::Dynamic);
+        t.set_width(crate::runs_cmd::width().min(usize::from(u16::MAX)) as u16);
+    }
+    t.set_header([
+        "PROJECT",
+        "NAMESPACE",
+        "SCHEDULE",
+        "NEXT (UTC)",
+        "NEXT (LOCAL)",
+        "LAST RUN",
+        "ACTIVE",
+        "QUEUED",
+        "PAUSED",
+    ]);
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    for p in list {
+        let schedule = match (p["schedule"].as_str(), p["timezone"].as_str()) {
+            (Some(e), Some(tz)) if tz != "UTC" => format!("{e} ({tz})"),
+            (Some(e), _) => e.to_string(),
+            _ => "-".into(),
+        };
+        let mut next = short(&s(&p["next"]));
+        if p["next_due"].as_bool() == Some(true) {
+            next += " (due)";
+        }
+        let last = match p["last_run"].as_object() {
+            Some(r) => format!(
+                "{} {} (run {})",
+                r["status"].as_str().unwrap_or(""),
+                short(r["finished_at"].as_str().unwrap_or("")),
+                r["id"],
+            ),
+            None => "-".into(),
+        };
+        let paused = match p["paused_by"].as_str() {
+            Some("namespace") => "yes (namespace)".to_string(),
+            Some(_) => "yes".to_string(),
+            None => "no".to_string(),
+        };
+        let active = match p["max_parallel"].as_u64() {
+            Some(n) if n > 1 => format!("{} of {n}", p["active"]),
+            _ => p["active"].to_string(),
+        };
+        t.add_row([
+            s(&p["name"]),
+            s(&p["namespace"]),
+            schedule,
+            next,
+            short(&s(&p["next_local"])),
+            last,
+            active,
+            p["queued"].to_string(),
+            paused,
+        ]);
+    }
+    t.to_string()
+}
+
+/// An RFC 3339 time as the table shows it: `2026-12-01 05:00:00`, and the offset after a space
+/// when it is not UTC (`2026-12-01 06:00:00 +01:00`).
+fn short(rfc: &str) -> String {
+    match chrono::DateTime::parse_from_rfc3339(rfc) {
+        Ok(t) if t.offset().local_minus_utc() == 0 && rfc.ends_with('Z') => {
+            t.format("%Y-%m-%d %H:%M:%S").to_string()
+        }
+        Ok(t) => t.format("%Y-%m-%d %H:%M:%S %:z").to_string(),
+        Err(_) => rfc.to_string(),
+    }
+}

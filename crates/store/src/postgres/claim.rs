@@ -1,0 +1,232 @@
+//! The claim, for PostgreSQL: `queued → starting` as one guarded `UPDATE … WHERE id = $1 AND
+//! status = 'queued' RETURNING …` per run, on a free seat of its project (below its
+//! `max_parallel`, under the unique index), and the run's cap seats taken in the same
+//! transaction, all of an EVAL's claims in one transaction. Paused projects and namespaces are
+//! claimed nothing, read in the same transaction.
+//!
+//! It must never let a run be handed out twice (the guard: of two transactions claiming one run
+//! at once, the second waits for the first's row lock, then matches nothing), never let a cap be
+//! exceeded by claims racing on several connections or hosts (the seats: see [`take_seat`]), and
+//! never claim for a stale epoch (checked first, in the same transaction).
+
+use postgres::Transaction;
+
+use super::daemon::check_epoch;
+use super::eval::occupancy;
+use super::events::{insert_event, EventRow};
+use super::paused::held_by;
+use super::runs::{run_from_row, RUN_COLUMNS};
+use super::{is_unique_violation, PgStore};
+use crate::error::Result;
+use crate::{ClaimRequest, Claimed, Millis, RunId, RunStatus};
+
+/// The seat kind of the install-wide cap (its name is empty).
+pub(super) const GLOBAL: &str = "global";
+/// The seat kind of a namespace's cap (its name is the namespace's).
+pub(super) const NAMESPACE: &str = "namespace";
+
+impl PgStore {
+    /// Claims runs in one transaction, committed before this returns. Each claim runs under a
+    /// savepoint: a run no longer queued, a run whose project already has an active run (the
+    /// unique index), and a run for which a cap has no seat left are each rolled back alone and
+    /// left out, queued. Each claim's event records the occupancy counted inside the transaction.
+    pub(crate) fn claim(
+        &self,
+        epoch: i64,
+        requests: &[ClaimRequest],
+        now: Millis,
+    ) -> Result<Vec<Claimed>> {
+        let mut conn = self.conn()?;
+        let mut caps: Vec<(&str, &str, u32)> = requests
+            .iter()
+            .flat_map(|r| {
+                let ns = r
+                    .namespace_cap
+                    .map(|c| (NAMESPACE, r.namespace.as_str(), c));
+                std::iter::once((GLOBAL, "", r.global_cap)).chain(ns)
+            })
+            .collect();
+        caps.sort_unstable();
+        caps.dedup();
+        for (kind, name, cap) in caps {
+            provide_seats(&mut *conn, kind, name, cap)?;
+        }
+        let mut tx = conn.transaction()?;
+        check_epoch(&mut tx, epoch)?;
+        // The runs this transaction may claim: those still queued that no other transaction is
+        // claiming right now. Locked here, all at once and without waiting (`SKIP LOCKED`), so
+        // two claim batches naming the same runs in different orders never deadlock; a run
+        // another transaction holds is left to it (it claims it, or it stays queued for later).
+        let ids: Vec<RunId> = requests.iter().map(|r| r.run_id).collect();
+        let free: std::collections::HashMap<RunId, String> = tx
+            .query(
+                "SELECT id, project FROM runs WHERE id = ANY($1) AND status = 'queued' \
+                 FOR UPDATE SKIP LOCKED",
+                &[&ids],
+            )?
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<_>>()?;
+        // The token is random (63 bits, never 0), as on SQLite: run ids may repeat after a
+        // restore, and files left by an old run of the same id must not pass for this claim's.
+        let sql = format!(
+            "UPDATE runs SET status = 'starting', namespace = $2, \
+               claim_token = ((('x' || substr(md5(gen_random_uuid()::text), 1, 16))::bit(64)::bigint \
+                               & 9223372036854775807) | 1), \
+               epoch = $3, started_at = $4, finished_at = NULL, pid = NULL, exit_code = NULL, \
+               signal = NULL, seat = $5 \
+             WHERE id = $1 AND status = 'queued' RETURNING {RUN_COLUMNS}"
+        );
+        let mut out = Vec::with_capacity(requests.len());
+        for req in requests {
+            let Some(project) = free.get(&req.run_id) else {
+                continue;
+            };
+            if let Some(kind) = held_by(&mut tx, project, &req.namespace)? {
+                tracing::debug!(run = req.run_id, held_by = %kind, "claim skipped: paused");
+                continue;
+            }
+            let Some(seat) = free_project_seat(&mut tx, project, req.max_parallel)? else {
+                tracing::debug!(
+                    run = req.run_id,
+                    max_parallel = req.max_parallel,
+                    "claim skipped: every seat of its project is taken"
+                );
+                continue;
+            };
+            // Dropping the savepoint unreleased rolls this one claim back.
+            let mut sp = tx.savepoint("claim")?;
+            let params: [&(dyn postgres::types::ToSql + Sync); 5] =
+                [&req.run_id, &req.namespace, &epoch, &now, &i64::from(seat)];
+            let run = match sp.query_opt(&sql, &params) {
+                Ok(Some(row)) => run_from_row(&row)?,
+                Ok(None) => continue,
+                // Another transaction took the same seat of the project meanwhile (its claim
+                // was not visible to the read above): the unique index refuses the second.
+                Err(e) if is_unique_violation(&e) => {
+                    tracing::warn!(
+                        run = req.run_id,
+                        seat,
+                        "claim refused: that seat of its project is already taken"
+                    );
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if !take_seat(&mut sp, GLOBAL, "", req.global_cap, run.id)? {
+                tracing::info!(run = run.id, "claim refused: no global seat left");
+                continue;
+            }
+            if let Some(cap) = req.namespace_cap {
+                if !take_seat(&mut sp, NAMESPACE, &req.namespace, cap, run.id)? {
+                    tracing::info!(run = run.id, namespace = %req.namespace,
+                        "claim refused: no namespace seat left");
+                    continue;
+                }
+            }
+            let (g, n) = occupancy(&mut sp, &req.namespace)?;
+            insert_event(
+                &mut sp,
+                &EventRow {
+                    run: &run,
+                    from: Some(RunStatus::Queued),
+                    epoch: Some(epoch),
+                    at: now,
+                    occupancy: Some((g, req.global_cap, n, req.namespace_cap)),
+                    detail: None,
+                },
+            )?;
+            sp.commit()?;
+            out.push(Claimed { run });
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+}
+
+/// The lowest seat of `project` below `max_parallel` that no committed active run holds, read in
+/// the claim's transaction; `None` when all are taken (or `max_parallel` is 0). A seat taken by
+/// a claim not yet committed looks free here: the unique index `runs_one_active_per_project`
+/// then refuses the second of the two claims.
+fn free_project_seat(
+    tx: &mut Transaction<'_>,
+    project: &str,
+    max_parallel: u32,
+) -> Result<Option<u32>> {
+    let row = tx.query_one(
+        "SELECT min(s) FROM generate_series(0, $2::bigint - 1) AS s \
+         WHERE NOT EXISTS (SELECT 1 FROM runs WHERE project = $1 \
+                             AND status IN ('starting','running') AND seat = s)",
+        &[&project, &i64::from(max_parallel)],
+    )?;
+    Ok(row.try_get::<_, Option<i64>>(0)?.map(|s| s as u32))
+}
+
+/// Makes the seat rows `0 .. cap-1` of cap (`kind`, `name`) exist (free) if they do not yet, in
+/// a statement of its own, committed before the claim's transaction begins: the rows are made
+/// once per cap and size, and making them inside the claim would have claims wait on each
+/// other's inserts. All rows of a cap are made by one statement in seat order, so when the
+/// last one exists they all do, and two processes making them at once never deadlock.
+pub(super) fn provide_seats(
+    conn: &mut impl postgres::GenericClient,
+    kind: &str,
+    name: &str,
+    cap: u32,
+) -> Result<()> {
+    conn.execute(
+        "INSERT INTO cap_seats (kind, name, seat) \
+         SELECT $1, $2, s FROM generate_series(0, $3::bigint - 1) AS s \
+         WHERE NOT EXISTS (SELECT 1 FROM cap_seats WHERE kind = $1 AND name = $2 \
+                             AND seat = $3::bigint - 1) \
+         ORDER BY s ON CONFLICT DO NOTHING",
+        &[&kind, &name, &i64::from(cap)],
+    )?;
+    Ok(())
+}
+
+/// Takes for `run` the lowest free seat `0 .. cap-1` of cap (`kind`, `name`), in the caller's
+/// transaction; false when none is free (the cap is full). The rows must exist
+/// ([`provide_seats`]).
+///
+/// Why it cannot be exceeded: a seat is a row, taken under its row lock (`FOR UPDATE`). A seat
+/// another transaction is taking (or freeing) is locked, and skipped (`SKIP LOCKED`) rather than
+/// waited for, so claims never queue or deadlock on seats; a seat taken by a transaction that
+/// has committed since this statement began is re-read, found taken, and skipped too. So no
+/// two transactions ever hold one seat, and the seats held never outnumber the cap.
+///
+/// A seat skipped because it was locked may make a cap look full for a moment: the claim then
+/// leaves the run queued for a later EVAL (never the other way round).
+///
+/// A cap lowered while runs hold seats above it: the seats held are counted too, so no seat is
+/// taken while as many runs as the new cap hold seats. (Two claims racing while seats above the
+/// new cap are still held can reach the old cap, never more.)
+pub(super) fn take_seat(
+    tx: &mut Transaction<'_>,
+    kind: &str,
+    name: &str,
+    cap: u32,
+    run: RunId,
+) -> Result<bool> {
+    let taken = tx.query_opt(
+        "UPDATE cap_seats SET run_id = $4 WHERE (kind, name, seat) = ( \
+           SELECT kind, name, seat FROM cap_seats \
+           WHERE kind = $1 AND name = $2 AND seat < $3 AND run_id IS NULL \
+             AND (SELECT count(*) FROM cap_seats h \
+                  WHERE h.kind = $1 AND h.name = $2 AND h.run_id IS NOT NULL) < $3 \
+           ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED) \
+         RETURNING seat",
+        &[&kind, &name, &i64::from(cap), &run],
+    )?;
+    Ok(taken.is_some())
+}
+
+/// Frees every seat `run` holds, in the caller's transaction (the one that ends the run, or
+/// puts it back in the queue). Called only where the run leaves `starting`/`running`, under its
+/// row lock, so a run's seats are freed exactly once.
+pub(super) fn free_seats(tx: &mut Transaction<'_>, run: RunId) -> Result<()> {
+    tx.execute(
+        "UPDATE cap_seats SET run_id = NULL WHERE run_id = $1",
+        &[&run],
+    )?;
+    Ok(())
+}

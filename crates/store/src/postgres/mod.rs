@@ -1,0 +1,121 @@
+//! The PostgreSQL backend: one database shared by any number of connections and hosts, reached
+//! through an r2d2 pool of synchronous `postgres` clients.
+//!
+//! It owns every SQL statement for PostgreSQL and is, with `sqlite`, the only code that names a
+//! driver. It must never be reached except through [`crate::Store`], and must never hand a
+//! client, a statement or a row out of the crate.
+//!
+//! How it keeps the store's guarantees under PostgreSQL's READ COMMITTED, where two
+//! transactions on different connections run truly at once (SQLite has one writer at a time):
+//! - The claim is one guarded `UPDATE … WHERE id = $1 AND status = 'queued' RETURNING …`: of two
+//!   transactions claiming one run, the second waits for the first's row lock, re-reads the row,
+//!   finds it no longer queued and matches nothing.
+//! - Caps are seats (`cap_seats`, see `schema`): the claim takes one seat of each cap under a
+//!   primary key in its own transaction, and the end of the run frees them in the transaction
+//!   that ends it. Counting active runs and then claiming would let two claimers both see room.
+//! - The partial unique index `runs_one_active_per_project` refuses a second active run of a
+//!   project; each claim runs under a savepoint so that this refusal skips one run, not the batch.
+//! - Writes that need the epoch read it `FOR SHARE`, so a take-over waits for them and they wait
+//!   for a take-over in progress: the same order SQLite's one write lock gives.
+//! - Transitions lock their run (`FOR UPDATE`) before checking it against the state machine, so
+//!   two writers cannot both pass the check; a schedule's step holds an advisory lock on its
+//!   project, so two hosts firing one schedule at once are served one after the other.
+//! - Busy: a lock not granted within the busy timeout (`lock_timeout`), a deadlock, or a
+//!   serialisation failure. Each rolls the whole transaction back; the conversions here decide it
+//!   ([`is_busy`]).
+//!
+//! Files, one per concern, as in `sqlite`: `open` (pool, migrations, change probe), `schema`,
+//! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `operator`, `paused`, `prune`, `activity`,
+//! `schedules`, `clock`.
+
+mod activity;
+mod claim;
+mod clock;
+mod daemon;
+mod eval;
+mod events;
+mod open;
+mod operator;
+mod paused;
+mod prune;
+mod runs;
+mod schedules;
+mod schema;
+mod transitions;
+
+use postgres::error::SqlState;
+use postgres::NoTls;
+use r2d2_postgres::PostgresConnectionManager;
+
+pub(crate) use open::PgProbe;
+
+use crate::error::Result;
+use crate::StoreError;
+
+/// The pooled connection type.
+type Conn = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
+
+/// The PostgreSQL backend of one database. Cheap to clone; all clones share one pool.
+#[derive(Clone)]
+pub(crate) struct PgStore {
+    pool: r2d2::Pool<PostgresConnectionManager<NoTls>>,
+    /// The connection settings, for connections outside the pool (the change probe). Shared,
+    /// so that a clone of the store stays as small as the SQLite backend's.
+    config: std::sync::Arc<postgres::Config>,
+}
+
+impl PgStore {
+    /// A connection from the pool. Errors: [`StoreError::Backend`] (not busy) when none frees
+    /// up within the pool's connection timeout.
+    fn conn(&self) -> Result<Conn> {
+        Ok(self.pool.get()?)
+    }
+}
+
+/// A failed statement, busy when PostgreSQL said a lock could not be had in time, a deadlock was
+/// broken, or a serialisation failed. Its message is `database: <PostgreSQL's>`.
+impl From<postgres::Error> for StoreError {
+    fn from(e: postgres::Error) -> StoreError {
+        StoreError::Backend {
+            context: "database",
+            busy: is_busy(&e),
+            source: Box::new(PgError(e)),
+        }
+    }
+}
+
+/// The driver's error, shown with the server's own words: `postgres::Error` alone displays
+/// only "db error" and keeps PostgreSQL's message in its source.
+#[derive(Debug)]
+struct PgError(postgres::Error);
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_db_error() {
+            Some(db) => write!(f, "{db} (SQLSTATE {})", db.code().code()),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+impl std::error::Error for PgError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// The retryable failures: the transaction was rolled back whole, and the same work may succeed
+/// later. `lock_not_available` is what `lock_timeout` (the busy timeout) raises.
+fn is_busy(e: &postgres::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE
+            || *c == SqlState::T_R_DEADLOCK_DETECTED
+            || *c == SqlState::T_R_SERIALIZATION_FAILURE
+    )
+}
+
+/// True when a write broke a unique index (the claim reads it as the one-active-run rule).
+fn is_unique_violation(e: &postgres::Error) -> bool {
+    e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+}

@@ -1,0 +1,128 @@
+//! Opening a PostgreSQL database: the connection settings, the migrations, the pool, and the
+//! change probe's connection of its own.
+//!
+//! Every pooled connection gets its settings from the one `Config` built here (the busy timeout
+//! as `lock_timeout`), so no statement runs without it. Nothing here reads or writes runs.
+
+use std::time::Duration;
+
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, NoTls};
+use r2d2_postgres::PostgresConnectionManager;
+
+use super::{schema, PgStore};
+use crate::error::Result;
+use crate::StoreError;
+
+/// The notice channel every commit that changes a table sends on (see `schema`).
+const CHANNEL: &str = "fleet_changes";
+
+/// The database a config names, for messages: host, port, database and user, never the
+/// password.
+fn describe(config: &postgres::Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            postgres::config::Host::Tcp(name) => name.clone(),
+            postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    let ports: Vec<String> = config.get_ports().iter().map(u16::to_string).collect();
+    format!(
+        "postgresql {} on {}:{} as {}",
+        config.get_dbname().unwrap_or("(default)"),
+        hosts.join(","),
+        ports.join(","),
+        config.get_user().unwrap_or("(default)")
+    )
+}
+
+impl PgStore {
+    /// Connects to the database `url` names (a `postgresql://` URL or `key=value` pairs), brings
+    /// its schema up to date, and builds a pool whose statements wait at most `busy_timeout` for
+    /// a lock.
+    ///
+    /// Errors: [`StoreError::Connect`] when the string cannot be read, the server cannot be
+    /// reached, or a migration fails; [`StoreError::SchemaTooNew`].
+    pub(crate) fn open(url: &str, busy_timeout: Duration) -> Result<PgStore> {
+        let bad = |target: String| {
+            move |e: Box<dyn std::error::Error + Send + Sync>| StoreError::Connect {
+                target,
+                source: e,
+            }
+        };
+        let mut config: postgres::Config = url
+            .parse()
+            .map_err(|e: postgres::Error| bad("(connection string)".into())(Box::new(e)))?;
+        let target = describe(&config);
+        // The busy timeout: a statement that waits longer for a lock fails as busy and its
+        // transaction rolls back. Set at connection start, so every pooled connection has it.
+        config.options(&format!(
+            "-c lock_timeout={}",
+            busy_timeout.as_millis().max(1)
+        ));
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        // One plain connection first: a server that cannot be reached fails here at once with
+        // the driver's words, instead of after the pool's connection timeout.
+        let mut client = config
+            .connect(NoTls)
+            .map_err(|e| bad(target.clone())(Box::new(e)))?;
+        match schema::migrate(&mut client) {
+            Ok(()) => {}
+            Err(e @ StoreError::SchemaTooNew { .. }) => return Err(e),
+            Err(e) => return Err(bad(target)(Box::new(e))),
+        }
+        drop(client);
+        let manager = PostgresConnectionManager::new(config.clone(), NoTls);
+        let pool = r2d2::Pool::builder()
+            .max_size(4)
+            .min_idle(Some(1))
+            .connection_timeout(Duration::from_secs(30))
+            .build(manager)
+            .map_err(|e| bad(target)(Box::new(e)))?;
+        Ok(PgStore {
+            pool,
+            config: std::sync::Arc::new(config),
+        })
+    }
+
+    /// A change probe on this database: a new connection, outside the pool, listening on the
+    /// change channel.
+    ///
+    /// Errors: [`StoreError::Backend`] if the server cannot be reached.
+    pub(crate) fn change_probe(&self) -> Result<PgProbe> {
+        let mut conn = self.config.connect(NoTls)?;
+        conn.batch_execute(&format!("LISTEN {CHANNEL}"))?;
+        Ok(PgProbe { conn, first: true })
+    }
+}
+
+/// The change probe of [`crate::ChangeProbe`] for PostgreSQL: a connection of its own that
+/// listens on the channel every committed change sends a notice on (a trigger per table, see
+/// `schema`), whoever committed it. A look reads the notices already arrived and never waits.
+pub(crate) struct PgProbe {
+    conn: Client,
+    first: bool,
+}
+
+impl PgProbe {
+    /// True if a commit happened since the previous call (always true on the first call).
+    ///
+    /// Errors: the driver's, if the connection is gone.
+    pub(crate) fn changed(&mut self) -> Result<bool> {
+        // A notice is only read off the socket when the connection is used: a trivial
+        // statement makes sure every notice sent before it is in the buffer.
+        self.conn.batch_execute("SELECT 1")?;
+        let mut seen = false;
+        let mut pending = self.conn.notifications();
+        let mut it = pending.iter();
+        while it.next()?.is_some() {
+            seen = true;
+        }
+        let first = std::mem::replace(&mut self.first, false);
+        Ok(first || seen)
+    }
+}

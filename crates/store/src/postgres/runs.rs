@@ -1,0 +1,319 @@
+//! Run commands and the run row mapping, for PostgreSQL: enqueue, read one run or a filtered
+//! list, cancel one run (or request its stop), or cancel a given list of queued runs.
+//!
+//! It owns `RUN_COLUMNS` and the one mapping from a `runs` row to [`Run`]. Every write here
+//! appends its event in the same transaction; none may change an active run's status.
+
+use postgres::{GenericClient, Row, Transaction};
+
+use super::events::{insert_event, EventRow};
+use super::PgStore;
+use crate::error::Result;
+use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, StoreError, Trigger};
+
+/// The columns of `runs`, in the order [`run_from_row`] reads them.
+pub(super) const RUN_COLUMNS: &str =
+    "id, project, namespace, status, attempt, trigger, occurrence, priority, \
+     not_before, enqueued_at, started_at, finished_at, pid, exit_code, signal, reason, \
+     cancel_requested, claim_token, epoch, retry_of, args, env, rerun_of, hook_of, seat";
+
+/// An optional integer column narrowed to `i32` (pid, exit code, signal).
+fn small(row: &Row, i: usize) -> Result<Option<i32>> {
+    Ok(row.try_get::<_, Option<i64>>(i)?.map(|v| v as i32))
+}
+
+/// Maps a row selected as [`RUN_COLUMNS`] to a [`Run`]. Errors: [`StoreError::Corrupt`] for a
+/// status, trigger, args or env this version cannot read; the driver's for a column of an
+/// unexpected type.
+pub(super) fn run_from_row(row: &Row) -> Result<Run> {
+    let id: RunId = row.try_get(0)?;
+    let corrupt = |column, value: String| StoreError::Corrupt {
+        run: id,
+        column,
+        value,
+    };
+    let status: String = row.try_get(3)?;
+    let status = status
+        .parse::<RunStatus>()
+        .map_err(|_| corrupt("status", status.clone()))?;
+    let trigger: String = row.try_get(5)?;
+    let trigger = Trigger::parse(&trigger).ok_or_else(|| corrupt("trigger", trigger.clone()))?;
+    let args: Option<String> = row.try_get(20)?;
+    let args = decode::<Vec<String>>(args.as_deref())
+        .map_err(|()| corrupt("args", args.clone().unwrap_or_default()))?;
+    let env: Option<String> = row.try_get(21)?;
+    let env = decode::<Vec<(String, String)>>(env.as_deref())
+        .map_err(|()| corrupt("env", env.clone().unwrap_or_default()))?;
+    Ok(Run {
+        id,
+        project: row.try_get(1)?,
+        namespace: row.try_get(2)?,
+        status,
+        attempt: row.try_get::<_, i64>(4)? as u32,
+        trigger,
+        occurrence: row.try_get(6)?,
+        priority: row.try_get(7)?,
+        not_before: row.try_get(8)?,
+        enqueued_at: row.try_get(9)?,
+        started_at: row.try_get(10)?,
+        finished_at: row.try_get(11)?,
+        pid: small(row, 12)?,
+        exit_code: small(row, 13)?,
+        signal: small(row, 14)?,
+        reason: row.try_get(15)?,
+        cancel_requested: row.try_get(16)?,
+        claim_token: row.try_get::<_, i64>(17)? as u64,
+        epoch: row.try_get(18)?,
+        retry_of: row.try_get(19)?,
+        args,
+        env,
+        rerun_of: row.try_get(22)?,
+        hook_of: row.try_get(23)?,
+        seat: row.try_get::<_, i64>(24)? as u32,
+    })
+}
+
+/// A run's `args` column: a JSON array of strings, NULL for none (as on SQLite).
+fn encode_args(args: &[String]) -> Option<String> {
+    (!args.is_empty()).then(|| serde_json::to_string(args).expect("strings serialise"))
+}
+
+/// A run's `env` column: a JSON array of `[name, value]` pairs, NULL for none (as on SQLite).
+fn encode_env(env: &[(String, String)]) -> Option<String> {
+    (!env.is_empty()).then(|| serde_json::to_string(env).expect("strings serialise"))
+}
+
+/// Reads an `args` or `env` column back; `Err` for text this version cannot read.
+fn decode<T: serde::de::DeserializeOwned + Default>(
+    text: Option<&str>,
+) -> std::result::Result<T, ()> {
+    match text {
+        None => Ok(T::default()),
+        Some(t) => serde_json::from_str(t).map_err(|_| ()),
+    }
+}
+
+/// Maps every row through [`run_from_row`].
+pub(super) fn collect_runs(rows: Vec<Row>) -> Result<Vec<Run>> {
+    rows.iter().map(run_from_row).collect()
+}
+
+impl PgStore {
+    /// [`crate::Store::enqueue`]: the insert and its event in one transaction.
+    pub(crate) fn enqueue(&self, new: &NewRun, now: Millis) -> Result<RunId> {
+        let mut conn = self.conn()?;
+        let mut tx = conn.transaction()?;
+        let id = insert_run(&mut tx, new, 1, None, now)?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// [`crate::Store::get_run`].
+    pub(crate) fn get_run(&self, id: RunId) -> Result<Run> {
+        let mut conn = self.conn()?;
+        get_run(&mut *conn, id, false)?.ok_or(StoreError::UnknownRun(id))
+    }
+
+    /// [`crate::Store::list_runs`]: one statement for every combination of filters, an absent
+    /// one NULL (matching all); no limit is `LIMIT NULL`.
+    pub(crate) fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
+        let mut conn = self.conn()?;
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE ($1::text IS NULL OR project = $1::text) \
+             AND ($2::text IS NULL OR status = $2::text) \
+             AND ($4::text[] IS NULL OR status = ANY($4::text[])) \
+             AND ($5::text IS NULL OR namespace = $5::text) \
+             AND ($6::text IS NULL OR trigger = $6::text) \
+             AND ($7::bigint IS NULL OR enqueued_at >= $7::bigint) \
+             AND ($8::bigint IS NULL OR enqueued_at <= $8::bigint) \
+             ORDER BY id DESC LIMIT $3::bigint"
+        );
+        let limit = filter.limit.map(i64::from);
+        let statuses: Option<Vec<&str>> = (!filter.statuses.is_empty())
+            .then(|| filter.statuses.iter().map(|s| s.as_str()).collect());
+        let rows = conn.query(
+            &sql,
+            &[
+                &filter.project,
+                &filter.status.map(|s| s.as_str()),
+                &limit,
+                &statuses,
+                &filter.namespace,
+                &filter.trigger.map(|t| t.as_str()),
+                &filter.since,
+                &filter.until,
+            ],
+        )?;
+        collect_runs(rows)
+    }
+
+    /// [`crate::Store::request_cancel`]: the run is read `FOR UPDATE` and written in one
+    /// transaction, so a claim or an end cannot slip in between.
+    pub(crate) fn request_cancel(
+        &self,
+        id: RunId,
+        reason: &str,
+        now: Millis,
+    ) -> Result<CancelOutcome> {
+        let mut conn = self.conn()?;
+        let mut tx = conn.transaction()?;
+        let run = get_run(&mut tx, id, true)?.ok_or(StoreError::UnknownRun(id))?;
+        let outcome = match run.status {
+            RunStatus::Queued => {
+                cancel_if_queued(&mut tx, id, reason, now)?;
+                CancelOutcome::Cancelled
+            }
+            RunStatus::Starting | RunStatus::Running => {
+                request_stop(&mut tx, id, reason, now)?;
+                CancelOutcome::Requested
+            }
+            done => CancelOutcome::AlreadyFinished(done),
+        };
+        tx.commit()?;
+        Ok(outcome)
+    }
+
+    /// [`crate::Store::cancel_queued_runs`]: one guarded update per run, each with its event,
+    /// in one transaction.
+    pub(crate) fn cancel_queued_runs(
+        &self,
+        ids: &[RunId],
+        reason: &str,
+        now: Millis,
+    ) -> Result<Vec<RunId>> {
+        let mut conn = self.conn()?;
+        let mut tx = conn.transaction()?;
+        let mut cancelled = Vec::new();
+        for &id in ids {
+            if cancel_if_queued(&mut tx, id, reason, now)? {
+                cancelled.push(id);
+            }
+        }
+        tx.commit()?;
+        Ok(cancelled)
+    }
+}
+
+/// Ends run `id` `cancelled` with `reason` if it is still `queued`, and appends the event, in
+/// the caller's transaction. Returns whether it did. The guarded update is the check: of two
+/// transactions at once, the second re-reads the row after the first commits and matches nothing.
+pub(super) fn cancel_if_queued(
+    tx: &mut Transaction<'_>,
+    id: RunId,
+    reason: &str,
+    now: Millis,
+) -> Result<bool> {
+    let sql = format!(
+        "UPDATE runs SET status = 'cancelled', finished_at = $2, reason = $3 \
+         WHERE id = $1 AND status = 'queued' RETURNING {RUN_COLUMNS}"
+    );
+    let Some(row) = tx.query_opt(&sql, &[&id, &now, &reason])? else {
+        return Ok(false);
+    };
+    let run = run_from_row(&row)?;
+    insert_event(
+        tx,
+        &EventRow {
+            run: &run,
+            from: Some(RunStatus::Queued),
+            epoch: None,
+            at: now,
+            occupancy: None,
+            detail: Some(reason),
+        },
+    )?;
+    Ok(true)
+}
+
+/// Records a request to stop active run `id`: the cancel flag, and — for the first request
+/// only — its instant and words. The status and `reason` are left alone.
+pub(super) fn request_stop(
+    tx: &mut Transaction<'_>,
+    id: RunId,
+    reason: &str,
+    now: Millis,
+) -> Result<()> {
+    tx.execute(
+        "UPDATE runs SET cancel_requested = TRUE, \
+           cancel_requested_at = COALESCE(cancel_requested_at, $2), \
+           cancel_reason = COALESCE(cancel_reason, $3) WHERE id = $1",
+        &[&id, &now, &reason],
+    )?;
+    Ok(())
+}
+
+/// The instant and words of a run's first cancel request (see the SQLite backend's twin).
+pub(super) fn cancel_request(
+    tx: &mut Transaction<'_>,
+    id: RunId,
+) -> Result<(Option<Millis>, Option<String>)> {
+    Ok(tx
+        .query_opt(
+            "SELECT cancel_requested_at, cancel_reason FROM runs WHERE id = $1",
+            &[&id],
+        )?
+        .map(|r| -> Result<_> { Ok((r.try_get(0)?, r.try_get(1)?)) })
+        .transpose()?
+        .unwrap_or((None, None)))
+}
+
+/// One run by id on the caller's connection or transaction; with `lock`, its row is locked
+/// (`FOR UPDATE`) until the transaction ends.
+pub(super) fn get_run(conn: &mut impl GenericClient, id: RunId, lock: bool) -> Result<Option<Run>> {
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE id = $1{}",
+        if lock { " FOR UPDATE" } else { "" }
+    );
+    conn.query_opt(&sql, &[&id])?
+        .as_ref()
+        .map(run_from_row)
+        .transpose()
+}
+
+/// Inserts a queued run and its first event; returns its id. A second run for one schedule
+/// occurrence fails here on the unique index `runs_one_per_occurrence`.
+pub(super) fn insert_run(
+    tx: &mut Transaction<'_>,
+    new: &NewRun,
+    attempt: u32,
+    retry_of: Option<RunId>,
+    now: Millis,
+) -> Result<RunId> {
+    let sql = format!(
+        "INSERT INTO runs (project, namespace, status, attempt, trigger, occurrence, priority, \
+           not_before, enqueued_at, retry_of, args, env, rerun_of, hook_of) \
+         VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+         RETURNING {RUN_COLUMNS}"
+    );
+    let row = tx.query_one(
+        &sql,
+        &[
+            &new.project,
+            &new.namespace,
+            &i64::from(attempt),
+            &new.trigger.as_str(),
+            &new.occurrence,
+            &new.priority,
+            &new.not_before,
+            &now,
+            &retry_of,
+            &encode_args(&new.args),
+            &encode_env(&new.env),
+            &new.rerun_of,
+            &new.hook_of,
+        ],
+    )?;
+    let run = run_from_row(&row)?;
+    insert_event(
+        tx,
+        &EventRow {
+            run: &run,
+            from: None,
+            epoch: None,
+            at: now,
+            occupancy: None,
+            detail: None,
+        },
+    )?;
+    Ok(run.id)
+}
