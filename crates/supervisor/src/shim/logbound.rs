@@ -183,6 +183,29 @@ impl BoundedLog {
     }
 }
 
+/// Where the command's stdout and stderr go: the write end of a [`LogPump`]'s pipe when the log
+/// has a bound (`max_log_size`, bytes), the log file itself otherwise. `Err` carries the
+/// one-line message for the log and the exit record.
+pub(super) fn command_output(
+    max_log_size: Option<u64>,
+    dir: &RunDir,
+    signals: &BlockedSignals,
+) -> Result<(OwnedFd, Option<LogPump>), String> {
+    let cannot_open = |e: io::Error| {
+        format!(
+            "fleet: could not open the run's log {}: {e}",
+            dir.log_path().display()
+        )
+    };
+    match max_log_size {
+        Some(max) => {
+            let (pump, write) = LogPump::new(dir, max, signals).map_err(cannot_open)?;
+            Ok((write, Some(pump)))
+        }
+        None => Ok((dir.open_log().map_err(cannot_open)?.into(), None)),
+    }
+}
+
 /// The most the pump reads in one turn of the wait loop before it looks at signals and
 /// deadlines again: a command that writes without pause must not starve a cancel.
 const READS_PER_TURN: usize = 16;

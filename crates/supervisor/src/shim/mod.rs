@@ -14,10 +14,11 @@
 //! 4. durably writes `started` before spawning, so "never started" can be proven (a record that
 //!    cannot be written, on a full disk say, is retried with backoff while the lock is kept);
 //! 5. spawns the command in its own process group, with a parent-death signal (SIGKILL), stdin
-//!    `/dev/null`, stdout and stderr appended to the run's log;
+//!    `/dev/null`, stdout and stderr a pipe the shim drains into the run's log, kept under
+//!    `max_log_size` ([`logbound`]);
 //! 6. writes `running`, tells the daemon `running <pid>` on stdout;
-//! 7. waits, passing termination requests on to the process group, enforcing the timeout and
-//!    the kill grace;
+//! 7. waits — for the command, its output and signals, in one `poll` — passing termination
+//!    requests on to the process group, enforcing the timeout and the kill grace;
 //! 8. kills whatever is left of the process group, durably writes `exit` (retried until it is
 //!    on disk), and only then exits (releasing the lock).
 //!
@@ -436,19 +437,7 @@ fn spawn_command(
     shim_pid: i32,
     signals: &BlockedSignals,
 ) -> Result<(Child, Option<logbound::LogPump>), String> {
-    let cannot_open = |e: io::Error| {
-        format!(
-            "fleet: could not open the run's log {}: {e}",
-            dir.log_path().display()
-        )
-    };
-    let (log, pump): (OwnedFd, _) = match a.max_log_size {
-        Some(max) => {
-            let (pump, write) = logbound::LogPump::new(dir, max, signals).map_err(cannot_open)?;
-            (write, Some(pump))
-        }
-        None => (dir.open_log().map_err(cannot_open)?.into(), None),
-    };
+    let (log, pump) = logbound::command_output(a.max_log_size, dir, signals)?;
     let log_err = log
         .try_clone()
         .map_err(|e| format!("fleet: could not duplicate the run's log descriptor: {e}"))?;
