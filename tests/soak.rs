@@ -459,7 +459,12 @@ fn status_probes_never_make_a_starting_daemon_refuse() {
                     let mut n = 0usize;
                     while !stop.load(Ordering::SeqCst) {
                         let out = f.cmd(&["status", "--json"]);
-                        assert_eq!(out.code(), Some(0), "fleet status failed: {out:?}");
+                        // 0 running, 3 no daemon, 1 a daemon still starting or already
+                        // stopping (its socket not answering): anything else is a failure.
+                        assert!(
+                            matches!(out.code(), Some(0 | 1 | 3)),
+                            "fleet status failed: {out:?}"
+                        );
                         n += 1;
                     }
                     n

@@ -25,7 +25,9 @@ fn a_killed_daemon_not_yet_reaped_is_not_running() {
         "a zombie daemon is not running: {s}"
     );
     assert!(s["daemon"]["pid"].is_null(), "{s}");
-    let text = f.cmd_ok(&["status"]);
+    let out = f.cmd(&["status"]);
+    assert_eq!(out.code(), Some(3), "no daemon runs: {out:?}");
+    let text = out.stdout;
     assert!(
         text.starts_with("daemon: not running"),
         "`fleet status` while daemon {pid} is a zombie:\n{text}"

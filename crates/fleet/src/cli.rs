@@ -18,11 +18,11 @@ use crate::console::{self, READER_GONE};
 use crate::output;
 use crate::pause::KindFlag;
 
-/// A failure with its exit status: 1 the action failed, 2 bad usage or bad input,
-/// [`READER_GONE`] the reader of stdout left.
+/// A failure with its exit status: 1 the action failed, 2 bad usage or bad input, 3 no daemon
+/// runs (`status` only), [`READER_GONE`] the reader of stdout left.
 #[derive(Debug)]
 pub struct Failure {
-    /// 1, 2 or [`READER_GONE`].
+    /// 1, 2, 3 or [`READER_GONE`].
     pub code: u8,
     /// One line naming what was wrong; empty when the reader of stdout left (nothing to say).
     pub message: String,
@@ -71,6 +71,25 @@ impl Failure {
     }
 }
 
+/// `fleet daemon --log-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormatArg {
+    /// One line of text per event (the default).
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl LogFormatArg {
+    /// As the config's type.
+    pub fn format(self) -> supervisor::config::LogFormat {
+        match self {
+            LogFormatArg::Text => supervisor::config::LogFormat::Text,
+            LogFormatArg::Json => supervisor::config::LogFormat::Json,
+        }
+    }
+}
+
 /// What every command returns.
 pub type Result<T> = std::result::Result<T, Failure>;
 
@@ -109,8 +128,13 @@ static STATE_DIR_OVERRIDE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::n
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the supervisor in the foreground until SIGTERM or SIGINT.
-    #[command(override_usage = "fleet [--config <PATH>] daemon")]
-    Daemon,
+    #[command(override_usage = "fleet [--config <PATH>] daemon [--log-format <FORMAT>]")]
+    Daemon {
+        /// How log lines are written: text, or json (one object per line). Overrides
+        /// `log_format` in fleet.toml.
+        #[arg(long, value_name = "FORMAT")]
+        log_format: Option<LogFormatArg>,
+    },
     /// Check the config; print every error, and warnings.
     #[command(override_usage = "fleet [--config <PATH>] validate")]
     Validate,
@@ -156,7 +180,8 @@ enum Command {
         #[arg(long, conflicts_with = "json")]
         table: bool,
     },
-    /// The daemon, the config in force and occupancy against every cap.
+    /// The daemon, the config in force and occupancy against every cap. Exits 0 when the daemon
+    /// is evaluating, 1 when it is stuck, 3 when none runs.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] status [--json]")]
     Status {
         /// JSON instead of text.
@@ -335,7 +360,7 @@ fn run(cli: Cli) -> Result<()> {
     if let Some(dir) = &cli.state_dir {
         if matches!(
             cli.command,
-            Command::Daemon
+            Command::Daemon { .. }
                 | Command::Enqueue(_)
                 | Command::Validate
                 | Command::Rerun { .. }
@@ -353,7 +378,9 @@ fn run(cli: Cli) -> Result<()> {
     }
     use crate::commands;
     match cli.command {
-        Command::Daemon => crate::serve::daemon(&cli.config),
+        Command::Daemon { log_format } => {
+            crate::serve::daemon(&cli.config, log_format.map(LogFormatArg::format))
+        }
         Command::Validate => crate::validate::validate(&cli.config),
         Command::Enqueue(args) => crate::operator::enqueue(&cli.config, &args),
         Command::Runs {

@@ -8,6 +8,7 @@ use store::CancelOutcome;
 use supervisor::control::{self, Nudge};
 
 use crate::cli::{invalid, load_for_reading, open_existing_at, state_of, Failure, Result};
+use crate::liveness::Liveness;
 use crate::{console, output};
 
 /// `fleet status`: the daemon, the config in force, occupancy.
@@ -25,6 +26,7 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         ),
         None => (None, Vec::new(), Vec::new(), store::Pauses::default()),
     };
+    let liveness = Liveness::probe(&state, holder);
     let report = output::Status::new(
         config.as_ref(),
         errors.as_ref(),
@@ -35,6 +37,7 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         &active,
     )
     .with_schedules(&schedules)
+    .with_liveness(&liveness)
     .with_pauses(&pauses);
     if json {
         console::println(report.json())?;
@@ -45,7 +48,21 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         // Shown above too (`config_errors`); the exit status and the one-line message still
         // say the file is invalid.
         Some(errors) => Err(invalid(&errors).reported()),
-        None => Ok(()),
+        None => match liveness {
+            Liveness::Running => Ok(()),
+            // The report above says it all; the one-line message and the exit status are for
+            // scripts and service managers (`systemctl is-active` uses 3 the same way).
+            Liveness::Stopped => Err(Failure {
+                code: liveness.exit_code(),
+                message: format!("no daemon holds {}", state.root().display()),
+                reported: json,
+            }),
+            Liveness::Stuck(ref reason) => Err(Failure {
+                code: liveness.exit_code(),
+                message: format!("the daemon is stuck: {reason}"),
+                reported: json,
+            }),
+        },
     }
 }
 

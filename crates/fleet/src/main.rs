@@ -12,6 +12,8 @@
 mod cli;
 mod commands;
 mod console;
+mod liveness;
+mod logging;
 mod logs;
 mod manual;
 mod operator;

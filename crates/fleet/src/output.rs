@@ -36,6 +36,7 @@ pub fn run_json(r: &Run) -> Value {
         "env": env_json(&r.env),
         "retry_of": r.retry_of,
         "rerun_of": r.rerun_of,
+        "hook_of": r.hook_of,
     })
 }
 
@@ -164,6 +165,15 @@ impl Status {
         self
     }
 
+    /// Adds the verdict on the daemon: `daemon.state` (`running`, `stuck`, `stopped`) and
+    /// `daemon.reason` (why stuck; null otherwise).
+    pub fn with_liveness(mut self, liveness: &crate::liveness::Liveness) -> Status {
+        let (state, reason) = liveness.fields();
+        self.value["daemon"]["state"] = state;
+        self.value["daemon"]["reason"] = reason;
+        self
+    }
+
     /// Adds the pauses in force (`paused` in the JSON: `kind`, `name`, `since`, `by` each).
     pub fn with_pauses(mut self, pauses: &store::Pauses) -> Status {
         self.value["paused"] = Value::Array(
@@ -217,6 +227,9 @@ impl Status {
             }
         } else {
             s += "daemon: not running\n";
+        }
+        if let Some(reason) = d["reason"].as_str() {
+            s += &format!("daemon is STUCK: {reason}\n");
         }
         if let Some(errors) = v["config_errors"].as_array() {
             s += "the config file is invalid now:\n";

@@ -3,12 +3,13 @@
 
 use std::path::Path;
 use std::time::Duration;
+use supervisor::config::LogFormat;
 use supervisor::statedir::StateDirError;
 
 use crate::cli::{load, Failure, Result};
 
-/// `fleet daemon`.
-pub fn daemon(path: &Path) -> Result<()> {
+/// `fleet daemon`. `log_format`: `--log-format`, which overrides the config's `log_format`.
+pub fn daemon(path: &Path, log_format: Option<LogFormat>) -> Result<()> {
     let config = load(path)?;
     // Now, while this process has one thread: the fork server must be forked before the
     // runtime (or anything else) starts threads, and before the daemon lock is taken.
@@ -33,18 +34,8 @@ pub fn daemon(path: &Path) -> Result<()> {
     } else {
         Err("FLEET_FORK_SERVER=0".to_string())
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        // A log line that cannot be written (stderr a pipe whose reader left, a full disk) is
-        // dropped. With internal errors on, the subscriber reports the failure with
-        // `eprintln!`, which panics on that same stderr and would take the daemon down.
-        .log_internal_errors(false)
-        .init();
+    // The flag wins over the file. Chosen at start: a reload does not change it.
+    crate::logging::init(log_format.unwrap_or(config.log_format));
     let shim_program = std::env::current_exe()
         .map_err(|e| Failure::action(format!("cannot find the fleet binary for the shim: {e}")))?;
     let fork_server = match fork_server {

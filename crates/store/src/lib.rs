@@ -68,8 +68,8 @@ pub use activity::ProjectActivity;
 pub use error::StoreError;
 pub use model::{
     now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRequest, Claimed, ClockBack, DaemonRow,
-    Delayed, Event, FireRequest, Fired, Millis, NewRun, OverlapPolicy, QueueHead, Run, RunFilter,
-    RunId, ScheduleRow, Transition,
+    Delayed, Event, FailureHook, FailureHooks, FireRequest, Fired, Millis, NewRun, OverlapPolicy,
+    QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
 };
 pub use operator::{BulkCancelled, CancelSelection};
 pub use paused::{HoldKind, Pause, Pauses};

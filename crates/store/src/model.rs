@@ -210,6 +210,20 @@ pub enum Change {
     },
 }
 
+/// The project whose run reports a failure: where a failed project's `on_failure` points.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailureHook {
+    /// The hook project.
+    pub project: String,
+    /// Its namespace in the config in force.
+    pub namespace: String,
+}
+
+/// The failure hooks in force, by the name of the project whose failures they report. Handed to
+/// [`Store::apply_with_hooks`](crate::Store::apply_with_hooks) by the caller, who reads them
+/// from its config: the store never reads the config.
+pub type FailureHooks = std::collections::BTreeMap<String, FailureHook>;
+
 /// One change to one claim of one run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transition {
@@ -230,6 +244,8 @@ pub enum Applied {
         status: RunStatus,
         /// The id of the retry run queued with it, if any.
         retry: Option<RunId>,
+        /// The id of the failure hook's run queued with it, if any (trigger `on_failure`).
+        hook: Option<RunId>,
         /// The run as written (its project, exit code, signal, times and note), for the log.
         run: Box<Run>,
     },

@@ -11,9 +11,9 @@ use crate::error::Result;
 use crate::postgres::{PgProbe, PgStore};
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
-    Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FireRequest, Fired,
-    HoldKind, Millis, NewRun, Pauses, ProjectActivity, PruneCandidate, PrunePolicy, QueueHead, Run,
-    RunFilter, RunId, ScheduleRow, Transition,
+    Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FailureHooks,
+    FireRequest, Fired, HoldKind, Millis, NewRun, Pauses, ProjectActivity, PruneCandidate,
+    PrunePolicy, QueueHead, Run, RunFilter, RunId, RunStatus, ScheduleRow, Transition,
 };
 use crate::{BulkCancelled, CancelSelection};
 
@@ -168,6 +168,15 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => db.active_runs(),
             Backend::Postgres(db) => db.active_runs(),
+        }
+    }
+
+    /// How many runs are in `status` now: for one-line summaries (the daemon's status under
+    /// systemd), never for decisions. Errors: busy database.
+    pub fn count_runs(&self, status: RunStatus) -> Result<u64> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.count_runs(status),
+            Backend::Postgres(db) => db.count_runs(status),
         }
     }
 
@@ -352,9 +361,25 @@ impl Store {
         transitions: &[Transition],
         now: Millis,
     ) -> Result<Vec<Applied>> {
+        self.apply_with_hooks(epoch, transitions, &FailureHooks::new(), now)
+    }
+
+    /// [`Store::apply`], and for each run that ends `failed`, `timed_out` or `lost` with no
+    /// retry queued, one run of the hook `hooks` names for its project (trigger `on_failure`,
+    /// `hook_of` = the failed run), inserted in the same transaction as the end: a crash can
+    /// neither lose it nor queue it twice, since the end is written once. A run that is itself
+    /// a hook's (or a retry of one: `hook_of` set) never queues another. Its id is in
+    /// [`Applied::Done::hook`](crate::Applied::Done). Errors: as [`Store::apply`].
+    pub fn apply_with_hooks(
+        &self,
+        epoch: i64,
+        transitions: &[Transition],
+        hooks: &FailureHooks,
+        now: Millis,
+    ) -> Result<Vec<Applied>> {
         match &self.backend {
-            Backend::Sqlite(db) => db.apply(epoch, transitions, now),
-            Backend::Postgres(db) => db.apply(epoch, transitions, now),
+            Backend::Sqlite(db) => db.apply(epoch, transitions, hooks, now),
+            Backend::Postgres(db) => db.apply(epoch, transitions, hooks, now),
         }
     }
 

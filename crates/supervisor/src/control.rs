@@ -3,8 +3,14 @@
 //!
 //! A nudge is only a hint: every fact lives in the database, so a lost nudge costs at most one
 //! tick of latency, never a run.
+//!
+//! One request has an answer: `health`, which `fleet status` sends to learn whether the
+//! daemon's loop is evaluating. The daemon answers it from its heartbeat
+//! ([`crate::health::Health`]) without waiting for the loop, so a stuck loop still answers
+//! `stuck`; a stopped (SIGSTOP) or wedged process does not answer at all, which the client's
+//! timeout turns into "stuck" too.
 
-use std::io::{self, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -66,4 +72,92 @@ pub fn send(socket: &Path, nudge: Nudge) -> io::Result<()> {
     stream.write_all(nudge.as_str().as_bytes())?;
     stream.write_all(b"\n")?;
     Ok(())
+}
+
+/// The line that asks the daemon for its health ([`ask_health`]).
+pub const HEALTH_REQUEST: &str = "health";
+
+/// The daemon's answer to [`HEALTH_REQUEST`]: one line, `evaluating` or `stuck REASON`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HealthReply {
+    /// Its loop completed a turn recently (see [`crate::health::Verdict::Evaluating`]).
+    Evaluating,
+    /// Its loop did not, for the reason given (one line).
+    Stuck(String),
+}
+
+impl HealthReply {
+    /// The reply for a heartbeat verdict.
+    pub fn from_verdict(verdict: &crate::health::Verdict) -> HealthReply {
+        match verdict {
+            crate::health::Verdict::Evaluating { .. } => HealthReply::Evaluating,
+            crate::health::Verdict::Stuck { reason } => HealthReply::Stuck(reason.clone()),
+        }
+    }
+
+    /// The line sent on the socket (without its newline).
+    pub fn line(&self) -> String {
+        match self {
+            HealthReply::Evaluating => "evaluating".into(),
+            HealthReply::Stuck(reason) => format!("stuck {}", reason.replace('\n', " ")),
+        }
+    }
+
+    /// Parses a received line; `None` for anything else.
+    pub fn parse(line: &str) -> Option<HealthReply> {
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line == "evaluating" {
+            return Some(HealthReply::Evaluating);
+        }
+        line.strip_prefix("stuck ")
+            .map(|reason| HealthReply::Stuck(reason.to_string()))
+    }
+}
+
+/// Asks the daemon listening on `socket` for its health, waiting at most `timeout` for each of
+/// the write and the read of the answer.
+///
+/// Errors: no daemon listens (`NotFound`, `ConnectionRefused`: the caller decides whether that
+/// means stopped); no answer within `timeout` (`WouldBlock` or `TimedOut`: a daemon that is
+/// stopped or wedged); the connection closed without a valid answer (`InvalidData`).
+pub fn ask_health(socket: &Path, timeout: Duration) -> io::Result<HealthReply> {
+    let (address, _folder) = addressable(socket)?;
+    let mut stream = UnixStream::connect(&address)?;
+    stream.set_write_timeout(Some(timeout))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.write_all(HEALTH_REQUEST.as_bytes())?;
+    stream.write_all(b"\n")?;
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line)?;
+    HealthReply::parse(&line).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "unexpected answer to a health request: {:?}",
+                line.trim_end()
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_replies_round_trip_on_one_line() {
+        for reply in [
+            HealthReply::Evaluating,
+            HealthReply::Stuck("the loop completed no EVAL for 5s".into()),
+        ] {
+            assert_eq!(
+                HealthReply::parse(&format!("{}\n", reply.line())),
+                Some(reply)
+            );
+        }
+        let multi = HealthReply::Stuck("a\nb".into()).line();
+        assert!(!multi.contains('\n'));
+        assert_eq!(HealthReply::parse("eval"), None);
+        assert_eq!(HealthReply::parse(""), None);
+    }
 }

@@ -31,6 +31,7 @@
 mod activity;
 mod claim;
 mod clock;
+mod counts;
 mod daemon;
 mod eval;
 mod events;

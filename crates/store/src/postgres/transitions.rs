@@ -5,7 +5,8 @@
 //! token, so two writers at once cannot both pass the check. A run that leaves `starting`/
 //! `running` frees its cap seats in the same transaction: exactly once, since only the writer
 //! that moves it out of an active status does it. The note a run's end gets is the SQLite
-//! backend's `end_note`, shared.
+//! backend's `end_note`, shared, and so is the decision of the failure hook's run
+//! (`hook_run`), queued in the same transaction as the failed end.
 
 use postgres::Transaction;
 
@@ -15,16 +16,19 @@ use super::events::{insert_event, EventRow};
 use super::runs::{cancel_request, get_run, insert_run};
 use super::PgStore;
 use crate::error::Result;
-use crate::sqlite::{end_note, CancelRequest, Ending};
-use crate::{Applied, Change, Millis, NewRun, Run, RunStatus, StoreError, Transition, Trigger};
+use crate::sqlite::{end_note, hook_run, CancelRequest, Ending};
+use crate::{
+    Applied, Change, FailureHooks, Millis, NewRun, Run, RunStatus, StoreError, Transition, Trigger,
+};
 
 impl PgStore {
     /// Applies transitions in one transaction, after the epoch check; one [`Applied`] per
-    /// transition, in order.
+    /// transition, in order. `hooks`: the failure hooks in force, by project.
     pub(crate) fn apply(
         &self,
         epoch: i64,
         transitions: &[Transition],
+        hooks: &FailureHooks,
         now: Millis,
     ) -> Result<Vec<Applied>> {
         let mut conn = self.conn()?;
@@ -32,7 +36,7 @@ impl PgStore {
         check_epoch(&mut tx, epoch)?;
         let mut out = Vec::with_capacity(transitions.len());
         for t in transitions {
-            out.push(apply_one(&mut tx, epoch, t, now)?);
+            out.push(apply_one(&mut tx, epoch, t, hooks, now)?);
         }
         tx.commit()?;
         Ok(out)
@@ -40,8 +44,15 @@ impl PgStore {
 }
 
 /// Applies one transition in the caller's transaction: locks and checks the run, writes it (and
-/// its retry, if any), frees its seats when it leaves the active statuses, appends the event.
-fn apply_one(tx: &mut Transaction<'_>, epoch: i64, t: &Transition, now: Millis) -> Result<Applied> {
+/// its retry or its failure hook's run, if any), frees its seats when it leaves the active
+/// statuses, appends the event.
+fn apply_one(
+    tx: &mut Transaction<'_>,
+    epoch: i64,
+    t: &Transition,
+    hooks: &FailureHooks,
+    now: Millis,
+) -> Result<Applied> {
     let Some(run) = get_run(tx, t.run_id, true)? else {
         return Err(StoreError::UnknownRun(t.run_id));
     };
@@ -178,9 +189,17 @@ fn apply_one(tx: &mut Transaction<'_>, epoch: i64, t: &Transition, now: Millis) 
             detail: detail.as_deref(),
         },
     )?;
+    // After the end's own event, so that the history reads in order: the end, then its hook.
+    let hook_id = match hook_run(&after, hooks) {
+        Some(new) if retry_id.is_none() && matches!(t.change, Change::Finish { .. }) => {
+            Some(insert_run(tx, &new, 1, None, now)?)
+        }
+        _ => None,
+    };
     Ok(Applied::Done {
         status: to,
         retry: retry_id,
+        hook: hook_id,
         run: Box::new(after),
     })
 }

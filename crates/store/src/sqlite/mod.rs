@@ -29,9 +29,11 @@
 mod activity;
 mod claim;
 mod clock;
+mod counts;
 mod daemon;
 mod eval;
 mod events;
+mod hooks;
 mod open;
 mod operator;
 mod paused;
@@ -47,6 +49,7 @@ use r2d2_sqlite::SqliteConnectionManager;
 
 pub(crate) use open::SqliteProbe;
 // The note a run's end gets is the same on every backend: the PostgreSQL one uses it too.
+pub(crate) use hooks::hook_run;
 pub(crate) use transitions::{end_note, CancelRequest, Ending};
 
 use crate::error::Result;

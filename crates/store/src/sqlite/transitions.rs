@@ -10,23 +10,30 @@
 //! the flag (so a `fleet cancel` cannot slip in between): once a cancel was accepted no retry is
 //! queued, whatever the caller's retry policy asked, and the note says what really happened
 //! ([`end_note`]) — the status itself is always the one the run files call for.
+//!
+//! A failed end with no retry queued also queues the project's failure hook, if any, in the
+//! same transaction ([`super::hooks`]).
 
 use rusqlite::{params, Connection, TransactionBehavior};
 
 use super::daemon::check_epoch;
 use super::events::{insert_event, EventRow};
+use super::hooks::queue_hook;
 use super::runs::{cancel_request, get_run, insert_run};
 use super::SqliteStore;
 use crate::error::Result;
-use crate::{Applied, Change, Millis, NewRun, Run, RunStatus, StoreError, Transition, Trigger};
+use crate::{
+    Applied, Change, FailureHooks, Millis, NewRun, Run, RunStatus, StoreError, Transition, Trigger,
+};
 
 impl SqliteStore {
     /// Applies transitions in one `BEGIN IMMEDIATE` transaction, after the epoch check; one
-    /// [`Applied`] per transition, in order.
+    /// [`Applied`] per transition, in order. `hooks`: the failure hooks in force, by project.
     pub(crate) fn apply(
         &self,
         epoch: i64,
         transitions: &[Transition],
+        hooks: &FailureHooks,
         now: Millis,
     ) -> Result<Vec<Applied>> {
         let mut conn = self.conn()?;
@@ -34,7 +41,7 @@ impl SqliteStore {
         check_epoch(&tx, epoch)?;
         let mut out = Vec::with_capacity(transitions.len());
         for t in transitions {
-            out.push(apply_one(&tx, epoch, t, now)?);
+            out.push(apply_one(&tx, epoch, t, hooks, now)?);
         }
         tx.commit()?;
         Ok(out)
@@ -42,8 +49,14 @@ impl SqliteStore {
 }
 
 /// Applies one transition on the caller's transaction: checks it, writes the run (and its
-/// retry, if any) and appends the event.
-fn apply_one(conn: &Connection, epoch: i64, t: &Transition, now: Millis) -> Result<Applied> {
+/// retry or its failure hook's run, if any) and appends the event.
+fn apply_one(
+    conn: &Connection,
+    epoch: i64,
+    t: &Transition,
+    hooks: &FailureHooks,
+    now: Millis,
+) -> Result<Applied> {
     let Some(run) = get_run(conn, t.run_id)? else {
         return Err(StoreError::UnknownRun(t.run_id));
     };
@@ -179,9 +192,16 @@ fn apply_one(conn: &Connection, epoch: i64, t: &Transition, now: Millis) -> Resu
             detail: detail.as_deref(),
         },
     )?;
+    // After the end's own event, so that the history reads in order: the end, then its hook.
+    let hook_id = if retry_id.is_none() && matches!(t.change, Change::Finish { .. }) {
+        queue_hook(conn, &after, hooks, now)?
+    } else {
+        None
+    };
     Ok(Applied::Done {
         status: to,
         retry: retry_id,
+        hook: hook_id,
         run: Box::new(after),
     })
 }

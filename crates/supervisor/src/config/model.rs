@@ -31,6 +31,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("state_dir", ".fleet"),
     ("max_concurrency", "4"),
     ("tick", "1s"),
+    ("log_format", "text"),
     ("namespaces.<name>.max_concurrency", REQUIRED),
     ("namespaces.<name>.weight", "1"),
     ("projects.<name>.command", REQUIRED),
@@ -51,6 +52,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("projects.<name>.keep_runs", INHERITED),
     ("projects.<name>.keep_for", INHERITED),
     ("projects.<name>.max_log_size", INHERITED),
+    ("projects.<name>.on_failure", UNSET),
     ("projects.<name>.max_parallel", "1"),
     ("projects.<name>.accept_args", "false"),
 ];
@@ -85,6 +87,8 @@ pub struct Config {
     pub namespaces: BTreeMap<String, NamespaceConfig>,
     /// The `[projects.<name>]` tables, by name.
     pub projects: BTreeMap<String, ProjectConfig>,
+    /// How the daemon writes its log lines (`fleet daemon --log-format` overrides it).
+    pub log_format: LogFormat,
     /// The names of the projects that have a `schedule`, in name order: derived from
     /// `projects` at load, so that an EVAL (every tick) does not walk every project to find
     /// the few scheduled ones.
@@ -120,6 +124,24 @@ impl Config {
                 .map(|p| (p.name.clone(), p.max_parallel as usize))
                 .collect(),
         }
+    }
+
+    /// The failure hooks in force, by the name of the project that reports to each, with the
+    /// hook project's namespace.
+    pub fn failure_hooks(&self) -> store::FailureHooks {
+        self.projects
+            .values()
+            .filter_map(|p| {
+                let hook = self.projects.get(p.on_failure.as_deref()?)?;
+                Some((
+                    p.name.clone(),
+                    store::FailureHook {
+                        project: hook.name.clone(),
+                        namespace: hook.namespace.clone(),
+                    },
+                ))
+            })
+            .collect()
     }
 
     /// How many runs of `project` may be active at once: its `max_parallel`, or 1 for a
@@ -181,12 +203,44 @@ pub struct ProjectConfig {
     pub overlap: Overlap,
     /// The history and log this project keeps: its own keys, else the top level's.
     pub retention: crate::config::Retention,
+    /// The project whose run is queued when a run of this one ends `failed`, `timed_out` or
+    /// `lost` with no retry left: a declared project (maybe this one). `None`: no hook.
+    pub on_failure: Option<String>,
     /// How many runs of the project may be active at once; at least 1, default 1. The database
     /// enforces it (each active run holds one of the project's seats).
     pub max_parallel: u32,
     /// Whether a run may be given its own arguments (appended to `command`) and environment
     /// variables (`fleet enqueue P --env K=V -- ARG…`); refused when false, the default.
     pub accept_args: bool,
+}
+
+/// How the daemon writes its log lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One line of text per event, for people (and, under systemd, for the journal).
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+impl LogFormat {
+    /// The spelling used in fleet.toml and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
+
+    /// Parses [`LogFormat::as_str`]'s spelling; `None` for anything else.
+    pub fn parse(s: &str) -> Option<LogFormat> {
+        match s {
+            "text" => Some(LogFormat::Text),
+            "json" => Some(LogFormat::Json),
+            _ => None,
+        }
+    }
 }
 
 /// What a schedule occurrence does while a run of the project is active.

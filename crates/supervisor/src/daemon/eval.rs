@@ -62,6 +62,9 @@ pub struct EvalOutcome {
     /// Queued runs of projects the config does not know, with their project: ended only once
     /// the file confirms the projects are gone (they may be newer than the config).
     pub unknown_queued: Vec<(RunId, String)>,
+    /// The failed runs the claimed failure hooks' runs report, by id, read after the claim:
+    /// their fields become the hook's `FLEET_FAILED_*` variables.
+    pub failed_runs: BTreeMap<RunId, Run>,
 }
 
 /// Which of its config-dependent steps an EVAL may take (see [`eval_blocking`]).
@@ -170,7 +173,8 @@ impl Daemon {
                 namespace = %run.namespace,
                 "run claimed"
             );
-            self.spawn(run);
+            let failed = run.hook_of.and_then(|id| outcome.failed_runs.get(&id));
+            self.spawn(run, failed);
         }
         signal_cancelled(&mut self.slots, self.state.root(), &outcome.db_active);
         // Last: it may read (and apply) a newer file, and the claims above were packed with the
@@ -307,7 +311,7 @@ pub fn eval_blocking(
 ) -> EvalOutcome {
     let mut out = EvalOutcome::default();
     if !batch.is_empty() {
-        match store.apply(epoch, &batch, now) {
+        match store.apply_with_hooks(epoch, &batch, &config.failure_hooks(), now) {
             Ok(applied) => {
                 live = without_ended(live, &batch, &applied);
                 out.applied = batch.iter().map(|t| t.run_id).zip(applied).collect();
@@ -425,6 +429,18 @@ fn pack_and_claim(
             out.db_active.push(c.run.clone());
         }
         out.claimed = claimed.into_iter().map(|c| c.run).collect();
+        // The claims are committed: a read that fails here must not stop their spawn, so a
+        // hook whose failed run cannot be read is started with what its own row says.
+        for hook_of in out.claimed.iter().filter_map(|r| r.hook_of) {
+            match store.get_run(hook_of) {
+                Ok(failed) => {
+                    out.failed_runs.insert(hook_of, failed);
+                }
+                Err(e) => {
+                    tracing::warn!(run = hook_of, error = %e, "cannot read the failed run a hook reports");
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -498,10 +514,25 @@ fn claim_requests(picks: &[Candidate], caps: &Caps, config: &Config) -> Vec<Clai
 /// Field values are plain words and numbers, so that an operator (or `grep`) reads them as
 /// written.
 fn log_applied(run_id: RunId, applied: &Applied) {
-    let Applied::Done { status, retry, run } = applied else {
+    let Applied::Done {
+        status,
+        retry,
+        run,
+        hook,
+    } = applied
+    else {
         return;
     };
     let project = run.project.as_str();
+    if let Some(hook) = hook {
+        tracing::info!(
+            run = run_id,
+            project = %project,
+            status = %status,
+            hook_run = hook,
+            "failure hook queued"
+        );
+    }
     match status {
         RunStatus::Running => {
             let pid = run

@@ -61,6 +61,7 @@ pub(super) async fn run(
             wake.note(daemon, event);
         }
         if let Some(signal) = wake.stop {
+            daemon.notifier.stopping();
             tracing::info!("{signal}: stopping; shims keep running and will be adopted");
             return Ok(());
         }
@@ -105,7 +106,7 @@ pub(super) async fn run(
         prune.maybe_start(daemon);
         if by_tick && ticks.nothing_changed(daemon).await {
             // An idle tick is a turn too: the loop is alive and has nothing to do.
-            daemon.health.turn(store::now_ms());
+            daemon.turn().await;
             continue;
         }
         ticks.last_eval = Some((Instant::now(), store::now_ms()));
@@ -115,7 +116,7 @@ pub(super) async fn run(
         }
         // An EVAL that ended in a backoff (busy database) did no work: not a turn.
         if daemon.backoff.is_none() {
-            daemon.health.turn(store::now_ms());
+            daemon.turn().await;
         }
     }
 }

@@ -7,21 +7,29 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::task::JoinHandle;
 
 use super::events::{Event, Events};
-use crate::control::Nudge;
+use crate::control::{HealthReply, Nudge, HEALTH_REQUEST};
+use crate::health::Health;
 use crate::watch::ConfigWatcher;
 
-/// Listens on the control socket `path`; each line is a [`Nudge`], sent on as an [`Event`].
+/// Listens on the control socket `path`; each line is a [`Nudge`], sent on as an [`Event`], or
+/// a health request, answered on the same connection from `health` (the heartbeat alone: the
+/// answer never waits for the loop, so a stuck loop is reported, not waited for).
 /// Binds before it returns (a socket file left at `path` belongs to a dead daemon, since the
 /// caller holds the daemon lock, and is replaced); the accepting runs in the returned task.
 ///
 /// Errors: the socket cannot be bound.
-pub(super) fn control_socket(path: &Path, events: Events) -> io::Result<JoinHandle<()>> {
+pub(super) fn control_socket(
+    path: &Path,
+    events: Events,
+    health: Arc<Health>,
+) -> io::Result<JoinHandle<()>> {
     let _ = std::fs::remove_file(path);
     let (address, _folder) = crate::control::addressable(path)?;
     let listener = tokio::net::UnixListener::bind(&address)?;
@@ -31,9 +39,18 @@ pub(super) fn control_socket(path: &Path, events: Events) -> io::Result<JoinHand
                 continue;
             };
             let events = events.clone();
+            let health = health.clone();
             tokio::spawn(async move {
-                let mut lines = BufReader::new(stream).lines();
+                let (read, mut write) = stream.into_split();
+                let mut lines = BufReader::new(read).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
+                    if line.trim() == HEALTH_REQUEST {
+                        let verdict = health.verdict(store::now_ms());
+                        let reply = HealthReply::from_verdict(&verdict).line() + "\n";
+                        // The asker may have given up (its timeout): nothing to do about it.
+                        let _ = write.write_all(reply.as_bytes()).await;
+                        continue;
+                    }
                     let event = match Nudge::parse(&line) {
                         Some(Nudge::Eval) => Event::Nudge,
                         Some(Nudge::Reload) => Event::Reload,

@@ -30,7 +30,9 @@ mod eval;
 mod event_loop;
 mod events;
 mod follow;
+mod hook_env;
 mod listener;
+mod notify;
 mod prune_step;
 mod recover;
 mod reload;
@@ -102,6 +104,13 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     })?;
     let state = StateDir::new(&config.state_dir);
     let _lock = state.lock_daemon()?;
+    // A socket file here now is a dead daemon's (the lock is ours): gone at once, so that until
+    // this daemon has taken over and bound its own, nobody takes that file for a daemon in
+    // charge.
+    let _ = std::fs::remove_file(state.socket_path());
+    // Counted from the start: a takeover that lasts (a database that stays busy) counts
+    // against the first turn.
+    let health = Arc::new(Health::new(config.tick, now_ms()));
     let store = {
         let state = state.clone();
         tokio::task::spawn_blocking(move || state.open_store())
@@ -143,15 +152,19 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // What was opened, to notice at every tick a state directory removed or replaced under us.
     let opened = state.opened(&_lock)?;
 
+    // Bound once the takeover is done: its presence tells commands (and scripts) that the
+    // daemon is in charge; `fleet status` meanwhile finds a lock holder that does not answer.
     let (events, inbox) = events::channel();
     let socket = state.socket_path();
     let control =
-        listener::control_socket(&socket, events.clone()).map_err(|source| DaemonError::Io {
-            what: format!("binding the control socket {}", socket.display()),
-            source,
+        listener::control_socket(&socket, events.clone(), health.clone()).map_err(|source| {
+            DaemonError::Io {
+                what: format!("binding the control socket {}", socket.display()),
+                source,
+            }
         })?;
-    let _watcher = listener::config_edits(&options.config_path, events.clone());
     let tick = config.tick;
+    let _watcher = listener::config_edits(&options.config_path, events.clone());
     let mut daemon = Daemon {
         config: Arc::new(config),
         config_path: options.config_path,
@@ -171,7 +184,8 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         recovered: false,
         config_file: Default::default(),
         unsettled: Default::default(),
-        health: Arc::new(Health::new(tick, now_ms())),
+        health,
+        notifier: notify::Notifier::from_env(tick),
     };
     // An edit saved before the watcher started is noticed now: applied at once if it has
     // settled, reloaded like any edit once it has otherwise.

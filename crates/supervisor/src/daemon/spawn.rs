@@ -27,8 +27,9 @@ use crate::slots::{ShimIdentity, Slot};
 impl Daemon {
     /// Starts the shim of a claimed run, records its slot in the pool and follows it. A shim
     /// that cannot be started at all leaves the run a `failed` transition to write (and a nudge,
-    /// so that the next EVAL writes it at once).
-    pub(super) fn spawn(&mut self, run: Run) {
+    /// so that the next EVAL writes it at once). `failed`: for a failure hook's run, the run it
+    /// reports, as read after the claim (`None` if it could not be read).
+    pub(super) fn spawn(&mut self, run: Run, failed: Option<&Run>) {
         fail::fail_point!("daemon-after-claim", |_| std::process::abort());
         let mut slot = Slot {
             run_id: run.id,
@@ -52,7 +53,12 @@ impl Daemon {
             self.slots.insert(slot);
             return;
         };
-        let args = shim_args(self.state.root(), &run, project);
+        let mut args = shim_args(self.state.root(), &run, project);
+        args.env.extend(super::hook_env::failed_run_env(
+            self.state.root(),
+            &run,
+            failed,
+        ));
         let (run_id, token) = (run.id, run.claim_token);
         let events = self.events.clone();
         match self.fork_shim(&args) {
@@ -199,11 +205,18 @@ impl Daemon {
 /// limits, the project's environment with the run's variables on top, plus fleet's variables
 /// (`FLEET_RUN_ID`, `FLEET_PROJECT`, `FLEET_NAMESPACE`, `FLEET_ATTEMPT`, `FLEET_OCCURRENCE`).
 fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
-    let mut env: Vec<(OsString, Option<OsString>)> = project
-        .env
+    // The service manager's variables are the daemon's, not its runs' (removed first, so that
+    // a project's `env` may still set them on purpose).
+    let mut env: Vec<(OsString, Option<OsString>)> = super::notify::SERVICE_VARS
         .iter()
-        .map(|(k, v)| (OsString::from(k), Some(OsString::from(v))))
+        .map(|var| (OsString::from(var), None))
         .collect();
+    env.extend(
+        project
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), Some(OsString::from(v)))),
+    );
     // The run's own variables (`fleet enqueue --env`) go over the project's, and fleet's own
     // below go over both (names are checked at enqueue; the order keeps them reserved anyway).
     env.extend(

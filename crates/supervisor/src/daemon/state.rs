@@ -65,4 +65,6 @@ pub(super) struct Daemon {
     pub(super) unsettled: Unsettled,
     /// The loop's heartbeat, read by whatever reports health.
     pub(super) health: Arc<Health>,
+    /// What the service manager (systemd) was told, when there is one.
+    pub(super) notifier: super::notify::Notifier,
 }

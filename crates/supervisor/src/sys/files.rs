@@ -109,6 +109,15 @@ pub fn reader_gone(fd: impl AsFd) -> bool {
     }
 }
 
+/// The device and inode number of what `fd` is open on (fstat(2)): a file's identity, e.g. to
+/// tell whether standard error is the stream `JOURNAL_STREAM` (`DEVICE:INODE`) names.
+///
+/// Errors: `fd` is not open.
+pub fn identity(fd: impl AsFd) -> io::Result<(u64, u64)> {
+    let st = rustix::fs::fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
 /// Whether `fd` is closed by an `exec` (FD_CLOEXEC).
 ///
 /// Errors: `fd` is not open.

@@ -18,6 +18,14 @@ use crate::config::model::{
 use crate::config::paths::resolve_against;
 use crate::config::{parse_schedule, Overlap, ProjectConfig, Retention};
 
+/// The names a project table may refer to.
+pub(super) struct Known<'a> {
+    /// Every declared namespace.
+    namespaces: &'a BTreeSet<String>,
+    /// Every project of the file, valid or not (an invalid one is reported on its own).
+    projects: &'a BTreeSet<&'a str>,
+}
+
 impl Checker<'_> {
     /// The valid `[projects.<name>]` tables of `root`, by name. `dir` is the config's folder,
     /// `declared` every declared namespace name.
@@ -30,8 +38,14 @@ impl Checker<'_> {
     ) -> BTreeMap<String, ProjectConfig> {
         let mut projects = BTreeMap::new();
         if let Some(table) = self.optional(root, "", "projects", Self::expect_table) {
+            // Every project's name, for `on_failure`, which may name one declared later.
+            let names: BTreeSet<&str> = table.iter().map(|(k, _)| k.get_ref().as_ref()).collect();
+            let known = Known {
+                namespaces: declared,
+                projects: &names,
+            };
             for (k, v) in table.iter() {
-                if let Some(p) = self.project(k, v, dir, declared, inherited) {
+                if let Some(p) = self.project(k, v, dir, &known, inherited) {
                     projects.insert(p.name.clone(), p);
                 }
             }
@@ -45,9 +59,10 @@ impl Checker<'_> {
         k: &Key<'_>,
         v: &Value<'_>,
         dir: &Path,
-        declared: &BTreeSet<String>,
+        known: &Known<'_>,
         inherited: &Retention,
     ) -> Option<ProjectConfig> {
+        let declared = known.namespaces;
         let name = k.get_ref().as_ref();
         let dotted = format!("projects.{}", key_segment(name));
         self.check_name(k, &dotted, "project");
@@ -84,6 +99,9 @@ impl Checker<'_> {
             .optional(table, &dotted, "overlap", Self::overlap)
             .unwrap_or(Overlap::Forbid);
         let retention = self.retention(table, &dotted, inherited);
+        let on_failure = self.optional(table, &dotted, "on_failure", |cx, v, key| {
+            cx.on_failure(v, key, known.projects)
+        });
         let max_parallel = self
             .optional(table, &dotted, "max_parallel", Self::max_parallel)
             .unwrap_or(DEFAULT_MAX_PARALLEL);
@@ -106,9 +124,32 @@ impl Checker<'_> {
             starting_deadline,
             overlap,
             retention,
+            on_failure,
             max_parallel,
             accept_args,
         })
+    }
+
+    /// `on_failure`: the name of a declared project (this one included: a hook's own failure
+    /// never reports to a hook, so a project reporting to itself makes one extra run at most).
+    fn on_failure(
+        &mut self,
+        v: &Value<'_>,
+        key: &str,
+        projects: &BTreeSet<&str>,
+    ) -> Option<String> {
+        let name = self.expect_str(v, key)?;
+        if !projects.contains(name) {
+            self.error(
+                v.span(),
+                key,
+                format!(
+                    "unknown project {name:?}: a failure hook must name a project of this file"
+                ),
+            );
+            return None;
+        }
+        Some(name.to_string())
     }
 
     /// `command`: a non-empty array of strings (argv) whose first item, the program, is

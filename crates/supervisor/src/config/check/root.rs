@@ -12,7 +12,7 @@ use toml::de::DeTable;
 use super::{Checker, Value};
 use crate::config::model::{DEFAULT_MAX_CONCURRENCY, DEFAULT_STATE_DIR, DEFAULT_TICK};
 use crate::config::paths::{resolve_against, resolve_dir};
-use crate::config::{Config, MIN_TICK};
+use crate::config::{Config, LogFormat, MIN_TICK};
 
 impl Checker<'_> {
     /// The whole configuration from the parsed `root` table of the file at `path`. Always
@@ -33,6 +33,9 @@ impl Checker<'_> {
             .optional(root, "", "tick", Self::tick)
             .unwrap_or(DEFAULT_TICK);
         let retention = self.retention(root, "", &Default::default());
+        let log_format = self
+            .optional(root, "", "log_format", Self::log_format)
+            .unwrap_or_default();
         let (namespaces, declared) = self.namespaces(root);
         let projects = self.projects(root, &dir, &declared, &retention);
 
@@ -47,6 +50,7 @@ impl Checker<'_> {
             state_dir,
             max_concurrency,
             tick,
+            log_format,
             namespaces,
             projects,
             scheduled,
@@ -62,6 +66,20 @@ impl Checker<'_> {
             return None;
         }
         Some(resolve_against(dir, s))
+    }
+
+    /// `log_format`: `text` or `json`.
+    fn log_format(&mut self, v: &Value<'_>, key: &str) -> Option<LogFormat> {
+        let s = self.expect_str(v, key)?;
+        let format = LogFormat::parse(s);
+        if format.is_none() {
+            self.error(
+                v.span(),
+                key,
+                format!("expected \"text\" or \"json\", found {s:?}"),
+            );
+        }
+        format
     }
 
     /// `tick`: a duration of at least [`MIN_TICK`].

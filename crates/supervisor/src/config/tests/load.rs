@@ -69,6 +69,7 @@ fn full_valid_file_parses_every_key() {
             starting_deadline: Some(Duration::from_secs(300)),
             overlap: Overlap::Replace,
             retention: FULL_RETENTION,
+            on_failure: None,
             max_parallel: 1,
             accept_args: true,
         }
@@ -76,6 +77,7 @@ fn full_valid_file_parses_every_key() {
     let tidy = c.project("tidy.up-2").unwrap();
     assert_eq!(tidy.namespace, DEFAULT_NAMESPACE);
     assert_eq!(tidy.schedule.as_deref(), Some("30 0 6 * * 1-5"));
+    assert_eq!(tidy.on_failure.as_deref(), Some("minimal"));
     assert_eq!(tidy.overlap, Overlap::Queue);
     assert_eq!(
         tidy.retention,
@@ -109,6 +111,7 @@ fn omitted_keys_take_their_defaults() {
             starting_deadline: None,
             overlap: Overlap::Forbid,
             retention: FULL_RETENTION,
+            on_failure: None,
             max_parallel: 1,
             accept_args: false,
         }

@@ -24,6 +24,7 @@ tick = "250ms"
 keep_runs = 50
 keep_for = "7d"
 max_log_size = "1MiB"
+log_format = "json"
 
 [namespaces.ops]
 max_concurrency = 2
@@ -55,6 +56,7 @@ overlap = "queue"
 keep_runs = "off"
 keep_for = "1h"
 max_log_size = "8KiB"
+on_failure = "minimal"
 max_parallel = 2
 
 [projects.minimal]

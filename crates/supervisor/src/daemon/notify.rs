@@ -1,0 +1,149 @@
+//! The daemon under systemd: the sd_notify messages (`READY=1`, `STATUS=…`, `WATCHDOG=1`,
+//! `STOPPING=1`) it sends to the service manager's `NOTIFY_SOCKET`, and nothing at all when that
+//! variable is unset.
+//!
+//! Every message but `STOPPING` is sent from [`Daemon::turn`], the loop's record of a completed
+//! turn (an EVAL, or an idle tick), so that what systemd hears follows the loop itself:
+//! - `READY=1` at the first turn: recovery is done (the loop turns only once it is) and the first
+//!   EVAL ran, so a unit ordered after fleet's starts once the runs a crash left are settled;
+//! - `WATCHDOG=1` at a turn once half the watchdog timeout (`WATCHDOG_USEC`) has passed since
+//!   the last ping: a loop that stops turning (wedged, a database that stays locked, stopped)
+//!   stops pinging, and systemd restarts the daemon — a timer of its own would ping on;
+//! - `STATUS=` a one-line summary (`2 active, 5 queued`), at the first turn and then at most
+//!   every [`STATUS_EVERY`]: it costs two counts on the database, not worth paying at every EVAL.
+
+use std::time::Duration;
+
+use sd_notify::NotifyState;
+use store::RunStatus;
+use tokio::time::Instant;
+
+use super::state::Daemon;
+
+/// The shortest time between two `STATUS=` updates.
+pub const STATUS_EVERY: Duration = Duration::from_secs(10);
+
+/// The variables of the service manager's protocols, which are the daemon's alone: they are
+/// removed from every run's environment (a command that speaks sd_notify would otherwise talk
+/// for fleet, and its output goes to its log, not to the journal `JOURNAL_STREAM` names).
+pub const SERVICE_VARS: [&str; 4] = [
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    "JOURNAL_STREAM",
+];
+
+/// What the daemon has told the service manager so far.
+#[derive(Debug)]
+pub struct Notifier {
+    /// `NOTIFY_SOCKET` is set: there is someone to tell.
+    enabled: bool,
+    /// The watchdog's ping period (half its timeout), when the service manager asked for one.
+    ping_every: Option<Duration>,
+    /// `READY=1` was sent.
+    ready: bool,
+    /// When the last `WATCHDOG=1` was sent.
+    last_ping: Option<Instant>,
+    /// When the last `STATUS=` was sent.
+    last_status: Option<Instant>,
+}
+
+impl Notifier {
+    /// From the environment the daemon was started with: `NOTIFY_SOCKET`, `WATCHDOG_USEC` (and
+    /// `WATCHDOG_PID`, which must be this process when set). `tick`: the loop's tick, for the
+    /// warning about a watchdog timeout too short to be met.
+    pub fn from_env(tick: Duration) -> Notifier {
+        let enabled = std::env::var_os("NOTIFY_SOCKET").is_some_and(|s| !s.is_empty());
+        let timeout = sd_notify::watchdog_enabled().filter(|t| !t.is_zero() && enabled);
+        if let Some(t) = timeout {
+            // Pings come at turns, and an idle loop turns once a tick.
+            if t < tick * 4 {
+                tracing::warn!(
+                    watchdog = %humantime::format_duration(t),
+                    tick = %humantime::format_duration(tick),
+                    "the watchdog timeout is shorter than four ticks: it may expire on a healthy daemon (raise WatchdogSec)"
+                );
+            }
+        }
+        Notifier {
+            enabled,
+            ping_every: timeout.map(|t| t / 2),
+            ready: false,
+            last_ping: None,
+            last_status: None,
+        }
+    }
+
+    /// Sends `states`, if there is a service manager; a failure is logged, never fatal (the
+    /// manager may be gone, and supervising runs matters more than telling it).
+    fn send(&self, states: &[NotifyState<'_>]) {
+        if !self.enabled || states.is_empty() {
+            return;
+        }
+        if let Err(e) = sd_notify::notify(states) {
+            tracing::warn!(error = %e, "cannot notify the service manager (NOTIFY_SOCKET)");
+        }
+    }
+
+    /// `STOPPING=1`: the daemon is shutting down on a stop signal.
+    pub fn stopping(&self) {
+        self.send(&[NotifyState::Stopping]);
+    }
+}
+
+impl Daemon {
+    /// The loop completed a turn (an EVAL, or an idle tick): records it in the heartbeat, and
+    /// tells the service manager what is due (see the module's documentation).
+    pub(super) async fn turn(&mut self) {
+        self.health.turn(store::now_ms());
+        if !self.notifier.enabled {
+            return;
+        }
+        let now = Instant::now();
+        let ready = !self.notifier.ready;
+        let ping = self.notifier.ping_every.is_some_and(|every| {
+            self.notifier
+                .last_ping
+                .is_none_or(|at| now.duration_since(at) >= every)
+        });
+        let status = if ready
+            || self
+                .notifier
+                .last_status
+                .is_none_or(|at| now.duration_since(at) >= STATUS_EVERY)
+        {
+            self.status_line().await
+        } else {
+            None
+        };
+        let mut states = Vec::new();
+        if ready {
+            states.push(NotifyState::Ready);
+            self.notifier.ready = true;
+        }
+        if ping {
+            states.push(NotifyState::Watchdog);
+            self.notifier.last_ping = Some(now);
+        }
+        if let Some(line) = &status {
+            states.push(NotifyState::Status(line));
+            self.notifier.last_status = Some(now);
+        }
+        self.notifier.send(&states);
+    }
+
+    /// `N active, M queued`, counted in the database; `None` if it cannot be read now (the
+    /// summary waits for the next turn).
+    async fn status_line(&self) -> Option<String> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            let active =
+                store.count_runs(RunStatus::Starting)? + store.count_runs(RunStatus::Running)?;
+            let queued = store.count_runs(RunStatus::Queued)?;
+            Ok::<_, store::StoreError>(format!("{active} active, {queued} queued"))
+        })
+        .await
+        .ok()?
+        .ok()
+    }
+}
