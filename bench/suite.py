@@ -20,6 +20,9 @@ Measures:
                 with 100k runs queued behind a full namespace cap; the daemon's RSS at 100k.
   4. idle       CPU share of an idle daemon (1,000 projects, nothing queued, 60 s, default tick).
   5. restart    `fleet daemon` start to its first claim, 10k rows in the database.
+  6. scrape     `/metrics` of a daemon with 1,000 projects and 100k runs of history, and a drain
+                of 2,000 runs scraped back to back against the same drain unscraped
+                (bench/scrape.py).
 
 --tiny never judges a figure: it fails only when something breaks (exit 1 when a measure raised).
 Nothing here sleeps to synchronise: every wait is a poll with a deadline. Every daemon, pueued and
@@ -39,10 +42,12 @@ TAG = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
 SIZES = {
     "full": dict(dispatch_runs=2000, pueue_runs=500, repeat=3, enqueue_calls=500, backlog=100_000,
                  backlog_projects=100, idle_projects=1000, idle_secs=60.0, restart_rows=10_000,
-                 restart_queued=100, restart_reps=7, eval_sizes=None, eval_quick=False),
+                 restart_queued=100, restart_reps=7, eval_sizes=None, eval_quick=False,
+                 scrape_projects=1000, scrape_history=100_000, scrape_drain=2000),
     "tiny": dict(dispatch_runs=50, pueue_runs=20, repeat=1, enqueue_calls=20, backlog=1000,
                  backlog_projects=10, idle_projects=1000, idle_secs=2.0, restart_rows=1000,
-                 restart_queued=20, restart_reps=2, eval_sizes="1000", eval_quick=True),
+                 restart_queued=20, restart_reps=2, eval_sizes="1000", eval_quick=True,
+                 scrape_projects=100, scrape_history=2000, scrape_drain=50),
 }
 
 
@@ -800,8 +805,15 @@ def table(rows):
     return "\n".join(out)
 
 
+def measure_scrape(a, sz, rows, raw):
+    # In its own file (bench/scrape.py); it borrows this module's helpers and process tag.
+    sys.path.insert(0, HERE)
+    import scrape
+    scrape.measure(sys.modules[__name__], a, sz, rows, raw)
+
+
 MEASURES = {"dispatch": measure_dispatch, "eval": measure_eval, "enqueue": measure_enqueue,
-            "idle": measure_idle, "restart": measure_restart}
+            "idle": measure_idle, "restart": measure_restart, "scrape": measure_scrape}
 
 
 def build(a):

@@ -93,7 +93,12 @@ fn bad_variable_names_are_refused() {
     for bad in ["NOEQUALS", "=v", "FLEET_RUN_ID=1", "FAILPOINTS=x"] {
         let out = f.cmd(&["enqueue", "--env", bad, "echo"]);
         assert_eq!(out.code(), Some(2), "{bad}: {out:?}");
-        assert!(out.stderr.contains("--env"), "{out:?}");
+        // The whole argument as given, quoted: `--env =v` names "=v", not an empty name.
+        assert!(
+            out.stderr.contains(&format!("--env {bad:?}")),
+            "{bad}: {out:?}"
+        );
+        assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
     }
     assert!(f.runs().is_empty(), "nothing may be queued");
 }

@@ -27,8 +27,17 @@ fn cancel_by_project_namespace_and_ids() {
     assert_eq!(statuses(&f, &a), ["cancelled"; 3]);
     assert_eq!(statuses(&f, &b), ["queued"; 3]);
 
-    let out = f.cmd_ok(&["cancel", &b[0].to_string(), &b[2].to_string()]);
-    assert_eq!(out.lines().count(), 2, "{out}");
+    // An id given twice is reported once, in the order of first appearance.
+    let (b0, b2) = (b[0].to_string(), b[2].to_string());
+    let out = f.cmd_ok(&["cancel", &b2, &b0, &b2]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            format!("run {b2} (b) cancelled"),
+            format!("run {b0} (b) cancelled")
+        ],
+        "{out}"
+    );
     assert_eq!(statuses(&f, &b), ["cancelled", "queued", "cancelled"]);
 
     // `b` has no namespace: it counts in "default".
@@ -77,9 +86,23 @@ fn all_queued_leaves_the_active_run_alone_and_all_stops_it() {
     f.wait_status(long, "running");
     let queued: Vec<i64> = (0..2).map(|_| f.enqueue("long")).collect();
 
+    // Every form of --queued names the active run it leaves alone, as the id form does.
+    let left = format!("run {long} (long): active, left alone");
     let out = f.cmd_ok(&["cancel", "--all", "--queued"]);
-    assert_eq!(out.lines().count(), 2, "{out}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(out.lines().any(|l| l == left), "{out}");
     assert_eq!(statuses(&f, &queued), ["cancelled"; 2]);
+    let one = f.enqueue("long");
+    let out = f.cmd_ok(&["cancel", "--project", "long", "--queued"]);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(
+        out.contains(&format!("run {one} (long) cancelled")),
+        "{out}"
+    );
+    assert!(out.lines().any(|l| l == left), "{out}");
+    let out = f.cmd_ok(&["cancel", "--namespace", "default", "--queued"]);
+    assert_eq!(out.trim(), left, "nothing queued: the active run alone");
+
     let run = f.run(long);
     assert_eq!(status_of(&run), "running", "{run}");
     assert_eq!(run["cancel_requested"], false, "{run}");

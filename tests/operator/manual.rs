@@ -77,6 +77,21 @@ fn the_man_pages_render_every_command() {
         );
     }
     assert_eq!(f.cmd(&["man", "nope"]).code(), Some(2));
+
+    // The NAME line says "fleet" once, and --config names the whole rule, not a bare default
+    // that would hide $FLEET_CONFIG.
+    let name = page
+        .lines()
+        .skip_while(|l| *l != ".SH NAME")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(name.starts_with("fleet \\- "), "{name}");
+    assert_eq!(name.matches("fleet").count(), 1, "{name}");
+    let help = f.cmd_ok(&["--help"]);
+    for text in [&page, &help] {
+        assert!(!text.contains("[default: fleet.toml]"), "{text}");
+        assert!(text.contains("$FLEET_CONFIG, else ./fleet.toml"), "{text}");
+    }
 }
 
 /// docs/REFERENCE.md's command table has a row for every command `fleet --help` lists, and the README shows the

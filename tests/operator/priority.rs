@@ -59,8 +59,44 @@ fn the_runs_table_shows_priorities_and_reruns_and_higher_runs_first() {
         .find(|l| first_cell(l) == Some(again.to_string().as_str()))
         .unwrap();
     assert!(line.contains(&format!("rerun of {low}")), "{table}");
-}
 
+    // Parts of a note read apart: "priority -2; rerun of N; cancelled by operator".
+    let rerun_neg: i64 = f
+        .cmd_ok(&["rerun", &negative.to_string()])
+        .trim()
+        .parse()
+        .unwrap();
+    f.wait_terminal(rerun_neg);
+    // Paused, so that the next rerun stays queued until it is cancelled.
+    f.cmd_ok(&["pause", "p"]);
+    let held: i64 = f
+        .cmd_ok(&["rerun", &rerun_neg.to_string()])
+        .trim()
+        .parse()
+        .unwrap();
+    f.cmd_ok(&["cancel", &held.to_string()]);
+    let table = f.cmd_ok(&["runs"]);
+    let note = |id: i64| {
+        table
+            .lines()
+            .find(|l| first_cell(l) == Some(id.to_string().as_str()))
+            .unwrap()
+            .rsplit('\t')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        note(rerun_neg),
+        format!("priority -2; rerun of {negative}"),
+        "{table}"
+    );
+    assert_eq!(
+        note(held),
+        format!("priority -2; rerun of {rerun_neg}; cancelled by operator"),
+        "{table}"
+    );
+}
 /// The first cell of a line of `fleet runs`: the run id, whether the line is a table row
 /// (`│ 12  …`) or, as when stdout is a pipe, tab-separated (`12\t…`).
 fn first_cell(line: &str) -> Option<&str> {

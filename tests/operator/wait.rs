@@ -203,3 +203,17 @@ fn a_wait_whose_reader_left_stops_with_141() {
     assert_eq!(status.unwrap().code(), Some(141));
     assert_eq!(status_of(&f.run(id)), "queued");
 }
+
+/// A command that cannot be started: exit 1, and the reason said once, without a doubled
+/// `fleet: ` prefix (the reason the run records starts with one already).
+#[test]
+fn a_command_that_cannot_start_is_said_once() {
+    let f = Fleet::new("[projects.nope]\ncommand = [\"fleet-test-no-such-program\"]\n");
+    let _d = f.start_daemon();
+    let out = f.cmd(&["enqueue", "--wait", "nope"]);
+    assert_eq!(out.code(), Some(1), "{out:?}");
+    assert!(out.stderr.contains("could not start"), "{out:?}");
+    assert!(out.stderr.starts_with("fleet: run "), "{out:?}");
+    assert!(!out.stderr.contains("fleet: fleet:"), "{out:?}");
+    assert_eq!(out.stderr.matches("fleet: ").count(), 1, "{out:?}");
+}

@@ -29,3 +29,31 @@ pub fn runs_of(f: &Fleet, project: &str) -> Vec<Value> {
 pub fn quick(dir: &std::path::Path, rec: &str) -> String {
     sh(&recorder_script(&dir.join(rec), "0"))
 }
+
+/// `fleet ARGS` on a pseudo-terminal of `cols` columns (util-linux `script`; `stty` sets the
+/// size, 0 for a terminal that reports 0×0), with `COLUMNS` as given or unset; what it printed,
+/// without carriage returns. Panics unless it exits 0.
+pub fn on_terminal(f: &Fleet, cols: usize, columns_env: Option<&str>, args: &[&str]) -> String {
+    let fleet = f.command();
+    let mut line = format!(
+        "stty cols {cols} rows {rows} && exec {} --config {}",
+        shell_quote(std::path::Path::new(fleet.get_program())),
+        shell_quote(&f.config),
+        rows = if cols == 0 { 0 } else { 50 },
+    );
+    for a in args {
+        assert!(!a.contains('\''), "{a}");
+        line += &format!(" '{a}'");
+    }
+    let mut c = std::process::Command::new("script");
+    c.args(["-qec", &line, "/dev/null"])
+        .current_dir(f.path())
+        .env_remove("FLEET_CONFIG")
+        .env_remove("COLUMNS");
+    if let Some(v) = columns_env {
+        c.env("COLUMNS", v);
+    }
+    let out = run_with_deadline(c, CMD_DEADLINE);
+    assert_eq!(out.code(), Some(0), "{line}: {out:?}");
+    out.stdout.replace('\r', "")
+}

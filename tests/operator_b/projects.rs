@@ -91,4 +91,17 @@ fn projects_shows_schedule_next_occurrence_last_run_counts_and_pause() {
         line("adhoc").contains("failed") && line("adhoc").contains("0 of 2"),
         "{text}"
     );
+
+    // On a terminal: one line per project at 40 and 80 columns (and 80 when it reports 0×0).
+    for (cols, width) in [(40, 40), (80, 80), (0, 80)] {
+        let table = crate::helpers::on_terminal(&f, cols, None, &["projects"]);
+        assert_eq!(table.lines().count(), 3 + 4, "{cols} columns:\n{table}");
+        for l in table.lines() {
+            assert!(l.chars().count() <= width, "{cols} columns:\n{table}");
+        }
+        assert!(
+            table.contains("PROJECT") && table.contains("held"),
+            "{table}"
+        );
+    }
 }

@@ -42,7 +42,7 @@ fn the_runs_table_fits_eighty_columns_one_line_per_run() {
     let held = f.enqueue("held");
     let n_runs = f.runs().len();
 
-    for columns in [80, 100, 200] {
+    for columns in [40, 50, 60, 80, 100, 200] {
         let table = table_at(&f, columns, &[]);
         let lines: Vec<&str> = table.lines().collect();
         for l in &lines {
@@ -67,12 +67,28 @@ fn the_runs_table_fits_eighty_columns_one_line_per_run() {
                 .unwrap_or_else(|| panic!("run {id} not in:\n{table}"))
                 .to_string()
         };
-        // The running run shows how long it has run so far.
+        // The running run shows how long it has run so far (DURATION gives way below 60).
         assert!(
-            row(slow).contains('…') && row(slow).contains('s'),
+            columns < 60 || (row(slow).contains('…') && row(slow).contains('s')),
             "{table}"
         );
-        assert!(row(held).contains("paused") || columns == 80, "{table}");
+        // Without headers: the same table, minus the header and its rules.
+        // (The running run's elapsed time moves between the two: its line is compared by
+        // width alone.)
+        let bare = table_at(&f, columns, &["--no-headers"]);
+        let steady = |l: &&str| {
+            if l.contains("running") {
+                l.chars().count().to_string()
+            } else {
+                l.to_string()
+            }
+        };
+        assert_eq!(
+            bare.lines().skip(1).map(|l| steady(&l)).collect::<Vec<_>>(),
+            lines[3..].iter().map(steady).collect::<Vec<_>>(),
+            "--no-headers at {columns} columns:\n{bare}\nwith headers:\n{table}"
+        );
+        assert!(row(held).contains("paused") || columns < 100, "{table}");
     }
     let wide = table_at(&f, 200, &[]);
     assert!(
@@ -82,6 +98,27 @@ fn the_runs_table_fits_eighty_columns_one_line_per_run() {
     let no_headers = table_at(&f, 80, &["--no-headers"]);
     assert_eq!(no_headers.lines().count(), n_runs + 2, "{no_headers}");
     assert!(!no_headers.contains("STATUS"), "{no_headers}");
+
+    // A real terminal: 40 columns, and one that reports 0×0 (80 assumed, as with a width that
+    // cannot be read); a `$COLUMNS` that is not a usable width counts as unset.
+    let fits = |out: &str, columns: usize, what: &str| {
+        assert_eq!(out.lines().count(), n_runs + 4, "{what}:\n{out}");
+        let widest = out.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= columns, "{what}: {widest} wide:\n{out}");
+        widest
+    };
+    fits(&on_terminal(&f, 40, None, &["runs"]), 40, "stty cols 40");
+    let zero = on_terminal(&f, 0, None, &["runs"]);
+    assert!(
+        fits(&zero, 80, "0x0") > 60,
+        "a 0x0 terminal gets 80 columns:\n{zero}"
+    );
+    // On that 0×0 terminal, with a `$COLUMNS` that is no width.
+    for bad in ["abc", "0", "-5", "99999999999999999999"] {
+        let out = on_terminal(&f, 0, Some(bad), &["runs"]);
+        let widest = fits(&out, 80, bad);
+        assert!(widest > 60, "COLUMNS={bad} gets 80 columns:\n{out}");
+    }
     f.cmd_ok(&["cancel", &slow.to_string()]);
 }
 
@@ -154,4 +191,29 @@ fn runs_filters_and_the_plain_form() {
     let bare = f.cmd_ok(&["runs", "--no-headers"]);
     assert_eq!(bare.lines().count(), 3, "{bare}");
     assert!(bare.starts_with(&b.to_string()), "{bare}");
+}
+
+/// Nothing matches: a pipe gets the header line alone (nothing with --no-headers); the table
+/// says "no runs match" when filters were given and "no runs" when there are none at all. A
+/// window that ends before it starts is exit 2.
+#[test]
+fn runs_with_nothing_to_show() {
+    let f = Fleet::new("[projects.a]\ncommand = [\"true\"]\n");
+    assert_eq!(table_at(&f, 80, &[]).trim(), "no runs");
+    f.enqueue("a");
+    let plain = f.cmd_ok(&["runs", "--status", "failed"]);
+    assert_eq!(plain.lines().count(), 1, "{plain}");
+    assert!(plain.starts_with("ID\tPROJECT\t"), "{plain}");
+    assert_eq!(
+        f.cmd_ok(&["runs", "--status", "failed", "--no-headers"]),
+        ""
+    );
+    assert_eq!(
+        table_at(&f, 80, &["--status", "failed"]).trim(),
+        "no runs match"
+    );
+    let out = f.cmd(&["runs", "--since", "1h", "--until", "2h"]);
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("--since"), "{}", out.stderr);
 }

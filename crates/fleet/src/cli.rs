@@ -97,7 +97,8 @@ pub type Result<T> = std::result::Result<T, Failure>;
 // that came from the environment, without brackets (`fleet enqueue --config <CONFIG>
 // <PROJECT>`), as if they were required.
 
-/// fleet: a crash-safe supervisor for recurring and on-demand jobs on one host.
+/// A crash-safe supervisor for recurring and on-demand jobs on one host.
+// (Not "fleet: …": the man page's NAME line already reads "fleet \- <this>".)
 #[derive(Parser, Debug)]
 #[command(
     name = "fleet",
@@ -111,6 +112,9 @@ struct Cli {
         global = true,
         env = "FLEET_CONFIG",
         default_value = "fleet.toml",
+        // The help says the whole rule ($FLEET_CONFIG first); clap's "[default: fleet.toml]"
+        // would read as if the variable did not count.
+        hide_default_value = true,
         value_name = "PATH"
     )]
     config: PathBuf,

@@ -12,6 +12,7 @@
 mod cli;
 mod commands;
 mod console;
+mod fit;
 mod liveness;
 mod logging;
 mod logs;

@@ -146,7 +146,8 @@ pub fn wait(path: &Path, req: &WaitArgs) -> Result<()> {
 /// `fleet rerun RUN`: a new queued run of the same project with the same arguments and
 /// environment, trigger `rerun`, linked to `run`; prints its id.
 ///
-/// Errors: unknown run id, or its project no longer in the config (exit 2); the database
+/// Errors: unknown run id, its project no longer in the config, or the run has arguments or
+/// environment and its project no longer says `accept_args = true` (exit 2); the database
 /// (exit 1).
 pub fn rerun(path: &Path, run: RunId) -> Result<()> {
     let config = load(path)?;
@@ -167,6 +168,15 @@ pub fn rerun(path: &Path, run: RunId) -> Result<()> {
             path.display()
         )));
     };
+    // The project may have stopped accepting arguments since: repeating them would bypass the
+    // refusal `fleet enqueue` makes.
+    if !p.accept_args && (!original.args.is_empty() || !original.env.is_empty()) {
+        return Err(Failure::input(format!(
+            "run {run} has arguments or --env, but project {:?} no longer accepts them (accept_args = false in {})",
+            original.project,
+            path.display()
+        )));
+    }
     let id = store
         .enqueue(
             &NewRun {
@@ -201,6 +211,10 @@ pub fn cancel(path: &Path, req: CancelArgs) -> Result<()> {
         all,
         queued: queued_only,
     } = req;
+    // An id given twice is one run: reported once, where it first appears.
+    let mut runs = runs;
+    let mut seen = std::collections::HashSet::new();
+    runs.retain(|id| seen.insert(*id));
     if runs.len() == 1 && !queued_only {
         return crate::commands::cancel(path, runs[0]);
     }
@@ -216,18 +230,28 @@ pub fn cancel(path: &Path, req: CancelArgs) -> Result<()> {
         _ => (CancelSelection::All, None),
     };
     let state = state_of(path)?;
-    let done = match open_existing_at(&state)? {
-        Some(store) => store
-            .cancel_selected(
-                &selection,
-                queued_only,
-                "cancelled by operator",
-                store::now_ms(),
-            )
-            .map_err(Failure::action)?,
-        None => Vec::new(),
+    let (done, left) = match open_existing_at(&state)? {
+        Some(store) => {
+            let done = store
+                .cancel_selected(
+                    &selection,
+                    queued_only,
+                    "cancelled by operator",
+                    store::now_ms(),
+                )
+                .map_err(Failure::action)?;
+            // With --queued, the active runs of the selection are named too, as the id form
+            // does, so that the operator sees what goes on running.
+            let left = if queued_only {
+                active_in(&store, &selection)?
+            } else {
+                Vec::new()
+            };
+            (done, left)
+        }
+        None => (Vec::new(), Vec::new()),
     };
-    if done.is_empty() {
+    if done.is_empty() && left.is_empty() {
         if let Some((kind, name)) = what {
             if !known(path, kind, &name) {
                 return Err(Failure::input(format!(
@@ -250,7 +274,34 @@ pub fn cancel(path: &Path, req: CancelArgs) -> Result<()> {
             ))?,
         }
     }
+    for run in &left {
+        console::println(format_args!(
+            "run {} ({}): active, left alone",
+            run.id, run.project
+        ))?;
+    }
     Ok(())
+}
+
+/// The active runs (starting or running) `selection` covers, oldest first.
+///
+/// Errors: the database (exit 1).
+fn active_in(store: &store::Store, selection: &CancelSelection) -> Result<Vec<store::Run>> {
+    let (project, namespace) = match selection {
+        CancelSelection::Project(p) => (Some(p.clone()), None),
+        CancelSelection::Namespace(n) => (None, Some(n.clone())),
+        _ => (None, None),
+    };
+    let mut runs = store
+        .list_runs(&store::RunFilter {
+            project,
+            namespace,
+            statuses: vec![store::RunStatus::Starting, store::RunStatus::Running],
+            ..store::RunFilter::default()
+        })
+        .map_err(Failure::action)?;
+    runs.reverse();
+    Ok(runs)
 }
 
 /// Whether the config (when it loads) names a project or namespace `name`.

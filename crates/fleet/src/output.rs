@@ -8,48 +8,11 @@ use store::{rfc3339, DaemonRow, Run, ScheduleRow};
 use supervisor::config::{Config, ConfigErrors};
 use supervisor::statedir::StateDir;
 
-fn time(ms: Option<i64>) -> Value {
-    ms.map(|m| Value::String(rfc3339(m))).unwrap_or(Value::Null)
-}
-
-/// One run as the JSON object `fleet runs --json` prints.
-pub fn run_json(r: &Run) -> Value {
-    json!({
-        "id": r.id,
-        "project": r.project,
-        "namespace": r.namespace,
-        "status": r.status.as_str(),
-        "attempt": r.attempt,
-        "trigger": r.trigger.as_str(),
-        "occurrence": time(r.occurrence),
-        "priority": r.priority,
-        "pid": r.pid,
-        "exit_code": r.exit_code,
-        "signal": r.signal,
-        "reason": r.reason,
-        "cancel_requested": r.cancel_requested,
-        "enqueued_at": time(Some(r.enqueued_at)),
-        "not_before": if r.not_before > 0 { time(Some(r.not_before)) } else { Value::Null },
-        "started_at": time(r.started_at),
-        "finished_at": time(r.finished_at),
-        "args": r.args,
-        "env": env_json(&r.env),
-        "retry_of": r.retry_of,
-        "rerun_of": r.rerun_of,
-        "hook_of": r.hook_of,
-    })
-}
+pub use supervisor::report::run_json;
+use supervisor::report::time_json as time;
 
 /// A run's own variables as one JSON object (names are unique: a later `--env` replaced an
 /// earlier one at enqueue).
-fn env_json(env: &[(String, String)]) -> Value {
-    Value::Object(
-        env.iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect(),
-    )
-}
-
 /// `fleet runs --json`: one array.
 pub fn runs_json(runs: &[Run]) -> String {
     Value::Array(runs.iter().map(run_json).collect()).to_string()

@@ -5,8 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use comfy_table::{presets::UTF8_BORDERS_ONLY, ContentArrangement, Table};
-
 use serde_json::{json, Value};
 use store::{rfc3339, Pauses, ProjectActivity, ScheduleRow};
 use supervisor::config::Config;
@@ -14,6 +12,7 @@ use supervisor::schedule::next_occurrence;
 
 use crate::cli::{load, open_existing_at, state_of, Failure, Result};
 use crate::console;
+use crate::fit::{self, Column};
 
 /// `fleet projects`: a table, or with `json` one JSON array (fields in docs/REFERENCE.md).
 ///
@@ -80,82 +79,100 @@ fn rows(
         .collect()
 }
 
-/// The table for people: as wide as the terminal, cells wrapping when they must; whole lines
-/// when stdout is not a terminal.
+/// The table for people. On a terminal it fits its width with one line per project, as the
+/// runs table does ([`fit`]): times lose their year, then NEXT (LOCAL), NAMESPACE, QUEUED,
+/// ACTIVE, SCHEDULE and LAST RUN are dropped in that order, names cut with `…`. Elsewhere (a
+/// pipe, a file) every column stays, whole.
 fn text(list: &[Value]) -> String {
     if list.is_empty() {
         return "no projects".into();
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    // On a terminal, cells wrap to fit its width; elsewhere (a pipe, a file) lines stay whole.
-    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        t.set_content_arrangement(ContentArrangement::Dynamic);
-        t.set_width(crate::runs_cmd::width().min(usize::from(u16::MAX)) as u16);
-    }
-    t.set_header([
-        "PROJECT",
-        "NAMESPACE",
-        "SCHEDULE",
-        "NEXT (UTC)",
-        "NEXT (LOCAL)",
-        "LAST RUN",
-        "ACTIVE",
-        "QUEUED",
-        "PAUSED",
-    ]);
     let s = |v: &Value| v.as_str().unwrap_or("").to_string();
-    for p in list {
-        let schedule = match (p["schedule"].as_str(), p["timezone"].as_str()) {
-            (Some(e), Some(tz)) if tz != "UTC" => format!("{e} ({tz})"),
-            (Some(e), _) => e.to_string(),
-            _ => "-".into(),
-        };
-        let mut next = short(&s(&p["next"]));
-        if p["next_due"].as_bool() == Some(true) {
-            next += " (due)";
-        }
-        let last = match p["last_run"].as_object() {
+    let each = |f: &dyn Fn(&Value) -> String| list.iter().map(f).collect::<Vec<String>>();
+    let next = |long: bool| {
+        each(&|p| {
+            let mut next = short(&s(&p["next"]), long);
+            if p["next_due"].as_bool() == Some(true) {
+                next += " (due)";
+            }
+            next
+        })
+    };
+    let last = |long: bool| {
+        each(&|p| match p["last_run"].as_object() {
             Some(r) => format!(
                 "{} {} (run {})",
                 r["status"].as_str().unwrap_or(""),
-                short(r["finished_at"].as_str().unwrap_or("")),
+                short(r["finished_at"].as_str().unwrap_or(""), long),
                 r["id"],
             ),
             None => "-".into(),
-        };
-        let paused = match p["paused_by"].as_str() {
-            Some("namespace") => "yes (namespace)".to_string(),
+        })
+    };
+    let paused = |long: bool| {
+        each(&|p| match p["paused_by"].as_str() {
+            Some("namespace") if long => "yes (namespace)".to_string(),
+            Some("namespace") => "yes (ns)".to_string(),
             Some(_) => "yes".to_string(),
             None => "no".to_string(),
-        };
-        let active = match p["max_parallel"].as_u64() {
-            Some(n) if n > 1 => format!("{} of {n}", p["active"]),
-            _ => p["active"].to_string(),
-        };
-        t.add_row([
-            s(&p["name"]),
-            s(&p["namespace"]),
-            schedule,
-            next,
-            short(&s(&p["next_local"])),
-            last,
-            active,
-            p["queued"].to_string(),
-            paused,
-        ]);
-    }
-    t.to_string()
+        })
+    };
+    let cols = vec![
+        Column::fixed("PROJECT", each(&|p| s(&p["name"]))).cut(16, 8),
+        Column::fixed("NAMESPACE", each(&|p| s(&p["namespace"])))
+            .cut(12, 8)
+            .dropped(1),
+        Column::fixed(
+            "SCHEDULE",
+            each(
+                &|p| match (p["schedule"].as_str(), p["timezone"].as_str()) {
+                    (Some(e), Some(tz)) if tz != "UTC" => format!("{e} ({tz})"),
+                    (Some(e), _) => e.to_string(),
+                    _ => "-".into(),
+                },
+            ),
+        )
+        .cut(14, 8)
+        .dropped(4),
+        Column::fixed("NEXT (UTC)", next(true))
+            .or(next(false))
+            .cut(25, 14),
+        Column::fixed("NEXT (LOCAL)", each(&|p| short(&s(&p["next_local"]), true)))
+            .or(each(&|p| short(&s(&p["next_local"]), false)))
+            .dropped(0),
+        Column::fixed("LAST RUN", last(true))
+            .or(last(false))
+            .cut(16, 8)
+            .dropped(5),
+        Column::fixed(
+            "ACTIVE",
+            each(&|p| match p["max_parallel"].as_u64() {
+                Some(n) if n > 1 => format!("{} of {n}", p["active"]),
+                _ => p["active"].to_string(),
+            }),
+        )
+        .dropped(3),
+        Column::fixed("QUEUED", each(&|p| p["queued"].to_string())).dropped(2),
+        Column::fixed("PAUSED", paused(true)).or(paused(false)),
+    ];
+    let width = if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        crate::runs_cmd::width()
+    } else {
+        usize::MAX
+    };
+    fit::render(&cols, true, width)
 }
 
 /// An RFC 3339 time as the table shows it: `2026-12-01 05:00:00`, and the offset after a space
-/// when it is not UTC (`2026-12-01 06:00:00 +01:00`).
-fn short(rfc: &str) -> String {
+/// when it is not UTC (`2026-12-01 06:00:00 +01:00`); without `long`, no year
+/// (`12-01 05:00:00`).
+fn short(rfc: &str, long: bool) -> String {
+    let date = if long { "%Y-%m-%d" } else { "%m-%d" };
     match chrono::DateTime::parse_from_rfc3339(rfc) {
         Ok(t) if t.offset().local_minus_utc() == 0 && rfc.ends_with('Z') => {
-            t.format("%Y-%m-%d %H:%M:%S").to_string()
+            t.format(&format!("{date} %H:%M:%S")).to_string()
         }
-        Ok(t) => t.format("%Y-%m-%d %H:%M:%S %:z").to_string(),
+        Ok(t) => t.format(&format!("{date} %H:%M:%S %:z")).to_string(),
         Err(_) => rfc.to_string(),
     }
 }

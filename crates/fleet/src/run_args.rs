@@ -19,7 +19,8 @@ pub fn parse_env(item: &str) -> Result<(String, String)> {
             "--env {item:?}: expected NAME=VALUE"
         )));
     };
-    check_name(name).map_err(|why| Failure::input(format!("--env {name:?}: {why}")))?;
+    // The whole argument as given: `--env =x` must not read as `--env ""`.
+    check_name(name).map_err(|why| Failure::input(format!("--env {item:?}: {why}")))?;
     Ok((name.to_string(), value.to_string()))
 }
 

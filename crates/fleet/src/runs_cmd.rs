@@ -67,6 +67,21 @@ pub fn runs(path: &Path, args: RunsArgs) -> Result<()> {
         .as_deref()
         .map(|w| when(w, "--until", now))
         .transpose()?;
+    if let (Some(s), Some(u)) = (since, until) {
+        if s > u {
+            return Err(Failure::input(format!(
+                "--since {:?} is later than --until {:?}: no run can match",
+                args.since.as_deref().unwrap_or(""),
+                args.until.as_deref().unwrap_or("")
+            )));
+        }
+    }
+    let filtered = args.project.is_some()
+        || !args.status.is_empty()
+        || args.namespace.is_some()
+        || args.trigger.is_some()
+        || since.is_some()
+        || until.is_some();
     let state = state_of(path)?;
     // The config only to tell a misspelled name from one without runs; with --state-dir and a
     // broken file, the database alone decides.
@@ -130,12 +145,22 @@ pub fn runs(path: &Path, args: RunsArgs) -> Result<()> {
     let headers = !args.no_headers;
     let terminal = std::io::stdout().is_terminal();
     if !terminal && !args.table {
-        if runs.is_empty() {
+        // The header line alone when nothing matches: a reader of the pipe still learns the
+        // columns, and that the command ran.
+        if runs.is_empty() && !headers {
             return Ok(());
         }
         return console::println(runs_view::plain(&runs, &pauses, now, headers));
     }
-    console::println(runs_view::table(&runs, &pauses, now, headers, width()))
+    let empty = if filtered { "no runs match" } else { "no runs" };
+    console::println(runs_view::table(
+        &runs,
+        &pauses,
+        now,
+        headers,
+        width(),
+        empty,
+    ))
 }
 
 /// Whether `filter` matches a run (false without a database).
@@ -153,19 +178,23 @@ fn has_runs(store: Option<&Store>, filter: RunFilter) -> Result<bool> {
         .is_empty())
 }
 
-/// The table's width: `$COLUMNS` when set to a number, else the terminal's, else
-/// [`runs_view::DEFAULT_WIDTH`].
+/// The table's width in columns: `$COLUMNS` when it is a number from 1 to 65535, else the
+/// terminal's when it reports one above 0 (a pseudo-terminal may report 0×0), else
+/// [`runs_view::DEFAULT_WIDTH`] (80). Anything else in `$COLUMNS` (`abc`, `0`, `-5`, a number
+/// past 65535) counts as unset.
 pub(crate) fn width() -> usize {
+    let valid = |n: u16| (n > 0).then_some(usize::from(n));
     if let Some(n) = std::env::var("COLUMNS")
         .ok()
-        .and_then(|c| c.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .and_then(valid)
     {
         return n;
     }
     comfy_table::Table::new()
         .width()
-        .map_or(runs_view::DEFAULT_WIDTH, usize::from)
+        .and_then(valid)
+        .unwrap_or(runs_view::DEFAULT_WIDTH)
 }
 
 /// An instant given as a duration ago (`2h`, `30m`, humantime) or an RFC 3339 time, in

@@ -1,13 +1,13 @@
 //! `fleet runs` for people and for pipes: a table that fits the terminal's width, or plain
 //! tab-separated lines when stdout is not a terminal.
 //!
-//! The table never lets a row wrap onto a second line: it first drops the columns a narrow
-//! terminal can do without (NAMESPACE, ATTEMPT, TRIGGER, EXIT, in that order), shortens the
-//! start time, then gives NOTE what is left and cuts it (and over-long names) with `…`. The
-//! plain form keeps every column and every note whole (tabs and line breaks inside a value
+//! The table never lets a row wrap onto a second line, at any width (the layout is
+//! [`crate::fit`]'s): the start time loses its year, NOTE and names are cut with `…`, then
+//! NAMESPACE, ATTEMPT, TRIGGER, EXIT, STARTED, DURATION and NOTE are dropped in that order;
+//! below about 40 columns, lines are cut at the edge. The plain form keeps every column and every note whole (tabs and line breaks inside a value
 //! become spaces), so `grep`, `cut` and `awk` read it.
 
-use comfy_table::{presets::UTF8_BORDERS_ONLY, ContentArrangement, Table};
+use crate::fit::{self, Column};
 use store::{rfc3339, Millis, Pauses, Run};
 
 /// The narrowest NOTE the table tries to keep before it drops columns.
@@ -30,8 +30,6 @@ const COLUMNS: [&str; 10] = [
     "DURATION",
     "NOTE",
 ];
-/// Indexes into [`COLUMNS`] of the columns dropped, first to last, when the table is too wide.
-const DROP_ORDER: [usize; 4] = [2, 4, 5, 6];
 const STARTED: usize = 7;
 const NOTE: usize = 9;
 
@@ -49,26 +47,29 @@ fn cells(r: &Run, pauses: &Pauses, now: Millis, short_start: bool) -> [String; 1
         (Some(s), None) if r.status.is_active() && now >= s => format!("{}…", compact(now - s)),
         _ => String::new(),
     };
-    let mut note = r.reason.clone().unwrap_or_default();
-    if r.cancel_requested && r.status.is_active() {
-        note = "cancel requested".into();
-    }
-    if r.status == store::RunStatus::Queued {
-        if let Some(p) = pauses.holding(&r.project, &r.namespace) {
-            note = format!("paused ({} {}) {note}", p.kind, p.name);
-        }
-    }
-    if let Some(o) = r.occurrence {
-        note = format!("occurrence {} {note}", rfc3339(o));
-    }
-    // Where a run came from and what may reorder it, when it is not the plain default.
-    let origin = [
+    // Where a run came from and what may reorder it, when it is not the plain default, then
+    // what holds it or how it ended; parts joined with "; " so they read apart.
+    let held = (r.status == store::RunStatus::Queued)
+        .then(|| pauses.holding(&r.project, &r.namespace))
+        .flatten()
+        .map(|p| format!("paused ({} {})", p.kind, p.name));
+    let reason = if r.cancel_requested && r.status.is_active() {
+        Some("cancel requested".to_string())
+    } else {
+        r.reason.clone().filter(|s| !s.trim().is_empty())
+    };
+    let note = [
         (r.priority != 0).then(|| format!("priority {}", r.priority)),
         r.rerun_of.map(|id| format!("rerun of {id}")),
-    ];
-    for part in origin.into_iter().flatten().rev() {
-        note = format!("{part} {}", note.trim());
-    }
+        r.occurrence.map(|o| format!("occurrence {}", rfc3339(o))),
+        held,
+        reason,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|s| s.trim().to_string())
+    .collect::<Vec<_>>()
+    .join("; ");
     let started = r
         .started_at
         .and_then(chrono::DateTime::from_timestamp_millis)
@@ -114,19 +115,6 @@ fn flat(s: &str) -> String {
         .collect()
 }
 
-/// `s` cut to at most `width` characters, ending in `…` when cut.
-fn cut(s: &str, width: usize) -> String {
-    if s.chars().count() <= width {
-        return s.to_string();
-    }
-    if width == 0 {
-        return String::new();
-    }
-    let mut out: String = s.chars().take(width - 1).collect();
-    out.push('…');
-    out
-}
-
 /// The plain form: a header line (unless `headers` is false), then one line per run, values
 /// separated by tabs, nothing cut.
 pub fn plain(runs: &[Run], pauses: &Pauses, now: Millis, headers: bool) -> String {
@@ -140,97 +128,51 @@ pub fn plain(runs: &[Run], pauses: &Pauses, now: Millis, headers: bool) -> Strin
     lines.join("\n")
 }
 
-/// The table, at most `width` characters wide (below about 60 columns, where even the columns
-/// that are never dropped do not fit, a row may still wrap). `headers` false leaves the header out.
-pub fn table(runs: &[Run], pauses: &Pauses, now: Millis, headers: bool, width: usize) -> String {
+/// The table, at most `width` characters wide with every run on one line (see [`fit`] for how
+/// it gives way: the start time loses its year, notes and names are cut, then NAMESPACE,
+/// ATTEMPT, TRIGGER, EXIT, STARTED, DURATION and NOTE are dropped in that order). `headers`
+/// false leaves the header out and keeps the same columns. No runs at all: `empty` alone.
+pub fn table(
+    runs: &[Run],
+    pauses: &Pauses,
+    now: Millis,
+    headers: bool,
+    width: usize,
+    empty: &str,
+) -> String {
     if runs.is_empty() {
-        return "no runs".into();
+        return empty.into();
     }
-    let mut short_start = false;
-    let mut rows: Vec<[String; 10]> = runs
-        .iter()
-        .map(|r| cells(r, pauses, now, short_start))
-        .collect();
-    for row in &mut rows {
-        row[1] = cut(&row[1], MAX_NAME);
-        row[2] = cut(&row[2], MAX_NAME);
-    }
-    let col_width = |rows: &[[String; 10]], i: usize| {
-        let head = if headers {
-            COLUMNS[i].chars().count()
-        } else {
-            0
-        };
+    let rows: Vec<[String; 10]> = runs.iter().map(|r| cells(r, pauses, now, false)).collect();
+    let column = |i: usize| -> Vec<String> {
         rows.iter()
-            .map(|r| r[i].chars().count())
-            .max()
-            .unwrap_or(0)
-            .max(head)
+            .map(|row| match i {
+                1 | 2 => fit::cut(&row[i], MAX_NAME),
+                _ => row[i].clone(),
+            })
+            .collect()
     };
-    // A border character on each side, one space of padding on each side of every column, and
-    // one separator character between two columns.
-    let total = |shown: &[usize], rows: &[[String; 10]], note: usize| {
-        2 + shown.len().saturating_sub(1)
-            + shown
-                .iter()
-                .map(|&i| if i == NOTE { note } else { col_width(rows, i) } + 2)
-                .sum::<usize>()
-    };
-    let mut shown: Vec<usize> = (0..COLUMNS.len()).collect();
-    let note_wanted = col_width(&rows, NOTE);
-    let mut drops = DROP_ORDER.iter();
-    while total(&shown, &rows, note_wanted.min(MIN_NOTE)) > width {
-        if !short_start {
-            short_start = true;
-            rows = runs
-                .iter()
-                .zip(rows)
-                .map(|(r, old)| {
-                    let mut row = old;
-                    row[STARTED] = cells(r, pauses, now, true)[STARTED].clone();
-                    row
-                })
-                .collect();
-            continue;
-        }
-        match drops.next() {
-            Some(&d) => shown.retain(|&i| i != d),
-            None => break,
-        }
-    }
-    // Still too wide with a one-character NOTE: names give way, down to eight characters.
-    let excess = total(&shown, &rows, MIN_NOTE.min(note_wanted)).saturating_sub(width);
-    if excess > 0 {
-        let name = col_width(&rows, 1).saturating_sub(excess).max(8);
-        for row in &mut rows {
-            row[1] = cut(&row[1], name);
-        }
-    }
-    let rest = total(&shown, &rows, 0);
-    let note_width = width.saturating_sub(rest).min(note_wanted).max(1);
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_width(width.min(u16::MAX as usize) as u16);
-    if headers {
-        t.set_header(shown.iter().map(|&i| {
-            if i == NOTE {
-                cut(COLUMNS[i], note_width)
-            } else {
-                COLUMNS[i].to_string()
-            }
-        }));
-    }
-    for row in &rows {
-        t.add_row(shown.iter().map(|&i| {
-            if i == NOTE {
-                cut(&row[i], note_width)
-            } else {
-                row[i].clone()
-            }
-        }));
-    }
-    t.to_string()
+    let short_start: Vec<String> = runs
+        .iter()
+        .map(|r| cells(r, pauses, now, true)[STARTED].clone())
+        .collect();
+    let cols = vec![
+        Column::fixed(COLUMNS[0], column(0)),
+        Column::fixed(COLUMNS[1], column(1)).cut(12, 8),
+        Column::fixed(COLUMNS[2], column(2)).cut(12, 8).dropped(0),
+        Column::fixed(COLUMNS[3], column(3)),
+        Column::fixed(COLUMNS[4], column(4)).dropped(1),
+        Column::fixed(COLUMNS[5], column(5)).dropped(2),
+        Column::fixed(COLUMNS[6], column(6)).dropped(3),
+        Column::fixed(COLUMNS[STARTED], column(STARTED))
+            .or(short_start)
+            .dropped(4),
+        Column::fixed(COLUMNS[8], column(8)).dropped(5),
+        Column::fixed(COLUMNS[NOTE], column(NOTE))
+            .cut(MIN_NOTE, 4)
+            .dropped(6),
+    ];
+    fit::render(&cols, headers, width)
 }
 
 #[cfg(test)]
@@ -244,12 +186,5 @@ mod tests {
         assert_eq!(compact(245_000), "4m05s");
         assert_eq!(compact(2 * 3_600_000 + 7 * 60_000), "2h07m");
         assert_eq!(compact(3 * 86_400_000 + 4 * 3_600_000), "3d04h");
-    }
-
-    #[test]
-    fn cut_marks_what_it_cuts() {
-        assert_eq!(cut("abcdef", 6), "abcdef");
-        assert_eq!(cut("abcdefg", 6), "abcde…");
-        assert_eq!(cut("abc", 0), "");
     }
 }

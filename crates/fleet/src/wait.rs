@@ -143,7 +143,12 @@ pub fn exit_status(run: &Run) -> (u8, Option<String>) {
             "run {} {}: {}",
             run.id,
             run.status,
-            run.reason.as_deref().unwrap_or("no reason recorded")
+            // A reason the shim wrote starts with "fleet: " already; the line printed starts
+            // with it too, once.
+            run.reason
+                .as_deref()
+                .map(|r| r.strip_prefix("fleet: ").unwrap_or(r))
+                .unwrap_or("no reason recorded")
         )
     };
     match run.status {

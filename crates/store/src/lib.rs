@@ -12,6 +12,7 @@
 //! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]).
 //! - [`status`]: the one run state machine ([`RunStatus`], [`TRANSITIONS`]).
 //! - `operator`: the bulk cancel's selection and result ([`CancelSelection`], [`BulkCancelled`]).
+//! - `summary`: monitoring totals ([`EndedTotal`], [`QueueSummary`]).
 //! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
 //! - `sqlite`: the SQLite backend, one file per concern; the only code that touches `rusqlite`.
 //! - `postgres`: the PostgreSQL backend, the same files; the only code that touches `postgres`.
@@ -62,6 +63,7 @@ mod prune;
 mod sqlite;
 pub mod status;
 mod store;
+mod summary;
 pub mod test_clock;
 
 pub use activity::ProjectActivity;
@@ -76,3 +78,4 @@ pub use paused::{HoldKind, Pause, Pauses};
 pub use prune::{Keep, PruneCandidate, PrunePolicy};
 pub use status::{RunStatus, Trigger, ALL_STATUSES, ALL_TRIGGERS, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};
+pub use summary::{EndedTotal, QueueSummary};

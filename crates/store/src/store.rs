@@ -16,6 +16,7 @@ use crate::{
     PrunePolicy, QueueHead, Run, RunFilter, RunId, RunStatus, ScheduleRow, Transition,
 };
 use crate::{BulkCancelled, CancelSelection};
+use crate::{EndedTotal, QueueSummary};
 
 /// How long a statement waits for another connection's write lock before it fails as busy.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -481,6 +482,34 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => db.fire_schedule(epoch, req, now),
             Backend::Postgres(db) => db.fire_schedule(epoch, req, now),
+        }
+    }
+
+    /// How many runs ended, per project and terminal status, since the database was created
+    /// (pruning never lowers a total), with when the latest of each ended; by project, then
+    /// status. For monitoring (`/metrics`).
+    ///
+    /// Cost: one row per (project, status) that ever ended, whatever the history's length.
+    ///
+    /// Errors: the database's; [`StoreError::Corrupt`](crate::StoreError::Corrupt) for a
+    /// status this version does not know.
+    pub fn ended_totals(&self) -> Result<Vec<EndedTotal>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.ended_totals(),
+            Backend::Postgres(db) => db.ended_totals(),
+        }
+    }
+
+    /// The queued runs per namespace (how many, and when the oldest was queued), by namespace;
+    /// namespaces with nothing queued are left out. For monitoring (`/metrics`, the dashboard).
+    ///
+    /// Cost: in proportion to the queue's length (an index walk), never to the history.
+    ///
+    /// Errors: the database's.
+    pub fn queue_summary(&self) -> Result<Vec<QueueSummary>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.queue_summary(),
+            Backend::Postgres(db) => db.queue_summary(),
         }
     }
 }

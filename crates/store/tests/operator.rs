@@ -138,7 +138,39 @@ fn cancel_selected_takes_its_selection_and_leaves_active_runs_with_queued_only(d
         .is_empty());
 }
 
+/// A retry of a rerun keeps what it runs (arguments, env) and the hook it answers, and links
+/// to the failed attempt through `retry_of` alone: `rerun_of` is for the run trigger `rerun`
+/// made.
+fn a_retry_of_a_rerun_keeps_args_env_and_hook_but_not_rerun_of(db: &Db) {
+    let (s, epoch) = open(db);
+    let original = enqueue(&s, "p", "default");
+    let rerun = s
+        .enqueue(
+            &NewRun {
+                project: "p".into(),
+                namespace: "default".into(),
+                trigger: Trigger::Rerun,
+                args: vec!["a".into()],
+                env: vec![("K".into(), "v".into())],
+                rerun_of: Some(original),
+                hook_of: Some(original),
+                ..Default::default()
+            },
+            1,
+        )
+        .unwrap();
+    let retry = fail(&s, epoch, rerun, true).unwrap();
+    let r = s.get_run(retry).unwrap();
+    assert_eq!(r.trigger, Trigger::Retry);
+    assert_eq!(r.retry_of, Some(rerun));
+    assert_eq!(r.rerun_of, None, "a retry is not a rerun");
+    assert_eq!(r.hook_of, Some(original));
+    assert_eq!(r.args, ["a"]);
+    assert_eq!(r.env, [("K".to_string(), "v".to_string())]);
+}
+
 both_backends!(
+    a_retry_of_a_rerun_keeps_args_env_and_hook_but_not_rerun_of,
     next_attempt_follows_the_retry_chain_only,
     cancel_selected_takes_its_selection_and_leaves_active_runs_with_queued_only,
 );

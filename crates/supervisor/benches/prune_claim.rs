@@ -1,5 +1,5 @@
 //! Claim latency while pruning runs in the background, against without (docs/PERFORMANCE.md,
-//! "What each measure does", item 6).
+//! "What each measure does", item 7).
 //!
 //! The install: 100,000 ended runs (`FLEET_BENCH_ENDED` to change it) over 100 projects, each
 //! with the four events a real run leaves (queued, starting, running, succeeded), all ended a

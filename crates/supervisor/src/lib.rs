@@ -21,6 +21,8 @@
 //! - [`clock`]: how persisted instants survive a wall clock that steps back.
 //! - [`exec_limits`]: the kernel's limits on one exec's arguments, and the message naming them.
 //! - [`health`]: the loop's heartbeat, which `fleet status`, `/healthz` and the watchdog read.
+//! - [`report`]: runs as JSON, one shape for `fleet runs --json` and the daemon's `/api/`.
+//! - [`http`]: the HTTP listener (`http_listen`): `/metrics`, `/healthz`, `/api/`, the dashboard.
 //! - [`failpoints`]: the register of every crash point tests inject, with its recovery story.
 //! - [`sys`]: every raw system call, behind safe functions.
 //!
@@ -41,7 +43,9 @@ pub mod daemon;
 pub mod exec_limits;
 pub mod failpoints;
 pub mod health;
+pub mod http;
 pub mod prune;
+pub mod report;
 pub(crate) mod retry;
 pub mod schedule;
 pub(crate) mod settle;

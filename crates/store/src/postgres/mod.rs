@@ -25,8 +25,8 @@
 //!   ([`is_busy`]).
 //!
 //! Files, one per concern, as in `sqlite`: `open` (pool, migrations, change probe), `schema`,
-//! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `operator`, `paused`, `prune`, `activity`,
-//! `schedules`, `clock`.
+//! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `operator`, `paused`, `prune`,
+//! `activity`, `schedules`, `clock`, `summary` (the monitoring reads).
 
 mod activity;
 mod claim;
@@ -42,6 +42,7 @@ mod prune;
 mod runs;
 mod schedules;
 mod schema;
+mod summary;
 mod transitions;
 
 use postgres::error::SqlState;

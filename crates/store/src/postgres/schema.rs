@@ -163,8 +163,42 @@ CREATE TRIGGER paused_notify AFTER INSERT OR UPDATE OR DELETE ON paused
     FOR EACH STATEMENT EXECUTE FUNCTION fleet_notify();
 "#;
 
+/// Version 3: how many runs ended, per project and terminal status, and when the latest did
+/// (SQLite's `run_totals` migration), kept by a row trigger as runs end or are inserted already
+/// ended, so that monitoring never counts the history and pruning never lowers a total. The
+/// first statement counts the history already there. Ends of one project on several hosts at
+/// once wait for each other on its row (for the length of their transactions only).
+pub(crate) const V3: &str = r#"
+CREATE TABLE run_totals (
+    project          TEXT COLLATE "C" NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN
+                       ('succeeded','failed','timed_out','cancelled','lost')),
+    ended            BIGINT NOT NULL,
+    last_finished_at BIGINT,
+    PRIMARY KEY (project, status)
+);
+INSERT INTO run_totals (project, status, ended, last_finished_at)
+    SELECT project, status, count(*), max(finished_at) FROM runs
+    WHERE status IN ('succeeded','failed','timed_out','cancelled','lost')
+    GROUP BY project, status;
+CREATE FUNCTION fleet_count_end() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status IN ('succeeded','failed','timed_out','cancelled','lost')
+       AND (TG_OP = 'INSERT'
+            OR OLD.status NOT IN ('succeeded','failed','timed_out','cancelled','lost')) THEN
+        INSERT INTO run_totals (project, status, ended, last_finished_at)
+            VALUES (NEW.project, NEW.status, 1, NEW.finished_at)
+            ON CONFLICT (project, status) DO UPDATE SET ended = run_totals.ended + 1,
+                last_finished_at = GREATEST(run_totals.last_finished_at, EXCLUDED.last_finished_at);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER runs_count_end AFTER INSERT OR UPDATE OF status ON runs
+    FOR EACH ROW EXECUTE FUNCTION fleet_count_end();
+"#;
+
 /// Every migration's SQL, oldest first. Version N is `ALL[N - 1]`.
-pub(crate) const ALL: &[&str] = &[V1, V2];
+pub(crate) const ALL: &[&str] = &[V1, V2, V3];
 
 /// The advisory lock key the migrations run under (any constant: "fleet" in ASCII). Two hosts
 /// starting at once queue on it; the second finds the schema current.

@@ -144,7 +144,9 @@ fn apply_one(
                     not_before,
                     args: run.args.clone(),
                     env: run.env.clone(),
-                    rerun_of: run.rerun_of,
+                    // `rerun_of` marks the run an operator's `fleet rerun` made (trigger `rerun`);
+                    // its retries link to it through `retry_of` instead.
+                    rerun_of: None,
                     hook_of: run.hook_of,
                 };
                 retry_id = Some(insert_run(tx, &next, run.attempt + 1, Some(run.id), now)?);

@@ -23,8 +23,8 @@
 //! `eval` (the EVAL's read queries and the occupancy count), `paused` (pause and resume),
 //! `activity` (per-project summaries), `daemon` (take over, epoch, fencing), `operator` (the
 //! next attempt of a run, the bulk cancel), `prune` (retention: candidates, forgetting, giving
-//! space back), `schedules`, and `clock` (delays written by a clock
-//! that has since stepped back).
+//! space back), `schedules`, `clock` (delays written by a clock that has since stepped back),
+//! and `summary` (the monitoring reads).
 
 mod activity;
 mod claim;
@@ -41,6 +41,7 @@ mod prune;
 mod runs;
 mod schedules;
 mod schema;
+mod summary;
 mod transitions;
 
 use std::path::PathBuf;

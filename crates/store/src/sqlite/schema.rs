@@ -86,7 +86,7 @@ CREATE INDEX events_by_run ON events (run_id, seq);
 "#;
 
 /// Every migration's SQL, oldest first.
-const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// The schema version after every migration ran.
 pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
@@ -219,6 +219,46 @@ CREATE TABLE paused (
     by    TEXT,
     PRIMARY KEY (kind, name)
 ) STRICT, WITHOUT ROWID;
+"#;
+
+/// Version 8: how many runs ended, per project and terminal status, and when the latest did —
+/// kept by triggers as runs end (or are written already ended by another program), so
+/// that monitoring reads one row per (project, status) instead of counting the history, and
+/// pruning old runs never lowers a total. The first statement counts the history already there.
+/// A later migration that rebuilds `runs` drops these triggers with it and must create them
+/// again (`tests/summary.rs` fails otherwise).
+pub(crate) const V8: &str = r#"
+CREATE TABLE run_totals (
+    project          TEXT NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN
+                       ('succeeded','failed','timed_out','cancelled','lost')),
+    ended            INTEGER NOT NULL,
+    last_finished_at INTEGER,
+    PRIMARY KEY (project, status)
+) STRICT;
+INSERT INTO run_totals (project, status, ended, last_finished_at)
+    SELECT project, status, count(*), max(finished_at) FROM runs
+    WHERE status IN ('succeeded','failed','timed_out','cancelled','lost')
+    GROUP BY project, status;
+CREATE TRIGGER run_totals_on_end AFTER UPDATE OF status ON runs
+    WHEN NEW.status IN ('succeeded','failed','timed_out','cancelled','lost')
+     AND OLD.status NOT IN ('succeeded','failed','timed_out','cancelled','lost')
+BEGIN
+    INSERT INTO run_totals (project, status, ended, last_finished_at)
+        VALUES (NEW.project, NEW.status, 1, NEW.finished_at)
+        ON CONFLICT (project, status) DO UPDATE SET ended = ended + 1,
+            last_finished_at = max(coalesce(last_finished_at, excluded.last_finished_at),
+                                   coalesce(excluded.last_finished_at, last_finished_at));
+END;
+CREATE TRIGGER run_totals_on_insert AFTER INSERT ON runs
+    WHEN NEW.status IN ('succeeded','failed','timed_out','cancelled','lost')
+BEGIN
+    INSERT INTO run_totals (project, status, ended, last_finished_at)
+        VALUES (NEW.project, NEW.status, 1, NEW.finished_at)
+        ON CONFLICT (project, status) DO UPDATE SET ended = ended + 1,
+            last_finished_at = max(coalesce(last_finished_at, excluded.last_finished_at),
+                                   coalesce(excluded.last_finished_at, last_finished_at));
+END;
 "#;
 
 /// All migrations, oldest first.

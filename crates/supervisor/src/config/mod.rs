@@ -35,8 +35,8 @@ mod tests;
 pub use cron::{parse_schedule, MACROS};
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
-    valid_name, Config, LogFormat, NamespaceConfig, Overlap, ProjectConfig, DEFAULT_NAMESPACE,
-    INHERITED, KEYS, MIN_TICK, REQUIRED, UNSET,
+    valid_name, Config, HttpListen, LogFormat, NamespaceConfig, Overlap, ProjectConfig,
+    DEFAULT_NAMESPACE, INHERITED, KEYS, MIN_TICK, REQUIRED, UNSET,
 };
 pub use retention::{
     Retention, DEFAULT_KEEP_FOR, DEFAULT_KEEP_RUNS, DEFAULT_MAX_LOG_SIZE, OFF as RETENTION_OFF,

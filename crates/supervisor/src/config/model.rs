@@ -31,6 +31,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("state_dir", ".fleet"),
     ("max_concurrency", "4"),
     ("tick", "1s"),
+    ("http_listen", UNSET),
     ("log_format", "text"),
     ("namespaces.<name>.max_concurrency", REQUIRED),
     ("namespaces.<name>.weight", "1"),
@@ -83,6 +84,9 @@ pub struct Config {
     pub max_concurrency: usize,
     /// Backstop EVAL interval; at least [`MIN_TICK`].
     pub tick: Duration,
+    /// Where the daemon serves `/metrics`, `/healthz`, `/api/` and the dashboard; `None`: no
+    /// HTTP listener. Read at start only (a change needs a restart).
+    pub http_listen: Option<HttpListen>,
     /// The `[namespaces.<name>]` tables, by name.
     pub namespaces: BTreeMap<String, NamespaceConfig>,
     /// The `[projects.<name>]` tables, by name.
@@ -155,6 +159,25 @@ impl Config {
     /// The project called `name`, if declared.
     pub fn project(&self, name: &str) -> Option<&ProjectConfig> {
         self.projects.get(name)
+    }
+}
+
+/// The `http_listen` key: a TCP address, or a unix socket path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpListen {
+    /// `IP:PORT` (`127.0.0.1:9464`, `[::1]:9464`); port 0 picks a free port.
+    Tcp(std::net::SocketAddr),
+    /// A path containing `/` (absolute: resolved against fleet.toml's folder): a unix stream
+    /// socket, created at start (a leftover file there is replaced) with mode 0600.
+    Unix(PathBuf),
+}
+
+impl fmt::Display for HttpListen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HttpListen::Tcp(a) => write!(f, "http://{a}"),
+            HttpListen::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
     }
 }
 

@@ -118,6 +118,7 @@ impl Daemon {
             sweep_removed: self.sweep_removed,
             fire_schedules: view.usable(),
         };
+        let started = std::time::Instant::now();
         let config = self.config.clone();
         let store = self.store.clone();
         let state = self.state.clone();
@@ -152,6 +153,8 @@ impl Daemon {
         }
         self.backoff = None;
         self.sweep_removed = false;
+        let metrics = &self.observed.metrics;
+        metrics.claimed(&outcome.claimed, now_ms());
         let next = match (outcome.next_not_before, outcome.next_occurrence) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -177,6 +180,7 @@ impl Daemon {
             self.spawn(run, failed);
         }
         signal_cancelled(&mut self.slots, self.state.root(), &outcome.db_active);
+        self.observed.metrics.eval_took(started.elapsed());
         // Last: it may read (and apply) a newer file, and the claims above were packed with the
         // config they will be spawned with.
         if !outcome.unknown_queued.is_empty() {
@@ -230,6 +234,9 @@ impl Daemon {
             tracing::error!(error = %err, "fenced off: stopping");
             self.fenced = Some(err);
             return;
+        }
+        if err.is_busy() {
+            self.observed.metrics.busy_retry();
         }
         self.pending = unapplied;
         let wait = self

@@ -51,6 +51,7 @@ pub use eval::{eval_blocking, EvalGates, EvalOutcome};
 use crate::caps::caps_json;
 use crate::config::Config;
 use crate::health::Health;
+use crate::http::Observed;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::{StateDir, StateDirError};
@@ -65,6 +66,14 @@ pub enum DaemonError {
     /// The database refused the takeover, or a newer daemon fenced this one off.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The `http_listen` address could not be bound (in use, not local, no permission).
+    #[error("http_listen: cannot listen on {address}: {source}")]
+    Http {
+        /// The address, as configured.
+        address: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// Setting up signals or the control socket failed.
     #[error("{what}: {source}")]
     Io {
@@ -165,8 +174,35 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         })?;
     let tick = config.tick;
     let _watcher = listener::config_edits(&options.config_path, events.clone());
+    let config = Arc::new(config);
+    let observed = Arc::new(Observed::new(
+        health.clone(),
+        epoch,
+        store.clone(),
+        state.root().to_path_buf(),
+        config.clone(),
+    ));
+    // After the takeover, so that what it serves is this daemon's; before recovery, so that
+    // /healthz answers while recovery runs. An address that cannot be bound stops the daemon
+    // here, before anything was claimed: a listener the operator asked for never goes missing
+    // silently.
+    let http = match &config.http_listen {
+        Some(listen) => {
+            let bound = crate::http::bind(listen).await.map_err(|source| {
+                control.abort();
+                let _ = std::fs::remove_file(&socket);
+                DaemonError::Http {
+                    address: listen.to_string(),
+                    source,
+                }
+            })?;
+            tracing::info!(address = %bound.address(), "serving HTTP (/metrics, /healthz, /api/, /)");
+            Some(crate::http::serve(bound, observed.clone()))
+        }
+        None => None,
+    };
     let mut daemon = Daemon {
-        config: Arc::new(config),
+        config,
         config_path: options.config_path,
         shim_program: options.shim_program,
         fork_server: options.fork_server,
@@ -185,6 +221,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         config_file: Default::default(),
         unsettled: Default::default(),
         health,
+        observed,
         notifier: notify::Notifier::from_env(tick),
     };
     // An edit saved before the watcher started is noticed now: applied at once if it has
@@ -202,6 +239,9 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     let ended = event_loop::run(&mut daemon, inbox, reload_due, &opened).await;
     signals.abort();
     control.abort();
+    if let Some(http) = http {
+        http.abort();
+    }
     if let Err(err) = ended {
         // The socket path, if anything is there now, belongs to another state directory.
         return Err(DaemonError::StateDir(err));

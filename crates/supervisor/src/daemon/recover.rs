@@ -97,6 +97,9 @@ impl Daemon {
                 self.backoff = None;
             }
             Err(e) => {
+                if e.is_busy() {
+                    self.observed.metrics.busy_retry();
+                }
                 let wait = self
                     .backoff
                     .map(|(_, w)| (w * 2).min(Duration::from_secs(5)))

@@ -146,9 +146,19 @@ impl Daemon {
             }
             Ok(new) => {
                 let changed = new != *self.config;
+                if new.http_listen != self.config.http_listen {
+                    // The listener was bound at start, and rebinding it at a reload could fail
+                    // with no one to tell but the log: a restart is the one place it is
+                    // checked.
+                    tracing::warn!(
+                        "{}: http_listen: changing it needs a daemon restart; the HTTP listener stays where it was bound",
+                        self.config_path.display()
+                    );
+                }
                 if changed {
                     tracing::info!("reloaded {}", self.config_path.display());
                     self.config = Arc::new(new);
+                    self.observed.set_config(self.config.clone());
                     self.sweep_removed = true;
                 }
                 (caps_json(&self.config), None, changed)

@@ -118,6 +118,7 @@ impl Daemon {
                     reason = %reason,
                     "spawn failed: the run's shim could not be started"
                 );
+                self.observed.metrics.spawn_failed();
                 self.pending.push(Transition {
                     run_id: run.id,
                     token: run.claim_token,

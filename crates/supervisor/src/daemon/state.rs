@@ -17,6 +17,7 @@ use super::events::Events;
 use super::recover::Unsettled;
 use crate::config::Config;
 use crate::health::Health;
+use crate::http::Observed;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::StateDir;
@@ -65,6 +66,8 @@ pub(super) struct Daemon {
     pub(super) unsettled: Unsettled,
     /// The loop's heartbeat, read by whatever reports health.
     pub(super) health: Arc<Health>,
+    /// What the HTTP listener shows: the loop feeds its counters and the config in force.
+    pub(super) observed: Arc<Observed>,
     /// What the service manager (systemd) was told, when there is one.
     pub(super) notifier: super::notify::Notifier,
 }

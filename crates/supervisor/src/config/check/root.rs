@@ -12,7 +12,7 @@ use toml::de::DeTable;
 use super::{Checker, Value};
 use crate::config::model::{DEFAULT_MAX_CONCURRENCY, DEFAULT_STATE_DIR, DEFAULT_TICK};
 use crate::config::paths::{resolve_against, resolve_dir};
-use crate::config::{Config, LogFormat, MIN_TICK};
+use crate::config::{Config, HttpListen, LogFormat, MIN_TICK};
 
 impl Checker<'_> {
     /// The whole configuration from the parsed `root` table of the file at `path`. Always
@@ -33,6 +33,9 @@ impl Checker<'_> {
             .optional(root, "", "tick", Self::tick)
             .unwrap_or(DEFAULT_TICK);
         let retention = self.retention(root, "", &Default::default());
+        let http_listen = self.optional(root, "", "http_listen", |cx, v, key| {
+            cx.http_listen(v, key, &dir)
+        });
         let log_format = self
             .optional(root, "", "log_format", Self::log_format)
             .unwrap_or_default();
@@ -50,6 +53,7 @@ impl Checker<'_> {
             state_dir,
             max_concurrency,
             tick,
+            http_listen,
             log_format,
             namespaces,
             projects,
@@ -66,6 +70,37 @@ impl Checker<'_> {
             return None;
         }
         Some(resolve_against(dir, s))
+    }
+
+    /// `http_listen`: `IP:PORT`, or a unix socket path (anything with a `/`), resolved against
+    /// the config's folder `dir`. A host name is refused: the address bound must be the one
+    /// written, not whatever a resolver answers.
+    fn http_listen(&mut self, v: &Value<'_>, key: &str, dir: &Path) -> Option<HttpListen> {
+        let s = self.expect_nul_free(v, key)?;
+        if s.contains("://") {
+            self.error(
+                v.span(),
+                key,
+                format!("{s:?} is a URL: write IP:PORT (such as \"127.0.0.1:9464\") or a unix socket path"),
+            );
+            return None;
+        }
+        if s.contains('/') {
+            return Some(HttpListen::Unix(resolve_against(dir, s)));
+        }
+        match s.parse::<std::net::SocketAddr>() {
+            Ok(addr) => Some(HttpListen::Tcp(addr)),
+            Err(_) => {
+                self.error(
+                    v.span(),
+                    key,
+                    format!(
+                        "{s:?} is neither IP:PORT (such as \"127.0.0.1:9464\") nor a unix socket path (one containing '/')"
+                    ),
+                );
+                None
+            }
+        }
     }
 
     /// `log_format`: `text` or `json`.

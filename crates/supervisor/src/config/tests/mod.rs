@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::{Config, ConfigErrors};
 
 mod cron;
+mod http_listen;
 mod keys;
 mod load;
 mod no_panic;
@@ -24,6 +25,7 @@ tick = "250ms"
 keep_runs = 50
 keep_for = "7d"
 max_log_size = "1MiB"
+http_listen = "127.0.0.1:9464"
 log_format = "json"
 
 [namespaces.ops]

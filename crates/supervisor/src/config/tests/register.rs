@@ -78,6 +78,7 @@ fn every_registered_key_is_accepted() {
             "state_dir",
             "max_concurrency",
             "tick",
+            "http_listen",
             "log_format",
             "namespaces",
             "projects",

@@ -1,0 +1,263 @@
+//! The JSON under `/api/` (documented in docs/REFERENCE.md). A run is the object
+//! `fleet runs --json` prints ([`crate::report::run_json`]); `/api/overview` is what the
+//! dashboard shows, in one read.
+//!
+//! Every handler reads the database on a blocking thread and writes nothing.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use store::{now_ms, rfc3339, Millis, Run, RunFilter, RunId, RunStatus, StoreError};
+
+use super::{unavailable, Observed};
+use crate::health::Verdict;
+use crate::report::{run_json, time_json};
+use crate::shim::rundir::RunDir;
+
+/// The most runs one `/api/runs` answer lists.
+const MAX_LIMIT: u32 = 1000;
+/// The most bytes of log one `/api/runs/{id}/log` answer carries.
+pub(super) const LOG_CHUNK: u64 = 256 * 1024;
+/// How many queued, and recent, runs the overview lists.
+const OVERVIEW_RUNS: u32 = 50;
+
+/// Everything the dashboard shows, read at once.
+pub(super) struct Overview {
+    pub(super) value: Value,
+}
+
+/// Reads the overview (blocking: call from a blocking thread).
+pub(super) fn read_overview(o: &Observed) -> Result<Overview, StoreError> {
+    let now = now_ms();
+    let config = o.config();
+    let active = o.store.active_runs()?;
+    let queued = o.store.list_runs(&RunFilter {
+        status: Some(RunStatus::Queued),
+        limit: Some(OVERVIEW_RUNS),
+        ..RunFilter::default()
+    })?;
+    let recent = o.store.list_runs(&RunFilter {
+        limit: Some(OVERVIEW_RUNS),
+        ..RunFilter::default()
+    })?;
+    let queue = o.store.queue_summary()?;
+    let ended = o.store.ended_totals()?;
+    let schedules = o.store.schedules()?;
+
+    let mut namespaces: BTreeMap<String, Value> = BTreeMap::new();
+    let mut ns_names: Vec<String> = config.namespaces.keys().cloned().collect();
+    ns_names.push(crate::config::DEFAULT_NAMESPACE.into());
+    ns_names.extend(active.iter().map(|r| r.namespace.clone()));
+    ns_names.extend(queue.iter().map(|q| q.namespace.clone()));
+    for name in ns_names {
+        let cap = config.namespaces.get(&name);
+        let q = queue.iter().find(|q| q.namespace == name);
+        namespaces.insert(
+            name.clone(),
+            json!({
+                "active": active.iter().filter(|r| r.namespace == name).count(),
+                "max_concurrency": cap.map(|c| c.max_concurrency),
+                "weight": cap.map(|c| c.weight),
+                "queued": q.map_or(0, |q| q.queued),
+                "oldest_queued_at": time_json(q.map(|q| q.oldest_enqueued_at)),
+            }),
+        );
+    }
+
+    // The last outcome of each project: its most recent end, whatever the status.
+    let mut last: BTreeMap<&str, (Millis, RunStatus)> = BTreeMap::new();
+    for t in &ended {
+        if let Some(at) = t.last_finished_at {
+            let e = last.entry(&t.project).or_insert((at, t.status));
+            if at > e.0 {
+                *e = (at, t.status);
+            }
+        }
+    }
+    let projects: Vec<Value> = config
+        .projects
+        .values()
+        .map(|p| {
+            let next = schedules
+                .iter()
+                .find(|s| s.project == p.name)
+                .and_then(|s| s.next_fire);
+            let last = last.get(p.name.as_str());
+            json!({
+                "project": p.name,
+                "namespace": p.namespace,
+                "schedule": p.schedule.as_ref().map(|s| s.to_string()),
+                "next_occurrence": time_json(next),
+                "last_status": last.map(|(_, s)| s.as_str()),
+                "last_finished_at": time_json(last.map(|(at, _)| *at)),
+                "active": active.iter().any(|r| r.project == p.name),
+            })
+        })
+        .collect();
+    let (healthy, health) = match o.health.verdict(now) {
+        Verdict::Evaluating { .. } => (true, "evaluating".to_string()),
+        Verdict::Stuck { reason } => (false, reason),
+    };
+    Ok(Overview {
+        value: json!({
+            "now": rfc3339(now),
+            "daemon": {
+                "pid": o.pid,
+                "epoch": o.epoch,
+                "started_at": rfc3339(o.health.started_at()),
+                "healthy": healthy,
+                "health": health,
+            },
+            "global": {"active": active.len(), "max_concurrency": config.max_concurrency},
+            "namespaces": namespaces,
+            "active": active.iter().map(run_json).collect::<Vec<_>>(),
+            "queued": queued.iter().map(run_json).collect::<Vec<_>>(),
+            "recent": recent.iter().map(run_json).collect::<Vec<_>>(),
+            "projects": projects,
+        }),
+    })
+}
+
+/// `GET /api/overview`.
+pub(super) async fn overview(State(o): State<Arc<Observed>>) -> Response {
+    match o.read(read_overview).await {
+        Ok(Ok(v)) => Json(v.value).into_response(),
+        Ok(Err(e)) => unavailable(&e),
+        Err(e) => unavailable(&e),
+    }
+}
+
+/// The query of `/api/runs`: the filters of `fleet runs`.
+#[derive(Deserialize)]
+pub(super) struct RunsQuery {
+    project: Option<String>,
+    namespace: Option<String>,
+    status: Option<String>,
+    limit: Option<u32>,
+}
+
+/// `GET /api/runs?project=P&namespace=N&status=S&limit=N`: the array `fleet runs --json` prints, newest
+/// first (at most 1000; 100 by default).
+pub(super) async fn runs(State(o): State<Arc<Observed>>, Query(q): Query<RunsQuery>) -> Response {
+    let status = match q.status.as_deref().map(str::parse::<RunStatus>) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(_)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("unknown status {:?}\n", q.status.unwrap_or_default()),
+            )
+                .into_response()
+        }
+    };
+    let filter = RunFilter {
+        project: q.project,
+        namespace: q.namespace,
+        status,
+        limit: Some(q.limit.unwrap_or(100).min(MAX_LIMIT)),
+        ..RunFilter::default()
+    };
+    match o.read(move |o| o.store.list_runs(&filter)).await {
+        Ok(Ok(runs)) => Json(Value::Array(runs.iter().map(run_json).collect())).into_response(),
+        Ok(Err(e)) => unavailable(&e),
+        Err(e) => unavailable(&e),
+    }
+}
+
+/// One run, or the response to send instead (404 for an unknown id).
+pub(super) async fn get_run(o: &Arc<Observed>, id: RunId) -> Result<Run, Response> {
+    match o.read(move |o| o.store.get_run(id)).await {
+        Ok(Ok(run)) => Ok(run),
+        Ok(Err(StoreError::UnknownRun(_))) => {
+            Err((StatusCode::NOT_FOUND, format!("no run {id}\n")).into_response())
+        }
+        Ok(Err(e)) => Err(unavailable(&e)),
+        Err(e) => Err(unavailable(&e)),
+    }
+}
+
+/// `GET /api/runs/{id}`: the run as `fleet runs --json` prints it.
+pub(super) async fn run(State(o): State<Arc<Observed>>, Path(id): Path<RunId>) -> Response {
+    match get_run(&o, id).await {
+        Ok(run) => Json(run_json(&run)).into_response(),
+        Err(res) => res,
+    }
+}
+
+/// The query of `/api/runs/{id}/log`.
+#[derive(Deserialize)]
+pub(super) struct LogQuery {
+    /// The first byte wanted (default 0).
+    offset: Option<u64>,
+}
+
+/// Up to [`LOG_CHUNK`] bytes of run `id`'s log from byte `offset`, and the log's size then.
+/// A log not written yet reads as empty.
+pub(super) fn read_log(
+    state_dir: &std::path::Path,
+    id: RunId,
+    offset: u64,
+) -> std::io::Result<(Vec<u8>, u64)> {
+    let path = RunDir::new(state_dir, id).log_path();
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(e),
+    };
+    let size = file.metadata()?.len();
+    let from = offset.min(size);
+    file.seek(SeekFrom::Start(from))?;
+    let mut buf = Vec::new();
+    file.take(LOG_CHUNK).read_to_end(&mut buf)?;
+    Ok((buf, size))
+}
+
+/// `GET /api/runs/{id}/log?offset=N`: the run's log (stdout and stderr) from byte N, at most
+/// 256 KiB, as `text/plain`; the header `X-Log-Next-Offset` says where the next read starts and
+/// `X-Log-Size` how long the log was. 404 for an unknown run.
+pub(super) async fn log(
+    State(o): State<Arc<Observed>>,
+    Path(id): Path<RunId>,
+    Query(q): Query<LogQuery>,
+) -> Response {
+    if let Err(res) = get_run(&o, id).await {
+        return res;
+    }
+    let offset = q.offset.unwrap_or(0);
+    match o.read(move |o| read_log(&o.state_dir, id, offset)).await {
+        Ok(Ok((bytes, size))) => {
+            let next = offset.min(size) + bytes.len() as u64;
+            (
+                [
+                    (
+                        header::CONTENT_TYPE,
+                        "text/plain; charset=utf-8".to_string(),
+                    ),
+                    (
+                        header::HeaderName::from_static("x-log-next-offset"),
+                        next.to_string(),
+                    ),
+                    (
+                        header::HeaderName::from_static("x-log-size"),
+                        size.to_string(),
+                    ),
+                ],
+                bytes,
+            )
+                .into_response()
+        }
+        Ok(Err(e)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("run {id}: the log could not be read: {e}\n"),
+        )
+            .into_response(),
+        Err(e) => unavailable(&e),
+    }
+}

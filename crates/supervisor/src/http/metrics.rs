@@ -1,0 +1,412 @@
+//! `/metrics`: what the daemon counts in memory as it works ([`Metrics`]), and the exposition
+//! of those counts together with a snapshot of the database ([`render`]), in the OpenMetrics
+//! text format Prometheus scrapes.
+//!
+//! Cost of a scrape: the in-memory metrics are encoded as they are; the snapshot is three reads
+//! (`Store::ended_totals`, `Store::queue_summary`, `Store::active_runs`), each in proportion to
+//! the projects, namespaces, queue or active runs, never to the history, run on a blocking
+//! thread. Readers never wait for the daemon's writes (WAL), so a scrape never holds up an EVAL.
+//! Nothing here writes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use store::{EndedTotal, Millis, QueueSummary, Run, RunStatus};
+
+use super::Observed;
+use crate::config::Config;
+use crate::health::Verdict;
+
+/// The content type of the exposition (OpenMetrics 1.0 text, which Prometheus reads).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What the daemon counts as it works, since it started. Cheap to update (atomics); the loop
+/// updates it, scrapes read it.
+pub struct Metrics {
+    registry: Registry,
+    eval_duration: Histogram,
+    schedule_lag: Histogram,
+    claims: Counter,
+    spawn_failures: Counter,
+    busy_retries: Counter,
+}
+
+impl Metrics {
+    /// Fresh counters, registered under the `fleet_` prefix.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("fleet");
+        // 1 ms to about 16 s.
+        let eval_duration = Histogram::new(exponential_buckets(0.001, 2.0, 15));
+        // 10 ms to about 20 min.
+        let schedule_lag = Histogram::new(exponential_buckets(0.01, 2.0, 18));
+        let claims = Counter::default();
+        let spawn_failures = Counter::default();
+        let busy_retries = Counter::default();
+        registry.register_with_unit(
+            "eval_duration",
+            "Wall time of one EVAL (reap, schedules, pack, claim, spawn)",
+            Unit::Seconds,
+            eval_duration.clone(),
+        );
+        registry.register_with_unit(
+            "schedule_lag",
+            "Time from a schedule occurrence to its run's claim",
+            Unit::Seconds,
+            schedule_lag.clone(),
+        );
+        registry.register(
+            "claims",
+            "Runs claimed (queued to starting) by this daemon",
+            claims.clone(),
+        );
+        registry.register(
+            "spawn_failures",
+            "Claimed runs whose shim could not be started",
+            spawn_failures.clone(),
+        );
+        registry.register(
+            "database_busy_retries",
+            "EVALs or recoveries that found the database busy and were retried later",
+            busy_retries.clone(),
+        );
+        Metrics {
+            registry,
+            eval_duration,
+            schedule_lag,
+            claims,
+            spawn_failures,
+            busy_retries,
+        }
+    }
+
+    /// One EVAL took `took`.
+    pub fn eval_took(&self, took: Duration) {
+        self.eval_duration.observe(took.as_secs_f64());
+    }
+
+    /// Runs were claimed at `now` ([`Millis`]); those of schedule occurrences record their lag.
+    pub fn claimed<'a>(&self, runs: impl IntoIterator<Item = &'a Run>, now: Millis) {
+        for run in runs {
+            self.claims.inc();
+            if let Some(occurrence) = run.occurrence {
+                let at = run.started_at.unwrap_or(now);
+                self.schedule_lag
+                    .observe((at - occurrence).max(0) as f64 / 1000.0);
+            }
+        }
+    }
+
+    /// A claimed run's shim could not be started.
+    pub fn spawn_failed(&self) {
+        self.spawn_failures.inc();
+    }
+
+    /// A database call found the database busy; the work is retried later.
+    pub fn busy_retry(&self) {
+        self.busy_retries.inc();
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// What a scrape reads from the database.
+pub(super) struct Snapshot {
+    pub(super) ended: Vec<EndedTotal>,
+    pub(super) queued: Vec<QueueSummary>,
+    pub(super) active: Vec<Run>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProjectStatus {
+    project: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProjectLabel {
+    project: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespaceLabel {
+    namespace: String,
+}
+
+/// Statuses that count as a failure for `fleet_project_last_failure_timestamp_seconds`.
+fn is_failure(s: RunStatus) -> bool {
+    matches!(s, RunStatus::Failed | RunStatus::TimedOut | RunStatus::Lost)
+}
+
+/// The whole exposition: the in-memory metrics, then the snapshot `snap` read at `now`
+/// ([`Millis`]) under `config` (the config in force: its caps, namespaces and projects).
+pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now: Millis) -> String {
+    let mut reg = Registry::with_prefix("fleet");
+    let secs = |ms: Millis| ms as f64 / 1000.0;
+
+    let ended = Family::<ProjectStatus, Counter>::default();
+    let last_success = Family::<ProjectLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    let last_failure = Family::<ProjectLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    let mut failure_at: BTreeMap<&str, Millis> = BTreeMap::new();
+    for t in &snap.ended {
+        ended
+            .get_or_create(&ProjectStatus {
+                project: t.project.clone(),
+                status: t.status.as_str().to_string(),
+            })
+            .inc_by(t.count);
+        let Some(at) = t.last_finished_at else {
+            continue;
+        };
+        if t.status == RunStatus::Succeeded {
+            last_success
+                .get_or_create(&ProjectLabel {
+                    project: t.project.clone(),
+                })
+                .set(secs(at));
+        } else if is_failure(t.status) {
+            let e = failure_at.entry(&t.project).or_insert(at);
+            *e = (*e).max(at);
+        }
+    }
+    for (project, at) in failure_at {
+        last_failure
+            .get_or_create(&ProjectLabel {
+                project: project.to_string(),
+            })
+            .set(secs(at));
+    }
+    reg.register(
+        "runs_ended",
+        "Runs that reached a terminal status, by project and status (kept in the database: survives restarts and pruning)",
+        ended,
+    );
+    reg.register_with_unit(
+        "project_last_success_timestamp",
+        "When a run of the project last succeeded (Unix time); absent until one has",
+        Unit::Seconds,
+        last_success,
+    );
+    reg.register_with_unit(
+        "project_last_failure_timestamp",
+        "When a run of the project last ended failed, timed_out or lost (Unix time); absent until one has",
+        Unit::Seconds,
+        last_failure,
+    );
+
+    // Every namespace the config declares or a run counts against, so that an empty one reads 0.
+    let mut namespaces: BTreeMap<String, (i64, i64, Option<Millis>)> = config
+        .namespaces
+        .keys()
+        .map(|n| (n.clone(), (0, 0, None)))
+        .collect();
+    namespaces
+        .entry(crate::config::DEFAULT_NAMESPACE.to_string())
+        .or_default();
+    for r in &snap.active {
+        namespaces.entry(r.namespace.clone()).or_default().0 += 1;
+    }
+    for q in &snap.queued {
+        let e = namespaces.entry(q.namespace.clone()).or_default();
+        e.1 = i64::try_from(q.queued).unwrap_or(i64::MAX);
+        e.2 = Some(q.oldest_enqueued_at);
+    }
+    let ns_active = Family::<NamespaceLabel, Gauge>::default();
+    let ns_cap = Family::<NamespaceLabel, Gauge>::default();
+    let ns_queued = Family::<NamespaceLabel, Gauge>::default();
+    let ns_oldest = Family::<NamespaceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    for (name, (active, queued, oldest)) in &namespaces {
+        let l = NamespaceLabel {
+            namespace: name.clone(),
+        };
+        ns_active.get_or_create(&l).set(*active);
+        ns_queued.get_or_create(&l).set(*queued);
+        ns_oldest
+            .get_or_create(&l)
+            .set(oldest.map_or(0.0, |at| secs((now - at).max(0))));
+        if let Some(ns) = config.namespaces.get(name) {
+            ns_cap
+                .get_or_create(&l)
+                .set(i64::try_from(ns.max_concurrency).unwrap_or(i64::MAX));
+        }
+    }
+    reg.register(
+        "namespace_active_runs",
+        "Active (starting or running) runs counted against the namespace",
+        ns_active,
+    );
+    reg.register(
+        "namespace_max_concurrency",
+        "The namespace's cap (declared namespaces only)",
+        ns_cap,
+    );
+    reg.register(
+        "namespace_queued_runs",
+        "Queued runs in the namespace (delayed retries included)",
+        ns_queued,
+    );
+    reg.register_with_unit(
+        "namespace_oldest_queued_age",
+        "Age of the namespace's oldest queued run; 0 when none is queued",
+        Unit::Seconds,
+        ns_oldest,
+    );
+    let gauge = |v: i64| {
+        let g: Gauge = Gauge::default();
+        g.set(v);
+        g
+    };
+    let fgauge = |v: f64| {
+        let g = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        g.set(v);
+        g
+    };
+    reg.register(
+        "active_runs",
+        "Active (starting or running) runs, all namespaces",
+        gauge(snap.active.len() as i64),
+    );
+    reg.register(
+        "max_concurrency",
+        "The global cap on active runs",
+        gauge(i64::try_from(config.max_concurrency).unwrap_or(i64::MAX)),
+    );
+    reg.register(
+        "daemon_epoch",
+        "The daemon's epoch (grows by one at each takeover of the state directory)",
+        gauge(observed.epoch),
+    );
+    reg.register_with_unit(
+        "daemon_start_time",
+        "When the daemon started (Unix time)",
+        Unit::Seconds,
+        fgauge(secs(observed.health.started_at())),
+    );
+    if let Some(at) = observed.health.last_turn() {
+        reg.register_with_unit(
+            "daemon_last_turn_timestamp",
+            "When the daemon's loop last completed an EVAL or an idle tick (Unix time)",
+            Unit::Seconds,
+            fgauge(secs(at)),
+        );
+    }
+    let healthy = matches!(observed.health.verdict(now), Verdict::Evaluating { .. });
+    reg.register(
+        "daemon_healthy",
+        "1 when the loop completed a turn within three ticks (what /healthz says), else 0",
+        gauge(i64::from(healthy)),
+    );
+
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode_registry(&mut out, &observed.metrics.registry);
+    let _ = encode_registry(&mut out, &reg);
+    let _ = encode_eof(&mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use store::{EndedTotal, QueueSummary, RunStatus, Store};
+
+    use super::{render, Snapshot};
+    use crate::config::Config;
+    use crate::health::Health;
+    use crate::http::Observed;
+
+    /// Prometheus naming: every family has the `fleet_` prefix, counters are exposed as
+    /// `_total`, a family with a unit ends with it, and the exposition ends with `# EOF`.
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("fleet.db"), Duration::from_secs(1)).unwrap();
+        let config = Config::parse(
+            "[namespaces.ops]\nmax_concurrency = 2\n[projects.p]\ncommand = [\"true\"]\nnamespace = \"ops\"\n",
+            Path::new("fleet.toml"),
+        )
+        .unwrap();
+        let health = Arc::new(Health::new(Duration::from_secs(1), 1_000));
+        health.turn(2_000);
+        let o = Observed::new(
+            health,
+            7,
+            store,
+            dir.path().to_path_buf(),
+            Arc::new(config.clone()),
+        );
+        let snap = Snapshot {
+            ended: vec![
+                EndedTotal {
+                    project: "p".into(),
+                    status: RunStatus::Succeeded,
+                    count: 3,
+                    last_finished_at: Some(1_500),
+                },
+                EndedTotal {
+                    project: "p".into(),
+                    status: RunStatus::Lost,
+                    count: 1,
+                    last_finished_at: Some(1_700),
+                },
+            ],
+            queued: vec![QueueSummary {
+                namespace: "ops".into(),
+                queued: 4,
+                oldest_enqueued_at: 1_000,
+            }],
+            active: vec![],
+        };
+        let text = render(&o, &config, &snap, 3_000);
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let mut kind = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, t) = rest.split_once(' ').unwrap();
+                assert!(name.starts_with("fleet_"), "{line}");
+                kind.insert(name.to_string(), t.to_string());
+            } else if let Some(rest) = line.strip_prefix("# UNIT ") {
+                let (name, unit) = rest.split_once(' ').unwrap();
+                assert!(name.ends_with(&format!("_{unit}")), "{line}");
+            } else if !line.starts_with('#') {
+                let name = line.split(['{', ' ']).next().unwrap();
+                let counter = kind
+                    .iter()
+                    .any(|(f, t)| t == "counter" && name == format!("{f}_total"));
+                let other = kind
+                    .iter()
+                    .any(|(f, t)| t != "counter" && name.starts_with(f.as_str()));
+                assert!(counter || other, "sample of no family: {line}");
+            }
+        }
+        for line in [
+            "fleet_runs_ended_total{project=\"p\",status=\"succeeded\"} 3",
+            "fleet_runs_ended_total{project=\"p\",status=\"lost\"} 1",
+            "fleet_project_last_success_timestamp_seconds{project=\"p\"} 1.5",
+            "fleet_project_last_failure_timestamp_seconds{project=\"p\"} 1.7",
+            "fleet_namespace_queued_runs{namespace=\"ops\"} 4",
+            "fleet_namespace_oldest_queued_age_seconds{namespace=\"ops\"} 2.0",
+            "fleet_namespace_max_concurrency{namespace=\"ops\"} 2",
+            "fleet_daemon_epoch 7",
+            "fleet_daemon_healthy 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! The daemon's HTTP listener (`http_listen`): `/metrics` for Prometheus, `/healthz` for load
+//! balancers and supervisors, JSON under `/api/`, and a read-only dashboard at `/`.
+//!
+//! One file per concern: this one binds, serves and routes, and answers `/healthz`;
+//! `metrics` counts and renders `/metrics`; `api` serves the JSON; `page` renders the
+//! dashboard's HTML; `assets` holds its stylesheet and script, embedded in the binary.
+//!
+//! Every endpoint only reads: nothing served here changes a run, the queue or the config
+//! (cancel, enqueue and the rest stay with the command line, which talks to the database and
+//! the control socket). It runs on the daemon's tokio runtime beside the loop and never takes
+//! anything from it: what it shows comes from [`Observed`] (the loop's heartbeat, the counters
+//! the loop feeds, the config in force) and from database reads on blocking threads. A wedged
+//! loop therefore cannot make `/healthz` hang: it answers 503.
+//!
+//! A run's log is reached by run id only (an integer in the path); no part of a request ever
+//! becomes a file path.
+
+mod api;
+mod assets;
+pub mod metrics;
+mod page;
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use store::{now_ms, Store};
+use tokio::task::JoinHandle;
+
+use crate::config::{Config, HttpListen};
+use crate::health::{Health, Verdict};
+pub use metrics::Metrics;
+
+/// What the HTTP listener may look at: shared between the daemon's loop, which feeds it, and
+/// the listener, which reads it. Cheap to read; nothing in it waits for the loop.
+pub struct Observed {
+    /// The loop's heartbeat.
+    pub health: Arc<Health>,
+    /// The counters the loop feeds.
+    pub metrics: Metrics,
+    /// The daemon's epoch.
+    pub epoch: i64,
+    /// The daemon's pid.
+    pub pid: u32,
+    /// The database (read only, from here).
+    store: Store,
+    /// The state directory (for run logs).
+    state_dir: PathBuf,
+    /// The config in force, replaced at each applied reload.
+    config: RwLock<Arc<Config>>,
+    /// One database read of the listener at a time: the store's pool is shared with the loop,
+    /// and however many requests arrive, the listener holds at most one of its connections, so
+    /// an EVAL never waits for a connection a scrape or a dashboard holds.
+    reads: tokio::sync::Semaphore,
+}
+
+impl Observed {
+    /// The record for a daemon of `epoch` with this `health`, database, state directory and
+    /// config in force.
+    pub fn new(
+        health: Arc<Health>,
+        epoch: i64,
+        store: Store,
+        state_dir: PathBuf,
+        config: Arc<Config>,
+    ) -> Observed {
+        Observed {
+            health,
+            metrics: Metrics::new(),
+            epoch,
+            pid: std::process::id(),
+            store,
+            state_dir,
+            config: RwLock::new(config),
+            reads: tokio::sync::Semaphore::new(1),
+        }
+    }
+
+    /// The config in force changed (an applied reload).
+    pub fn set_config(&self, config: Arc<Config>) {
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Runs `read` (database or file reads) on a blocking thread, one at a time (see
+    /// [`Observed::reads`]). Errors: the closure panicked.
+    async fn read<T: Send + 'static>(
+        self: &Arc<Self>,
+        read: impl FnOnce(&Observed) -> T + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        // The semaphore is never closed, so acquiring only waits.
+        let _permit = self.reads.acquire().await;
+        let o = self.clone();
+        tokio::task::spawn_blocking(move || read(&o)).await
+    }
+}
+
+/// A bound HTTP listener, not yet serving.
+pub enum Bound {
+    /// On a TCP address.
+    Tcp(tokio::net::TcpListener),
+    /// On a unix socket.
+    Unix(tokio::net::UnixListener),
+}
+
+impl Bound {
+    /// Where it listens, as an operator would write it (the port chosen when 0 was given).
+    pub fn address(&self) -> String {
+        match self {
+            Bound::Tcp(l) => l
+                .local_addr()
+                .map(|a| format!("http://{a}"))
+                .unwrap_or_else(|_| "http://?".into()),
+            Bound::Unix(l) => l
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| format!("unix:{}", p.display())))
+                .unwrap_or_else(|| "unix:?".into()),
+        }
+    }
+}
+
+/// Binds `listen`. A unix socket path is replaced if a file is there (the caller holds the
+/// daemon lock, so a socket left there belongs to a daemon that is gone) and made mode 0600.
+///
+/// Errors: the address cannot be bound (in use, not local, no permission), or the socket's
+/// mode cannot be set.
+pub async fn bind(listen: &HttpListen) -> io::Result<Bound> {
+    match listen {
+        HttpListen::Tcp(addr) => Ok(Bound::Tcp(tokio::net::TcpListener::bind(addr).await?)),
+        HttpListen::Unix(path) => {
+            if std::fs::symlink_metadata(path)
+                .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            {
+                let _ = std::fs::remove_file(path);
+            }
+            let listener = tokio::net::UnixListener::bind(path)?;
+            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+            Ok(Bound::Unix(listener))
+        }
+    }
+}
+
+/// Serves `bound` until the returned task is aborted (the daemon stops).
+pub fn serve(bound: Bound, observed: Arc<Observed>) -> JoinHandle<()> {
+    let app = router(observed);
+    tokio::spawn(async move {
+        let served = match bound {
+            Bound::Tcp(l) => axum::serve(l, app).await,
+            Bound::Unix(l) => axum::serve(l, app).await,
+        };
+        if let Err(e) = served {
+            tracing::error!(error = %e, "the HTTP listener stopped");
+        }
+    })
+}
+
+/// Every route. Only GET (and HEAD) are routed: any other method is refused with 405.
+fn router(observed: Arc<Observed>) -> Router {
+    Router::new()
+        .route("/", get(page::index))
+        .route("/runs/{id}", get(page::run))
+        .route("/assets/{name}", get(assets::get))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_handler))
+        .route("/api/overview", get(api::overview))
+        .route("/api/runs", get(api::runs))
+        .route("/api/runs/{id}", get(api::run))
+        .route("/api/runs/{id}/log", get(api::log))
+        .layer(axum::middleware::map_response(harden))
+        .with_state(observed)
+}
+
+/// Headers every answer carries: nothing is sniffed as another type, nothing is framed, and a
+/// page may load its script and style from this server alone.
+async fn harden(mut res: Response) -> Response {
+    let h = res.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'self'; frame-ancestors 'none'"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+type Shared = axum::extract::State<Arc<Observed>>;
+
+/// `GET /healthz`: 200 while the loop completes a turn within three ticks, 503 otherwise; a
+/// one-line body says which and why. Reads the heartbeat alone (never the database).
+async fn healthz(axum::extract::State(o): Shared) -> Response {
+    match o.health.verdict(now_ms()) {
+        Verdict::Evaluating { since_last_turn_ms } => {
+            let body = match since_last_turn_ms {
+                Some(ms) => format!("ok: the daemon's loop completed a turn {ms} ms ago\n"),
+                None => "ok: the daemon is starting (recovery)\n".to_string(),
+            };
+            (StatusCode::OK, body).into_response()
+        }
+        Verdict::Stuck { reason } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("stuck: {reason}\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// `GET /metrics`.
+async fn metrics_handler(axum::extract::State(o): Shared) -> Response {
+    let snap = o
+        .read(|o| -> Result<_, store::StoreError> {
+            Ok(metrics::Snapshot {
+                ended: o.store.ended_totals()?,
+                queued: o.store.queue_summary()?,
+                active: o.store.active_runs()?,
+            })
+        })
+        .await;
+    match snap {
+        Ok(Ok(snap)) => {
+            let body = metrics::render(&o, &o.config(), &snap, now_ms());
+            ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], body).into_response()
+        }
+        Ok(Err(e)) => unavailable(&e),
+        Err(e) => unavailable(&e),
+    }
+}
+
+/// 503 with the error, for a database read that failed (busy, gone).
+fn unavailable(e: &dyn std::fmt::Display) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("the database could not be read: {e}\n"),
+    )
+        .into_response()
+}
