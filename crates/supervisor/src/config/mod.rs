@@ -16,6 +16,7 @@
 //! * `check`: the validation itself, one small function per key.
 //! * `paths`: resolving the relative paths the file names against its folder (used by both
 //!   `load` and `check`, so that `load` → `check` → `paths` has no cycle).
+//! * `retention`: [`Retention`], how much history and log a project keeps.
 //! * `error`: [`ConfigError`] and [`ConfigErrors`], and how they display.
 //!
 //! Nothing here starts, stops or records a run: a `Config` is plain data that the daemon reads.
@@ -26,6 +27,7 @@ mod error;
 mod load;
 mod model;
 mod paths;
+mod retention;
 
 #[cfg(test)]
 mod tests;
@@ -34,5 +36,8 @@ pub use cron::{parse_schedule, MACROS};
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
     valid_name, Config, HttpListen, LogFormat, NamespaceConfig, Overlap, ProjectConfig,
-    DEFAULT_NAMESPACE, KEYS, MIN_TICK, REQUIRED, UNSET,
+    DEFAULT_NAMESPACE, INHERITED, KEYS, MIN_TICK, REQUIRED, UNSET,
+};
+pub use retention::{
+    Retention, DEFAULT_KEEP_FOR, DEFAULT_KEEP_RUNS, DEFAULT_MAX_LOG_SIZE, OFF as RETENTION_OFF,
 };

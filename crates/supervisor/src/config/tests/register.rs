@@ -81,7 +81,10 @@ fn every_registered_key_is_accepted() {
             "http_listen",
             "log_format",
             "namespaces",
-            "projects"
+            "projects",
+            "keep_runs",
+            "keep_for",
+            "max_log_size"
         ]
     );
 }
