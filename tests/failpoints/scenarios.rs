@@ -234,6 +234,38 @@ pub fn crash_at(name: &str) {
             d.kill();
             finish(&s, name, Expect::FirstAttempt, &[&d]);
         }
+        // Pruning crashes after a batch's folders went, before their rows: p0 gets a second
+        // run, so that its first is the one `keep_runs = 1` lets go. The crash leaves an ended
+        // run without its folder, which `fleet check` accepts; the next daemon forgets it.
+        "prune-after-folder-removal" => {
+            let text = std::fs::read_to_string(f.file("fleet.toml")).unwrap();
+            f.replace_config(&format!("tick = \"100ms\"\nkeep_runs = 1\n{text}"));
+            let second = f.enqueue("p0");
+            let mut d = Crashy::start(f, "prune-after-folder-removal=return");
+            d.wait_abort(f);
+            let first = ids[0];
+            assert!(
+                !run_file(f, first, "").exists(),
+                "run {first}'s folder goes before its row"
+            );
+            assert_eq!(
+                statuses(f).get(&first).map(String::as_str),
+                Some("succeeded")
+            );
+            assert_check_ok(f);
+            let _clean = f.start_daemon();
+            poll(
+                f,
+                &[&d],
+                DEADLINE,
+                "the next daemon to forget the run",
+                || !statuses(f).contains_key(&first),
+            );
+            let left = statuses(f);
+            assert!(left.values().all(|s| s == "succeeded"), "{left:?}");
+            assert!(left.contains_key(&second), "p0's newest run is kept");
+            assert_check_ok(f);
+        }
         other => panic!("no scenario for failpoint {other:?}: add one to crash_at"),
     }
 }

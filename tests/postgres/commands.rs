@@ -47,6 +47,9 @@ fn commands_read_and_write_the_postgres_database() {
     let human = f.cmd_ok(&["status"]);
     assert!(human.contains("hello") || !human.is_empty(), "{human}");
     f.cmd_ok(&["projects"]);
+    // Retention reads and forgets through the same store (nothing to let go here).
+    let pruned = f.cmd_ok(&["prune", "--dry-run"]);
+    assert!(pruned.contains("would prune 0 runs"), "{pruned}");
     assert_check_ok(&f);
     // The other directory reads the same history.
     assert_eq!(status_of(&other.run(b)), "succeeded");

@@ -57,12 +57,13 @@ impl Drop for Tmpfs {
 #[test]
 fn full_disk_delays_the_exit_record_and_the_real_status_survives() {
     let f = Fleet::with(|dir| {
-        // Waits for GO, then writes zeros to its output (the run's log, in the state directory)
-        // until the filesystem is full, and exits 1.
+        // Waits for GO, then writes 9 MB of zeros to its output, which its shim copies to the
+        // run's log (in the state directory) until the 8 MB filesystem is full, and exits 1.
+        // The command itself never sees the full disk: the shim drops what it cannot write.
         format!(
             "[projects.filler]\ncommand = {}\n",
             sh(&format!(
-                "while [ ! -e {go} ]; do sleep 0.05; done; cat /dev/zero; exit 1",
+                "while [ ! -e {go} ]; do sleep 0.05; done; head -c 9000000 /dev/zero; exit 1",
                 go = shell_quote(&dir.join("GO"))
             ))
         )
@@ -86,8 +87,8 @@ fn full_disk_delays_the_exit_record_and_the_real_status_survives() {
     // The command filled the disk and exited; its shim cannot write the exit record.
     f.wait_until(
         DEADLINE,
-        "the shim to fail to write on the full disk",
-        || d.stderr().contains("No space left on device"),
+        "the shim to fail to write its exit record on the full disk",
+        || d.stderr().contains("could not write the exit record"),
     );
     let r = f.run(id);
     assert_eq!(

@@ -250,6 +250,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Apply keep_runs and keep_for now: forget old ended runs and remove their folders.
+    #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] prune [--dry-run]")]
+    Prune {
+        /// Only list the runs that would be pruned.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Block until runs, with their retries, have ended; exit as their commands did.
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] wait [--timeout <DURATION>] <RUN>..."
@@ -411,6 +418,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Cancel(args) => crate::operator::cancel(&cli.config, args),
         Command::Reload => commands::reload(&cli.config),
         Command::Check { json } => commands::check(&cli.config, json),
+        Command::Prune { dry_run } => crate::prune::prune(&cli.config, dry_run),
         Command::Wait(args) => crate::operator::wait(&cli.config, &args),
         Command::Rerun { run } => crate::operator::rerun(&cli.config, run),
         Command::Completions { shell } => crate::manual::completions(shell, Cli::command()),

@@ -1,12 +1,20 @@
 //! `fleet logs RUN [--follow]`: copies a run's log to stdout, streamed (a log may be larger than
 //! memory). A read error names the log file; a write error is stdout's, and a reader that left
 //! ends the command quietly ([`crate::console`]), even while `--follow` has nothing to write.
+//!
+//! A log with a size bound is compacted by its shim while it grows: the file is replaced by one
+//! that starts with a marker line (how many bytes of output were dropped in all) and holds the
+//! newest output. `--follow` therefore keeps its place as a position in the command's whole
+//! output, not in the file: after a compaction it goes on where it was if the new file still
+//! holds that point, and otherwise prints the marker for what it missed and goes on from the
+//! oldest output kept (see `supervisor::shim::logbound`).
 
 use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use supervisor::shim::logbound::{marker_line, parse_marker, MARKER_MAX_LEN};
 use supervisor::shim::rundir::RunDir;
 
 use crate::cli::{open_existing_at, state_of, Failure, Result};
@@ -27,9 +35,11 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
     })?;
     let dir = RunDir::new(state.root(), run);
     let log = dir.log_path();
-    let mut offset = 0u64;
+    // The position in the command's whole output of the next byte to print; `None` until the
+    // first copy, which prints the file as it is, marker included.
+    let mut position: Option<u64> = None;
     if !follow {
-        return copy_from(&log, &mut offset);
+        return copy_new(&log, &mut position);
     }
     loop {
         // Read the status before the file: whatever the run wrote before it ended is then
@@ -53,7 +63,7 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
                 .is_some_and(|e| e.token == r.claim_token),
             _ => false,
         };
-        copy_from(&log, &mut offset)?;
+        copy_new(&log, &mut position)?;
         if done {
             return Ok(());
         }
@@ -69,19 +79,39 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
     }
 }
 
-/// Copies the log from `offset` to its current end onto stdout, moving `offset` past what was
-/// copied. A log not yet created is empty.
+/// Copies onto stdout what the log holds past `position` (a position in the command's whole
+/// output, see the module documentation; `None`: the whole file), and moves `position` past
+/// what was copied. A log not yet created is empty. When the log was compacted past
+/// `position`, a marker line for the bytes missed comes first.
 ///
 /// Errors: reading the log (exit 1, naming it); writing to stdout ([`console::stdout_failure`]).
-fn copy_from(log: &Path, offset: &mut u64) -> Result<()> {
+fn copy_new(log: &Path, position: &mut Option<u64>) -> Result<()> {
     let blame_log = |e: std::io::Error| Failure::action(format!("{}: {e}", log.display()));
     let mut file = match File::open(log) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(blame_log(e)),
     };
-    file.seek(SeekFrom::Start(*offset)).map_err(blame_log)?;
+    // One descriptor for the marker and the output: a compaction replaces the file whole (a
+    // rename), so what this descriptor reads is one consistent log.
+    let mut start = Vec::with_capacity(MARKER_MAX_LEN);
+    (&mut file)
+        .take(MARKER_MAX_LEN as u64)
+        .read_to_end(&mut start)
+        .map_err(blame_log)?;
+    let (marker_len, dropped) = parse_marker(&start).map_or((0, 0), |(l, d)| (l as u64, d));
+    let len = file.metadata().map_err(blame_log)?.len();
     let mut out = std::io::stdout().lock();
+    let offset = match *position {
+        None => 0,
+        Some(p) if p >= dropped => (marker_len + (p - dropped)).min(len),
+        Some(p) => {
+            out.write_all(marker_line(dropped - p).as_bytes())
+                .map_err(console::stdout_failure)?;
+            marker_len
+        }
+    };
+    file.seek(SeekFrom::Start(offset)).map_err(blame_log)?;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match file.read(&mut buf) {
@@ -91,7 +121,10 @@ fn copy_from(log: &Path, offset: &mut u64) -> Result<()> {
             Err(e) => return Err(blame_log(e)),
         };
         out.write_all(&buf[..n]).map_err(console::stdout_failure)?;
-        *offset += n as u64;
     }
+    // The file's end is this far into the command's whole output (the marker line is not
+    // output).
+    let end = file.stream_position().map_err(blame_log)?;
+    *position = Some(dropped + end.saturating_sub(marker_len));
     out.flush().map_err(console::stdout_failure)
 }

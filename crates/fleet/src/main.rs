@@ -21,6 +21,7 @@ mod operator;
 mod output;
 mod pause;
 mod projects;
+mod prune;
 mod run_args;
 mod runs_cmd;
 mod runs_view;

@@ -59,6 +59,7 @@ mod model;
 mod operator;
 mod paused;
 mod postgres;
+mod prune;
 mod sqlite;
 pub mod status;
 mod store;
@@ -75,6 +76,7 @@ pub use model::{
 pub use operator::{BulkCancelled, CancelSelection};
 pub use paused::{HoldKind, Pause, Pauses};
 pub use postgres::describe_url as describe_postgres_url;
+pub use prune::{Keep, PruneCandidate, PrunePolicy};
 pub use status::{RunStatus, Trigger, ALL_STATUSES, ALL_TRIGGERS, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};
 pub use summary::{EndedTotal, QueueSummary};

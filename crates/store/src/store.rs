@@ -12,8 +12,8 @@ use crate::postgres::{PgProbe, PgStore};
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
     Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FailureHooks,
-    FireRequest, Fired, HoldKind, Millis, NewRun, Pauses, ProjectActivity, QueueHead, Run,
-    RunFilter, RunId, RunStatus, ScheduleRow, Transition,
+    FireRequest, Fired, HoldKind, Millis, NewRun, Pauses, ProjectActivity, PruneCandidate,
+    PrunePolicy, QueueHead, Run, RunFilter, RunId, RunStatus, ScheduleRow, Transition,
 };
 use crate::{BulkCancelled, CancelSelection};
 use crate::{EndedTotal, QueueSummary};
@@ -79,6 +79,64 @@ impl Store {
             Backend::Postgres(db) => Ok(ChangeProbe {
                 probe: Probe::Postgres(db.change_probe()?),
             }),
+        }
+    }
+
+    /// Up to `limit` ended runs that `policy` lets go, by project then id (oldest first).
+    /// Reads only: takes no write lock. Never returns a queued or active run, nor a project's
+    /// newest ended run, nor one that ended at or after `policy.ended_before`.
+    ///
+    /// Errors: [`StoreError::Backend`](crate::StoreError::Backend).
+    pub fn prune_candidates(
+        &self,
+        policy: &PrunePolicy,
+        limit: usize,
+    ) -> Result<Vec<PruneCandidate>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.prune_candidates(policy, limit),
+            Backend::Postgres(db) => db.prune_candidates(policy, limit),
+        }
+    }
+
+    /// Forgets the runs `ids` — each run's row and its events — in one short write
+    /// transaction; a run that is not ended (any more) is left alone. Returns how many runs
+    /// were forgotten. Callers remove a run's folder first: a row without its folder is the
+    /// only in-between state a crash can leave, and the next prune finishes it.
+    ///
+    /// Errors: [`StoreError::Backend`](crate::StoreError::Backend) (busy when another
+    /// connection held the write lock past the busy timeout; nothing was deleted then).
+    pub fn forget_runs(&self, ids: &[RunId]) -> Result<usize> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.forget_runs(ids),
+            Backend::Postgres(db) => db.forget_runs(ids),
+        }
+    }
+
+    /// Gives up to `pages` free pages of the database file back to the file system and
+    /// truncates the write-ahead log when no reader needs it, so that file sizes follow the
+    /// history kept. Cheap when there is nothing to give back. PostgreSQL: nothing to do (its
+    /// autovacuum reuses the space).
+    ///
+    /// Errors: [`StoreError::Backend`](crate::StoreError::Backend).
+    pub fn reclaim_space(&self, pages: u32) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.reclaim_space(pages),
+            // Autovacuum reuses freed space; there is no write-ahead log file of ours to trim.
+            Backend::Postgres(_) => Ok(()),
+        }
+    }
+
+    /// Makes a database created before incremental vacuum existed give pages back too: one
+    /// full `VACUUM`, which holds the write lock for as long as it rewrites the file (about a
+    /// second per 100 MB). Returns whether it had to. Call it where a pause is harmless (a
+    /// daemon's start, before its first claim). PostgreSQL: never needed (`Ok(false)`).
+    ///
+    /// Errors: [`StoreError::Backend`](crate::StoreError::Backend) (busy when another
+    /// connection reads or writes meanwhile; nothing changed then).
+    pub fn enable_incremental_vacuum(&self) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.enable_incremental_vacuum(),
+            Backend::Postgres(_) => Ok(false),
         }
     }
 

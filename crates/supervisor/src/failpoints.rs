@@ -48,6 +48,11 @@ pub const DAEMON: &[(&str, &str)] = &[
          tombstone again (idempotent) and requeues; a late shim of that claim never starts",
     ),
     (
+        "prune-after-folder-removal",
+        "pruning (daemon or fleet prune) removed a batch's run folders, not yet their rows => \
+         ended runs without folders, which fleet check accepts; the next prune forgets them",
+    ),
+    (
         "recovery-before-apply",
         "recovery decided but wrote nothing => the next recovery decides the same again",
     ),

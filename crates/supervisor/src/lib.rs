@@ -44,6 +44,7 @@ pub mod exec_limits;
 pub mod failpoints;
 pub mod health;
 pub mod http;
+pub mod prune;
 pub mod report;
 pub(crate) mod retry;
 pub mod schedule;

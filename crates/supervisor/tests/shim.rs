@@ -83,6 +83,8 @@ impl Fixture {
             timeout: None,
             kill_grace: Duration::from_secs(5),
             cwd: self.work.clone(),
+            // As the daemon always does: every test here goes through the log pump.
+            max_log_size: Some(64 << 20),
             argv: argv.iter().map(OsString::from).collect(),
             env: Vec::new(),
         }
@@ -646,4 +648,56 @@ mod failpoints {
         assert!(!f.work.join("marker").exists());
         assert!(dir.read_started().unwrap().is_none());
     }
+}
+
+/// Ten times `max_log_size` of output: the command ends with its own status (never killed nor
+/// blocked for the bound), the log holds at most the bound plus the marker, ends with the
+/// command's last line, and the marker counts exactly the bytes that are gone.
+#[test]
+fn a_log_past_its_bound_keeps_the_tail_under_the_bound() {
+    use supervisor::shim::logbound::{parse_marker, MARKER_MAX_LEN};
+    let f = Fixture::new();
+    let max: u64 = 64 << 10;
+    let mut args = f.args(1, &["sh", "-c", "seq 1 120000; echo done >&2"]);
+    args.max_log_size = Some(max);
+    let (status, _, err) = finish(spawn_shim(&args, &[]));
+    assert!(status.success(), "{err}");
+    let exit = f.dir().read_exit().unwrap().unwrap();
+    assert_eq!((exit.outcome, exit.code), (Outcome::Exited, Some(0)));
+    let log = fs::read(f.dir().log_path()).unwrap();
+    assert!(
+        log.len() as u64 <= max + MARKER_MAX_LEN as u64,
+        "{} bytes",
+        log.len()
+    );
+    let whole: u64 = (1..=120000u64)
+        .map(|n| n.to_string().len() as u64 + 1)
+        .sum::<u64>()
+        + 5;
+    assert!(whole > 10 * max);
+    let (marker, dropped) = parse_marker(&log).expect("the log starts with the marker");
+    assert_eq!(dropped + (log.len() - marker) as u64, whole);
+    assert!(log.ends_with(b"119999\n120000\ndone\n"));
+}
+
+/// A process that left the command's group (its own session) and keeps the output pipe open
+/// does not hold the shim: the command's end is the run's end.
+#[test]
+fn an_escaped_writer_does_not_hold_the_shim() {
+    let f = Fixture::new();
+    let args = f.args(
+        1,
+        &["sh", "-c", "setsid sh -c 'sleep 30' & echo leader-done"],
+    );
+    let begun = Instant::now();
+    let (status, _, err) = finish(spawn_shim(&args, &[]));
+    assert!(status.success(), "{err}");
+    assert!(
+        begun.elapsed() < Duration::from_secs(20),
+        "the shim waited for the escaped writer"
+    );
+    assert_eq!(
+        fs::read_to_string(f.dir().log_path()).unwrap(),
+        "leader-done\n"
+    );
 }

@@ -25,8 +25,8 @@
 //!   ([`is_busy`]).
 //!
 //! Files, one per concern, as in `sqlite`: `open` (pool, migrations, change probe), `schema`,
-//! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `operator`, `paused`, `activity`,
-//! `schedules`, `clock`, `summary` (the monitoring reads).
+//! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `operator`, `paused`, `prune`,
+//! `activity`, `schedules`, `clock`, `summary` (the monitoring reads).
 
 mod activity;
 mod claim;
@@ -38,6 +38,7 @@ mod events;
 mod open;
 mod operator;
 mod paused;
+mod prune;
 mod runs;
 mod schedules;
 mod schema;

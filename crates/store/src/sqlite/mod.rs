@@ -22,8 +22,9 @@
 //! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
 //! `eval` (the EVAL's read queries and the occupancy count), `paused` (pause and resume),
 //! `activity` (per-project summaries), `daemon` (take over, epoch, fencing), `operator` (the
-//! next attempt of a run, the bulk cancel), `schedules`, `clock` (delays written by a clock
-//! that has since stepped back), and `summary` (the monitoring reads).
+//! next attempt of a run, the bulk cancel), `prune` (retention: candidates, forgetting, giving
+//! space back), `schedules`, `clock` (delays written by a clock that has since stepped back),
+//! and `summary` (the monitoring reads).
 
 mod activity;
 mod claim;
@@ -36,6 +37,7 @@ mod hooks;
 mod open;
 mod operator;
 mod paused;
+mod prune;
 mod runs;
 mod schedules;
 mod schema;

@@ -35,6 +35,18 @@ fn set_up(c: &mut Connection, busy_timeout: Duration) -> rusqlite::Result<()> {
     )
 }
 
+/// On a new database (no table yet), chooses incremental vacuum: the pages pruning frees then
+/// go back to the file system in small steps (`reclaim_space`), never in one long VACUUM. The
+/// setting must come before the first table and before the switch to WAL; on a database that
+/// has tables it is left alone (an older one is converted by `enable_incremental_vacuum`).
+fn incremental_vacuum_if_new(c: &Connection) -> rusqlite::Result<()> {
+    let tables: i64 = c.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))?;
+    if tables == 0 {
+        c.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
+    }
+    Ok(())
+}
+
 /// Why the database at `path` cannot be opened, when the file system says it plainly: SQLite
 /// only says "unable to open database file", which does not tell a missing file from one in a
 /// folder this user may not look into. Looks with `stat` only: opening the file to find out
@@ -67,7 +79,9 @@ impl SqliteStore {
         // the busy timeout; any other error is final.
         let deadline = Instant::now() + busy_timeout;
         let mut conn = loop {
-            let attempt = Connection::open(path).and_then(|mut c| init(&mut c).map(|()| c));
+            let attempt = Connection::open(path)
+                .and_then(|c| incremental_vacuum_if_new(&c).map(|()| c))
+                .and_then(|mut c| init(&mut c).map(|()| c));
             match attempt {
                 Ok(c) => break c,
                 Err(e) if is_busy(&e) && Instant::now() < deadline => {

@@ -18,6 +18,7 @@
 //!   `load` and `check`, so that `load` → `check` → `paths` has no cycle).
 //! * `database`: the `database` key ([`DatabaseUrl`]: a PostgreSQL URL that never prints its
 //!   password).
+//! * `retention`: [`Retention`], how much history and log a project keeps.
 //! * `error`: [`ConfigError`] and [`ConfigErrors`], and how they display.
 //!
 //! Nothing here starts, stops or records a run: a `Config` is plain data that the daemon reads.
@@ -29,6 +30,7 @@ mod error;
 mod load;
 mod model;
 mod paths;
+mod retention;
 
 #[cfg(test)]
 mod tests;
@@ -38,5 +40,8 @@ pub use database::DatabaseUrl;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
     valid_name, Config, HttpListen, LogFormat, NamespaceConfig, Overlap, ProjectConfig,
-    DEFAULT_NAMESPACE, KEYS, MIN_TICK, REQUIRED, UNSET,
+    DEFAULT_NAMESPACE, INHERITED, KEYS, MIN_TICK, REQUIRED, UNSET,
+};
+pub use retention::{
+    Retention, DEFAULT_KEEP_FOR, DEFAULT_KEEP_RUNS, DEFAULT_MAX_LOG_SIZE, OFF as RETENTION_OFF,
 };

@@ -48,10 +48,19 @@ pub const KEYS: &[(&str, &str)] = &[
     ("projects.<name>.timezone", "UTC"),
     ("projects.<name>.starting_deadline", UNSET),
     ("projects.<name>.overlap", "forbid"),
+    ("keep_runs", "100"),
+    ("keep_for", "30d"),
+    ("max_log_size", "64MiB"),
+    ("projects.<name>.keep_runs", INHERITED),
+    ("projects.<name>.keep_for", INHERITED),
+    ("projects.<name>.max_log_size", INHERITED),
     ("projects.<name>.on_failure", UNSET),
     ("projects.<name>.max_parallel", "1"),
     ("projects.<name>.accept_args", "false"),
 ];
+
+/// Shown as the default of a project key whose absence means "the top-level key's value".
+pub const INHERITED: &str = "top level";
 
 // The defaults of the optional keys; each must agree with its entry in `KEYS`.
 pub(super) const DEFAULT_STATE_DIR: &str = ".fleet";
@@ -92,6 +101,9 @@ pub struct Config {
     /// `projects` at load, so that an EVAL (every tick) does not walk every project to find
     /// the few scheduled ones.
     pub scheduled: Vec<String>,
+    /// The top-level `keep_runs`, `keep_for` and `max_log_size` (what a project without its
+    /// own keys keeps).
+    pub retention: crate::config::Retention,
 }
 
 impl Config {
@@ -216,6 +228,8 @@ pub struct ProjectConfig {
     pub starting_deadline: Option<Duration>,
     /// What an occurrence does while a run of the project is active.
     pub overlap: Overlap,
+    /// The history and log this project keeps: its own keys, else the top level's.
+    pub retention: crate::config::Retention,
     /// The project whose run is queued when a run of this one ends `failed`, `timed_out` or
     /// `lost` with no retry left: a declared project (maybe this one). `None`: no hook.
     pub on_failure: Option<String>,

@@ -49,6 +49,7 @@ pub(super) async fn run(
     let mut ticks = TickFilter::open(&daemon.store).await;
     let mut tick = ticker(daemon.config.tick);
     let mut last_look = Instant::now();
+    let mut prune = super::prune_step::PruneStep::new();
     loop {
         let due = wake.timer(daemon);
         let by_tick = tokio::select! {
@@ -101,6 +102,8 @@ pub(super) async fn run(
             }
         }
         daemon.resettle().await;
+        // Never waited for: it runs on a blocking thread while the loop goes on.
+        prune.maybe_start(daemon);
         if by_tick && ticks.nothing_changed(daemon).await {
             // An idle tick is a turn too: the loop is alive and has nothing to do.
             daemon.turn().await;

@@ -245,6 +245,7 @@ fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
         timeout: project.timeout,
         kill_grace: project.kill_grace,
         cwd: project.cwd.clone(),
+        max_log_size: Some(project.retention.max_log_size),
         // The run's own arguments follow the project's command as argv items: no shell ever
         // reads them.
         argv: project

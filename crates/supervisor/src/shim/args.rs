@@ -28,6 +28,10 @@ pub struct ShimArgs {
     pub kill_grace: Duration,
     /// The command's working directory.
     pub cwd: PathBuf,
+    /// The bound on the run's log, in bytes (`max_log_size`): the shim then reads the
+    /// command's output through a pipe and keeps the log under it (see
+    /// [`super::logbound`]). `None`: the command writes to the log file directly, unbounded.
+    pub max_log_size: Option<u64>,
     /// The command: program and arguments, no shell. Never empty.
     pub argv: Vec<OsString>,
     /// Changes to the command's environment, applied in order on top of the shim's own:
@@ -40,7 +44,8 @@ pub struct ShimArgs {
 
 impl ShimArgs {
     /// The arguments that follow `fleet shim`:
-    /// `--state-dir P --run-id N --token T [--timeout D] --kill-grace D --cwd P -- ARGV...`,
+    /// `--state-dir P --run-id N --token T [--timeout D] --kill-grace D --cwd P
+    /// [--max-log-size BYTES] -- ARGV...`,
     /// where durations are written `SECONDS.NANOSECONDS` (nine digits) so they round-trip
     /// exactly. Paths and argv are passed as they are (non-UTF-8 included).
     pub fn to_args(&self) -> Vec<OsString> {
@@ -60,6 +65,10 @@ impl ShimArgs {
         out.push(format_duration(self.kill_grace).into());
         out.push("--cwd".into());
         out.push(self.cwd.clone().into_os_string());
+        if let Some(max) = self.max_log_size {
+            out.push("--max-log-size".into());
+            out.push(max.to_string().into());
+        }
         out.push("--".into());
         out.extend(self.argv.iter().cloned());
         out
@@ -76,6 +85,7 @@ impl ShimArgs {
         let mut timeout = None;
         let mut kill_grace = None;
         let mut cwd = None;
+        let mut max_log_size = None;
         let mut argv = None;
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -96,6 +106,9 @@ impl ShimArgs {
                 "--timeout" => set_once(&mut timeout, name, parse_duration(name, value)?)?,
                 "--kill-grace" => set_once(&mut kill_grace, name, parse_duration(name, value)?)?,
                 "--cwd" => set_once(&mut cwd, name, PathBuf::from(value))?,
+                "--max-log-size" => {
+                    set_once(&mut max_log_size, name, parse_number::<u64>(name, value)?)?
+                }
                 _ => return Err(format!("unknown option {name}")),
             }
         }
@@ -110,6 +123,7 @@ impl ShimArgs {
             timeout,
             kill_grace: kill_grace.ok_or("missing --kill-grace")?,
             cwd: cwd.ok_or("missing --cwd")?,
+            max_log_size,
             argv,
             env: Vec::new(),
         })
@@ -231,6 +245,7 @@ mod tests {
             timeout: Some(Duration::new(600, 500)),
             kill_grace: Duration::from_millis(10_250),
             cwd: "/srv/job".into(),
+            max_log_size: Some(64 << 20),
             argv: os(&["sh", "-c", "echo --token; exit 3", "--"]),
             env: Vec::new(),
         }
@@ -245,6 +260,7 @@ mod tests {
             run_id: -3,
             token: u64::MAX,
             kill_grace: Duration::MAX,
+            max_log_size: None,
             ..a
         };
         assert_eq!(
@@ -319,6 +335,7 @@ mod tests {
             timeout: Some(Duration::from_millis(1500)),
             kill_grace: Duration::from_secs(10),
             cwd: PathBuf::from("/srv"),
+            max_log_size: None,
             argv: vec!["sh".into(), "-c".into(), "echo a=b".into()],
             env: vec![
                 ("FLEET_RUN_ID".into(), Some("12".into())),

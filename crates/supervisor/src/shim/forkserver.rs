@@ -248,6 +248,7 @@ mod tests {
             timeout: None,
             kill_grace: Duration::from_secs(10),
             cwd: PathBuf::from("/srv"),
+            max_log_size: None,
             argv: vec!["true".into()],
             env: Vec::new(),
         };

@@ -14,10 +14,11 @@
 //! 4. durably writes `started` before spawning, so "never started" can be proven (a record that
 //!    cannot be written, on a full disk say, is retried with backoff while the lock is kept);
 //! 5. spawns the command in its own process group, with a parent-death signal (SIGKILL), stdin
-//!    `/dev/null`, stdout and stderr appended to the run's log;
+//!    `/dev/null`, stdout and stderr a pipe the shim drains into the run's log, kept under
+//!    `max_log_size` ([`logbound`]);
 //! 6. writes `running`, tells the daemon `running <pid>` on stdout;
-//! 7. waits, passing termination requests on to the process group, enforcing the timeout and
-//!    the kill grace;
+//! 7. waits — for the command, its output and signals, in one `poll` — passing termination
+//!    requests on to the process group, enforcing the timeout and the kill grace;
 //! 8. kills whatever is left of the process group, durably writes `exit` (retried until it is
 //!    on disk), and only then exits (releasing the lock).
 //!
@@ -34,6 +35,7 @@
 
 pub mod args;
 pub mod forkserver;
+pub mod logbound;
 pub mod rundir;
 
 pub use args::ShimArgs;
@@ -295,8 +297,8 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     })?;
     crash_point!("shim-after-started");
 
-    let mut child = match spawn_command(a, &dir, shim_pid) {
-        Ok(child) => child,
+    let (mut child, mut pump) = match spawn_command(a, &dir, shim_pid, signals) {
+        Ok(spawned) => spawned,
         Err(message) => {
             // Best effort: the log is where operators look; the exit record is what counts.
             if let Ok(mut log) = dir.open_log() {
@@ -339,7 +341,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
         let _ = out.flush();
     }
 
-    let ended = supervise(&mut child, a, spawned, signals)?;
+    let ended = supervise(&mut child, a, spawned, signals, pump.as_mut())?;
     crash_point!("shim-after-exit");
 
     let (outcome, code, signal) = match (ended.status.code(), ended.status.signal()) {
@@ -426,14 +428,16 @@ fn write_durably(
     }
 }
 
-/// Spawns the command. `Err` carries the one-line message for the log and the exit record.
-fn spawn_command(a: &ShimArgs, dir: &RunDir, shim_pid: i32) -> Result<Child, String> {
-    let log = dir.open_log().map_err(|e| {
-        format!(
-            "fleet: could not open the run's log {}: {e}",
-            dir.log_path().display()
-        )
-    })?;
+/// Spawns the command, with its output going to the log: through a [`logbound::LogPump`] when
+/// the log has a bound, straight to the file otherwise. `Err` carries the one-line message for
+/// the log and the exit record.
+fn spawn_command(
+    a: &ShimArgs,
+    dir: &RunDir,
+    shim_pid: i32,
+    signals: &BlockedSignals,
+) -> Result<(Child, Option<logbound::LogPump>), String> {
+    let (log, pump) = logbound::command_output(a.max_log_size, dir, signals)?;
     let log_err = log
         .try_clone()
         .map_err(|e| format!("fleet: could not duplicate the run's log descriptor: {e}"))?;
@@ -468,7 +472,7 @@ fn spawn_command(a: &ShimArgs, dir: &RunDir, shim_pid: i32) -> Result<Child, Str
     //   shim's only thread, which lives as long as the shim — and an immediate exit if the shim
     //   died before that took effect (the signal would never come).
     process::spawn_clean_and_tied_to(&mut cmd, shim_pid);
-    cmd.spawn().map_err(|e| {
+    let child = cmd.spawn().map_err(|e| {
         if e.kind() == io::ErrorKind::ArgumentListTooLong {
             // Name the command and the limit it passed; never copy the oversized arguments
             // into the log and the run's reason.
@@ -484,7 +488,11 @@ fn spawn_command(a: &ShimArgs, dir: &RunDir, shim_pid: i32) -> Result<Child, Str
             a.argv,
             a.cwd.display()
         )
-    })
+    })?;
+    // The pipe's write ends are the command's now: the shim's copies (in `cmd`) must go, or
+    // the pump would never see end-of-file.
+    drop(cmd);
+    Ok((child, pump))
 }
 
 /// What the wait loop learnt.
@@ -502,6 +510,7 @@ fn supervise(
     a: &ShimArgs,
     spawned: Instant,
     signals: &BlockedSignals,
+    mut pump: Option<&mut logbound::LogPump>,
 ) -> io::Result<Ended> {
     let pgid = child.id() as i32;
     // `None` when there is no timeout, when it already fired, or when it is too far to express.
@@ -536,7 +545,12 @@ fn supervise(
         let wait = next.map(|d| d.saturating_duration_since(Instant::now()));
         // SIGCHLD, a deadline or an interruption need nothing here: the top of the loop looks
         // again at the command and the clock.
-        if let Some(Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP) = signals.wait(wait) {
+        // With a bounded log, the same wait also copies the command's output to the log.
+        let got = match pump.as_deref_mut() {
+            Some(p) => p.wait(wait)?,
+            None => signals.wait(wait),
+        };
+        if let Some(Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP) = got {
             term_requested = true;
             begin_termination(pgid, a.kill_grace, &mut terminating, &mut kill_at);
         }
@@ -546,6 +560,11 @@ fn supervise(
     // this SIGKILL reaches only processes the command left in its group (e.g. a grandchild).
     signal_group(pgid, Signal::SIGKILL);
     let status = child.wait()?;
+    // Whatever the group wrote before it went is in the pipe: into the log before the exit
+    // record, so that a run recorded as ended has its whole log.
+    if let Some(p) = pump {
+        p.finish();
+    }
     Ok(Ended {
         status,
         timed_out,

@@ -50,7 +50,7 @@ pub const LOG_FILE: &str = "log";
 /// records are the operator's business alone).
 const DIR_MODE: u32 = 0o700;
 /// Mode of every file the run folder holds.
-const FILE_MODE: u32 = 0o600;
+pub(super) const FILE_MODE: u32 = 0o600;
 
 /// Written by the shim, durably, after it took the lock and found no tombstone, and *before* it
 /// spawns the command. Its absence (for this token, with the lock free) proves the command never

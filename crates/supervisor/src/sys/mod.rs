@@ -28,8 +28,11 @@
 //!   a pipe's reader is gone.
 //! * [`fdpass`]: `SOCK_SEQPACKET` socket pairs, and messages that carry a descriptor
 //!   (`SCM_RIGHTS`).
+//! * [`readiness`]: waiting on a pipe and on blocked signals at once (`signalfd`, `poll`), and
+//!   non-blocking reads.
 
 pub mod fdpass;
 pub mod files;
 pub mod process;
+pub mod readiness;
 pub mod signals;

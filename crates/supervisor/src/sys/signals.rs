@@ -37,6 +37,11 @@ pub fn block(signals: &[Signal]) -> io::Result<BlockedSignals> {
 }
 
 impl BlockedSignals {
+    /// The set, for a `signalfd` over it ([`super::readiness::SignalReader`]).
+    pub(super) fn set(&self) -> &SigSet {
+        &self.set
+    }
+
     /// Waits for one of the blocked signals, at most `timeout` (forever if `None`; longer than a
     /// day counts as a day, so a caller with a far deadline simply waits again). Consumes the
     /// signal and returns it; `None` when the time ran out or the wait was interrupted.

@@ -21,6 +21,7 @@ use super::{valid_name, Config, ConfigError, ConfigErrors, KEYS};
 
 mod namespace;
 mod project;
+mod retention;
 mod root;
 
 /// Parses and validates `text`, the contents of the config file `path`.

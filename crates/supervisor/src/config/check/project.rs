@@ -16,7 +16,7 @@ use crate::config::model::{
     DEFAULT_RETRY_BACKOFF,
 };
 use crate::config::paths::resolve_against;
-use crate::config::{parse_schedule, Overlap, ProjectConfig};
+use crate::config::{parse_schedule, Overlap, ProjectConfig, Retention};
 
 /// The names a project table may refer to.
 pub(super) struct Known<'a> {
@@ -34,6 +34,7 @@ impl Checker<'_> {
         root: &DeTable<'_>,
         dir: &Path,
         declared: &BTreeSet<String>,
+        inherited: &Retention,
     ) -> BTreeMap<String, ProjectConfig> {
         let mut projects = BTreeMap::new();
         if let Some(table) = self.optional(root, "", "projects", Self::expect_table) {
@@ -44,7 +45,7 @@ impl Checker<'_> {
                 projects: &names,
             };
             for (k, v) in table.iter() {
-                if let Some(p) = self.project(k, v, dir, &known) {
+                if let Some(p) = self.project(k, v, dir, &known, inherited) {
                     projects.insert(p.name.clone(), p);
                 }
             }
@@ -59,6 +60,7 @@ impl Checker<'_> {
         v: &Value<'_>,
         dir: &Path,
         known: &Known<'_>,
+        inherited: &Retention,
     ) -> Option<ProjectConfig> {
         let declared = known.namespaces;
         let name = k.get_ref().as_ref();
@@ -96,6 +98,7 @@ impl Checker<'_> {
         let overlap = self
             .optional(table, &dotted, "overlap", Self::overlap)
             .unwrap_or(Overlap::Forbid);
+        let retention = self.retention(table, &dotted, inherited);
         let on_failure = self.optional(table, &dotted, "on_failure", |cx, v, key| {
             cx.on_failure(v, key, known.projects)
         });
@@ -120,6 +123,7 @@ impl Checker<'_> {
             timezone,
             starting_deadline,
             overlap,
+            retention,
             on_failure,
             max_parallel,
             accept_args,

@@ -32,6 +32,7 @@ impl Checker<'_> {
         let tick = self
             .optional(root, "", "tick", Self::tick)
             .unwrap_or(DEFAULT_TICK);
+        let retention = self.retention(root, "", &Default::default());
         let http_listen = self.optional(root, "", "http_listen", |cx, v, key| {
             cx.http_listen(v, key, &dir)
         });
@@ -40,7 +41,7 @@ impl Checker<'_> {
             .unwrap_or_default();
         let database = self.optional(root, "", "database", Self::database);
         let (namespaces, declared) = self.namespaces(root);
-        let projects = self.projects(root, &dir, &declared);
+        let projects = self.projects(root, &dir, &declared, &retention);
 
         let scheduled = projects
             .values()
@@ -59,6 +60,7 @@ impl Checker<'_> {
             namespaces,
             projects,
             scheduled,
+            retention,
         }
     }
 

@@ -5,7 +5,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{path, FULL};
-use crate::config::{Config, NamespaceConfig, Overlap, ProjectConfig, DEFAULT_NAMESPACE};
+use crate::config::{
+    Config, NamespaceConfig, Overlap, ProjectConfig, Retention, DEFAULT_NAMESPACE,
+};
+
+/// FULL's top-level retention keys, which its projects without their own inherit.
+const FULL_RETENTION: Retention = Retention {
+    keep_runs: Some(50),
+    keep_for: Some(Duration::from_secs(7 * 86_400)),
+    max_log_size: 1 << 20,
+};
 
 #[test]
 fn full_valid_file_parses_every_key() {
@@ -59,6 +68,7 @@ fn full_valid_file_parses_every_key() {
             timezone: Some("Europe/Paris".into()),
             starting_deadline: Some(Duration::from_secs(300)),
             overlap: Overlap::Replace,
+            retention: FULL_RETENTION,
             on_failure: None,
             max_parallel: 1,
             accept_args: true,
@@ -69,6 +79,14 @@ fn full_valid_file_parses_every_key() {
     assert_eq!(tidy.schedule.as_deref(), Some("30 0 6 * * 1-5"));
     assert_eq!(tidy.on_failure.as_deref(), Some("minimal"));
     assert_eq!(tidy.overlap, Overlap::Queue);
+    assert_eq!(
+        tidy.retention,
+        Retention {
+            keep_runs: None,
+            keep_for: Some(Duration::from_secs(3600)),
+            max_log_size: 8192
+        }
+    );
     assert!(c.project("nope").is_none());
 }
 
@@ -92,6 +110,7 @@ fn omitted_keys_take_their_defaults() {
             timezone: None,
             starting_deadline: None,
             overlap: Overlap::Forbid,
+            retention: FULL_RETENTION,
             on_failure: None,
             max_parallel: 1,
             accept_args: false,
@@ -104,6 +123,7 @@ fn omitted_keys_take_their_defaults() {
     assert_eq!(empty.tick, Duration::from_secs(1));
     assert!(empty.namespaces.is_empty());
     assert!(empty.projects.is_empty());
+    assert_eq!(empty.retention, Retention::default());
 }
 
 #[test]

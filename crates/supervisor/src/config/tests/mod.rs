@@ -15,12 +15,16 @@ mod load;
 mod no_panic;
 mod parallel;
 mod register;
+mod retention;
 mod syntax;
 
 const FULL: &str = r#"# every key
 state_dir = "var/state"
 max_concurrency = 8
 tick = "250ms"
+keep_runs = 50
+keep_for = "7d"
+max_log_size = "1MiB"
 http_listen = "127.0.0.1:9464"
 log_format = "json"
 database = "postgresql://fleet:secret@db.example:5432/fleet"
@@ -52,6 +56,9 @@ command = ["true"]
 namespace = "default"
 schedule = "30 0 6 * * 1-5"
 overlap = "queue"
+keep_runs = "off"
+keep_for = "1h"
+max_log_size = "8KiB"
 on_failure = "minimal"
 max_parallel = 2
 

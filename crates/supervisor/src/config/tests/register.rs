@@ -82,7 +82,10 @@ fn every_registered_key_is_accepted() {
             "log_format",
             "database",
             "namespaces",
-            "projects"
+            "projects",
+            "keep_runs",
+            "keep_for",
+            "max_log_size"
         ]
     );
 }

@@ -1,0 +1,148 @@
+//! Pruning: selecting the ended runs a policy lets go, forgetting them (run rows and their
+//! events), and handing freed pages back to the file system (incremental vacuum, WAL
+//! checkpoint).
+//!
+//! Selection only reads (no write lock). Forgetting is one short `BEGIN IMMEDIATE` transaction
+//! per call, and deletes only rows still ended: a row that changed meanwhile stays.
+
+use rusqlite::{params, OptionalExtension, TransactionBehavior};
+
+use super::SqliteStore;
+use crate::error::Result;
+use crate::prune::{PruneCandidate, PrunePolicy};
+use crate::RunId;
+
+/// The statuses a run can be let go in.
+const ENDED: &str = "('succeeded','failed','timed_out','cancelled','lost')";
+
+impl SqliteStore {
+    /// [`crate::Store::prune_candidates`].
+    ///
+    /// Index walks only, so that its cost follows what is let go and the projects, never the
+    /// history kept: the projects are found by seeking `runs_by_project` from one name to the
+    /// next; for each, the newest ended run and (with `newest = N`) the N-th newest are found by
+    /// walking back N entries of the same index, and the candidates by walking it forward from
+    /// the project's oldest run.
+    pub(crate) fn prune_candidates(
+        &self,
+        policy: &PrunePolicy,
+        limit: usize,
+    ) -> Result<Vec<PruneCandidate>> {
+        let conn = self.conn()?;
+        let mut next_project = conn.prepare_cached(
+            "SELECT project FROM runs WHERE project > ?1 ORDER BY project LIMIT 1",
+        )?;
+        let mut nth_newest = conn.prepare_cached(&format!(
+            "SELECT id FROM runs WHERE project = ?1 AND status IN {ENDED}
+             ORDER BY id DESC LIMIT 1 OFFSET ?2"
+        ))?;
+        let mut let_go = conn.prepare_cached(&format!(
+            "SELECT id, finished_at FROM runs
+             WHERE project = ?1 AND id < ?2 AND status IN {ENDED} AND finished_at < ?3
+               AND ((?4 IS NOT NULL AND id < ?4) OR (?5 IS NOT NULL AND finished_at < ?5))
+             ORDER BY id LIMIT ?6"
+        ))?;
+        let mut out = Vec::new();
+        let mut after = String::new();
+        while out.len() < limit {
+            let Some(project) = next_project
+                .query_row([&after], |r| r.get::<_, String>(0))
+                .optional()?
+            else {
+                break;
+            };
+            after.clone_from(&project);
+            let keep = policy.keep_for(&project);
+            if keep.keeps_all() {
+                continue;
+            }
+            let mut nth = |n: u32| -> rusqlite::Result<Option<RunId>> {
+                nth_newest
+                    .query_row(params![project, i64::from(n.max(1)) - 1], |r| r.get(0))
+                    .optional()
+            };
+            // The newest ended run is never let go (the project's last outcome).
+            let Some(newest) = nth(1)? else { continue };
+            // With `newest = N`: runs older than the N-th newest; fewer than N ended: none.
+            let by_count = match keep.newest {
+                Some(n) => nth(n)?,
+                None => None,
+            };
+            if by_count.is_none() && keep.finished_after.is_none() {
+                continue;
+            }
+            let rows = let_go.query_map(
+                params![
+                    project,
+                    newest,
+                    policy.ended_before,
+                    by_count,
+                    keep.finished_after,
+                    (limit - out.len()) as i64
+                ],
+                |r| Ok((r.get::<_, RunId>(0)?, r.get::<_, Option<i64>>(1)?)),
+            )?;
+            for row in rows {
+                let (id, finished_at) = row?;
+                out.push(PruneCandidate {
+                    id,
+                    project: project.clone(),
+                    finished_at: finished_at.unwrap_or(0),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`crate::Store::forget_runs`].
+    pub(crate) fn forget_runs(&self, ids: &[RunId]) -> Result<usize> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut forgotten = 0;
+        {
+            let mut events = tx.prepare_cached(&format!(
+                "DELETE FROM events WHERE run_id = ?1
+                   AND EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND status IN {ENDED})"
+            ))?;
+            let mut runs = tx.prepare_cached(&format!(
+                "DELETE FROM runs WHERE id = ?1 AND status IN {ENDED}"
+            ))?;
+            for id in ids {
+                events.execute([id])?;
+                forgotten += runs.execute([id])?;
+            }
+        }
+        tx.commit()?;
+        // Copy the deleted pages into the database file now, on the pruner's time: left in the
+        // write-ahead log, they would make the log pass SQLite's checkpoint threshold sooner,
+        // and the checkpoint runs in whichever commit passes it, often a claim's.
+        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+        Ok(forgotten)
+    }
+
+    /// [`crate::Store::reclaim_space`].
+    pub(crate) fn reclaim_space(&self, pages: u32) -> Result<()> {
+        let conn = self.conn()?;
+        // Each step of incremental_vacuum is a row; the statement must be stepped to the end.
+        let mut stmt = conn.prepare(&format!("PRAGMA incremental_vacuum({pages})"))?;
+        let mut rows = stmt.query([])?;
+        while rows.next()?.is_some() {}
+        drop(rows);
+        drop(stmt);
+        // TRUNCATE: the WAL file goes back to zero bytes when no reader needs it; a busy
+        // checkpoint is not an error (it reports so in its row and is tried again next time).
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+
+    /// [`crate::Store::enable_incremental_vacuum`].
+    pub(crate) fn enable_incremental_vacuum(&self) -> Result<bool> {
+        let conn = self.conn()?;
+        let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+        if mode == 2 {
+            return Ok(false);
+        }
+        conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")?;
+        Ok(true)
+    }
+}

@@ -1,0 +1,147 @@
+//! Pruning at the store: which ended runs a policy lets go, forgetting them with their events
+//! (both backends), and a new SQLite database giving freed pages back.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use store::*;
+
+mod common;
+
+use common::Db;
+
+both_backends!(
+    keep_newest_keeps_that_many_and_never_touches_queued_runs,
+    keep_by_age_spares_the_newest_and_per_project_rules_win,
+);
+
+fn new_run(project: &str) -> NewRun {
+    NewRun {
+        project: project.into(),
+        namespace: "default".into(),
+        trigger: Trigger::Manual,
+        ..Default::default()
+    }
+}
+
+/// `n` runs of `project`, each ended (cancelled while queued) at `at`.
+fn ended(s: &Store, project: &str, n: usize, at: Millis) -> Vec<RunId> {
+    (0..n)
+        .map(|_| {
+            let id = s.enqueue(&new_run(project), at).unwrap();
+            s.request_cancel(id, "test", at).unwrap();
+            id
+        })
+        .collect()
+}
+
+fn policy(default: Keep, ended_before: Millis) -> PrunePolicy {
+    PrunePolicy {
+        default,
+        projects: BTreeMap::new(),
+        ended_before,
+    }
+}
+
+fn ids(c: &[PruneCandidate]) -> Vec<RunId> {
+    c.iter().map(|c| c.id).collect()
+}
+
+fn keep_newest_keeps_that_many_and_never_touches_queued_runs(db: &Db) {
+    let (s, _) = common::open(db);
+    let old = ended(&s, "a", 5, 1_000);
+    let queued = s.enqueue(&new_run("a"), 1_000).unwrap();
+    let keep2 = Keep {
+        newest: Some(2),
+        finished_after: None,
+    };
+    let c = s.prune_candidates(&policy(keep2, 10_000), 100).unwrap();
+    assert_eq!(ids(&c), old[..3].to_vec());
+    // The grace: nothing that ended at or after `ended_before`.
+    assert!(s
+        .prune_candidates(&policy(keep2, 1_000), 100)
+        .unwrap()
+        .is_empty());
+    // The limit.
+    assert_eq!(
+        s.prune_candidates(&policy(keep2, 10_000), 2).unwrap().len(),
+        2
+    );
+    // No limit (what `fleet prune` asks for): usize::MAX, on either backend.
+    assert_eq!(
+        ids(&s
+            .prune_candidates(&policy(keep2, 10_000), usize::MAX)
+            .unwrap()),
+        old[..3].to_vec()
+    );
+    assert_eq!(s.forget_runs(&ids(&c)).unwrap(), 3);
+    assert!(s.get_run(old[0]).is_err());
+    assert!(s.get_run(old[4]).is_ok());
+    assert_eq!(s.get_run(queued).unwrap().status, RunStatus::Queued);
+    assert!(
+        s.events_after(0)
+            .unwrap()
+            .iter()
+            .all(|e| e.run_id >= old[3]),
+        "the forgotten runs' events went with them"
+    );
+    // A queued run is never forgotten, even when asked.
+    assert_eq!(s.forget_runs(&[queued]).unwrap(), 0);
+}
+
+fn keep_by_age_spares_the_newest_and_per_project_rules_win(db: &Db) {
+    let (s, _) = common::open(db);
+    let a = ended(&s, "a", 3, 1_000);
+    let b = ended(&s, "b", 3, 1_000);
+    let by_age = Keep {
+        newest: None,
+        finished_after: Some(5_000),
+    };
+    let mut p = policy(by_age, 10_000);
+    // Everything is older than the limit: all but each project's newest.
+    assert_eq!(
+        ids(&s.prune_candidates(&p, 100).unwrap()),
+        vec![a[0], a[1], b[0], b[1]]
+    );
+    p.projects.insert("b".into(), Keep::default());
+    assert_eq!(ids(&s.prune_candidates(&p, 100).unwrap()), vec![a[0], a[1]]);
+    p.default.finished_after = Some(500);
+    assert!(s.prune_candidates(&p, 100).unwrap().is_empty());
+}
+
+#[test]
+fn a_new_database_gives_pruned_pages_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("fleet.db"), Duration::from_millis(200)).unwrap();
+    assert!(
+        !s.enable_incremental_vacuum().unwrap(),
+        "a new database is created with incremental vacuum"
+    );
+    let db = dir.path().join("fleet.db");
+    let size = || {
+        let len = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        len(&db) + len(&dir.path().join("fleet.db-wal"))
+    };
+    let all = ended(&s, "a", 1000, 1_000);
+    s.reclaim_space(u32::MAX).unwrap();
+    let full = size();
+    let keep = Keep {
+        newest: Some(1),
+        finished_after: None,
+    };
+    loop {
+        let c = s.prune_candidates(&policy(keep, 10_000), 500).unwrap();
+        if c.is_empty() {
+            break;
+        }
+        s.forget_runs(&ids(&c)).unwrap();
+    }
+    s.reclaim_space(u32::MAX).unwrap();
+    assert!(s.get_run(all[999]).is_ok());
+    let after = size();
+    assert!(
+        after * 3 < full,
+        "{after} bytes after pruning, {full} before"
+    );
+    let _ = Duration::ZERO;
+}

@@ -1,0 +1,70 @@
+//! The daemon's share of pruning: now and then, at a turn of the loop (idle or not), a few small batches on a
+//! blocking thread (see [`crate::prune`]), then free pages and the write-ahead log given back.
+//! At most one step runs at a time; the loop never waits for it.
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::state::Daemon;
+use crate::prune;
+
+/// A step starts at most once every this many ticks (30 s with the default 1 s tick).
+const TICKS_BETWEEN_STEPS: u32 = 30;
+
+/// The most batches one step runs ([`prune::BATCH`] runs each): a backlog (a first start with
+/// years of history, a lowered `keep_runs`) is worked off over several steps, the write lock
+/// free between batches.
+const BATCHES_PER_STEP: usize = 10;
+
+/// When the last step started, and the one running, if any.
+pub(super) struct PruneStep {
+    last: Instant,
+    running: Option<JoinHandle<()>>,
+}
+
+impl PruneStep {
+    /// No step before one interval has passed: startup recovery and the first EVALs go first.
+    pub(super) fn new() -> PruneStep {
+        PruneStep {
+            last: Instant::now(),
+            running: None,
+        }
+    }
+
+    /// Starts a step if one is due and none runs.
+    pub(super) fn maybe_start(&mut self, daemon: &Daemon) {
+        if self.running.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        let every = daemon.config.tick * TICKS_BETWEEN_STEPS;
+        if self.last.elapsed() < every {
+            return;
+        }
+        self.last = Instant::now();
+        let policy = prune::policy(&daemon.config, store::now_ms());
+        if policy.default.keeps_all() && policy.projects.values().all(|k| k.keeps_all()) {
+            return;
+        }
+        let store = daemon.store.clone();
+        let root = daemon.state.root().to_path_buf();
+        self.running = Some(tokio::task::spawn_blocking(move || {
+            let mut total = 0;
+            for _ in 0..BATCHES_PER_STEP {
+                match prune::prune_batch(&root, &store, &policy, false) {
+                    Ok(p) if p.runs.is_empty() => break,
+                    Ok(p) => total += p.runs.len(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "pruning ended runs failed; trying again later");
+                        break;
+                    }
+                }
+            }
+            if total > 0 {
+                tracing::info!(runs = total, "pruned ended runs (keep_runs, keep_for)");
+            }
+            if let Err(e) = store.reclaim_space(prune::RECLAIM_PAGES) {
+                tracing::warn!(error = %e, "could not give free database pages back; trying again later");
+            }
+        }));
+    }
+}

@@ -1,0 +1,191 @@
+//! Pruning ended runs by the retention keys (`keep_runs`, `keep_for`): the database rows (run
+//! and events) and the run folder of each run the policy lets go. Used by the daemon (a small
+//! step now and then, on a blocking thread) and by `fleet prune` (with or without a daemon).
+//!
+//! Order, for crash safety: the folder goes first, under the run's lock; the rows only after.
+//! A crash in between leaves a row whose folder is gone — an ended run without its log, which
+//! `fleet check` accepts (it needs folders of active runs only) and which the next prune
+//! forgets. The other order could leave a folder no row explains. Runs that are queued or
+//! active, whose lock a shim holds, that ended in the last [`GRACE`], or that are the newest
+//! ended run of their project are never touched.
+//!
+//! Deleting rows of ended runs is safe while a daemon runs: nothing in a daemon's memory refers
+//! to an ended run, and rows go in short write transactions (at most [`FORGET_CHUNK`] runs),
+//! paused between, so a claim waits at most for one of them.
+
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+
+use store::{Keep, Millis, PruneCandidate, PrunePolicy, RunId, Store, StoreError};
+
+use crate::config::{Config, Retention};
+use crate::shim::rundir::RunDir;
+
+/// The most runs one batch selects and removes the folders of.
+pub const BATCH: usize = 200;
+
+/// The most runs one write transaction forgets: a claim waits at most for one such
+/// transaction (a few milliseconds).
+pub const FORGET_CHUNK: usize = 25;
+
+/// The pause between two forgetting transactions: a claim that found the write lock taken
+/// sleeps in SQLite's busy handler, and would keep losing the lock to a pruner that took it
+/// again at once.
+pub const FORGET_PAUSE: Duration = Duration::from_millis(50);
+
+/// Runs that ended less than this long ago are left for a later prune, whatever the rules say.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+/// How many free pages one daemon step gives back to the file system (4 KiB pages: 16 MiB).
+pub const RECLAIM_PAGES: u32 = 4096;
+
+/// What went wrong while pruning.
+#[derive(Debug, thiserror::Error)]
+pub enum PruneError {
+    /// The database refused (busy past its timeout, or failing).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A run folder could not be removed.
+    #[error("{path}: {source}")]
+    Folder {
+        /// The run folder.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// What one prune did (or, dry, would do).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Pruned {
+    /// The runs let go (dry run: that would be), oldest first within each project.
+    pub runs: Vec<PruneCandidate>,
+    /// Runs the policy lets go but whose lock a shim still holds: left for later.
+    pub locked: Vec<RunId>,
+}
+
+/// The policy of `config` at `now` (UTC ms): each project's keys, and the top level's for the
+/// runs of projects no longer in the config.
+pub fn policy(config: &Config, now: Millis) -> PrunePolicy {
+    let keep = |r: &Retention| Keep {
+        newest: r.keep_runs,
+        finished_after: r
+            .keep_for
+            .map(|d| now.saturating_sub(d.as_millis().min(i64::MAX as u128) as i64)),
+    };
+    PrunePolicy {
+        default: keep(&config.retention),
+        projects: config
+            .projects
+            .values()
+            .map(|p| (p.name.clone(), keep(&p.retention)))
+            .collect(),
+        ended_before: now.saturating_sub(GRACE.as_millis() as i64),
+    }
+}
+
+/// One batch: up to [`BATCH`] runs `policy` lets go, each folder removed (under its lock), then
+/// their rows forgotten, [`FORGET_CHUNK`] runs per transaction, [`FORGET_PAUSE`] apart. Blocks
+/// (sleeps): call it on a blocking thread. `dry_run`: only says which.
+///
+/// Errors: the database ([`PruneError::Store`]); a folder that cannot be removed
+/// ([`PruneError::Folder`]; the runs whose folders went before it are forgotten first).
+pub fn prune_batch(
+    state_root: &Path,
+    store: &Store,
+    policy: &PrunePolicy,
+    dry_run: bool,
+) -> Result<Pruned, PruneError> {
+    let candidates = store.prune_candidates(policy, BATCH)?;
+    let mut out = Pruned::default();
+    if dry_run {
+        out.runs = candidates;
+        return Ok(out);
+    }
+    let mut gone: Vec<RunId> = Vec::new();
+    let mut failure = None;
+    for c in candidates {
+        let dir = RunDir::new(state_root, c.id);
+        match remove_folder(&dir) {
+            Ok(true) => {
+                gone.push(c.id);
+                out.runs.push(c);
+            }
+            Ok(false) => out.locked.push(c.id),
+            Err(source) => {
+                failure = Some(PruneError::Folder {
+                    path: dir.path().to_path_buf(),
+                    source,
+                });
+                break;
+            }
+        }
+    }
+    if !gone.is_empty() {
+        // A crash here leaves rows whose folders are gone: the next prune forgets them.
+        fail::fail_point!("prune-after-folder-removal", |_| std::process::abort());
+        for (i, chunk) in gone.chunks(FORGET_CHUNK).enumerate() {
+            if i > 0 {
+                std::thread::sleep(FORGET_PAUSE);
+            }
+            store.forget_runs(chunk)?;
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Every batch until nothing more is let go (or, dry, the first [`BATCH`] × `max_batches`).
+/// For `fleet prune`.
+///
+/// Errors: as [`prune_batch`]; what earlier batches did stays done.
+pub fn prune_all(
+    state_root: &Path,
+    store: &Store,
+    policy: &PrunePolicy,
+    dry_run: bool,
+) -> Result<Pruned, PruneError> {
+    if dry_run {
+        return Ok(Pruned {
+            runs: store.prune_candidates(policy, usize::MAX)?,
+            locked: Vec::new(),
+        });
+    }
+    let mut all = Pruned::default();
+    loop {
+        let batch = prune_batch(state_root, store, policy, false)?;
+        let done = batch.runs.is_empty();
+        all.runs.extend(batch.runs);
+        all.locked.extend(batch.locked);
+        // Only locked runs left (or nothing): they stay for a later prune.
+        if done {
+            break;
+        }
+    }
+    all.locked.sort_unstable();
+    all.locked.dedup();
+    store.reclaim_space(u32::MAX)?;
+    Ok(all)
+}
+
+/// Removes the run folder if no shim holds its lock: `Ok(true)` removed (or already gone),
+/// `Ok(false)` a shim holds the lock.
+fn remove_folder(dir: &RunDir) -> io::Result<bool> {
+    if !dir.path().exists() {
+        return Ok(true);
+    }
+    // Holding the lock while removing: a shim of this run cannot start in between.
+    let Some(lock) = dir.try_lock()? else {
+        return Ok(false);
+    };
+    let removed = match std::fs::remove_dir_all(dir.path()) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(true),
+    };
+    drop(lock);
+    removed
+}

@@ -1,0 +1,16 @@
+//! End-to-end tests of operating over time: bounded run logs (`max_log_size`) and the pruning
+//! of ended runs (`keep_runs`, `keep_for`, `fleet prune`), on the real `fleet` binary and real
+//! processes (see tests/common/mod.rs).
+//!
+//! - `log_bound`: a command that writes ten times its log's bound ends `succeeded`, its log
+//!   stays under the bound plus the marker line, and `fleet logs` (and `--follow`) show the
+//!   marker and never repeat a line.
+//! - `history`: `keep_runs` under a schedule and hundreds of runs (rows, folders and the
+//!   database stay bounded), a crash inside pruning, `keep_for` on an injected clock, and
+//!   `fleet prune --dry-run`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod history;
+mod log_bound;
