@@ -457,9 +457,22 @@ pub fn invalid(errors: &ConfigErrors) -> Failure {
 /// (docs/REFERENCE.md).
 pub fn state_of(path: &Path) -> Result<StateDir> {
     if let Some(dir) = STATE_DIR_OVERRIDE.get() {
-        return Ok(StateDir::new(dir));
+        // The folder is overridden, never the database: the config's `database` still holds.
+        return Ok(StateDir::new(dir).with_database(database_of(path)?));
     }
-    Ok(StateDir::new(load(path)?.state_dir))
+    Ok(StateDir::of(&load(path)?))
+}
+
+/// The `database` of the config at `path` even when the rest of it is invalid; exit 2 when it
+/// names one that cannot be made out (reading SQLite instead would show the wrong install).
+fn database_of(path: &Path) -> Result<Option<supervisor::config::DatabaseUrl>> {
+    match Config::database_of(path) {
+        Some(db) => Ok(db),
+        None => match Config::load(path) {
+            Err(errors) => Err(invalid(&errors)),
+            Ok(config) => Ok(config.database),
+        },
+    }
 }
 
 /// The config for `status` and `reload`, which must work while the file is invalid: `status`
@@ -472,13 +485,21 @@ pub fn load_for_reading(path: &Path) -> Result<(StateDir, Option<Config>, Option
             Ok(c) => (Some(c), None),
             Err(e) => (None, Some(e)),
         };
-        return Ok((StateDir::new(dir), config, errors));
+        let database = match &config {
+            Some(c) => c.database.clone(),
+            None => database_of(path)?,
+        };
+        return Ok((StateDir::new(dir).with_database(database), config, errors));
     }
     match loaded {
-        Ok(config) => Ok((StateDir::new(&config.state_dir), Some(config), None)),
-        Err(errors) => match Config::state_dir_of(path) {
-            Some(dir) => Ok((StateDir::new(dir), None, Some(errors))),
-            None => Err(invalid(&errors)),
+        Ok(config) => Ok((StateDir::of(&config), Some(config), None)),
+        Err(errors) => match (Config::state_dir_of(path), Config::database_of(path)) {
+            (Some(dir), Some(database)) => Ok((
+                StateDir::new(dir).with_database(database),
+                None,
+                Some(errors),
+            )),
+            _ => Err(invalid(&errors)),
         },
     }
 }
@@ -491,16 +512,16 @@ pub fn open_existing_at(state: &StateDir) -> Result<Option<Store>> {
 
 /// Opens the store for a command that writes (creating the state directory if needed).
 pub fn open_store(config: &Config) -> Result<Store> {
-    StateDir::new(&config.state_dir)
-        .open_store()
-        .map_err(state_failure)
+    StateDir::of(config).open_store().map_err(state_failure)
 }
 
 /// The exit status of a state directory that cannot be used: 1 when the system refused this
 /// user (permission denied: the action failed, the input was fine), 2 otherwise (a state_dir
 /// that is not a directory, a database written by a newer fleet).
 pub fn state_failure(e: StateDirError) -> Failure {
-    if e.is_permission_denied() {
+    // A database server that cannot be reached is an action that failed, not bad input.
+    let unreachable = matches!(&e, StateDirError::Store(store::StoreError::Connect { .. }));
+    if e.is_permission_denied() || unreachable {
         Failure::action(e)
     } else {
         Failure::input(e)

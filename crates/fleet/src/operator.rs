@@ -123,7 +123,7 @@ pub fn enqueue(path: &Path, req: &EnqueueArgs) -> Result<()> {
     // The run is queued whether or not anyone reads its id: the nudge goes out either way.
     let printed = console::println(id);
     // A hint only: without a daemon the run waits in the queue for one.
-    let _ = control::send(&StateDir::new(&config.state_dir).socket_path(), Nudge::Eval);
+    let _ = control::send(&StateDir::of(&config).socket_path(), Nudge::Eval);
     printed?;
     if req.wait {
         wait::wait(&store, &[id], req.timeout)
@@ -151,7 +151,7 @@ pub fn wait(path: &Path, req: &WaitArgs) -> Result<()> {
 /// (exit 1).
 pub fn rerun(path: &Path, run: RunId) -> Result<()> {
     let config = load(path)?;
-    let Some(store) = StateDir::new(&config.state_dir)
+    let Some(store) = StateDir::of(&config)
         .open_existing_store()
         .map_err(crate::cli::state_failure)?
     else {
@@ -193,7 +193,7 @@ pub fn rerun(path: &Path, run: RunId) -> Result<()> {
         )
         .map_err(Failure::action)?;
     let printed = console::println(id);
-    let _ = control::send(&StateDir::new(&config.state_dir).socket_path(), Nudge::Eval);
+    let _ = control::send(&StateDir::of(&config).socket_path(), Nudge::Eval);
     printed
 }
 

@@ -71,7 +71,7 @@ pub fn resume(path: &Path, name: &str, flag: KindFlag) -> Result<()> {
     let kind = resolve(&config, path, name, flag, Some(&paused_as))?;
     let was = store.resume(kind, name).map_err(Failure::action)?;
     // A hint only: without a daemon the runs start when one does.
-    let _ = control::send(&StateDir::new(&config.state_dir).socket_path(), Nudge::Eval);
+    let _ = control::send(&StateDir::of(&config).socket_path(), Nudge::Eval);
     if was {
         console::println(format_args!("resumed {kind} {name}"))
     } else {

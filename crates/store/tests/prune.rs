@@ -67,6 +67,13 @@ fn keep_newest_keeps_that_many_and_never_touches_queued_runs(db: &Db) {
         s.prune_candidates(&policy(keep2, 10_000), 2).unwrap().len(),
         2
     );
+    // No limit (what `fleet prune` asks for): usize::MAX, on either backend.
+    assert_eq!(
+        ids(&s
+            .prune_candidates(&policy(keep2, 10_000), usize::MAX)
+            .unwrap()),
+        old[..3].to_vec()
+    );
     assert_eq!(s.forget_runs(&ids(&c)).unwrap(), 3);
     assert!(s.get_run(old[0]).is_err());
     assert!(s.get_run(old[4]).is_ok());

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use store::Store;
 
+use crate::config::{Config, DatabaseUrl};
+
 use crate::sys::{files, process};
 
 /// Errors about the state directory and its daemon lock.
@@ -82,12 +84,43 @@ impl StateDirError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StateDir {
     root: PathBuf,
+    /// The `database` key: where the store is when it is not `fleet.db` here.
+    database: Option<DatabaseUrl>,
 }
 
 impl StateDir {
     /// The state directory at `root` (absolute, as the config resolved it). No I/O.
     pub fn new(root: impl Into<PathBuf>) -> StateDir {
-        StateDir { root: root.into() }
+        StateDir {
+            root: root.into(),
+            database: None,
+        }
+    }
+
+    /// The state directory `config` names, with its store where the `database` key says (the
+    /// only way the daemon and the commands pick a backend: they never ask which one it is).
+    pub fn of(config: &Config) -> StateDir {
+        StateDir::new(&config.state_dir).with_database(config.database.clone())
+    }
+
+    /// The same directory with its store in `database` (`None`: `fleet.db` in the directory).
+    pub fn with_database(mut self, database: Option<DatabaseUrl>) -> StateDir {
+        self.database = database;
+        self
+    }
+
+    /// The PostgreSQL database holding the store, if the config names one.
+    pub fn database(&self) -> Option<&DatabaseUrl> {
+        self.database.as_ref()
+    }
+
+    /// Where the store is, for messages: the `fleet.db` path, or the PostgreSQL database (host,
+    /// port, database, user; never the password).
+    pub fn store_location(&self) -> String {
+        match &self.database {
+            Some(db) => db.target().to_string(),
+            None => self.db_path().display().to_string(),
+        }
     }
 
     /// The directory itself.
@@ -153,6 +186,12 @@ impl StateDir {
     /// "permission denied" ([`StateDirError::is_permission_denied`]).
     pub fn open_store(&self) -> Result<Store, StateDirError> {
         self.ensure()?;
+        if let Some(db) = &self.database {
+            return Ok(Store::open_postgres(
+                db.secret_url(),
+                store::DEFAULT_BUSY_TIMEOUT,
+            )?);
+        }
         self.may_use_db(true)?;
         Ok(Store::open(&self.db_path(), store::DEFAULT_BUSY_TIMEOUT)?)
     }
@@ -160,8 +199,15 @@ impl StateDir {
     /// Opens the database only if it exists (read-only commands must not create a state
     /// directory as a side effect). `Ok(None)` when there is no database yet — and only then: a
     /// database, or a state directory, this user may not read is an error naming it ("permission
-    /// denied"), never an empty install.
+    /// denied"), never an empty install. A PostgreSQL database always exists (its schema is
+    /// brought up to date on connecting); one that cannot be reached is an error.
     pub fn open_existing_store(&self) -> Result<Option<Store>, StateDirError> {
+        if let Some(db) = &self.database {
+            return Ok(Some(Store::open_postgres(
+                db.secret_url(),
+                store::DEFAULT_BUSY_TIMEOUT,
+            )?));
+        }
         if !self.may_use_db(false)? {
             return Ok(None);
         }
@@ -306,7 +352,11 @@ impl StateDir {
         };
         Ok(Opened {
             root: at(self.root.clone())?,
-            db: at(self.db_path())?,
+            // On PostgreSQL there is no local database file to watch.
+            db: match self.database {
+                Some(_) => None,
+                None => Some(at(self.db_path())?),
+            },
             lock: lock
                 .file
                 .metadata()
@@ -327,11 +377,16 @@ impl StateDir {
     /// tries again.
     pub fn check_opened(&self, opened: &Opened) -> Result<(), StateDirError> {
         let checks = [
-            (self.root.clone(), opened.root, "the state directory"),
+            (self.root.clone(), Some(opened.root), "the state directory"),
             (self.db_path(), opened.db, "its database fleet.db"),
-            (self.lock_path(), opened.lock, "its daemon lock daemon.lock"),
+            (
+                self.lock_path(),
+                Some(opened.lock),
+                "its daemon lock daemon.lock",
+            ),
         ];
         for (path, was, name) in checks {
+            let Some(was) = was else { continue };
             let what = match std::fs::metadata(&path) {
                 Ok(m) if FileId::of(&m) == was => continue,
                 Ok(_) => format!("{name} was replaced by another file since this daemon opened it"),
@@ -391,7 +446,8 @@ impl FileId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Opened {
     root: FileId,
-    db: FileId,
+    /// `None` on PostgreSQL: no local database file.
+    db: Option<FileId>,
     lock: FileId,
 }
 

@@ -49,6 +49,7 @@ use postgres::error::SqlState;
 use postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
 
+pub use open::describe_url;
 pub(crate) use open::PgProbe;
 
 use crate::error::Result;
@@ -60,7 +61,7 @@ type Conn = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
 /// The PostgreSQL backend of one database. Cheap to clone; all clones share one pool.
 #[derive(Clone)]
 pub(crate) struct PgStore {
-    pool: r2d2::Pool<PostgresConnectionManager<NoTls>>,
+    pool: std::sync::Arc<PoolOwner>,
     /// The connection settings, for connections outside the pool (the change probe). Shared,
     /// so that a clone of the store stays as small as the SQLite backend's.
     config: std::sync::Arc<postgres::Config>,
@@ -70,7 +71,44 @@ impl PgStore {
     /// A connection from the pool. Errors: [`StoreError::Backend`] (not busy) when none frees
     /// up within the pool's connection timeout.
     fn conn(&self) -> Result<Conn> {
-        Ok(self.pool.get()?)
+        Ok(self
+            .pool
+            .pool
+            .as_ref()
+            .expect("the pool lives until drop")
+            .get()?)
+    }
+}
+
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+
+/// Owns the pool so that its connections are closed on a thread of their own. Closing a
+/// `postgres` client runs a small runtime of the driver's, which panics ("cannot start a
+/// runtime from within a runtime") on a thread that drives an async runtime — and the last
+/// clone of a store may well be dropped there (the daemon's, when it stops).
+pub(crate) struct PoolOwner {
+    pool: Option<Pool>,
+}
+
+impl PoolOwner {
+    /// Takes ownership of `pool`.
+    pub(crate) fn new(pool: Pool) -> PoolOwner {
+        PoolOwner { pool: Some(pool) }
+    }
+}
+
+impl Drop for PoolOwner {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            // Joined, so that the connections are closed (the server told) before the caller
+            // goes on; a thread that cannot start leaves them to the process's exit.
+            if let Ok(closer) = std::thread::Builder::new()
+                .name("fleet-pg-close".into())
+                .spawn(move || drop(pool))
+            {
+                let _ = closer.join();
+            }
+        }
     }
 }
 

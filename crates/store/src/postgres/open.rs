@@ -38,6 +38,24 @@ fn describe(config: &postgres::Config) -> String {
     )
 }
 
+/// Checks a `database` setting without connecting: a `postgresql://` (or `postgres://`) URL the
+/// driver can read. Returns the database it names for messages and logs (host, port, database,
+/// user; never the password).
+///
+/// Errors: a one-line reason, which never repeats the URL (it may hold a password).
+pub fn describe_url(url: &str) -> std::result::Result<String, String> {
+    if !(url.starts_with("postgresql://") || url.starts_with("postgres://")) {
+        return Err("expected a postgresql:// URL".into());
+    }
+    let config: postgres::Config = url
+        .parse()
+        .map_err(|e: postgres::Error| format!("not a PostgreSQL URL: {e}"))?;
+    if config.get_hosts().is_empty() {
+        return Err("the URL names no host (give one, or ?host=/socket/folder)".into());
+    }
+    Ok(describe(&config))
+}
+
 impl PgStore {
     /// Connects to the database `url` names (a `postgresql://` URL or `key=value` pairs), brings
     /// its schema up to date, and builds a pool whose statements wait at most `busy_timeout` for
@@ -84,7 +102,7 @@ impl PgStore {
             .build(manager)
             .map_err(|e| bad(target)(Box::new(e)))?;
         Ok(PgStore {
-            pool,
+            pool: std::sync::Arc::new(super::PoolOwner::new(pool)),
             config: std::sync::Arc::new(config),
         })
     }
@@ -96,7 +114,10 @@ impl PgStore {
     pub(crate) fn change_probe(&self) -> Result<PgProbe> {
         let mut conn = self.config.connect(NoTls)?;
         conn.batch_execute(&format!("LISTEN {CHANNEL}"))?;
-        Ok(PgProbe { conn, first: true })
+        Ok(PgProbe {
+            conn: Some(conn),
+            first: true,
+        })
     }
 }
 
@@ -104,7 +125,8 @@ impl PgStore {
 /// listens on the channel every committed change sends a notice on (a trigger per table, see
 /// `schema`), whoever committed it. A look reads the notices already arrived and never waits.
 pub(crate) struct PgProbe {
-    conn: Client,
+    /// `Some` until dropped (see the `Drop` impl).
+    conn: Option<Client>,
     first: bool,
 }
 
@@ -115,14 +137,33 @@ impl PgProbe {
     pub(crate) fn changed(&mut self) -> Result<bool> {
         // A notice is only read off the socket when the connection is used: a trivial
         // statement makes sure every notice sent before it is in the buffer.
-        self.conn.batch_execute("SELECT 1")?;
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("the probe's connection lives until drop");
+        conn.batch_execute("SELECT 1")?;
         let mut seen = false;
-        let mut pending = self.conn.notifications();
+        let mut pending = conn.notifications();
         let mut it = pending.iter();
         while it.next()?.is_some() {
             seen = true;
         }
         let first = std::mem::replace(&mut self.first, false);
         Ok(first || seen)
+    }
+}
+
+impl Drop for PgProbe {
+    /// Closes the connection on a thread of its own: closing a `postgres` client panics on a
+    /// thread that drives an async runtime (see `PoolOwner`).
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            if let Ok(closer) = std::thread::Builder::new()
+                .name("fleet-pg-close".into())
+                .spawn(move || drop(conn))
+            {
+                let _ = closer.join();
+            }
+        }
     }
 }

@@ -69,7 +69,8 @@ impl PgStore {
                     &policy.ended_before,
                     &by_count,
                     &keep.finished_after,
-                    &((limit - out.len()) as i64),
+                    // `usize::MAX` (no limit) must not wrap to a negative LIMIT.
+                    &i64::try_from(limit - out.len()).unwrap_or(i64::MAX),
                 ],
             )?;
             for r in rows {

@@ -12,7 +12,7 @@ use toml::de::{DeTable, DeValue};
 use super::check;
 use super::model::DEFAULT_STATE_DIR;
 use super::paths::{resolve_against, resolve_dir};
-use super::{Config, ConfigError, ConfigErrors};
+use super::{Config, ConfigError, ConfigErrors, DatabaseUrl};
 
 impl Config {
     /// Reads and parses the file at `path`.
@@ -73,6 +73,28 @@ impl Config {
                 DeValue::String(s) if !s.is_empty() && !s.contains('\0') => {
                     Some(resolve_against(&dir, s))
                 }
+                _ => None,
+            },
+        }
+    }
+
+    /// The `database` a config file names, found even when the rest of the file is invalid (as
+    /// [`Config::state_dir_of`], so that read-only commands keep reading the right database).
+    /// `Some(None)`: no `database` key (or no file to read): SQLite in the state directory.
+    /// `None`: the file names a database that cannot be made out (a bad URL, or a file that does
+    /// not parse as TOML and has a `database` line) — never guessed to be SQLite.
+    pub fn database_of(path: &Path) -> Option<Option<DatabaseUrl>> {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return Some(None);
+        };
+        let Ok(root) = DeTable::parse(&text) else {
+            let names_one = text.lines().any(|l| l.trim_start().starts_with("database"));
+            return if names_one { None } else { Some(None) };
+        };
+        match root.get_ref().get("database") {
+            None => Some(None),
+            Some(v) => match v.get_ref() {
+                DeValue::String(s) => DatabaseUrl::parse(s).ok().map(Some),
                 _ => None,
             },
         }

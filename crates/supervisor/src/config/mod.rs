@@ -16,6 +16,8 @@
 //! * `check`: the validation itself, one small function per key.
 //! * `paths`: resolving the relative paths the file names against its folder (used by both
 //!   `load` and `check`, so that `load` → `check` → `paths` has no cycle).
+//! * `database`: the `database` key ([`DatabaseUrl`]: a PostgreSQL URL that never prints its
+//!   password).
 //! * `retention`: [`Retention`], how much history and log a project keeps.
 //! * `error`: [`ConfigError`] and [`ConfigErrors`], and how they display.
 //!
@@ -23,6 +25,7 @@
 
 mod check;
 mod cron;
+mod database;
 mod error;
 mod load;
 mod model;
@@ -33,6 +36,7 @@ mod retention;
 mod tests;
 
 pub use cron::{parse_schedule, MACROS};
+pub use database::DatabaseUrl;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{
     valid_name, Config, HttpListen, LogFormat, NamespaceConfig, Overlap, ProjectConfig,

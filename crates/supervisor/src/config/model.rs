@@ -33,6 +33,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("tick", "1s"),
     ("http_listen", UNSET),
     ("log_format", "text"),
+    ("database", UNSET),
     ("namespaces.<name>.max_concurrency", REQUIRED),
     ("namespaces.<name>.weight", "1"),
     ("projects.<name>.command", REQUIRED),
@@ -93,6 +94,9 @@ pub struct Config {
     pub projects: BTreeMap<String, ProjectConfig>,
     /// How the daemon writes its log lines (`fleet daemon --log-format` overrides it).
     pub log_format: LogFormat,
+    /// The `database` key: a PostgreSQL database for the queue and the history; `None`: SQLite
+    /// in the state directory.
+    pub database: Option<super::DatabaseUrl>,
     /// The names of the projects that have a `schedule`, in name order: derived from
     /// `projects` at load, so that an EVAL (every tick) does not walk every project to find
     /// the few scheduled ones.

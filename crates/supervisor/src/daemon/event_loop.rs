@@ -135,17 +135,22 @@ async fn still_opened(daemon: &Daemon, opened: &Opened) -> Result<(), StateDirEr
     let epoch = tokio::task::spawn_blocking(move || store.epoch())
         .await
         .expect("reading the epoch panicked");
+    // SQLite's file by name (as ever), or the PostgreSQL database (no password).
+    let db = match daemon.state.database() {
+        Some(url) => url.target().to_string(),
+        None => "fleet.db".to_string(),
+    };
     match epoch {
         Ok(now) if now != daemon.epoch => Err(StateDirError::Replaced {
             path: daemon.state.root().to_path_buf(),
             what: if now < daemon.epoch {
                 format!(
-                    "its database fleet.db holds epoch {now}, older than this daemon's epoch {}: it was replaced by an older copy (a restored backup?)",
+                    "its database {db} holds epoch {now}, older than this daemon's epoch {}: it was replaced by an older copy (a restored backup?)",
                     daemon.epoch
                 )
             } else {
                 format!(
-                    "its database fleet.db holds epoch {now}, newer than this daemon's epoch {}: another daemon took it over",
+                    "its database {db} holds epoch {now}, newer than this daemon's epoch {}: another daemon took it over",
                     daemon.epoch
                 )
             },

@@ -26,6 +26,7 @@
 
 mod cancel;
 mod config_file;
+mod connect;
 mod eval;
 mod event_loop;
 mod events;
@@ -111,7 +112,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         what: "FAILPOINTS".into(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
     })?;
-    let state = StateDir::new(&config.state_dir);
+    let state = StateDir::of(&config);
     let _lock = state.lock_daemon()?;
     // A socket file here now is a dead daemon's (the lock is ours): gone at once, so that until
     // this daemon has taken over and bound its own, nobody takes that file for a daemon in
@@ -120,12 +121,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // Counted from the start: a takeover that lasts (a database that stays busy) counts
     // against the first turn.
     let health = Arc::new(Health::new(config.tick, now_ms()));
-    let store = {
-        let state = state.clone();
-        tokio::task::spawn_blocking(move || state.open_store())
-            .await
-            .expect("open_store panicked")?
-    };
+    let store = connect::open_store(&state).await?;
     let epoch = {
         let store = store.clone();
         let caps = caps_json(&config);
@@ -143,7 +139,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         .await
         .expect("take_over panicked")?
     };
-    tracing::info!(epoch, state_dir = %state.root().display(), "took over the state directory");
+    tracing::info!(epoch, state_dir = %state.root().display(), store = %state.store_location(), "took over the state directory");
     // A database made before incremental vacuum gives its pages back only after one VACUUM.
     // Here, before recovery and the first claim, its pause (the write lock, about a second
     // per 100 MB, once in the database's life) delays nothing.

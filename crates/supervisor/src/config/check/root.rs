@@ -12,7 +12,7 @@ use toml::de::DeTable;
 use super::{Checker, Value};
 use crate::config::model::{DEFAULT_MAX_CONCURRENCY, DEFAULT_STATE_DIR, DEFAULT_TICK};
 use crate::config::paths::{resolve_against, resolve_dir};
-use crate::config::{Config, HttpListen, LogFormat, MIN_TICK};
+use crate::config::{Config, DatabaseUrl, HttpListen, LogFormat, MIN_TICK};
 
 impl Checker<'_> {
     /// The whole configuration from the parsed `root` table of the file at `path`. Always
@@ -39,6 +39,7 @@ impl Checker<'_> {
         let log_format = self
             .optional(root, "", "log_format", Self::log_format)
             .unwrap_or_default();
+        let database = self.optional(root, "", "database", Self::database);
         let (namespaces, declared) = self.namespaces(root);
         let projects = self.projects(root, &dir, &declared, &retention);
 
@@ -55,6 +56,7 @@ impl Checker<'_> {
             tick,
             http_listen,
             log_format,
+            database,
             namespaces,
             projects,
             scheduled,
@@ -70,6 +72,19 @@ impl Checker<'_> {
             return None;
         }
         Some(resolve_against(dir, s))
+    }
+
+    /// `database`: a `postgresql://` URL (checked here, connected to only when used). The
+    /// message never repeats the URL: it may hold a password.
+    fn database(&mut self, v: &Value<'_>, key: &str) -> Option<DatabaseUrl> {
+        let s = self.expect_nul_free(v, key)?;
+        match DatabaseUrl::parse(s) {
+            Ok(url) => Some(url),
+            Err(why) => {
+                self.error(v.span(), key, why);
+                None
+            }
+        }
     }
 
     /// `http_listen`: `IP:PORT`, or a unix socket path (anything with a `/`), resolved against

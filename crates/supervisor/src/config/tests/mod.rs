@@ -27,6 +27,7 @@ keep_for = "7d"
 max_log_size = "1MiB"
 http_listen = "127.0.0.1:9464"
 log_format = "json"
+database = "postgresql://fleet:secret@db.example:5432/fleet"
 
 [namespaces.ops]
 max_concurrency = 2

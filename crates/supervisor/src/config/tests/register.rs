@@ -80,6 +80,7 @@ fn every_registered_key_is_accepted() {
             "tick",
             "http_listen",
             "log_format",
+            "database",
             "namespaces",
             "projects",
             "keep_runs",

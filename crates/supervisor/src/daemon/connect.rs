@@ -1,0 +1,44 @@
+//! Opening the store at daemon start. A PostgreSQL server that cannot be reached yet (it is
+//! still starting, the network is not up, it is being restarted) is waited for: the daemon logs
+//! each failed try and tries again with a growing pause, and claims nothing meanwhile. It holds
+//! the state directory's lock while it waits, so no second daemon starts here in its place.
+//! Anything else (a schema newer than this fleet, an unusable state directory) ends the start.
+
+use std::time::Duration;
+
+use store::{Store, StoreError};
+
+use crate::statedir::{StateDir, StateDirError};
+
+/// The first pause after a failed connection; it doubles up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+
+/// The longest pause between two tries.
+const MAX_PAUSE: Duration = Duration::from_secs(30);
+
+/// Opens `state`'s store, retrying for as long as it takes while the database cannot be
+/// reached (never for SQLite, whose file is local: its errors are returned at once).
+///
+/// Errors: whatever [`StateDir::open_store`] returns, except an unreachable database.
+pub(super) async fn open_store(state: &StateDir) -> Result<Store, StateDirError> {
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let attempt = state.clone();
+        let opened = tokio::task::spawn_blocking(move || attempt.open_store())
+            .await
+            .expect("open_store panicked");
+        match opened {
+            Err(StateDirError::Store(e @ StoreError::Connect { .. })) => {
+                // The error names host, database and user, never the password.
+                tracing::warn!(
+                    error = %e,
+                    retry_in_secs = pause.as_secs(),
+                    "the database cannot be reached; the daemon claims nothing until it can"
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+            other => return other,
+        }
+    }
+}
