@@ -22,6 +22,7 @@ mod browser;
 mod cdp;
 mod client;
 mod health;
+mod limits;
 mod metrics;
 
 use std::path::Path;

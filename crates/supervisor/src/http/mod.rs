@@ -19,6 +19,7 @@ mod api;
 mod assets;
 pub mod metrics;
 mod page;
+mod serve;
 
 use std::io;
 use std::path::PathBuf;
@@ -156,12 +157,9 @@ pub async fn bind(listen: &HttpListen) -> io::Result<Bound> {
 pub fn serve(bound: Bound, observed: Arc<Observed>) -> JoinHandle<()> {
     let app = router(observed);
     tokio::spawn(async move {
-        let served = match bound {
-            Bound::Tcp(l) => axum::serve(l, app).await,
-            Bound::Unix(l) => axum::serve(l, app).await,
-        };
-        if let Err(e) = served {
-            tracing::error!(error = %e, "the HTTP listener stopped");
+        match bound {
+            Bound::Tcp(l) => serve::run(l, app).await,
+            Bound::Unix(l) => serve::run(l, app).await,
         }
     })
 }
