@@ -7,6 +7,8 @@
 //! - `api`: the JSON under `/api/` is what the commands print; logs by run id only; no
 //!   endpoint changes anything; a unix socket works; an address that cannot be bound stops the
 //!   daemon at start, naming it;
+//! - `limits`: connections over the cap cost no descriptor, unfinished headers are timed out;
+//! - `socket`: a unix socket path never replaces a socket in use or a plain file;
 //! - `alerts`: the alert rules in docs/OPERATIONS.md name only metrics `/metrics` serves;
 //! - `browser`: the dashboard in headless Chromium follows a run from the queue to its end and
 //!   its log, without a reload.
@@ -24,6 +26,7 @@ mod client;
 mod health;
 mod limits;
 mod metrics;
+mod socket;
 
 use std::path::Path;
 
