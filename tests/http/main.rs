@@ -9,6 +9,7 @@
 //!   daemon at start, naming it;
 //! - `limits`: connections over the cap cost no descriptor, unfinished headers are timed out;
 //! - `socket`: a unix socket path never replaces a socket in use or a plain file;
+//! - `host`: a foreign Host header is refused (DNS rebinding);
 //! - `alerts`: the alert rules in docs/OPERATIONS.md name only metrics `/metrics` serves;
 //! - `browser`: the dashboard in headless Chromium follows a run from the queue to its end and
 //!   its log, without a reload.
@@ -24,6 +25,7 @@ mod browser;
 mod cdp;
 mod client;
 mod health;
+mod host;
 mod limits;
 mod metrics;
 mod socket;

@@ -17,6 +17,7 @@
 
 mod api;
 mod assets;
+mod host;
 pub mod metrics;
 mod page;
 mod serve;
@@ -183,7 +184,14 @@ pub fn remove_socket(listen: &HttpListen) {
 
 /// Serves `bound` until the returned task is aborted (the daemon stops).
 pub fn serve(bound: Bound, observed: Arc<Observed>) -> JoinHandle<()> {
-    let app = router(observed);
+    let local = match &bound {
+        Bound::Tcp(l) => l.local_addr().is_ok_and(|a| a.ip().is_loopback()),
+        Bound::Unix(_) => true,
+    };
+    let mut app = router(observed);
+    if local {
+        app = app.layer(axum::middleware::from_fn(host::loopback_only));
+    }
     tokio::spawn(async move {
         match bound {
             Bound::Tcp(l) => serve::run(l, app).await,
