@@ -10,6 +10,7 @@
 //! - `limits`: connections over the cap cost no descriptor, unfinished headers are timed out;
 //! - `socket`: a unix socket path never replaces a socket in use or a plain file;
 //! - `host`: a foreign Host header is refused (DNS rebinding);
+//! - `utf8`: log chunks start and end on character boundaries;
 //! - `alerts`: the alert rules in docs/OPERATIONS.md name only metrics `/metrics` serves;
 //! - `browser`: the dashboard in headless Chromium follows a run from the queue to its end and
 //!   its log, without a reload.
@@ -29,6 +30,7 @@ mod host;
 mod limits;
 mod metrics;
 mod socket;
+mod utf8;
 
 use std::path::Path;
 
