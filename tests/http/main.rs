@@ -11,6 +11,7 @@
 //! - `socket`: a unix socket path never replaces a socket in use or a plain file;
 //! - `host`: a foreign Host header is refused (DNS rebinding);
 //! - `utf8`: log chunks start and end on character boundaries;
+//! - `unknown`: `/api/runs` for an unknown project or namespace is 404;
 //! - `alerts`: the alert rules in docs/OPERATIONS.md name only metrics `/metrics` serves;
 //! - `browser`: the dashboard in headless Chromium follows a run from the queue to its end and
 //!   its log, without a reload.
@@ -30,6 +31,7 @@ mod host;
 mod limits;
 mod metrics;
 mod socket;
+mod unknown;
 mod utf8;
 
 use std::path::Path;

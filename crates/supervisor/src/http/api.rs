@@ -157,15 +157,46 @@ pub(super) async fn runs(State(o): State<Arc<Observed>>, Query(q): Query<RunsQue
                 .into_response()
         }
     };
+    let config = o.config();
+    // Same rule as `fleet runs`: a name is known if the config in force has it or a run has
+    // it, so a misspelling answers 404 instead of an empty list.
+    let project = q
+        .project
+        .clone()
+        .filter(|p| !config.projects.contains_key(p));
+    let namespace = q.namespace.as_ref().filter(|n| {
+        n.as_str() != crate::config::DEFAULT_NAMESPACE && !config.namespaces.contains_key(*n)
+    });
+    let unknown = [("project", project), ("namespace", namespace.cloned())];
     let filter = RunFilter {
-        project: q.project,
-        namespace: q.namespace,
+        project: q.project.clone(),
+        namespace: q.namespace.clone(),
         status,
         limit: Some(q.limit.unwrap_or(100).min(MAX_LIMIT)),
         ..RunFilter::default()
     };
-    match o.read(move |o| o.store.list_runs(&filter)).await {
-        Ok(Ok(runs)) => Json(Value::Array(runs.iter().map(run_json).collect())).into_response(),
+    let read = o
+        .read(move |o| -> Result<_, StoreError> {
+            for (what, name) in unknown {
+                let Some(name) = name else { continue };
+                let any = RunFilter {
+                    project: (what == "project").then(|| name.clone()),
+                    namespace: (what == "namespace").then(|| name.clone()),
+                    limit: Some(1),
+                    ..RunFilter::default()
+                };
+                if o.store.list_runs(&any)?.is_empty() {
+                    return Ok(Err(format!(
+                        "unknown {what} {name:?} (not in the config in force and no runs)"
+                    )));
+                }
+            }
+            o.store.list_runs(&filter).map(Ok)
+        })
+        .await;
+    match read {
+        Ok(Ok(Err(why))) => (StatusCode::NOT_FOUND, Json(json!({ "error": why }))).into_response(),
+        Ok(Ok(Ok(runs))) => Json(Value::Array(runs.iter().map(run_json).collect())).into_response(),
         Ok(Err(e)) => unavailable(&e),
         Err(e) => unavailable(&e),
     }
