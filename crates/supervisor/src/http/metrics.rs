@@ -158,7 +158,14 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
     let last_success = Family::<ProjectLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
     let last_failure = Family::<ProjectLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
     let mut failure_at: BTreeMap<&str, Millis> = BTreeMap::new();
-    for t in &snap.ended {
+    // The database keeps the totals of projects since removed or renamed; exposing them would
+    // keep a per-project alert (no success in 24h) firing forever, so only the projects of the
+    // config in force are shown, and a reload that removes one drops its series.
+    for t in snap
+        .ended
+        .iter()
+        .filter(|t| config.projects.contains_key(&t.project))
+    {
         ended
             .get_or_create(&ProjectStatus {
                 project: t.project.clone(),
@@ -362,6 +369,13 @@ mod tests {
                     count: 1,
                     last_finished_at: Some(1_700),
                 },
+                // A project no longer in the config: none of its series is exposed.
+                EndedTotal {
+                    project: "gone".into(),
+                    status: RunStatus::Succeeded,
+                    count: 1,
+                    last_finished_at: Some(1_600),
+                },
             ],
             queued: vec![QueueSummary {
                 namespace: "ops".into(),
@@ -371,6 +385,7 @@ mod tests {
             active: vec![],
         };
         let text = render(&o, &config, &snap, 3_000);
+        assert!(!text.contains("\"gone\""), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
         let mut kind = std::collections::BTreeMap::new();
         for line in text.lines() {
