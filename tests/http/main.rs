@@ -30,6 +30,7 @@ mod health;
 mod host;
 mod limits;
 mod metrics;
+mod ready;
 mod removed;
 mod socket;
 mod unknown;

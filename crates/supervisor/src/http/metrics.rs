@@ -212,10 +212,12 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
     );
 
     // Every namespace the config declares or a run counts against, so that an empty one reads 0.
-    let mut namespaces: BTreeMap<String, (i64, i64, Option<Millis>)> = config
+    // (active, queued, oldest queued at, oldest ready since)
+    type NsRow = (i64, i64, Option<Millis>, Option<Millis>);
+    let mut namespaces: BTreeMap<String, NsRow> = config
         .namespaces
         .keys()
-        .map(|n| (n.clone(), (0, 0, None)))
+        .map(|n| (n.clone(), (0, 0, None, None)))
         .collect();
     namespaces
         .entry(crate::config::DEFAULT_NAMESPACE.to_string())
@@ -227,12 +229,14 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
         let e = namespaces.entry(q.namespace.clone()).or_default();
         e.1 = i64::try_from(q.queued).unwrap_or(i64::MAX);
         e.2 = Some(q.oldest_enqueued_at);
+        e.3 = q.oldest_ready_at;
     }
     let ns_active = Family::<NamespaceLabel, Gauge>::default();
     let ns_cap = Family::<NamespaceLabel, Gauge>::default();
     let ns_queued = Family::<NamespaceLabel, Gauge>::default();
     let ns_oldest = Family::<NamespaceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-    for (name, (active, queued, oldest)) in &namespaces {
+    let ns_ready = Family::<NamespaceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    for (name, (active, queued, oldest, ready)) in &namespaces {
         let l = NamespaceLabel {
             namespace: name.clone(),
         };
@@ -241,6 +245,9 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
         ns_oldest
             .get_or_create(&l)
             .set(oldest.map_or(0.0, |at| secs((now - at).max(0))));
+        ns_ready
+            .get_or_create(&l)
+            .set(ready.map_or(0.0, |at| secs((now - at).max(0))));
         if let Some(ns) = config.namespaces.get(name) {
             ns_cap
                 .get_or_create(&l)
@@ -264,9 +271,17 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
     );
     reg.register_with_unit(
         "namespace_oldest_queued_age",
-        "Age of the namespace's oldest queued run; 0 when none is queued",
+        "Age of the namespace's oldest queued run (delayed retries included); 0 when none is queued",
         Unit::Seconds,
         ns_oldest,
+    );
+    // What a stale-queue alert wants: a delayed retry waiting out its backoff is not stuck, so
+    // only runs ready to start count, and from when they became ready.
+    reg.register_with_unit(
+        "namespace_oldest_ready_age",
+        "How long the namespace's oldest ready queued run (not_before reached) has been ready; 0 when none is ready",
+        Unit::Seconds,
+        ns_ready,
     );
     let gauge = |v: i64| {
         let g: Gauge = Gauge::default();
@@ -381,6 +396,7 @@ mod tests {
                 namespace: "ops".into(),
                 queued: 4,
                 oldest_enqueued_at: 1_000,
+                oldest_ready_at: Some(2_500),
             }],
             active: vec![],
         };
@@ -414,6 +430,7 @@ mod tests {
             "fleet_project_last_failure_timestamp_seconds{project=\"p\"} 1.7",
             "fleet_namespace_queued_runs{namespace=\"ops\"} 4",
             "fleet_namespace_oldest_queued_age_seconds{namespace=\"ops\"} 2.0",
+            "fleet_namespace_oldest_ready_age_seconds{namespace=\"ops\"} 0.5",
             "fleet_namespace_max_concurrency{namespace=\"ops\"} 2",
             "fleet_daemon_epoch 7",
             "fleet_daemon_healthy 1",
