@@ -6,8 +6,9 @@
 //! A crash in between leaves a row whose folder is gone — an ended run without its log, which
 //! `fleet check` accepts (it needs folders of active runs only) and which the next prune
 //! forgets. The other order could leave a folder no row explains. Runs that are queued or
-//! active, whose lock a shim holds, that ended in the last [`GRACE`], or that are the newest
-//! ended run of their project are never touched.
+//! active, whose lock a shim holds, that ended in the last [`GRACE`], that a queued or active
+//! run refers to (hook, retry, rerun), or that are the newest started run of their project are
+//! never touched.
 //!
 //! Deleting rows of ended runs is safe while a daemon runs: nothing in a daemon's memory refers
 //! to an ended run, and rows go in short write transactions (at most [`FORGET_CHUNK`] runs),
