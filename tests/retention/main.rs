@@ -8,9 +8,11 @@
 //! - `history`: `keep_runs` under a schedule and hundreds of runs (rows, folders and the
 //!   database stay bounded), a crash inside pruning, `keep_for` on an injected clock, and
 //!   `fleet prune --dry-run`.
+//! - `race`: `fleet prune` racing the daemon's prune step over one backlog.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod history;
 mod log_bound;
+mod race;
