@@ -210,6 +210,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         exited: Vec::new(),
         events: events.clone(),
         backoff: None,
+        spawn_hold: None,
         next_due: None,
         fenced: None,
         sweep_removed: true,
