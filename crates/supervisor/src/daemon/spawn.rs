@@ -56,6 +56,7 @@ impl Daemon {
             return;
         };
         let mut args = shim_args(self.state.root(), &run, project);
+        args.log = self.shim_log;
         args.env.extend(super::hook_env::failed_run_env(
             self.state.root(),
             &run,
@@ -304,6 +305,7 @@ fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
         kill_grace: project.kill_grace,
         cwd: project.cwd.clone(),
         max_log_size: Some(project.retention.max_log_size),
+        log: Default::default(),
         // The run's own arguments follow the project's command as argv items: no shell ever
         // reads them.
         argv: project
