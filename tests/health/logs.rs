@@ -184,3 +184,24 @@ fn lines_for_the_journal_carry_a_priority_and_no_timestamp() {
         "stderr is not the journal: {other:#?}"
     );
 }
+
+/// The log shape is chosen at start: a reload that changes `log_format` says it needs a restart
+/// (the lines stay text), instead of silently applying nothing.
+#[test]
+fn a_reload_changing_log_format_warns() {
+    let f = Fleet::new(PROJECT);
+    let mut child = daemon(&f, "text.log", &[], &[]);
+    let id = f.enqueue("bad");
+    f.wait_terminal(id);
+    f.replace_config(&format!("log_format = \"json\"\n{PROJECT}"));
+    send_signal(child.id() as i32, Signal::HUP).unwrap();
+    let log = f.file("text.log");
+    f.wait_until(DEADLINE, "the warning about log_format", || {
+        std::fs::read_to_string(&log)
+            .is_ok_and(|t| t.contains("log_format: changing it needs a daemon restart"))
+    });
+    send_signal(child.id() as i32, Signal::TERM).unwrap();
+    assert!(child.wait().unwrap().success());
+    let text = lines(&log);
+    assert!(text.iter().all(|l| !l.starts_with('{')), "{text:#?}");
+}
