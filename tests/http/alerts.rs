@@ -144,6 +144,11 @@ fn the_alert_rules_in_the_docs_name_served_metrics_and_labels() {
             .or_default()
             .extend(x.labels.keys().cloned());
     }
+    // Prometheus adds the scrape target's `job` and `instance` to every series it stores: a
+    // rule may (and, with several daemons scraped, must) match on them.
+    for labels in served.values_mut() {
+        labels.extend(["job".to_string(), "instance".to_string()]);
+    }
 
     for rule in &rules {
         let metrics = names(&rule.expr, "fleet_");

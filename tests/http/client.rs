@@ -38,7 +38,7 @@ impl Answer {
 /// Sends `request` (a full request head) on `stream` and reads the answer: its body is
 /// `Content-Length` bytes when the header is there (some servers keep the connection open
 /// regardless), else everything to the end of the stream.
-fn exchange(mut stream: impl Read + Write, request: &str) -> Answer {
+pub fn exchange(mut stream: impl Read + Write, request: &str) -> Answer {
     stream.write_all(request.as_bytes()).unwrap();
     let mut raw = Vec::new();
     let mut buf = [0u8; 8192];

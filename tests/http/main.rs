@@ -7,6 +7,11 @@
 //! - `api`: the JSON under `/api/` is what the commands print; logs by run id only; no
 //!   endpoint changes anything; a unix socket works; an address that cannot be bound stops the
 //!   daemon at start, naming it;
+//! - `limits`: connections over the cap cost no descriptor, unfinished headers are timed out;
+//! - `socket`: a unix socket path never replaces a socket in use or a plain file;
+//! - `host`: a foreign Host header is refused (DNS rebinding);
+//! - `utf8`: log chunks start and end on character boundaries;
+//! - `unknown`: `/api/runs` for an unknown project or namespace is 404;
 //! - `alerts`: the alert rules in docs/OPERATIONS.md name only metrics `/metrics` serves;
 //! - `browser`: the dashboard in headless Chromium follows a run from the queue to its end and
 //!   its log, without a reload.
@@ -22,7 +27,12 @@ mod browser;
 mod cdp;
 mod client;
 mod health;
+mod host;
+mod limits;
 mod metrics;
+mod socket;
+mod unknown;
+mod utf8;
 
 use std::path::Path;
 

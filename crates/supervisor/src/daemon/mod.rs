@@ -195,7 +195,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
                 }
             })?;
             tracing::info!(address = %bound.address(), "serving HTTP (/metrics, /healthz, /api/, /)");
-            Some(crate::http::serve(bound, observed.clone()))
+            Some((crate::http::serve(bound, observed.clone()), listen.clone()))
         }
         None => None,
     };
@@ -239,9 +239,11 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     let ended = event_loop::run(&mut daemon, inbox, reload_due, &opened).await;
     signals.abort();
     control.abort();
-    if let Some(http) = http {
-        http.abort();
-    }
+    // The address bound at start (a reload may have changed the key, never the listener).
+    let http_socket = http.map(|(task, listen)| {
+        task.abort();
+        listen
+    });
     if let Err(err) = ended {
         // The socket path, if anything is there now, belongs to another state directory.
         return Err(DaemonError::StateDir(err));
@@ -251,5 +253,8 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         return Err(DaemonError::Store(err));
     }
     let _ = std::fs::remove_file(daemon.state.socket_path());
+    if let Some(listen) = &http_socket {
+        crate::http::remove_socket(listen);
+    }
     Ok(())
 }

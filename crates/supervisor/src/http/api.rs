@@ -157,15 +157,46 @@ pub(super) async fn runs(State(o): State<Arc<Observed>>, Query(q): Query<RunsQue
                 .into_response()
         }
     };
+    let config = o.config();
+    // Same rule as `fleet runs`: a name is known if the config in force has it or a run has
+    // it, so a misspelling answers 404 instead of an empty list.
+    let project = q
+        .project
+        .clone()
+        .filter(|p| !config.projects.contains_key(p));
+    let namespace = q.namespace.as_ref().filter(|n| {
+        n.as_str() != crate::config::DEFAULT_NAMESPACE && !config.namespaces.contains_key(*n)
+    });
+    let unknown = [("project", project), ("namespace", namespace.cloned())];
     let filter = RunFilter {
-        project: q.project,
-        namespace: q.namespace,
+        project: q.project.clone(),
+        namespace: q.namespace.clone(),
         status,
         limit: Some(q.limit.unwrap_or(100).min(MAX_LIMIT)),
         ..RunFilter::default()
     };
-    match o.read(move |o| o.store.list_runs(&filter)).await {
-        Ok(Ok(runs)) => Json(Value::Array(runs.iter().map(run_json).collect())).into_response(),
+    let read = o
+        .read(move |o| -> Result<_, StoreError> {
+            for (what, name) in unknown {
+                let Some(name) = name else { continue };
+                let any = RunFilter {
+                    project: (what == "project").then(|| name.clone()),
+                    namespace: (what == "namespace").then(|| name.clone()),
+                    limit: Some(1),
+                    ..RunFilter::default()
+                };
+                if o.store.list_runs(&any)?.is_empty() {
+                    return Ok(Err(format!(
+                        "unknown {what} {name:?} (not in the config in force and no runs)"
+                    )));
+                }
+            }
+            o.store.list_runs(&filter).map(Ok)
+        })
+        .await;
+    match read {
+        Ok(Ok(Err(why))) => (StatusCode::NOT_FOUND, Json(json!({ "error": why }))).into_response(),
+        Ok(Ok(Ok(runs))) => Json(Value::Array(runs.iter().map(run_json).collect())).into_response(),
         Ok(Err(e)) => unavailable(&e),
         Err(e) => unavailable(&e),
     }
@@ -198,17 +229,18 @@ pub(super) struct LogQuery {
     offset: Option<u64>,
 }
 
-/// Up to [`LOG_CHUNK`] bytes of run `id`'s log from byte `offset`, and the log's size then.
-/// A log not written yet reads as empty.
+/// Up to [`LOG_CHUNK`] bytes of run `id`'s log from byte `offset` cut to character boundaries
+/// (see [`utf8_cut`]), the byte offset they start at, and the log's size then. A log not
+/// written yet reads as empty.
 pub(super) fn read_log(
     state_dir: &std::path::Path,
     id: RunId,
     offset: u64,
-) -> std::io::Result<(Vec<u8>, u64)> {
+) -> std::io::Result<(Vec<u8>, u64, u64)> {
     let path = RunDir::new(state_dir, id).log_path();
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0, 0)),
         Err(e) => return Err(e),
     };
     let size = file.metadata()?.len();
@@ -216,7 +248,47 @@ pub(super) fn read_log(
     file.seek(SeekFrom::Start(from))?;
     let mut buf = Vec::new();
     file.take(LOG_CHUNK).read_to_end(&mut buf)?;
-    Ok((buf, size))
+    let start = utf8_cut(&mut buf);
+    Ok((buf, from + start as u64, size))
+}
+
+/// Cuts `buf` (log bytes read from some offset) to UTF-8 character boundaries, so that each
+/// chunk decodes on its own: drops up to 3 leading continuation bytes (an offset inside a
+/// character) and a trailing incomplete character (cut by the chunk's size, or not fully
+/// written yet), unless nothing else is left. Returns how many bytes were dropped at the
+/// start. Bytes that are not UTF-8 at all are left as they are.
+fn utf8_cut(buf: &mut Vec<u8>) -> usize {
+    let skip = buf
+        .iter()
+        .take(3)
+        .take_while(|b| (**b & 0xC0) == 0x80)
+        .count();
+    if skip > 0 && skip < buf.len() {
+        buf.drain(..skip);
+    } else if skip > 0 {
+        return 0;
+    }
+    // Only the last 4 bytes can hold an incomplete character.
+    let tail_from = buf.len().saturating_sub(4);
+    let tail = &buf[tail_from..];
+    for lead in (0..tail.len()).rev() {
+        let b = tail[lead];
+        if b & 0xC0 == 0x80 {
+            continue;
+        }
+        let need = match b {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        };
+        let at = tail_from + lead;
+        if need > buf.len() - at && at > 0 {
+            buf.truncate(at);
+        }
+        break;
+    }
+    skip
 }
 
 /// `GET /api/runs/{id}/log?offset=N`: the run's log (stdout and stderr) from byte N, at most
@@ -232,8 +304,8 @@ pub(super) async fn log(
     }
     let offset = q.offset.unwrap_or(0);
     match o.read(move |o| read_log(&o.state_dir, id, offset)).await {
-        Ok(Ok((bytes, size))) => {
-            let next = offset.min(size) + bytes.len() as u64;
+        Ok(Ok((bytes, start, size))) => {
+            let next = start + bytes.len() as u64;
             (
                 [
                     (
@@ -259,5 +331,34 @@ pub(super) async fn log(
         )
             .into_response(),
         Err(e) => unavailable(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utf8_cut;
+
+    #[test]
+    fn chunks_are_cut_on_character_boundaries() {
+        let text = "aé€😀b".as_bytes().to_vec();
+        // Every start and end offset: what is kept decodes, and is the text between boundaries.
+        for from in 0..text.len() {
+            for to in from + 1..=text.len() {
+                let mut buf = text[from..to].to_vec();
+                let skipped = utf8_cut(&mut buf);
+                if std::str::from_utf8(&text[from..to]).is_ok() {
+                    assert_eq!(skipped, 0);
+                    assert_eq!(buf, &text[from..to]);
+                }
+                if buf.len() > 3 || std::str::from_utf8(&buf).is_ok() {
+                    let kept = &text[from + skipped..from + skipped + buf.len()];
+                    assert_eq!(buf, kept);
+                }
+                // Only a piece of one character, alone, is left as it is.
+                if buf.len() > 3 {
+                    assert!(std::str::from_utf8(&buf).is_ok(), "{from}..{to}: {buf:?}");
+                }
+            }
+        }
     }
 }

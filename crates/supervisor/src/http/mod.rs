@@ -17,8 +17,10 @@
 
 mod api;
 mod assets;
+mod host;
 pub mod metrics;
 mod page;
+mod serve;
 
 use std::io;
 use std::path::PathBuf;
@@ -131,20 +133,18 @@ impl Bound {
     }
 }
 
-/// Binds `listen`. A unix socket path is replaced if a file is there (the caller holds the
-/// daemon lock, so a socket left there belongs to a daemon that is gone) and made mode 0600.
+/// Binds `listen`. At a unix socket path, whatever is there already is left alone unless it is
+/// a socket nobody answers on (left by a program that is gone), which is replaced; the new
+/// socket is made mode 0600.
 ///
-/// Errors: the address cannot be bound (in use, not local, no permission), or the socket's
-/// mode cannot be set.
+/// Errors: the address cannot be bound (in use — for a socket path, a socket something answers
+/// on, or a file that is not a socket —, not local, no permission), or the socket's mode cannot
+/// be set.
 pub async fn bind(listen: &HttpListen) -> io::Result<Bound> {
     match listen {
         HttpListen::Tcp(addr) => Ok(Bound::Tcp(tokio::net::TcpListener::bind(addr).await?)),
         HttpListen::Unix(path) => {
-            if std::fs::symlink_metadata(path)
-                .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-            {
-                let _ = std::fs::remove_file(path);
-            }
+            clear_stale_socket(path)?;
             let listener = tokio::net::UnixListener::bind(path)?;
             std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
             Ok(Bound::Unix(listener))
@@ -152,16 +152,50 @@ pub async fn bind(listen: &HttpListen) -> io::Result<Bound> {
     }
 }
 
+/// Removes a socket at `path` that nothing answers on. Errors (`AddrInUse`): something answers
+/// on it (another program's socket, which removing would silently take over), or the file is
+/// not a socket.
+fn clear_stale_socket(path: &std::path::Path) -> io::Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if !std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()) {
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            "a file that is not a socket is there",
+        ));
+    }
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            "another program is listening on this socket",
+        )),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => std::fs::remove_file(path),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes the socket file of `listen` if it is a unix socket (the daemon stops cleanly).
+pub fn remove_socket(listen: &HttpListen) {
+    if let HttpListen::Unix(path) = listen {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// Serves `bound` until the returned task is aborted (the daemon stops).
 pub fn serve(bound: Bound, observed: Arc<Observed>) -> JoinHandle<()> {
-    let app = router(observed);
+    let local = match &bound {
+        Bound::Tcp(l) => l.local_addr().is_ok_and(|a| a.ip().is_loopback()),
+        Bound::Unix(_) => true,
+    };
+    let mut app = router(observed);
+    if local {
+        app = app.layer(axum::middleware::from_fn(host::loopback_only));
+    }
     tokio::spawn(async move {
-        let served = match bound {
-            Bound::Tcp(l) => axum::serve(l, app).await,
-            Bound::Unix(l) => axum::serve(l, app).await,
-        };
-        if let Err(e) = served {
-            tracing::error!(error = %e, "the HTTP listener stopped");
+        match bound {
+            Bound::Tcp(l) => serve::run(l, app).await,
+            Bound::Unix(l) => serve::run(l, app).await,
         }
     })
 }

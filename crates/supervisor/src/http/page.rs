@@ -283,9 +283,10 @@ pub(super) async fn run(State(o): State<Arc<Observed>>, Path(id): Path<RunId>) -
     };
     let log = o
         .read(move |o| {
-            let size = read_log(&o.state_dir, id, u64::MAX).map(|(_, size)| size)?;
+            let size = read_log(&o.state_dir, id, u64::MAX).map(|(_, _, size)| size)?;
             let from = size.saturating_sub(LOG_CHUNK);
-            read_log(&o.state_dir, id, from).map(|(bytes, _)| (from, bytes))
+            // `start` is past `from` when `from` fell inside a character.
+            read_log(&o.state_dir, id, from).map(|(bytes, start, _)| (start, bytes))
         })
         .await;
     let (from, bytes) = match log {

@@ -34,7 +34,7 @@ impl Checker<'_> {
             .unwrap_or(DEFAULT_TICK);
         let retention = self.retention(root, "", &Default::default());
         let http_listen = self.optional(root, "", "http_listen", |cx, v, key| {
-            cx.http_listen(v, key, &dir)
+            cx.http_listen(v, key, &dir, &state_dir)
         });
         let log_format = self
             .optional(root, "", "log_format", Self::log_format)
@@ -87,11 +87,41 @@ impl Checker<'_> {
         }
     }
 
-    /// `http_listen`: `IP:PORT`, or a unix socket path (anything with a `/`), resolved against
-    /// the config's folder `dir`. A host name is refused: the address bound must be the one
-    /// written, not whatever a resolver answers.
-    fn http_listen(&mut self, v: &Value<'_>, key: &str, dir: &Path) -> Option<HttpListen> {
+    /// `http_listen`: `IP:PORT`, or a unix socket path (anything with a `/`, or anything after
+    /// `unix:`, the form the daemon logs), resolved against the config's folder `dir`. A host
+    /// name is refused: the address bound must be the one written, not whatever a resolver
+    /// answers. A socket inside `state_dir` is refused: the daemon's own files live there (its
+    /// control socket among them), and binding would replace one.
+    fn http_listen(
+        &mut self,
+        v: &Value<'_>,
+        key: &str,
+        dir: &Path,
+        state_dir: &Path,
+    ) -> Option<HttpListen> {
         let s = self.expect_nul_free(v, key)?;
+        let unix = s.strip_prefix("unix:");
+        if unix.is_some() || (s.contains('/') && !s.contains("://")) {
+            let written = unix.unwrap_or(s);
+            if written.is_empty() {
+                self.error(v.span(), key, "\"unix:\" needs a socket path after it");
+                return None;
+            }
+            let path = resolve_against(dir, written);
+            if lexical(&path).starts_with(lexical(state_dir)) {
+                self.error(
+                    v.span(),
+                    key,
+                    format!(
+                        "{} is inside the state directory {}, which holds the daemon's own files: put the socket elsewhere",
+                        path.display(),
+                        state_dir.display()
+                    ),
+                );
+                return None;
+            }
+            return Some(HttpListen::Unix(path));
+        }
         if s.contains("://") {
             self.error(
                 v.span(),
@@ -99,9 +129,6 @@ impl Checker<'_> {
                 format!("{s:?} is a URL: write IP:PORT (such as \"127.0.0.1:9464\") or a unix socket path"),
             );
             return None;
-        }
-        if s.contains('/') {
-            return Some(HttpListen::Unix(resolve_against(dir, s)));
         }
         match s.parse::<std::net::SocketAddr>() {
             Ok(addr) => Some(HttpListen::Tcp(addr)),
@@ -149,4 +176,20 @@ impl Checker<'_> {
         }
         Some(d)
     }
+}
+
+/// `path` with `..` folded lexically (no file system access: the socket need not exist yet),
+/// so that `a/b/../.fleet/x` is seen inside `a/.fleet`.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }

@@ -47,3 +47,16 @@ fn host_names_and_missing_ports_are_refused() {
         assert!(err.contains("http_listen"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn a_unix_prefix_is_a_socket_path_and_the_state_directory_is_refused() {
+    let dir = Config::parse("", path()).unwrap().dir;
+    assert_eq!(
+        listen("unix:http.sock").unwrap(),
+        Some(HttpListen::Unix(dir.join("http.sock")))
+    );
+    for bad in [".fleet/daemon.sock", "unix:.fleet/x.sock", "unix:"] {
+        let err = listen(bad).expect_err(bad);
+        assert!(err.contains("http_listen"), "{bad}: {err}");
+    }
+}

@@ -112,6 +112,7 @@ async function pollRun() {
     for (;;) {
       const more = await fetch("/api/runs/" + id + "/log?offset=" + log.dataset.offset, { cache: "no-store" });
       if (!more.ok) break;
+      // The server cuts chunks on character boundaries, so each decodes on its own.
       const chunk = await more.text();
       log.dataset.offset = more.headers.get("X-Log-Next-Offset");
       if (chunk.length === 0) break;
