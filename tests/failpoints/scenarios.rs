@@ -234,6 +234,30 @@ pub fn crash_at(name: &str) {
             d.kill();
             finish(&s, name, Expect::FirstAttempt, &[&d]);
         }
+        // Not a crash: the first three shim spawns fail with EMFILE, as when the daemon is out of
+        // file descriptors. Nothing could have started, so each such claim goes back to the
+        // queue, same attempt (never `failed`), and claims wait for a backoff meanwhile.
+        "spawn-shim-emfile" => {
+            let mut d = Crashy::start(f, &format!("{name}=3*return"));
+            poll(f, &[&d], DEADLINE, "every run to succeed", || {
+                in_status(f, &ids, "succeeded").len() == ids.len()
+            });
+            d.assert_alive();
+            let log = d.stderr();
+            assert!(
+                log.contains("for lack of a resource")
+                    && log.contains("Too many open files")
+                    && !log.contains("spawn failed"),
+                "the daemon should say it requeued for lack of a resource:\n{log}"
+            );
+            let requeued = requeued(f);
+            assert!(
+                !requeued.is_empty() && requeued.len() <= 3,
+                "the claims whose spawn failed must be requeued as never started: {requeued:?}"
+            );
+            d.kill();
+            finish(&s, name, Expect::FirstAttempt, &[&d]);
+        }
         // Pruning crashes after a batch's folders went, before their rows: p0 gets a second
         // run, so that its first is the one `keep_runs = 1` lets go. The crash leaves an ended
         // run without its folder, which `fleet check` accepts; the next daemon forgets it.

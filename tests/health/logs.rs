@@ -75,6 +75,33 @@ fn log_format_json_writes_one_object_per_line() {
     assert!(text.iter().any(|l| l.contains("run ended")), "{text:#?}");
 }
 
+/// The shims share the daemon's stderr: their own warnings (here a record that cannot be
+/// written, as on a full disk) are JSON objects too.
+#[test]
+fn shim_warnings_are_json_under_log_format_json() {
+    let f = Fleet::new(&format!("log_format = \"json\"\n{PROJECT}"));
+    let lines = log_of_one_run(
+        &f,
+        "json.log",
+        &[],
+        &[("FAILPOINTS", "shim-started-record-fails=2*return")],
+    );
+    let objects: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let shim = objects
+        .iter()
+        .find(|o| {
+            o["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("could not write the started record"))
+        })
+        .unwrap_or_else(|| panic!("no shim warning: {lines:#?}"));
+    assert_eq!(shim["level"], "WARN", "{shim}");
+    assert!(shim["timestamp"].is_string(), "{shim}");
+}
+
 #[test]
 fn the_flag_alone_gives_json_and_a_bad_value_is_refused() {
     let f = Fleet::new(PROJECT);
@@ -109,6 +136,8 @@ fn lines_for_the_journal_carry_a_priority_and_no_timestamp() {
         c.arg("daemon")
             .env("RUST_LOG", "info")
             .env("JOURNAL_STREAM", &stream)
+            // A shim's own warning (a record it cannot write) must carry a priority too.
+            .env("FAILPOINTS", "shim-started-record-fails=1*return")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file);
@@ -122,7 +151,12 @@ fn lines_for_the_journal_carry_a_priority_and_no_timestamp() {
     send_signal(child.id() as i32, Signal::TERM).unwrap();
     assert!(child.wait().unwrap().success());
     let journal = lines(&log);
-    assert!(!journal.is_empty());
+    assert!(
+        journal
+            .iter()
+            .any(|l| l.starts_with("<4>") && l.contains("could not write the started record")),
+        "the shim's warning: {journal:#?}"
+    );
     for l in &journal {
         assert!(
             ["<3>", "<4>", "<6>", "<7>"]
@@ -149,4 +183,25 @@ fn lines_for_the_journal_carry_a_priority_and_no_timestamp() {
         other.iter().all(|l| !l.starts_with('<')),
         "stderr is not the journal: {other:#?}"
     );
+}
+
+/// The log shape is chosen at start: a reload that changes `log_format` says it needs a restart
+/// (the lines stay text), instead of silently applying nothing.
+#[test]
+fn a_reload_changing_log_format_warns() {
+    let f = Fleet::new(PROJECT);
+    let mut child = daemon(&f, "text.log", &[], &[]);
+    let id = f.enqueue("bad");
+    f.wait_terminal(id);
+    f.replace_config(&format!("log_format = \"json\"\n{PROJECT}"));
+    send_signal(child.id() as i32, Signal::HUP).unwrap();
+    let log = f.file("text.log");
+    f.wait_until(DEADLINE, "the warning about log_format", || {
+        std::fs::read_to_string(&log)
+            .is_ok_and(|t| t.contains("log_format: changing it needs a daemon restart"))
+    });
+    send_signal(child.id() as i32, Signal::TERM).unwrap();
+    assert!(child.wait().unwrap().success());
+    let text = lines(&log);
+    assert!(text.iter().all(|l| !l.starts_with('{')), "{text:#?}");
 }

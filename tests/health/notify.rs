@@ -200,3 +200,72 @@ fn runs_never_see_the_service_managers_variables() {
         "the run saw the daemon's service variables: {seen}"
     );
 }
+
+/// `NOTIFY_SOCKET=@name` names a socket in the abstract namespace (as systemd passes it in
+/// containers): the messages reach it.
+#[test]
+fn an_abstract_notify_socket_is_reached() {
+    use std::os::linux::net::SocketAddrExt;
+    let f = Fleet::new("tick = \"100ms\"\n[projects.p]\ncommand = [\"true\"]\n");
+    // Unique per test run: the abstract namespace is shared by the whole network namespace.
+    let name = format!("fleet-notify-test-{}-{}", std::process::id(), now_ns());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let socket = UnixDatagram::bind_addr(&addr).expect("bind the abstract notify socket");
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let manager = Manager {
+        socket,
+        path: format!("@{name}"),
+    };
+    let d = f.spawn_daemon(&[
+        ("NOTIFY_SOCKET", &manager.path),
+        ("WATCHDOG_USEC", "1000000"),
+    ]);
+    manager.until("READY=1");
+    manager.until("WATCHDOG=1");
+    assert!(
+        !d.stderr().contains("cannot notify"),
+        "no send may have failed:\n{}",
+        d.stderr()
+    );
+}
+
+/// A `NOTIFY_SOCKET` that points nowhere is warned about once, not at every ping; once a message
+/// gets through again, the daemon says so.
+#[test]
+fn an_unreachable_notify_socket_warns_once() {
+    let f = Fleet::new("tick = \"100ms\"\n[projects.p]\ncommand = [\"true\"]\n");
+    let path = f.path().join("later.sock");
+    let path_str = path.display().to_string();
+    let d = f.spawn_daemon(&[
+        ("NOTIFY_SOCKET", &path_str),
+        ("WATCHDOG_USEC", "400000"),
+        ("RUST_LOG", "debug"),
+    ]);
+    let failures = |log: &str| log.lines().filter(|l| l.contains("cannot notify")).count();
+    f.wait_until(DEADLINE, "three failed notifications", || {
+        failures(&d.stderr()) >= 3
+    });
+    let log = d.stderr();
+    let warned = log
+        .lines()
+        .filter(|l| l.contains("cannot notify") && l.contains("WARN"))
+        .count();
+    assert_eq!(warned, 1, "one warning for the whole series:\n{log}");
+    // The manager comes (back): the next ping gets through, and the daemon says so.
+    let socket = UnixDatagram::bind(&path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let manager = Manager {
+        socket,
+        path: path_str.clone(),
+    };
+    manager.until("WATCHDOG=1");
+    f.wait_until(
+        DEADLINE,
+        "the daemon to say it reaches the manager again",
+        || d.stderr().contains("reachable again"),
+    );
+}

@@ -71,6 +71,10 @@ fn a_stopped_daemon_is_stuck() {
     let out = f.cmd(&["status"]);
     assert_eq!(out.code(), Some(1), "{out:?}");
     assert!(out.stdout.contains("daemon is STUCK"), "{out:?}");
+    assert!(
+        out.stdout.starts_with("daemon: stuck, pid "),
+        "the first line must not say running: {out:?}"
+    );
     assert!(out.stderr.contains("stuck"), "{out:?}");
     d.signal(Signal::CONT);
     wait_code(&f, 0, "status 0 once the daemon is continued");

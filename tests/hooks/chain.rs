@@ -76,3 +76,40 @@ fn unknown_hook_project_is_a_config_error() {
     );
     assert!(out.stderr.contains("nobody"), "{out:?}");
 }
+
+/// A rerun of a hook run is still a hook run: it reports the same failed run (its
+/// `FLEET_FAILED_*` variables) and its own failure queues no other hook.
+#[test]
+fn a_rerun_of_a_hook_run_stays_a_hook_run() {
+    let f = Fleet::with(|dir| {
+        format!(
+            "[projects.job]\ncommand = [\"false\"]\non_failure = \"alert\"\n\n\
+             [projects.alert]\ncommand = {}\non_failure = \"alert\"\n",
+            recording_hook(dir, 3)
+        )
+    });
+    let _d = f.start_daemon();
+    let failed = f.enqueue("job");
+    let hooks = wait_ended_runs(&f, "alert", 1);
+    let hook = hooks[0]["id"].as_i64().unwrap();
+    assert_eq!(hooks[0]["hook_of"], failed, "{hooks:#?}");
+    let rerun: i64 = f
+        .cmd_ok(&["rerun", &hook.to_string()])
+        .trim()
+        .parse()
+        .unwrap();
+    let ended = f.wait_terminal(rerun);
+    assert_eq!(ended["status"], "failed", "{ended:#?}");
+    assert_eq!(
+        ended["hook_of"], failed,
+        "the rerun reports the same run: {ended:#?}"
+    );
+    assert_eq!(
+        crate::recorded_env(f.path(), rerun),
+        crate::recorded_env(f.path(), hook),
+        "the rerun sees the failed run's variables, as the hook run did"
+    );
+    // The rerun's end committed whatever hook it would queue: none may exist.
+    assert_eq!(runs_of(&f, "alert").len(), 2, "{:#?}", f.runs());
+    assert_check_ok(&f);
+}

@@ -8,9 +8,13 @@
 //! - `history`: `keep_runs` under a schedule and hundreds of runs (rows, folders and the
 //!   database stay bounded), a crash inside pruning, `keep_for` on an injected clock, and
 //!   `fleet prune --dry-run`.
+//! - `orphan`: a run folder without a row is a `fleet check` violation; prune leaves it.
+//! - `race`: `fleet prune` racing the daemon's prune step over one backlog.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod history;
 mod log_bound;
+mod orphan;
+mod race;

@@ -152,3 +152,16 @@ fn removing_the_daemon_lock_stops_the_daemon() {
     let status = wait_exit(&f, &mut d, at);
     assert_stopped_saying(&f, &d, status, "daemon.lock was removed");
 }
+
+/// A file where the state directory should be is bad input: `fleet status` exits 2 with one
+/// line naming it.
+#[test]
+fn status_with_a_file_for_the_state_directory_exits_2() {
+    let f = Fleet::new("[projects.p]\ncommand = [\"true\"]\n");
+    let file = f.file("not-a-dir");
+    std::fs::write(&file, "").unwrap();
+    let out = f.cmd(&["--state-dir", &file.display().to_string(), "status"]);
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert_eq!(out.stderr.trim().lines().count(), 1, "{out:?}");
+    assert!(out.stderr.contains("not a directory"), "{out:?}");
+}

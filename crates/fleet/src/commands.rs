@@ -14,9 +14,18 @@ use crate::{console, output};
 /// `fleet status`: the daemon, the config in force, occupancy.
 pub fn status(path: &Path, json: bool) -> Result<()> {
     let (state, config, errors) = load_for_reading(path)?;
-    let holder = state
-        .daemon_holder()
-        .map_err(|e| Failure::action(format!("{}: {e}", state.lock_path().display())))?;
+    let holder = state.daemon_holder().map_err(|e| {
+        // A file where the state directory should be is bad input (exit 2), as for every
+        // other command.
+        if e.kind() == std::io::ErrorKind::NotADirectory {
+            Failure::input(format!(
+                "{}: not a directory (a file is where the state directory should be)",
+                state.root().display()
+            ))
+        } else {
+            Failure::action(format!("{}: {e}", state.lock_path().display()))
+        }
+    })?;
     let (row, active, schedules, pauses) = match open_existing_at(&state)? {
         Some(store) => (
             store.daemon_row().map_err(Failure::action)?,

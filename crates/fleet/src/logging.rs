@@ -47,21 +47,9 @@ pub fn init(format: LogFormat) {
     }
 }
 
-/// Whether standard error is the journal's stream: `JOURNAL_STREAM` (`DEVICE:INODE`, set by
-/// systemd for a service whose output goes to the journal) names what stderr is open on. The
-/// variable alone is not enough: a daemon started by hand from a shell inside a systemd service
-/// inherits it, with stderr elsewhere.
+/// Whether standard error is the journal's stream (the shims ask the same).
 fn stderr_is_journal() -> bool {
-    let Some(value) = std::env::var_os("JOURNAL_STREAM") else {
-        return false;
-    };
-    let Some((dev, ino)) = value.to_str().and_then(|v| v.split_once(':')) else {
-        return false;
-    };
-    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
-        return false;
-    };
-    supervisor::sys::files::identity(std::io::stderr()).is_ok_and(|id| id == (dev, ino))
+    supervisor::shim::log::stderr_is_journal()
 }
 
 /// The sd-daemon priority prefix of a level (syslog priorities).

@@ -144,7 +144,8 @@ pub fn wait(path: &Path, req: &WaitArgs) -> Result<()> {
 }
 
 /// `fleet rerun RUN`: a new queued run of the same project with the same arguments and
-/// environment, trigger `rerun`, linked to `run`; prints its id.
+/// environment, trigger `rerun`, linked to `run`; prints its id. A rerun of a failure hook's run
+/// keeps its `hook_of` (the failed run it reports).
 ///
 /// Errors: unknown run id, its project no longer in the config, or the run has arguments or
 /// environment and its project no longer says `accept_args = true` (exit 2); the database
@@ -187,6 +188,9 @@ pub fn rerun(path: &Path, run: RunId) -> Result<()> {
                 args: original.args,
                 env: original.env,
                 rerun_of: Some(run),
+                // A rerun of a failure hook's run still reports the failed run: it gets its
+                // variables, and its own failure queues no hook (a hook never triggers one).
+                hook_of: original.hook_of,
                 ..Default::default()
             },
             store::now_ms(),

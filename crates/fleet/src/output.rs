@@ -176,8 +176,14 @@ impl Status {
                 Some(n) => format!("{n}s"),
                 None => "? (the clock went back since it started)".into(),
             };
+            // A daemon that holds the state directory but does not turn is not "running".
+            let state = if d["state"] == "stuck" {
+                "stuck"
+            } else {
+                "running"
+            };
             s += &format!(
-                "daemon: running, pid {}, epoch {}, up {up}\nconfig: {}\n",
+                "daemon: {state}, pid {}, epoch {}, up {up}\nconfig: {}\n",
                 d["pid"],
                 d["epoch"],
                 d["config"].as_str().unwrap_or("?")

@@ -13,6 +13,8 @@ use crate::console;
 /// Errors: an invalid config (exit 2); the database or a run folder failing (exit 1, naming
 /// it; what was pruned before stays pruned).
 pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
+    // The prune failpoint (feature `failpoints`) also stops a hand-run prune midway in tests.
+    let _failpoints = supervisor::failpoints::scenario().map_err(Failure::input)?;
     let config = load(path)?;
     let state = state_of(path)?;
     let Some(store) = open_existing_at(&state)? else {
@@ -22,21 +24,31 @@ pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
         ));
     };
     let policy = supervisor::prune::policy(&config, store::now_ms());
-    let pruned = supervisor::prune::prune_all(state.root(), &store, &policy, dry_run)
-        .map_err(Failure::action)?;
     let verb = if dry_run { "would prune" } else { "pruned" };
+    // Each batch's lines go out (flushed) as soon as its rows are forgotten: a prune killed or
+    // failing midway has still said what it did.
+    let pruned = supervisor::prune::prune_all(
+        state.root(),
+        &store,
+        &policy,
+        dry_run,
+        |batch: &supervisor::prune::Pruned| -> Result<()> {
+            let mut text = String::new();
+            for run in &batch.runs {
+                text.push_str(&format!(
+                    "{verb} run {} ({}, ended {})\n",
+                    run.id,
+                    run.project,
+                    store::rfc3339(run.finished_at)
+                ));
+            }
+            console::print(&text)
+        },
+    )?;
     let mut text = String::new();
-    for run in &pruned.runs {
-        text.push_str(&format!(
-            "{verb} run {} ({}, ended {})\n",
-            run.id,
-            run.project,
-            store::rfc3339(run.finished_at)
-        ));
-    }
     for id in &pruned.locked {
         text.push_str(&format!(
-            "kept run {id}: a shim still holds its lock (pruned later)\n"
+            "kept run {id}: a shim still holds its lock or its folder is in use (pruned later)\n"
         ));
     }
     let n = pruned.runs.len();
@@ -45,4 +57,11 @@ pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
         if n == 1 { "" } else { "s" }
     ));
     console::print(&text)
+}
+
+/// A prune failing midway: exit 1, naming the database or the run folder.
+impl From<supervisor::prune::PruneError> for Failure {
+    fn from(e: supervisor::prune::PruneError) -> Failure {
+        Failure::action(e)
+    }
 }

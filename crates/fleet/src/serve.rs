@@ -35,7 +35,8 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>) -> Result<()> {
         Err("FLEET_FORK_SERVER=0".to_string())
     };
     // The flag wins over the file. Chosen at start: a reload does not change it.
-    crate::logging::init(log_format.unwrap_or(config.log_format));
+    let log_format = log_format.unwrap_or(config.log_format);
+    crate::logging::init(log_format);
     let shim_program = std::env::current_exe()
         .map_err(|e| Failure::action(format!("cannot find the fleet binary for the shim: {e}")))?;
     let fork_server = match fork_server {
@@ -49,6 +50,7 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>) -> Result<()> {
         config_path: path.to_path_buf(),
         shim_program,
         fork_server,
+        shim_log: supervisor::shim::log::ShimLog::for_daemon(log_format),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -7,8 +7,11 @@ use std::collections::BTreeMap;
 use crate::{Millis, RunId};
 
 /// How many ended runs of one project are kept. A run is let go when either rule says so,
-/// never the project's newest ended run (its last outcome stays known), never a queued or
-/// active run.
+/// never the project's newest ended run that started (its last outcome stays known), never a
+/// queued or active run, never a run a queued or active run refers to (`hook_of`, `retry_of`,
+/// `rerun_of`) until that run has ended. Runs that started and runs that never did (skipped
+/// occurrences, runs cancelled while queued) are counted apart: `newest = N` keeps the newest N
+/// of each, so skips never push real outcomes out of history.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Keep {
     /// Keep the newest this many ended runs (by id); `None`: no limit by count. At least 1

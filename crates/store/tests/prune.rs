@@ -13,7 +13,75 @@ use common::Db;
 both_backends!(
     keep_newest_keeps_that_many_and_never_touches_queued_runs,
     keep_by_age_spares_the_newest_and_per_project_rules_win,
+    a_run_a_queued_run_refers_to_is_kept_until_that_run_ends,
+    keep_runs_counts_runs_that_started_and_skips_apart,
 );
+
+/// Marks every run as having started (at 500), as if it had run before it ended.
+fn started(db: &Db) {
+    db.exec(
+        "UPDATE runs SET started_at = 500",
+        "UPDATE runs SET started_at = 500",
+    );
+}
+
+fn a_run_a_queued_run_refers_to_is_kept_until_that_run_ends(db: &Db) {
+    let (s, _) = common::open(db);
+    let old = ended(&s, "a", 5, 1_000);
+    started(db);
+    let hook = s
+        .enqueue(
+            &NewRun {
+                hook_of: Some(old[0]),
+                ..new_run("h")
+            },
+            1_000,
+        )
+        .unwrap();
+    s.enqueue(
+        &NewRun {
+            rerun_of: Some(old[1]),
+            ..new_run("b")
+        },
+        1_000,
+    )
+    .unwrap();
+    let retry = s.enqueue(&new_run("c"), 1_000).unwrap();
+    let sql = format!("UPDATE runs SET retry_of = {} WHERE id = {retry}", old[2]);
+    db.exec(&sql, &sql);
+    let keep1 = Keep {
+        newest: Some(1),
+        finished_after: None,
+    };
+    assert_eq!(
+        ids(&s.prune_candidates(&policy(keep1, 10_000), 100).unwrap()),
+        vec![old[3]],
+        "the failed run of a queued hook, a queued retry's attempt and a queued rerun's run stay"
+    );
+    // Once the referring run has ended, the run it referred to goes by the rules again.
+    s.request_cancel(hook, "test", 2_000).unwrap();
+    assert_eq!(
+        ids(&s.prune_candidates(&policy(keep1, 10_000), 100).unwrap()),
+        vec![old[0], old[3]]
+    );
+}
+
+fn keep_runs_counts_runs_that_started_and_skips_apart(db: &Db) {
+    let (s, _) = common::open(db);
+    let ran = ended(&s, "a", 2, 1_000);
+    started(db);
+    // Skipped occurrences: ended (cancelled) without ever starting, after the real runs.
+    let skips = ended(&s, "a", 3, 1_000);
+    let keep2 = Keep {
+        newest: Some(2),
+        finished_after: None,
+    };
+    assert_eq!(
+        ids(&s.prune_candidates(&policy(keep2, 10_000), 100).unwrap()),
+        vec![skips[0]],
+        "skips never push the runs that ran out of history: {ran:?} stay"
+    );
+}
 
 fn new_run(project: &str) -> NewRun {
     NewRun {
@@ -93,6 +161,7 @@ fn keep_by_age_spares_the_newest_and_per_project_rules_win(db: &Db) {
     let (s, _) = common::open(db);
     let a = ended(&s, "a", 3, 1_000);
     let b = ended(&s, "b", 3, 1_000);
+    started(db);
     let by_age = Keep {
         newest: None,
         finished_after: Some(5_000),

@@ -185,6 +185,7 @@ impl Install {
             EvalGates {
                 sweep_removed: false,
                 fire_schedules: true,
+                claim: true,
             },
             store::now_ms(),
         );

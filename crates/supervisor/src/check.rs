@@ -66,6 +66,10 @@ pub enum ViolationKind {
     TwoActiveRuns,
     /// A run reached a terminal status more than once.
     TwoEnds,
+    /// A run folder whose run has no database row (e.g. a fleet.db restored from an older
+    /// backup). Never a normal state: a run's row is committed before its folder is made, and a
+    /// prune removes the folder before the row. Fleet never removes such a folder itself.
+    FolderWithoutRun,
 }
 
 impl ViolationKind {
@@ -78,6 +82,7 @@ impl ViolationKind {
             ViolationKind::ShimWithoutActiveRun => "shim_without_active_run",
             ViolationKind::TwoActiveRuns => "two_active_runs",
             ViolationKind::TwoEnds => "two_ends",
+            ViolationKind::FolderWithoutRun => "folder_without_run",
         }
     }
 }
@@ -327,9 +332,21 @@ pub fn check(
             }
         }
     }
-    for id in dirs {
+    for &id in &dirs {
         let dir = RunDir::new(state.root(), id);
         if !at(&dir.path().join(LOCK_FILE), dir.is_locked())? {
+            // A locked one is reported as a shim without an active run below.
+            if !by_id.contains_key(&id) && orphan(store, id)? {
+                report.violations.push(Violation {
+                    kind: ViolationKind::FolderWithoutRun,
+                    run_id: Some(id),
+                    message: format!(
+                        "run folder {} has no database row (a fleet.db restored from an older backup?); \
+                         fleet never removes it: check the database, then move the folder away or delete it by hand",
+                        dir.path().display()
+                    ),
+                });
+            }
             continue;
         }
         let token = at(&dir.path().join(STARTED_FILE), dir.read_started())?.map(|s| s.token);
@@ -354,6 +371,15 @@ pub fn check(
     }
     report.violations.sort_by_key(|v| (v.kind, v.run_id));
     Ok(report)
+}
+
+/// Whether run `id` still has no row: a run claimed after the rows were read has its row now.
+fn orphan(store: &Store, id: RunId) -> Result<bool, CheckError> {
+    match store.get_run(id) {
+        Ok(_) => Ok(false),
+        Err(store::StoreError::UnknownRun(_)) => Ok(true),
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[cfg(test)]
@@ -387,6 +413,13 @@ mod tests {
     #[test]
     fn start_history_reveals_double_starts_the_database_missed() {
         let (_d, state, store) = setup();
+        // Run 1's row: a folder without one would be a violation of its own.
+        let new = store::NewRun {
+            project: "p".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        };
+        assert_eq!(store.enqueue(&new, 0).unwrap(), 1);
         let run = RunDir::new(state.root(), 1);
         let lock = run.try_lock().unwrap().unwrap();
         run.write_started(&lock, &started(2, vec![2])).unwrap();

@@ -53,6 +53,12 @@ pub const DAEMON: &[(&str, &str)] = &[
          ended runs without folders, which fleet check accepts; the next prune forgets them",
     ),
     (
+        "spawn-shim-emfile",
+        "not a crash: each shim spawn fails with EMFILE (N*return fails N), as when the daemon \
+         is out of file descriptors => the run goes back to the queue, same attempt, no hook; \
+         no claim is made until a doubling backoff ends; it starts once a spawn succeeds",
+    ),
+    (
         "recovery-before-apply",
         "recovery decided but wrote nothing => the next recovery decides the same again",
     ),

@@ -6,8 +6,15 @@
 //! A crash in between leaves a row whose folder is gone — an ended run without its log, which
 //! `fleet check` accepts (it needs folders of active runs only) and which the next prune
 //! forgets. The other order could leave a folder no row explains. Runs that are queued or
-//! active, whose lock a shim holds, that ended in the last [`GRACE`], or that are the newest
-//! ended run of their project are never touched.
+//! active, whose lock a shim holds, that ended in the last [`GRACE`], that a queued or active
+//! run refers to (hook, retry, rerun), or that are the newest started run of their project are
+//! never touched.
+//!
+//! Two pruners (the daemon's step and `fleet prune`) never work at once: each batch holds the
+//! state directory's `prune.lock` (an exclusive `flock`), so they take turns batch by batch and
+//! each selects only what the other has not already let go. A folder found already gone (a
+//! crash mid-prune, or anything else) counts as removed; a folder that will not empty (a file
+//! appearing inside it while it goes) is tried again, then left for a later prune.
 //!
 //! Deleting rows of ended runs is safe while a daemon runs: nothing in a daemon's memory refers
 //! to an ended run, and rows go in short write transactions (at most [`FORGET_CHUNK`] runs),
@@ -57,12 +64,18 @@ pub enum PruneError {
     },
 }
 
+/// How many times a run folder that would not empty (ENOTEMPTY: something appeared inside it
+/// while it was removed) is tried again before it is left for a later prune.
+const REMOVE_TRIES: usize = 3;
+
 /// What one prune did (or, dry, would do).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Pruned {
-    /// The runs let go (dry run: that would be), oldest first within each project.
+    /// The runs this pruner let go (dry run: that would be), oldest first within each project:
+    /// their rows are forgotten by this pruner.
     pub runs: Vec<PruneCandidate>,
-    /// Runs the policy lets go but whose lock a shim still holds: left for later.
+    /// Runs the policy lets go but whose lock a shim still holds, or whose folder would not
+    /// empty: left for later.
     pub locked: Vec<RunId>,
 }
 
@@ -98,12 +111,18 @@ pub fn prune_batch(
     policy: &PrunePolicy,
     dry_run: bool,
 ) -> Result<Pruned, PruneError> {
-    let candidates = store.prune_candidates(policy, BATCH)?;
     let mut out = Pruned::default();
     if dry_run {
-        out.runs = candidates;
+        out.runs = store.prune_candidates(policy, BATCH)?;
         return Ok(out);
     }
+    let lock_path = state_root.join("prune.lock");
+    // Held to the end of the batch: selection, folders and rows are one pruner's turn.
+    let _turn = take_turn(&lock_path).map_err(|source| PruneError::Folder {
+        path: lock_path.clone(),
+        source,
+    })?;
+    let candidates = store.prune_candidates(policy, BATCH)?;
     let mut gone: Vec<RunId> = Vec::new();
     let mut failure = None;
     for c in candidates {
@@ -130,7 +149,17 @@ pub fn prune_batch(
             if i > 0 {
                 std::thread::sleep(FORGET_PAUSE);
             }
-            store.forget_runs(chunk)?;
+            let forgotten = store.forget_runs(chunk)?;
+            if forgotten < chunk.len() {
+                // A row changed meanwhile (only another pruner outside this lock could): list
+                // only the runs whose rows are really gone.
+                let still: Vec<RunId> = chunk
+                    .iter()
+                    .copied()
+                    .filter(|id| store.get_run(*id).is_ok())
+                    .collect();
+                out.runs.retain(|r| !still.contains(&r.id));
+            }
         }
     }
     match failure {
@@ -139,26 +168,40 @@ pub fn prune_batch(
     }
 }
 
-/// Every batch until nothing more is let go (or, dry, the first [`BATCH`] × `max_batches`).
-/// For `fleet prune`.
+/// Every batch until nothing more is let go (or, dry, every run that would be). For `fleet
+/// prune`. `on_batch` is called with each batch as soon as its rows are forgotten (dry: once,
+/// with every run), so that what was done is known even if a later batch fails or the process
+/// is killed.
 ///
-/// Errors: as [`prune_batch`]; what earlier batches did stays done.
-pub fn prune_all(
+/// Errors: as [`prune_batch`] and whatever `on_batch` returns; what earlier batches did stays
+/// done.
+pub fn prune_all<E: From<PruneError>>(
     state_root: &Path,
     store: &Store,
     policy: &PrunePolicy,
     dry_run: bool,
-) -> Result<Pruned, PruneError> {
+    mut on_batch: impl FnMut(&Pruned) -> Result<(), E>,
+) -> Result<Pruned, E> {
     if dry_run {
-        return Ok(Pruned {
-            runs: store.prune_candidates(policy, usize::MAX)?,
+        let all = Pruned {
+            runs: store
+                .prune_candidates(policy, usize::MAX)
+                .map_err(PruneError::from)?,
             locked: Vec::new(),
-        });
+        };
+        on_batch(&all)?;
+        return Ok(all);
     }
     let mut all = Pruned::default();
     loop {
         let batch = prune_batch(state_root, store, policy, false)?;
         let done = batch.runs.is_empty();
+        if !done {
+            on_batch(&Pruned {
+                runs: batch.runs.clone(),
+                locked: Vec::new(),
+            })?;
+        }
         all.runs.extend(batch.runs);
         all.locked.extend(batch.locked);
         // Only locked runs left (or nothing): they stay for a later prune.
@@ -168,24 +211,51 @@ pub fn prune_all(
     }
     all.locked.sort_unstable();
     all.locked.dedup();
-    store.reclaim_space(u32::MAX)?;
+    store.reclaim_space(u32::MAX).map_err(PruneError::from)?;
     Ok(all)
 }
 
+/// Takes the pruners' lock at `path` (created 0600 if missing), waiting while the other pruner
+/// holds it (at most one batch).
+fn take_turn(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    crate::sys::files::lock_exclusive(&file)?;
+    Ok(file)
+}
+
 /// Removes the run folder if no shim holds its lock: `Ok(true)` removed (or already gone),
-/// `Ok(false)` a shim holds the lock.
+/// `Ok(false)` a shim holds the lock, or the folder would not empty after [`REMOVE_TRIES`].
 fn remove_folder(dir: &RunDir) -> io::Result<bool> {
     if !dir.path().exists() {
         return Ok(true);
     }
     // Holding the lock while removing: a shim of this run cannot start in between.
-    let Some(lock) = dir.try_lock()? else {
-        return Ok(false);
+    let lock = match dir.try_lock() {
+        Ok(Some(lock)) => lock,
+        Ok(None) => return Ok(false),
+        // Gone between the look and the lock: nothing left to remove.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(e),
     };
-    let removed = match std::fs::remove_dir_all(dir.path()) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(true),
-    };
+    let mut removed = Ok(false);
+    for _ in 0..REMOVE_TRIES {
+        removed = match std::fs::remove_dir_all(dir.path()) {
+            Ok(()) => Ok(true),
+            // Gone, in whole or in part, under us: what is gone is fine.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+            // Something appeared inside while it went: try again, then leave it for later.
+            Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => continue,
+            Err(e) => Err(e),
+        };
+        break;
+    }
     drop(lock);
     removed
 }

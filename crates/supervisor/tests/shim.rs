@@ -87,6 +87,7 @@ impl Fixture {
             max_log_size: Some(64 << 20),
             argv: argv.iter().map(OsString::from).collect(),
             env: Vec::new(),
+            log: Default::default(),
         }
     }
 

@@ -15,6 +15,13 @@ use crate::RunId;
 /// The statuses a run can be let go in.
 const ENDED: &str = "('succeeded','failed','timed_out','cancelled','lost')";
 
+/// A run is held while a queued or active run refers to it (as the failed run of its hook, the
+/// attempt it retries, or the run it repeats): that run still reads its log and `fleet wait`
+/// follows the chain through it. Walks the `runs_by_status` index over the unended runs only.
+const NOT_REFERRED: &str = "NOT EXISTS (SELECT 1 FROM runs AS r
+      WHERE r.status IN ('queued','starting','running')
+        AND (r.hook_of = runs.id OR r.retry_of = runs.id OR r.rerun_of = runs.id))";
+
 impl SqliteStore {
     /// [`crate::Store::prune_candidates`].
     ///
@@ -32,14 +39,18 @@ impl SqliteStore {
         let mut next_project = conn.prepare_cached(
             "SELECT project FROM runs WHERE project > ?1 ORDER BY project LIMIT 1",
         )?;
+        // ?3: 1 for runs that started, 0 for runs that never did (each counted on its own).
         let mut nth_newest = conn.prepare_cached(&format!(
             "SELECT id FROM runs WHERE project = ?1 AND status IN {ENDED}
+               AND (started_at IS NOT NULL) = ?3
              ORDER BY id DESC LIMIT 1 OFFSET ?2"
         ))?;
         let mut let_go = conn.prepare_cached(&format!(
             "SELECT id, finished_at FROM runs
              WHERE project = ?1 AND id < ?2 AND status IN {ENDED} AND finished_at < ?3
+               AND (started_at IS NOT NULL) = ?7
                AND ((?4 IS NOT NULL AND id < ?4) OR (?5 IS NOT NULL AND finished_at < ?5))
+               AND {NOT_REFERRED}
              ORDER BY id LIMIT ?6"
         ))?;
         let mut out = Vec::new();
@@ -56,39 +67,55 @@ impl SqliteStore {
             if keep.keeps_all() {
                 continue;
             }
-            let mut nth = |n: u32| -> rusqlite::Result<Option<RunId>> {
-                nth_newest
-                    .query_row(params![project, i64::from(n.max(1)) - 1], |r| r.get(0))
-                    .optional()
-            };
-            // The newest ended run is never let go (the project's last outcome).
-            let Some(newest) = nth(1)? else { continue };
-            // With `newest = N`: runs older than the N-th newest; fewer than N ended: none.
-            let by_count = match keep.newest {
-                Some(n) => nth(n)?,
-                None => None,
-            };
-            if by_count.is_none() && keep.finished_after.is_none() {
-                continue;
-            }
-            let rows = let_go.query_map(
-                params![
-                    project,
-                    newest,
-                    policy.ended_before,
-                    by_count,
-                    keep.finished_after,
-                    (limit - out.len()) as i64
-                ],
-                |r| Ok((r.get::<_, RunId>(0)?, r.get::<_, Option<i64>>(1)?)),
-            )?;
-            for row in rows {
-                let (id, finished_at) = row?;
-                out.push(PruneCandidate {
-                    id,
-                    project: project.clone(),
-                    finished_at: finished_at.unwrap_or(0),
-                });
+            for started in [true, false] {
+                if out.len() >= limit {
+                    break;
+                }
+                let mut nth = |n: u32| -> rusqlite::Result<Option<RunId>> {
+                    nth_newest
+                        .query_row(params![project, i64::from(n.max(1)) - 1, started], |r| {
+                            r.get(0)
+                        })
+                        .optional()
+                };
+                // The newest started run is never let go (the project's last outcome); of the
+                // runs that never started, nothing marks a last one: no id bounds them.
+                let newest = if started {
+                    match nth(1)? {
+                        Some(id) => id,
+                        None => continue,
+                    }
+                } else {
+                    RunId::MAX
+                };
+                // With `newest = N`: runs older than the N-th newest; fewer than N: none.
+                let by_count = match keep.newest {
+                    Some(n) => nth(n)?,
+                    None => None,
+                };
+                if by_count.is_none() && keep.finished_after.is_none() {
+                    continue;
+                }
+                let rows = let_go.query_map(
+                    params![
+                        project,
+                        newest,
+                        policy.ended_before,
+                        by_count,
+                        keep.finished_after,
+                        (limit - out.len()) as i64,
+                        started
+                    ],
+                    |r| Ok((r.get::<_, RunId>(0)?, r.get::<_, Option<i64>>(1)?)),
+                )?;
+                for row in rows {
+                    let (id, finished_at) = row?;
+                    out.push(PruneCandidate {
+                        id,
+                        project: project.clone(),
+                        finished_at: finished_at.unwrap_or(0),
+                    });
+                }
             }
         }
         Ok(out)

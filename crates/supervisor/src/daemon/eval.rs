@@ -76,6 +76,9 @@ pub struct EvalGates {
     /// Fire due schedule occurrences. False while the config file holds an edit that has not
     /// settled: an occurrence is fired or skipped under the settings the file gives.
     pub fire_schedules: bool,
+    /// Claim runs. False while a shim spawn that failed for lack of a resource holds claims
+    /// back: the queue waits rather than spinning through claims that cannot start.
+    pub claim: bool,
 }
 
 /// What the reap decided about the shims that exited.
@@ -117,6 +120,7 @@ impl Daemon {
         let gates = EvalGates {
             sweep_removed: self.sweep_removed,
             fire_schedules: view.usable(),
+            claim: self.spawn_hold_over(),
         };
         let started = std::time::Instant::now();
         let config = self.config.clone();
@@ -163,6 +167,7 @@ impl Daemon {
             let ms = (at - now_ms()).max(0) as u64;
             Instant::now() + Duration::from_millis(ms)
         });
+        self.wake_after_spawn_hold();
         if let (false, Some(left)) = (view.usable(), view.settle_left()) {
             // Reaps and schedules waited for the edit: look again once it has settled.
             self.wake_within(left);
@@ -430,7 +435,7 @@ fn pack_and_claim(
     out.db_active = db;
     // Read before the claim: once runs are claimed, nothing may stop them being spawned.
     out.next_not_before = store.next_not_before(now)?;
-    if !picks.is_empty() {
+    if gates.claim && !picks.is_empty() {
         let claimed = store.claim(epoch, &claim_requests(&picks, &caps, config), now)?;
         for c in &claimed {
             out.db_active.push(c.run.clone());

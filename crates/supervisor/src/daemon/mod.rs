@@ -96,6 +96,8 @@ pub struct DaemonOptions {
     /// The fork server that forks shims without an exec (see [`crate::shim::forkserver`]); started by
     /// the caller while the process still had one thread. `None`: every shim is exec'd.
     pub fork_server: Option<Arc<ForkServer>>,
+    /// The shape of the shims' own log lines: the daemon's log's, as chosen at start.
+    pub shim_log: crate::shim::log::ShimLog,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -201,6 +203,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         config,
         config_path: options.config_path,
         shim_program: options.shim_program,
+        shim_log: options.shim_log,
         fork_server: options.fork_server,
         state,
         store,
@@ -210,6 +213,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         exited: Vec::new(),
         events: events.clone(),
         backoff: None,
+        spawn_hold: None,
         next_due: None,
         fenced: None,
         sweep_removed: true,

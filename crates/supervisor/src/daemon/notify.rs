@@ -11,7 +11,16 @@
 //!   stops pinging, and systemd restarts the daemon — a timer of its own would ping on;
 //! - `STATUS=` a one-line summary (`2 active, 5 queued`), at the first turn and then at most
 //!   every [`STATUS_EVERY`]: it costs two counts on the database, not worth paying at every EVAL.
+//!
+//! The datagram is sent here, not by the `sd-notify` crate: its 0.5 release only reaches a
+//! socket path, and `NOTIFY_SOCKET=@name` (the abstract namespace, which the protocol allows and
+//! systemd uses in containers) must work too.
 
+use std::cell::Cell;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
 
 use sd_notify::NotifyState;
@@ -38,6 +47,11 @@ pub const SERVICE_VARS: [&str; 4] = [
 pub struct Notifier {
     /// `NOTIFY_SOCKET` is set: there is someone to tell.
     enabled: bool,
+    /// `NOTIFY_SOCKET`: a socket path, or `@name` for the abstract namespace.
+    socket: OsString,
+    /// The last send failed: further failures are logged at debug until one succeeds, so that a
+    /// socket that points nowhere does not warn at every ping.
+    failing: Cell<bool>,
     /// The watchdog's ping period (half its timeout), when the service manager asked for one.
     ping_every: Option<Duration>,
     /// `READY=1` was sent.
@@ -53,7 +67,8 @@ impl Notifier {
     /// `WATCHDOG_PID`, which must be this process when set). `tick`: the loop's tick, for the
     /// warning about a watchdog timeout too short to be met.
     pub fn from_env(tick: Duration) -> Notifier {
-        let enabled = std::env::var_os("NOTIFY_SOCKET").is_some_and(|s| !s.is_empty());
+        let socket = std::env::var_os("NOTIFY_SOCKET").unwrap_or_default();
+        let enabled = !socket.is_empty();
         let timeout = sd_notify::watchdog_enabled().filter(|t| !t.is_zero() && enabled);
         if let Some(t) = timeout {
             // Pings come at turns, and an idle loop turns once a tick.
@@ -67,6 +82,8 @@ impl Notifier {
         }
         Notifier {
             enabled,
+            socket,
+            failing: Cell::new(false),
             ping_every: timeout.map(|t| t / 2),
             ready: false,
             last_ping: None,
@@ -74,20 +91,57 @@ impl Notifier {
         }
     }
 
-    /// Sends `states`, if there is a service manager; a failure is logged, never fatal (the
-    /// manager may be gone, and supervising runs matters more than telling it).
+    /// Sends `states`, if there is a service manager; a failure is logged (a warning for the
+    /// first of a series, then at debug until a send succeeds again), never fatal: the manager
+    /// may be gone, and supervising runs matters more than telling it.
     fn send(&self, states: &[NotifyState<'_>]) {
         if !self.enabled || states.is_empty() {
             return;
         }
-        if let Err(e) = sd_notify::notify(states) {
-            tracing::warn!(error = %e, "cannot notify the service manager (NOTIFY_SOCKET)");
+        let message: String = states.iter().map(|s| format!("{s}\n")).collect();
+        match send_datagram(&self.socket, message.as_bytes()) {
+            Ok(()) => {
+                if self.failing.replace(false) {
+                    tracing::info!("the service manager is reachable again (NOTIFY_SOCKET)");
+                }
+            }
+            Err(e) if self.failing.replace(true) => {
+                tracing::debug!(error = %e, "cannot notify the service manager (NOTIFY_SOCKET)");
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                socket = %self.socket.to_string_lossy(),
+                "cannot notify the service manager (NOTIFY_SOCKET); further failures are logged \
+                 at debug until a message gets through"
+            ),
         }
     }
 
     /// `STOPPING=1`: the daemon is shutting down on a stop signal.
     pub fn stopping(&self) {
         self.send(&[NotifyState::Stopping]);
+    }
+}
+
+/// Sends `message` as one datagram to `socket`: a path, or `@name` for the abstract namespace.
+/// Errors: the socket cannot be created, reached, or took less than the whole message.
+fn send_datagram(socket: &OsStr, message: &[u8]) -> io::Result<()> {
+    let sock = UnixDatagram::unbound()?;
+    let sent = match socket.as_bytes().strip_prefix(b"@") {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+            sock.send_to_addr(message, &addr)?
+        }
+        None => sock.send_to(message, socket)?,
+    };
+    if sent == message.len() {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "incomplete datagram",
+        ))
     }
 }
 

@@ -155,6 +155,13 @@ impl Daemon {
                         self.config_path.display()
                     );
                 }
+                if new.log_format != self.config.log_format {
+                    // The subscriber (and the shims' shape) was set up once, at start.
+                    tracing::warn!(
+                        "{}: log_format: changing it needs a daemon restart; the log keeps the shape it started with",
+                        self.config_path.display()
+                    );
+                }
                 if changed {
                     tracing::info!("reloaded {}", self.config_path.display());
                     self.config = Arc::new(new);

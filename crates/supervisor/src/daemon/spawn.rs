@@ -13,8 +13,10 @@
 
 use std::ffi::OsString;
 use std::path::Path;
+use std::time::Duration;
 
 use store::{Run, RunStatus, Transition};
+use tokio::time::Instant;
 
 use super::events::Event;
 use super::follow::watch_shim;
@@ -54,6 +56,7 @@ impl Daemon {
             return;
         };
         let mut args = shim_args(self.state.root(), &run, project);
+        args.log = self.shim_log;
         args.env.extend(super::hook_env::failed_run_env(
             self.state.root(),
             &run,
@@ -61,11 +64,16 @@ impl Daemon {
         ));
         let (run_id, token) = (run.id, run.claim_token);
         let events = self.events.clone();
+        if let Some(e) = injected_spawn_error() {
+            self.shim_not_started(&run, slot, &args, e);
+            return;
+        }
         match self.fork_shim(&args) {
             Forked::Pid(pid, report) => {
                 slot.shim = crate::sys::process::start_time(pid)
                     .map(|start_time| ShimIdentity { pid, start_time });
                 fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
+                self.spawn_hold = None;
                 self.slots.insert(slot);
                 tokio::spawn(watch_shim(report, None, run_id, token, events));
                 return;
@@ -101,42 +109,12 @@ impl Daemon {
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
-                // The shim's command line carries the command's: an oversized one is the
-                // command's fault, and the message names it and the limit, not the shim.
-                let reason = if e.kind() == std::io::ErrorKind::ArgumentListTooLong {
-                    let env = crate::exec_limits::environment_with(args.env.iter().cloned());
-                    crate::exec_limits::refused_message(&args.argv, &env)
-                } else {
-                    format!(
-                        "could not start the shim {}: {e}",
-                        self.shim_program.display()
-                    )
-                };
-                tracing::error!(
-                    run = run.id,
-                    project = %run.project,
-                    reason = %reason,
-                    "spawn failed: the run's shim could not be started"
-                );
-                self.observed.metrics.spawn_failed();
-                self.pending.push(Transition {
-                    run_id: run.id,
-                    token: run.claim_token,
-                    change: store::Change::Finish {
-                        status: RunStatus::Failed,
-                        exit_code: None,
-                        signal: None,
-                        reason: Some(reason),
-                        retry: None,
-                        finished_at: None,
-                    },
-                });
-                self.slots.insert(slot);
-                let _ = self.events.send(Event::Nudge);
+                self.shim_not_started(&run, slot, &args, e);
                 return;
             }
         };
         fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
+        self.spawn_hold = None;
         if let Some(pid) = child.id() {
             let pid = pid as i32;
             slot.shim = crate::sys::process::start_time(pid)
@@ -156,6 +134,87 @@ impl Daemon {
                     events,
                 ));
             }
+        }
+    }
+
+    /// The shim of the claimed `run` could not be started (`e`, from the spawn). A lack of a
+    /// resource on the daemon's side (descriptors, processes, memory: the command never had a
+    /// chance to start) sends the run back to the queue, same attempt, and holds every claim
+    /// back for a backoff that doubles up to [`SPAWN_HOLD_MAX`] while spawns keep failing; any
+    /// other error ends the run `failed` with the reason.
+    fn shim_not_started(&mut self, run: &Run, slot: Slot, args: &ShimArgs, e: std::io::Error) {
+        self.observed.metrics.spawn_failed();
+        let change = if is_resource_shortage(&e) {
+            // Runs claimed in the same EVAL fail alike: one failure doubles the wait, not each.
+            let now = Instant::now();
+            let (until, wait) = match self.spawn_hold {
+                Some((until, w)) if until > now => (until, w),
+                Some((_, w)) => {
+                    let w = (w * 2).min(SPAWN_HOLD_MAX);
+                    (now + w, w)
+                }
+                None => (now + SPAWN_HOLD_MIN, SPAWN_HOLD_MIN),
+            };
+            self.spawn_hold = Some((until, wait));
+            self.wake_within(until - now);
+            tracing::warn!(
+                run = run.id,
+                project = %run.project,
+                error = %e,
+                retry_in_ms = wait.as_millis() as u64,
+                "could not start the run's shim for lack of a resource: run requeued, same \
+                 attempt; no run is claimed until the backoff ends"
+            );
+            store::Change::Requeue {
+                reason: format!("the shim could not be started: {e}"),
+            }
+        } else {
+            // The shim's command line carries the command's: an oversized one is the
+            // command's fault, and the message names it and the limit, not the shim.
+            let reason = if e.kind() == std::io::ErrorKind::ArgumentListTooLong {
+                let env = crate::exec_limits::environment_with(args.env.iter().cloned());
+                crate::exec_limits::refused_message(&args.argv, &env)
+            } else {
+                format!(
+                    "could not start the shim {}: {e}",
+                    self.shim_program.display()
+                )
+            };
+            tracing::error!(
+                run = run.id,
+                project = %run.project,
+                reason = %reason,
+                "spawn failed: the run's shim could not be started"
+            );
+            store::Change::Finish {
+                status: RunStatus::Failed,
+                exit_code: None,
+                signal: None,
+                reason: Some(reason),
+                retry: None,
+                finished_at: None,
+            }
+        };
+        self.pending.push(Transition {
+            run_id: run.id,
+            token: run.claim_token,
+            change,
+        });
+        self.slots.insert(slot);
+        let _ = self.events.send(Event::Nudge);
+    }
+
+    /// Whether claims may be made: no hold after a resource shortage, or its wait is over.
+    pub(super) fn spawn_hold_over(&self) -> bool {
+        self.spawn_hold
+            .is_none_or(|(until, _)| until <= Instant::now())
+    }
+
+    /// While claims are held back, makes sure the loop wakes when the hold ends.
+    pub(super) fn wake_after_spawn_hold(&mut self) {
+        let now = Instant::now();
+        if let Some((until, _)) = self.spawn_hold.filter(|(until, _)| *until > now) {
+            self.wake_within(until - now);
         }
     }
 
@@ -246,6 +305,7 @@ fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
         kill_grace: project.kill_grace,
         cwd: project.cwd.clone(),
         max_log_size: Some(project.retention.max_log_size),
+        log: Default::default(),
         // The run's own arguments follow the project's command as argv items: no shell ever
         // reads them.
         argv: project
@@ -256,6 +316,29 @@ fn shim_args(state_dir: &Path, run: &Run, project: &ProjectConfig) -> ShimArgs {
             .collect(),
         env,
     }
+}
+
+/// The first hold on claims after a shim could not be started for lack of a resource.
+pub(super) const SPAWN_HOLD_MIN: Duration = Duration::from_millis(200);
+/// The longest such hold: doubling stops here while spawns keep failing.
+pub(super) const SPAWN_HOLD_MAX: Duration = Duration::from_secs(10);
+
+/// Whether a failed shim spawn is the daemon's lack of a resource (file descriptors, processes,
+/// memory), which passes, rather than something wrong with what was to be started.
+fn is_resource_shortage(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM)
+    )
+}
+
+/// Under the failpoint `spawn-shim-emfile`, the error a shim spawn fails with (EMFILE, as when
+/// the daemon is out of file descriptors) instead of being tried; `None` otherwise.
+fn injected_spawn_error() -> Option<std::io::Error> {
+    fail::fail_point!("spawn-shim-emfile", |_| Some(
+        std::io::Error::from_raw_os_error(libc::EMFILE)
+    ));
+    None
 }
 
 /// How [`Daemon::fork_shim`] went.

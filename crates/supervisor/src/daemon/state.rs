@@ -50,6 +50,12 @@ pub(super) struct Daemon {
     /// After a failed EVAL or recovery (busy database): no EVAL before this instant; the wait
     /// doubles.
     pub(super) backoff: Option<(Instant, Duration)>,
+    /// The shape of the shims' own log lines (the daemon's log's, chosen at start).
+    pub(super) shim_log: crate::shim::log::ShimLog,
+    /// After a shim could not be started for lack of a resource (EMFILE, ENOMEM…): no run is
+    /// claimed before this instant; the wait doubles while spawns keep failing, and is
+    /// forgotten once a shim starts.
+    pub(super) spawn_hold: Option<(Instant, Duration)>,
     /// The earliest instant a delayed (retry) run or a schedule occurrence becomes due.
     pub(super) next_due: Option<Instant>,
     /// Set when the store refused a write because a newer epoch took over: the loop stops.

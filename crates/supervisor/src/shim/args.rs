@@ -40,12 +40,15 @@ pub struct ShimArgs {
     /// secrets. A shim started with `fleet shim` gets them as its own environment instead (and
     /// this list is empty); a shim forked by the fork server gets them here.
     pub env: Vec<(OsString, Option<OsString>)>,
+    /// The shape of the shim's own log lines, the daemon's (`--log-style`, left out for plain
+    /// text).
+    pub log: super::log::ShimLog,
 }
 
 impl ShimArgs {
     /// The arguments that follow `fleet shim`:
     /// `--state-dir P --run-id N --token T [--timeout D] --kill-grace D --cwd P
-    /// [--max-log-size BYTES] -- ARGV...`,
+    /// [--max-log-size BYTES] [--log-style text|journal|json] -- ARGV...`,
     /// where durations are written `SECONDS.NANOSECONDS` (nine digits) so they round-trip
     /// exactly. Paths and argv are passed as they are (non-UTF-8 included).
     pub fn to_args(&self) -> Vec<OsString> {
@@ -69,6 +72,10 @@ impl ShimArgs {
             out.push("--max-log-size".into());
             out.push(max.to_string().into());
         }
+        if self.log != super::log::ShimLog::Text {
+            out.push("--log-style".into());
+            out.push(self.log.as_str().into());
+        }
         out.push("--".into());
         out.extend(self.argv.iter().cloned());
         out
@@ -86,6 +93,7 @@ impl ShimArgs {
         let mut kill_grace = None;
         let mut cwd = None;
         let mut max_log_size = None;
+        let mut log = None;
         let mut argv = None;
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -109,6 +117,13 @@ impl ShimArgs {
                 "--max-log-size" => {
                     set_once(&mut max_log_size, name, parse_number::<u64>(name, value)?)?
                 }
+                "--log-style" => {
+                    let style = value
+                        .to_str()
+                        .and_then(super::log::ShimLog::parse)
+                        .ok_or_else(|| format!("bad value {value:?} for {name}"))?;
+                    set_once(&mut log, name, style)?
+                }
                 _ => return Err(format!("unknown option {name}")),
             }
         }
@@ -126,6 +141,7 @@ impl ShimArgs {
             max_log_size,
             argv,
             env: Vec::new(),
+            log: log.unwrap_or_default(),
         })
     }
 
@@ -248,6 +264,8 @@ mod tests {
             max_log_size: Some(64 << 20),
             argv: os(&["sh", "-c", "echo --token; exit 3", "--"]),
             env: Vec::new(),
+            // Not the default: the round trip must carry it.
+            log: crate::shim::log::ShimLog::Json,
         }
     }
 
@@ -336,6 +354,7 @@ mod tests {
             kill_grace: Duration::from_secs(10),
             cwd: PathBuf::from("/srv"),
             max_log_size: None,
+            log: crate::shim::log::ShimLog::Journal,
             argv: vec!["sh".into(), "-c".into(), "echo a=b".into()],
             env: vec![
                 ("FLEET_RUN_ID".into(), Some("12".into())),

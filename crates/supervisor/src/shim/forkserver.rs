@@ -251,6 +251,7 @@ mod tests {
             max_log_size: None,
             argv: vec!["true".into()],
             env: Vec::new(),
+            log: Default::default(),
         };
         assert!(request(&a).is_ok());
         a.env

@@ -35,6 +35,7 @@
 
 pub mod args;
 pub mod forkserver;
+pub mod log;
 pub mod logbound;
 pub mod rundir;
 
@@ -138,6 +139,7 @@ pub unsafe fn main(args: &[OsString]) -> i32 {
             return EXIT_USAGE;
         }
     };
+    log::set(args.log);
     // Whatever the daemon inherited and did not mark close-on-exec (a service manager's or a
     // test harness's descriptors) would otherwise reach every command.
     // SAFETY: the caller's guarantee (# Safety): nothing in this process owns a descriptor
@@ -189,6 +191,7 @@ pub(super) unsafe fn main_forked(args: &ShimArgs, report: OwnedFd) -> i32 {
             return EXIT_FAILED;
         }
     };
+    log::set(args.log);
     // SAFETY: the caller's guarantee (# Safety), which is the one `set_up_forked` asks for.
     if let Err(e) = unsafe { set_up_forked(args, report) } {
         warn(format_args!(
@@ -601,8 +604,7 @@ fn signal_group(pgid: i32, sig: Signal) {
     }
 }
 
-/// Writes a line to stderr, ignoring failure: the daemon's stderr may be gone, and `eprintln!`
-/// would panic then.
+/// Writes a warning line to stderr in the daemon's log shape (see [`log`]).
 fn warn(message: fmt::Arguments<'_>) {
-    let _ = writeln!(io::stderr(), "{message}");
+    log::warn(message);
 }

@@ -76,10 +76,28 @@ impl Checker<'_> {
     /// [`MIN_MAX_LOG_SIZE`].
     fn max_log_size(&mut self, v: &Value<'_>, key: &str) -> Option<u64> {
         let bytes = match v.get_ref() {
+            // bytesize saturates a size past 2^64 bytes to the largest value instead of
+            // refusing it: that is refused here, as is anything it cannot read. Its own words
+            // name its types, so the message is fleet's.
             DeValue::String(s) => match s.trim().parse::<bytesize::ByteSize>() {
-                Ok(b) => b.as_u64(),
-                Err(e) => {
-                    self.error(v.span(), key, format!("invalid size {:?}: {e}", s.as_ref()));
+                Ok(b) if b.as_u64() < u64::MAX => b.as_u64(),
+                Ok(_) => {
+                    self.error(
+                        v.span(),
+                        key,
+                        format!("size {:?} is too large (at most 16EiB)", s.as_ref()),
+                    );
+                    return None;
+                }
+                Err(_) => {
+                    self.error(
+                        v.span(),
+                        key,
+                        format!(
+                            "invalid size {:?}: expected a size such as \"64MiB\", \"512KiB\" or \"500KB\", or a number of bytes",
+                            s.as_ref()
+                        ),
+                    );
                     return None;
                 }
             },

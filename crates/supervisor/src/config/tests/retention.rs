@@ -57,6 +57,18 @@ fn bad_values_name_line_and_key() {
         one("max_log_size = \"64 furlongs\"", "invalid size"),
         (1, "max_log_size".to_string())
     );
+    // fleet's own words, not the parsing crate's.
+    assert_eq!(
+        one(
+            "max_log_size = \"-5MiB\"",
+            "expected a size such as \"64MiB\""
+        ),
+        (1, "max_log_size".to_string())
+    );
+    assert_eq!(
+        one("max_log_size = \"99999999999999999999999GiB\"", "too large"),
+        (1, "max_log_size".to_string())
+    );
     assert_eq!(
         one("max_log_size = 100", "at least 1KiB"),
         (1, "max_log_size".to_string())
