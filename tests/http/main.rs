@@ -30,6 +30,8 @@ mod health;
 mod host;
 mod limits;
 mod metrics;
+mod ready;
+mod removed;
 mod socket;
 mod unknown;
 mod utf8;

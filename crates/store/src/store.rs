@@ -500,16 +500,17 @@ impl Store {
         }
     }
 
-    /// The queued runs per namespace (how many, and when the oldest was queued), by namespace;
-    /// namespaces with nothing queued are left out. For monitoring (`/metrics`, the dashboard).
+    /// The queued runs per namespace (how many, when the oldest was queued, and when the oldest
+    /// of those ready at `now` ([`Millis`], UTC) became ready), by namespace; namespaces with
+    /// nothing queued are left out. For monitoring (`/metrics`, the dashboard).
     ///
     /// Cost: in proportion to the queue's length (an index walk), never to the history.
     ///
     /// Errors: the database's.
-    pub fn queue_summary(&self) -> Result<Vec<QueueSummary>> {
+    pub fn queue_summary(&self, now: Millis) -> Result<Vec<QueueSummary>> {
         match &self.backend {
-            Backend::Sqlite(db) => db.queue_summary(),
-            Backend::Postgres(db) => db.queue_summary(),
+            Backend::Sqlite(db) => db.queue_summary(now),
+            Backend::Postgres(db) => db.queue_summary(now),
         }
     }
 }

@@ -29,4 +29,8 @@ pub struct QueueSummary {
     pub queued: u64,
     /// When the oldest of them was queued, in [`Millis`] (UTC).
     pub oldest_enqueued_at: Millis,
+    /// Among the runs ready at the `now` asked for (`not_before` ≤ now: delayed retries still
+    /// waiting out their backoff left out), the earliest time one became ready, in [`Millis`]
+    /// (UTC): the later of its `enqueued_at` and its `not_before`. `None` when none is ready.
+    pub oldest_ready_at: Option<Millis>,
 }

@@ -49,19 +49,21 @@ fn totals_count_every_end_once_and_queue_is_summed_per_namespace(db: &Db) {
     let _b2 = enqueue("b", "web", 40);
     let _c1 = enqueue("c", "ops", 50);
     assert!(s.ended_totals().unwrap().is_empty());
-    let q = s.queue_summary().unwrap();
+    let q = s.queue_summary(1_000).unwrap();
     assert_eq!(
         q,
         vec![
             QueueSummary {
                 namespace: "ops".into(),
                 queued: 3,
-                oldest_enqueued_at: 10
+                oldest_enqueued_at: 10,
+                oldest_ready_at: Some(10),
             },
             QueueSummary {
                 namespace: "web".into(),
                 queued: 2,
-                oldest_enqueued_at: 30
+                oldest_enqueued_at: 30,
+                oldest_ready_at: Some(30),
             },
         ]
     );
@@ -123,7 +125,7 @@ fn totals_count_every_end_once_and_queue_is_summed_per_namespace(db: &Db) {
             ("x".into(), RunStatus::Succeeded, 1, Some(7)),
         ]
     );
-    let q = s.queue_summary().unwrap();
+    let q = s.queue_summary(1_000).unwrap();
     assert_eq!(q.len(), 2);
     assert_eq!((q[0].queued, q[0].oldest_enqueued_at), (1, 50));
     assert_eq!((q[1].queued, q[1].oldest_enqueued_at), (1, 40));

@@ -4,7 +4,7 @@
 
 use super::PgStore;
 use crate::error::Result;
-use crate::{EndedTotal, QueueSummary, RunStatus, StoreError};
+use crate::{EndedTotal, Millis, QueueSummary, RunStatus, StoreError};
 
 impl PgStore {
     /// [`crate::Store::ended_totals`].
@@ -36,12 +36,13 @@ impl PgStore {
     }
 
     /// [`crate::Store::queue_summary`].
-    pub(crate) fn queue_summary(&self) -> Result<Vec<QueueSummary>> {
+    pub(crate) fn queue_summary(&self, now: Millis) -> Result<Vec<QueueSummary>> {
         let mut conn = self.conn()?;
         let rows = conn.query(
-            "SELECT namespace, count(*), min(enqueued_at) FROM runs \
+            "SELECT namespace, count(*), min(enqueued_at), \
+             min(CASE WHEN not_before <= $1 THEN GREATEST(enqueued_at, not_before) END) FROM runs \
              WHERE status = 'queued' GROUP BY namespace ORDER BY namespace",
-            &[],
+            &[&now],
         )?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
@@ -49,6 +50,7 @@ impl PgStore {
                 namespace: r.try_get(0)?,
                 queued: r.try_get::<_, i64>(1)?.max(0) as u64,
                 oldest_enqueued_at: r.try_get(2)?,
+                oldest_ready_at: r.try_get(3)?,
             });
         }
         Ok(out)

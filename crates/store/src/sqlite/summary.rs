@@ -6,7 +6,7 @@
 
 use super::SqliteStore;
 use crate::error::Result;
-use crate::{EndedTotal, QueueSummary, RunStatus, StoreError};
+use crate::{EndedTotal, Millis, QueueSummary, RunStatus, StoreError};
 
 impl SqliteStore {
     /// [`crate::Store::ended_totals`].
@@ -45,17 +45,19 @@ impl SqliteStore {
     }
 
     /// [`crate::Store::queue_summary`].
-    pub(crate) fn queue_summary(&self) -> Result<Vec<QueueSummary>> {
+    pub(crate) fn queue_summary(&self, now: Millis) -> Result<Vec<QueueSummary>> {
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached(
-            "SELECT namespace, count(*), min(enqueued_at) FROM runs \
+            "SELECT namespace, count(*), min(enqueued_at), \
+             min(CASE WHEN not_before <= ?1 THEN max(enqueued_at, not_before) END) FROM runs \
              WHERE status = 'queued' GROUP BY namespace ORDER BY namespace",
         )?;
-        let rows = stmt.query_map([], |r| {
+        let rows = stmt.query_map([now], |r| {
             Ok(QueueSummary {
                 namespace: r.get(0)?,
                 queued: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
                 oldest_enqueued_at: r.get(2)?,
+                oldest_ready_at: r.get(3)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

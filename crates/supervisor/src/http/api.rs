@@ -47,7 +47,7 @@ pub(super) fn read_overview(o: &Observed) -> Result<Overview, StoreError> {
         limit: Some(OVERVIEW_RUNS),
         ..RunFilter::default()
     })?;
-    let queue = o.store.queue_summary()?;
+    let queue = o.store.queue_summary(now_ms())?;
     let ended = o.store.ended_totals()?;
     let schedules = o.store.schedules()?;
 

@@ -158,7 +158,14 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
     let last_success = Family::<ProjectLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
     let last_failure = Family::<ProjectLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
     let mut failure_at: BTreeMap<&str, Millis> = BTreeMap::new();
-    for t in &snap.ended {
+    // The database keeps the totals of projects since removed or renamed; exposing them would
+    // keep a per-project alert (no success in 24h) firing forever, so only the projects of the
+    // config in force are shown, and a reload that removes one drops its series.
+    for t in snap
+        .ended
+        .iter()
+        .filter(|t| config.projects.contains_key(&t.project))
+    {
         ended
             .get_or_create(&ProjectStatus {
                 project: t.project.clone(),
@@ -205,10 +212,12 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
     );
 
     // Every namespace the config declares or a run counts against, so that an empty one reads 0.
-    let mut namespaces: BTreeMap<String, (i64, i64, Option<Millis>)> = config
+    // (active, queued, oldest queued at, oldest ready since)
+    type NsRow = (i64, i64, Option<Millis>, Option<Millis>);
+    let mut namespaces: BTreeMap<String, NsRow> = config
         .namespaces
         .keys()
-        .map(|n| (n.clone(), (0, 0, None)))
+        .map(|n| (n.clone(), (0, 0, None, None)))
         .collect();
     namespaces
         .entry(crate::config::DEFAULT_NAMESPACE.to_string())
@@ -220,12 +229,14 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
         let e = namespaces.entry(q.namespace.clone()).or_default();
         e.1 = i64::try_from(q.queued).unwrap_or(i64::MAX);
         e.2 = Some(q.oldest_enqueued_at);
+        e.3 = q.oldest_ready_at;
     }
     let ns_active = Family::<NamespaceLabel, Gauge>::default();
     let ns_cap = Family::<NamespaceLabel, Gauge>::default();
     let ns_queued = Family::<NamespaceLabel, Gauge>::default();
     let ns_oldest = Family::<NamespaceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-    for (name, (active, queued, oldest)) in &namespaces {
+    let ns_ready = Family::<NamespaceLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    for (name, (active, queued, oldest, ready)) in &namespaces {
         let l = NamespaceLabel {
             namespace: name.clone(),
         };
@@ -234,6 +245,9 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
         ns_oldest
             .get_or_create(&l)
             .set(oldest.map_or(0.0, |at| secs((now - at).max(0))));
+        ns_ready
+            .get_or_create(&l)
+            .set(ready.map_or(0.0, |at| secs((now - at).max(0))));
         if let Some(ns) = config.namespaces.get(name) {
             ns_cap
                 .get_or_create(&l)
@@ -257,9 +271,17 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
     );
     reg.register_with_unit(
         "namespace_oldest_queued_age",
-        "Age of the namespace's oldest queued run; 0 when none is queued",
+        "Age of the namespace's oldest queued run (delayed retries included); 0 when none is queued",
         Unit::Seconds,
         ns_oldest,
+    );
+    // What a stale-queue alert wants: a delayed retry waiting out its backoff is not stuck, so
+    // only runs ready to start count, and from when they became ready.
+    reg.register_with_unit(
+        "namespace_oldest_ready_age",
+        "How long the namespace's oldest ready queued run (not_before reached) has been ready; 0 when none is ready",
+        Unit::Seconds,
+        ns_ready,
     );
     let gauge = |v: i64| {
         let g: Gauge = Gauge::default();
@@ -362,15 +384,24 @@ mod tests {
                     count: 1,
                     last_finished_at: Some(1_700),
                 },
+                // A project no longer in the config: none of its series is exposed.
+                EndedTotal {
+                    project: "gone".into(),
+                    status: RunStatus::Succeeded,
+                    count: 1,
+                    last_finished_at: Some(1_600),
+                },
             ],
             queued: vec![QueueSummary {
                 namespace: "ops".into(),
                 queued: 4,
                 oldest_enqueued_at: 1_000,
+                oldest_ready_at: Some(2_500),
             }],
             active: vec![],
         };
         let text = render(&o, &config, &snap, 3_000);
+        assert!(!text.contains("\"gone\""), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
         let mut kind = std::collections::BTreeMap::new();
         for line in text.lines() {
@@ -399,6 +430,7 @@ mod tests {
             "fleet_project_last_failure_timestamp_seconds{project=\"p\"} 1.7",
             "fleet_namespace_queued_runs{namespace=\"ops\"} 4",
             "fleet_namespace_oldest_queued_age_seconds{namespace=\"ops\"} 2.0",
+            "fleet_namespace_oldest_ready_age_seconds{namespace=\"ops\"} 0.5",
             "fleet_namespace_max_concurrency{namespace=\"ops\"} 2",
             "fleet_daemon_epoch 7",
             "fleet_daemon_healthy 1",

@@ -256,18 +256,20 @@ async fn healthz(axum::extract::State(o): Shared) -> Response {
 
 /// `GET /metrics`.
 async fn metrics_handler(axum::extract::State(o): Shared) -> Response {
+    // One `now` for the read and the ages computed from it, so a run is ready or not in both.
+    let now = now_ms();
     let snap = o
-        .read(|o| -> Result<_, store::StoreError> {
+        .read(move |o| -> Result<_, store::StoreError> {
             Ok(metrics::Snapshot {
                 ended: o.store.ended_totals()?,
-                queued: o.store.queue_summary()?,
+                queued: o.store.queue_summary(now)?,
                 active: o.store.active_runs()?,
             })
         })
         .await;
     match snap {
         Ok(Ok(snap)) => {
-            let body = metrics::render(&o, &o.config(), &snap, now_ms());
+            let body = metrics::render(&o, &o.config(), &snap, now);
             ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], body).into_response()
         }
         Ok(Err(e)) => unavailable(&e),
