@@ -5,30 +5,7 @@
 use store::*;
 
 mod common;
-use common::Db;
-
-fn new_run(project: &str, ns: &str) -> NewRun {
-    NewRun {
-        project: project.into(),
-        namespace: ns.into(),
-        ..Default::default()
-    }
-}
-
-fn req(id: RunId, ns: &str) -> ClaimRequest {
-    ClaimRequest {
-        run_id: id,
-        namespace: ns.into(),
-        global_cap: 4,
-        namespace_cap: None,
-        max_parallel: 1,
-    }
-}
-
-fn take_over(s: &Store) -> i64 {
-    s.take_over(std::process::id() as i32, "fleet.toml", "{}", now_ms())
-        .unwrap()
-}
+use common::{claim_req as req, new_run, take_over, Db};
 
 /// Several stores on one database (several processes, or hosts, each with its own pool) race to
 /// claim the same runs: exactly one wins each run.

@@ -5,34 +5,7 @@ use std::time::{Duration, Instant};
 use store::*;
 
 mod common;
-use common::Db;
-
-fn new_run(project: &str, ns: &str) -> NewRun {
-    NewRun {
-        project: project.into(),
-        namespace: ns.into(),
-        priority: 0,
-        trigger: Trigger::Manual,
-        occurrence: None,
-        not_before: 0,
-        ..Default::default()
-    }
-}
-
-fn req(id: RunId, ns: &str) -> ClaimRequest {
-    ClaimRequest {
-        run_id: id,
-        namespace: ns.into(),
-        global_cap: 4,
-        namespace_cap: None,
-        max_parallel: 1,
-    }
-}
-
-fn take_over(s: &Store) -> i64 {
-    s.take_over(std::process::id() as i32, "fleet.toml", "{}", now_ms())
-        .unwrap()
-}
+use common::{claim_req as req, new_run, take_over, Db};
 
 /// Can a second dequeue hand back the same run? It must not: a run handed out twice is started
 /// twice, past every cap.

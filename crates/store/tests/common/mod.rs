@@ -179,3 +179,32 @@ pub fn req(expected: Option<Millis>, fire: Option<Millis>, overlap: OverlapPolic
         clock_back_from: None,
     }
 }
+
+/// A manual run of `project` in namespace `ns`, the rest default.
+#[allow(dead_code)]
+pub fn new_run(project: &str, ns: &str) -> NewRun {
+    NewRun {
+        project: project.into(),
+        namespace: ns.into(),
+        ..Default::default()
+    }
+}
+
+/// A claim of run `id` in namespace `ns` under a global cap of 4, one run per project.
+#[allow(dead_code)]
+pub fn claim_req(id: RunId, ns: &str) -> ClaimRequest {
+    ClaimRequest {
+        run_id: id,
+        namespace: ns.into(),
+        global_cap: 4,
+        namespace_cap: None,
+        max_parallel: 1,
+    }
+}
+
+/// Takes the database over as a daemon would; returns the new epoch.
+#[allow(dead_code)]
+pub fn take_over(s: &Store) -> i64 {
+    s.take_over(std::process::id() as i32, "fleet.toml", "{}", now_ms())
+        .unwrap()
+}
