@@ -54,6 +54,7 @@
 //! Times are `i64` milliseconds since the Unix epoch, UTC ([`Millis`]).
 
 mod activity;
+mod decide;
 mod error;
 mod model;
 mod operator;

@@ -33,7 +33,6 @@ mod counts;
 mod daemon;
 mod eval;
 mod events;
-mod hooks;
 mod open;
 mod operator;
 mod paused;
@@ -49,9 +48,6 @@ use std::path::PathBuf;
 use r2d2_sqlite::SqliteConnectionManager;
 
 pub(crate) use open::SqliteProbe;
-// The note a run's end gets is the same on every backend: the PostgreSQL one uses it too.
-pub(crate) use hooks::hook_run;
-pub(crate) use transitions::{end_note, CancelRequest, Ending};
 
 use crate::error::Result;
 use crate::StoreError;
