@@ -13,9 +13,15 @@
 //! (`rusqlite::Row` and `postgres::Row` share no trait).
 //!
 //! Files: `transition` (checking a transition, the end's note, the retry and the failure hook's
-//! run), `schedule` (what firing an occurrence writes: queue, skip, replace), `prune` (which
-//! runs a prune may take).
+//! run, and the order a backend writes them in), `schedule` (what firing an occurrence writes:
+//! queue, skip, replace), `prune` (which runs a prune may take), `run_columns` (the `runs`
+//! column list and what its text columns mean), `clock` (a delay written by a clock that
+//! stepped back, counted again), `claim` (the caps a claim must find room under, a project's
+//! lowest free seat).
 
+pub(crate) mod claim;
+pub(crate) mod clock;
 pub(crate) mod prune;
+pub(crate) mod run_columns;
 pub(crate) mod schedule;
 pub(crate) mod transition;

@@ -10,7 +10,8 @@
 
 use crate::error::Result;
 use crate::{
-    Change, FailureHooks, Millis, NewRun, Run, RunId, RunStatus, StoreError, Transition, Trigger,
+    Applied, Change, FailureHooks, Millis, NewRun, Run, RunId, RunStatus, StoreError, Transition,
+    Trigger,
 };
 
 /// What one transition comes to: nothing, or the writes of a [`TransitionPlan`].
@@ -222,6 +223,52 @@ pub(crate) fn plan_transition(
         hook,
         frees_seats: run.status.is_active() && !to.is_active(),
     })))
+}
+
+/// The writes a backend supplies to carry out a [`TransitionPlan`] ([`execute`]), each on the
+/// transaction that read the run for the decision.
+pub(crate) trait TransitionWrites {
+    /// Writes `w` on run `id`'s row.
+    fn write_run(&mut self, id: RunId, w: &RunWrite) -> Result<()>;
+    /// Inserts `new` as attempt `attempt` (retrying `retry_of`, if set); its id.
+    fn insert_run(&mut self, new: &NewRun, attempt: u32, retry_of: Option<RunId>) -> Result<RunId>;
+    /// Frees the seats run `id` held, where the backend keeps them in rows of their own (a
+    /// backend whose seats live on the run row has nothing to do).
+    fn free_seats(&mut self, id: RunId) -> Result<()>;
+    /// Run `id` as it is now written. Errors: [`StoreError::UnknownRun`] if it is gone.
+    fn reread(&mut self, id: RunId) -> Result<Run>;
+    /// Appends the event of `after` moving from `from`, with `detail`.
+    fn insert_event(&mut self, after: &Run, from: RunStatus, detail: Option<&str>) -> Result<()>;
+}
+
+/// Carries out `plan` for run `id` through `w`, in the order [`TransitionPlan`] documents, and
+/// says what was done. Errors: any of the writes'; the caller's transaction then rolls back.
+pub(crate) fn execute(
+    w: &mut impl TransitionWrites,
+    id: RunId,
+    plan: &TransitionPlan,
+) -> Result<Applied> {
+    w.write_run(id, &plan.write)?;
+    let retry = match &plan.retry {
+        Some(r) => Some(w.insert_run(&r.run, r.attempt, Some(r.retry_of))?),
+        None => None,
+    };
+    if plan.frees_seats {
+        w.free_seats(id)?;
+    }
+    let after = w.reread(id)?;
+    w.insert_event(&after, plan.from, plan.detail.as_deref())?;
+    // After the end's own event, so that the history reads in order: the end, then its hook.
+    let hook = match &plan.hook {
+        Some(new) => Some(w.insert_run(new, 1, None)?),
+        None => None,
+    };
+    Ok(Applied::Done {
+        status: plan.to,
+        retry,
+        hook,
+        run: Box::new(after),
+    })
 }
 
 /// The next attempt of `run`, not before `not_before` (ms UTC).

@@ -14,9 +14,11 @@ use super::daemon::check_epoch;
 use super::events::{insert_event, EventRow};
 use super::runs::{cancel_request, get_run, insert_run};
 use super::PgStore;
-use crate::decide::transition::{plan_transition, CancelRequest, Decision, RunWrite};
+use crate::decide::transition::{
+    execute, plan_transition, CancelRequest, Decision, RunWrite, TransitionWrites,
+};
 use crate::error::Result;
-use crate::{Applied, FailureHooks, Millis, StoreError, Transition};
+use crate::{Applied, FailureHooks, Millis, NewRun, Run, RunId, RunStatus, StoreError, Transition};
 
 impl PgStore {
     /// Applies transitions in one transaction, after the epoch check; one [`Applied`] per
@@ -61,78 +63,89 @@ fn apply_one(
         at: cancel_at,
         reason: cancel_reason.as_deref(),
     };
-    let plan = match plan_transition(&run, t, Some(cancel), hooks, now)? {
-        Decision::Skip(why) => return Ok(Applied::Skipped(why)),
-        Decision::Apply(plan) => plan,
-    };
-    match &plan.write {
-        RunWrite::Running { pid } => {
-            tx.execute(
-                "UPDATE runs SET status = 'running', pid = $2 WHERE id = $1",
-                &[&run.id, &pid.map(i64::from)],
-            )?;
-        }
-        RunWrite::End {
-            status,
-            exit_code,
-            signal,
-            note,
-            at,
-            clear_pid,
-        } => {
-            tx.execute(
-                "UPDATE runs SET status = $2, exit_code = $3, signal = $4, \
-                   reason = CASE WHEN $5::text IS NULL THEN reason WHEN reason IS NULL THEN $5::text \
-                                 ELSE reason || '; ' || $5::text END, \
-                   finished_at = $6 WHERE id = $1",
-                &[
-                    &run.id,
-                    &status.as_str(),
-                    &exit_code.map(i64::from),
-                    &signal.map(i64::from),
-                    note,
-                    at,
-                ],
-            )?;
-            if *clear_pid {
-                tx.execute("UPDATE runs SET pid = NULL WHERE id = $1", &[&run.id])?;
+    match plan_transition(&run, t, Some(cancel), hooks, now)? {
+        Decision::Skip(why) => Ok(Applied::Skipped(why)),
+        Decision::Apply(plan) => execute(&mut Writes { tx, epoch, now }, run.id, &plan),
+    }
+}
+
+/// A transition's writes on PostgreSQL, on the caller's transaction (the run is locked).
+struct Writes<'a, 't> {
+    tx: &'a mut Transaction<'t>,
+    epoch: i64,
+    now: Millis,
+}
+
+impl TransitionWrites for Writes<'_, '_> {
+    fn write_run(&mut self, id: RunId, w: &RunWrite) -> Result<()> {
+        match w {
+            RunWrite::Running { pid } => {
+                self.tx.execute(
+                    "UPDATE runs SET status = 'running', pid = $2 WHERE id = $1",
+                    &[&id, &pid.map(i64::from)],
+                )?;
+            }
+            RunWrite::End {
+                status,
+                exit_code,
+                signal,
+                note,
+                at,
+                clear_pid,
+            } => {
+                self.tx.execute(
+                    "UPDATE runs SET status = $2, exit_code = $3, signal = $4, \
+                       reason = CASE WHEN $5::text IS NULL THEN reason \
+                                     WHEN reason IS NULL THEN $5::text \
+                                     ELSE reason || '; ' || $5::text END, \
+                       finished_at = $6 WHERE id = $1",
+                    &[
+                        &id,
+                        &status.as_str(),
+                        &exit_code.map(i64::from),
+                        &signal.map(i64::from),
+                        note,
+                        at,
+                    ],
+                )?;
+                if *clear_pid {
+                    self.tx
+                        .execute("UPDATE runs SET pid = NULL WHERE id = $1", &[&id])?;
+                }
+            }
+            RunWrite::Requeue => {
+                self.tx.execute(
+                    "UPDATE runs SET status = 'queued', started_at = NULL, pid = NULL WHERE id = $1",
+                    &[&id],
+                )?;
             }
         }
-        RunWrite::Requeue => {
-            tx.execute(
-                "UPDATE runs SET status = 'queued', started_at = NULL, pid = NULL WHERE id = $1",
-                &[&run.id],
-            )?;
-        }
+        Ok(())
     }
-    let retry_id = match &plan.retry {
-        Some(r) => Some(insert_run(tx, &r.run, r.attempt, Some(r.retry_of), now)?),
-        None => None,
-    };
-    if plan.frees_seats {
-        free_seats(tx, run.id)?;
+
+    fn insert_run(&mut self, new: &NewRun, attempt: u32, retry_of: Option<RunId>) -> Result<RunId> {
+        insert_run(self.tx, new, attempt, retry_of, self.now)
     }
-    let after = get_run(tx, run.id, false)?.ok_or(StoreError::UnknownRun(run.id))?;
-    insert_event(
-        tx,
-        &EventRow {
-            run: &after,
-            from: Some(plan.from),
-            epoch: Some(epoch),
-            at: now,
-            occupancy: None,
-            detail: plan.detail.as_deref(),
-        },
-    )?;
-    // After the end's own event, so that the history reads in order: the end, then its hook.
-    let hook_id = match &plan.hook {
-        Some(new) => Some(insert_run(tx, new, 1, None, now)?),
-        None => None,
-    };
-    Ok(Applied::Done {
-        status: plan.to,
-        retry: retry_id,
-        hook: hook_id,
-        run: Box::new(after),
-    })
+
+    fn free_seats(&mut self, id: RunId) -> Result<()> {
+        free_seats(self.tx, id)
+    }
+
+    fn reread(&mut self, id: RunId) -> Result<Run> {
+        get_run(self.tx, id, false)?.ok_or(StoreError::UnknownRun(id))
+    }
+
+    fn insert_event(&mut self, after: &Run, from: RunStatus, detail: Option<&str>) -> Result<()> {
+        insert_event(
+            self.tx,
+            &EventRow {
+                run: after,
+                from: Some(from),
+                epoch: Some(self.epoch),
+                at: self.now,
+                occupancy: None,
+                detail,
+            },
+        )
+    }
 }

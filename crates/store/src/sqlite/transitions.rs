@@ -13,9 +13,11 @@ use super::daemon::check_epoch;
 use super::events::{insert_event, EventRow};
 use super::runs::{cancel_request, get_run, insert_run};
 use super::SqliteStore;
-use crate::decide::transition::{plan_transition, CancelRequest, Decision, RunWrite};
+use crate::decide::transition::{
+    execute, plan_transition, CancelRequest, Decision, RunWrite, TransitionWrites,
+};
 use crate::error::Result;
-use crate::{Applied, FailureHooks, Millis, StoreError, Transition};
+use crate::{Applied, FailureHooks, Millis, NewRun, Run, RunId, RunStatus, StoreError, Transition};
 
 impl SqliteStore {
     /// Applies transitions in one `BEGIN IMMEDIATE` transaction, after the epoch check; one
@@ -60,75 +62,84 @@ fn apply_one(
         at: cancel_at,
         reason: cancel_reason.as_deref(),
     };
-    let plan = match plan_transition(&run, t, Some(cancel), hooks, now)? {
-        Decision::Skip(why) => return Ok(Applied::Skipped(why)),
-        Decision::Apply(plan) => plan,
-    };
-    match &plan.write {
-        RunWrite::Running { pid } => {
-            conn.prepare_cached("UPDATE runs SET status = 'running', pid = ?2 WHERE id = ?1")?
-                .execute(params![run.id, pid])?;
-        }
-        RunWrite::End {
-            status,
-            exit_code,
-            signal,
-            note,
-            at,
-            clear_pid,
-        } => {
-            conn.prepare_cached(
-                "UPDATE runs SET status = ?2, exit_code = ?3, signal = ?4, \
-                   reason = CASE WHEN ?5 IS NULL THEN reason WHEN reason IS NULL THEN ?5 \
-                                 ELSE reason || '; ' || ?5 END, \
-                   finished_at = ?6 WHERE id = ?1",
-            )?
-            .execute(params![
-                run.id,
-                status.as_str(),
+    match plan_transition(&run, t, Some(cancel), hooks, now)? {
+        Decision::Skip(why) => Ok(Applied::Skipped(why)),
+        Decision::Apply(plan) => execute(&mut Writes { conn, epoch, now }, run.id, &plan),
+    }
+}
+
+/// A transition's writes on SQLite, on the caller's `BEGIN IMMEDIATE` transaction.
+struct Writes<'c> {
+    conn: &'c Connection,
+    epoch: i64,
+    now: Millis,
+}
+
+impl TransitionWrites for Writes<'_> {
+    fn write_run(&mut self, id: RunId, w: &RunWrite) -> Result<()> {
+        match w {
+            RunWrite::Running { pid } => {
+                self.conn
+                    .prepare_cached("UPDATE runs SET status = 'running', pid = ?2 WHERE id = ?1")?
+                    .execute(params![id, pid])?;
+            }
+            RunWrite::End {
+                status,
                 exit_code,
                 signal,
                 note,
-                at
-            ])?;
-            if *clear_pid {
-                conn.prepare_cached("UPDATE runs SET pid = NULL WHERE id = ?1")?
-                    .execute([run.id])?;
+                at,
+                clear_pid,
+            } => {
+                self.conn
+                    .prepare_cached(
+                        "UPDATE runs SET status = ?2, exit_code = ?3, signal = ?4, \
+                           reason = CASE WHEN ?5 IS NULL THEN reason WHEN reason IS NULL THEN ?5 \
+                                         ELSE reason || '; ' || ?5 END, \
+                           finished_at = ?6 WHERE id = ?1",
+                    )?
+                    .execute(params![id, status.as_str(), exit_code, signal, note, at])?;
+                if *clear_pid {
+                    self.conn
+                        .prepare_cached("UPDATE runs SET pid = NULL WHERE id = ?1")?
+                        .execute([id])?;
+                }
+            }
+            RunWrite::Requeue => {
+                self.conn
+                    .prepare_cached(
+                        "UPDATE runs SET status = 'queued', started_at = NULL, pid = NULL WHERE id = ?1",
+                    )?
+                    .execute([id])?;
             }
         }
-        RunWrite::Requeue => {
-            conn.prepare_cached(
-                "UPDATE runs SET status = 'queued', started_at = NULL, pid = NULL WHERE id = ?1",
-            )?
-            .execute([run.id])?;
-        }
+        Ok(())
     }
-    let retry_id = match &plan.retry {
-        Some(r) => Some(insert_run(conn, &r.run, r.attempt, Some(r.retry_of), now)?),
-        None => None,
-    };
-    // SQLite's seats live on the run rows themselves: leaving an active status frees them.
-    let after = get_run(conn, run.id)?.ok_or(StoreError::UnknownRun(run.id))?;
-    insert_event(
-        conn,
-        &EventRow {
-            run: &after,
-            from: Some(plan.from),
-            epoch: Some(epoch),
-            at: now,
-            occupancy: None,
-            detail: plan.detail.as_deref(),
-        },
-    )?;
-    // After the end's own event, so that the history reads in order: the end, then its hook.
-    let hook_id = match &plan.hook {
-        Some(new) => Some(insert_run(conn, new, 1, None, now)?),
-        None => None,
-    };
-    Ok(Applied::Done {
-        status: plan.to,
-        retry: retry_id,
-        hook: hook_id,
-        run: Box::new(after),
-    })
+
+    fn insert_run(&mut self, new: &NewRun, attempt: u32, retry_of: Option<RunId>) -> Result<RunId> {
+        insert_run(self.conn, new, attempt, retry_of, self.now)
+    }
+
+    /// SQLite's seats live on the run rows themselves: leaving an active status frees them.
+    fn free_seats(&mut self, _: RunId) -> Result<()> {
+        Ok(())
+    }
+
+    fn reread(&mut self, id: RunId) -> Result<Run> {
+        get_run(self.conn, id)?.ok_or(StoreError::UnknownRun(id))
+    }
+
+    fn insert_event(&mut self, after: &Run, from: RunStatus, detail: Option<&str>) -> Result<()> {
+        insert_event(
+            self.conn,
+            &EventRow {
+                run: after,
+                from: Some(from),
+                epoch: Some(self.epoch),
+                at: self.now,
+                occupancy: None,
+                detail,
+            },
+        )
+    }
 }
