@@ -17,8 +17,9 @@
 //! queue, skip, replace), `prune` (which runs a prune may take), `run_columns` (the `runs`
 //! column list and what its text columns mean), `clock` (a delay written by a clock that
 //! stepped back, counted again), `claim` (the caps a claim must find room under, a project's
-//! lowest free seat).
+//! lowest free seat), `cancel` (what cancelling a run of a given status writes).
 
+pub(crate) mod cancel;
 pub(crate) mod claim;
 pub(crate) mod clock;
 pub(crate) mod prune;

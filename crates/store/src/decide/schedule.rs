@@ -9,11 +9,13 @@
 //! moves the cursor. An occurrence is "handled" only when its run row exists: nothing here may
 //! mark one handled without [`FireSteps::insert_unique`] having made (or found) its run.
 
+use crate::decide::cancel::CancelWrites;
 use crate::error::Result;
 use crate::{FireRequest, Fired, HoldKind, Millis, NewRun, OverlapPolicy, RunId, Trigger};
 
-/// The reads and writes one fire step is made of, on the backend's transaction.
-pub(crate) trait FireSteps {
+/// The reads and writes one fire step is made of, on the backend's transaction (with the
+/// cancel's writes: a skip ends its run at once, a replace requests the active run's stop).
+pub(crate) trait FireSteps: CancelWrites {
     /// The project's queued and active runs with their status (as stored, e.g. `"running"`),
     /// the active ones first, oldest first.
     fn queued_and_active(&mut self, project: &str) -> Result<Vec<(RunId, String)>>;
@@ -24,10 +26,6 @@ pub(crate) trait FireSteps {
     /// error: a failed insert rolls the whole step back, cursor included, so the occurrence
     /// fires again later instead of being marked handled with no run.
     fn insert_unique(&mut self, new: &NewRun, now: Millis) -> Result<Option<RunId>>;
-    /// Ends the just-inserted queued run `id` as `cancelled` with `reason`.
-    fn cancel_if_queued(&mut self, id: RunId, reason: &str, now: Millis) -> Result<()>;
-    /// Asks the active run `id` to stop (its cancel request, with `reason`).
-    fn request_stop(&mut self, id: RunId, reason: &str, now: Millis) -> Result<()>;
     /// Sets the run's `reason` to `note`.
     fn set_reason(&mut self, id: RunId, note: &str) -> Result<()>;
 }

@@ -13,6 +13,17 @@ struct Fake {
     log: Vec<String>,
 }
 
+impl CancelWrites for Fake {
+    fn cancel_if_queued(&mut self, id: RunId, reason: &str, _: Millis) -> Result<bool> {
+        self.log.push(format!("skip {id}: {reason}"));
+        Ok(true)
+    }
+    fn request_stop(&mut self, id: RunId, _: &str, _: Millis) -> Result<()> {
+        self.log.push(format!("stop {id}"));
+        Ok(())
+    }
+}
+
 impl FireSteps for Fake {
     fn queued_and_active(&mut self, _: &str) -> Result<Vec<(RunId, String)>> {
         Ok(self.runs.clone())
@@ -27,14 +38,6 @@ impl FireSteps for Fake {
         self.next_id += 1;
         self.log.push(format!("insert {}", self.next_id));
         Ok(Some(self.next_id))
-    }
-    fn cancel_if_queued(&mut self, id: RunId, reason: &str, _: Millis) -> Result<()> {
-        self.log.push(format!("skip {id}: {reason}"));
-        Ok(())
-    }
-    fn request_stop(&mut self, id: RunId, _: &str, _: Millis) -> Result<()> {
-        self.log.push(format!("stop {id}"));
-        Ok(())
     }
     fn set_reason(&mut self, id: RunId, note: &str) -> Result<()> {
         self.log.push(format!("note {id}: {note}"));

@@ -228,6 +228,9 @@ pub(crate) fn plan_transition(
 /// The writes a backend supplies to carry out a [`TransitionPlan`] ([`execute`]), each on the
 /// transaction that read the run for the decision.
 pub(crate) trait TransitionWrites {
+    /// Run `id`'s cancel request: when it was made and its words (either `None` if recorded
+    /// before the database kept them).
+    fn cancel_request(&mut self, id: RunId) -> Result<(Option<Millis>, Option<String>)>;
     /// Writes `w` on run `id`'s row.
     fn write_run(&mut self, id: RunId, w: &RunWrite) -> Result<()>;
     /// Inserts `new` as attempt `attempt` (retrying `retry_of`, if set); its id.
@@ -239,6 +242,32 @@ pub(crate) trait TransitionWrites {
     fn reread(&mut self, id: RunId) -> Result<Run>;
     /// Appends the event of `after` moving from `from`, with `detail`.
     fn insert_event(&mut self, after: &Run, from: RunStatus, detail: Option<&str>) -> Result<()>;
+}
+
+/// Applies transition `t` to `run` (as read, locked where the backend needs it, in the
+/// transaction `w` writes in): reads its cancel request if it has one and the transition is for
+/// its claim, decides ([`plan_transition`]) and carries the plan out ([`execute`]). Errors:
+/// [`plan_transition`]'s and the writes'.
+pub(crate) fn apply(
+    w: &mut impl TransitionWrites,
+    run: &Run,
+    t: &Transition,
+    hooks: &FailureHooks,
+    now: Millis,
+) -> Result<Applied> {
+    let (at, reason) = if run.cancel_requested && run.claim_token == t.token {
+        w.cancel_request(run.id)?
+    } else {
+        (None, None)
+    };
+    let cancel = CancelRequest {
+        at,
+        reason: reason.as_deref(),
+    };
+    match plan_transition(run, t, Some(cancel), hooks, now)? {
+        Decision::Skip(why) => Ok(Applied::Skipped(why)),
+        Decision::Apply(plan) => execute(w, run.id, &plan),
+    }
 }
 
 /// Carries out `plan` for run `id` through `w`, in the order [`TransitionPlan`] documents, and

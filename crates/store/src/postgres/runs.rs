@@ -8,6 +8,7 @@ use postgres::{GenericClient, Row, Transaction};
 
 use super::events::{insert_event, EventRow};
 use super::PgStore;
+use crate::decide::cancel::{cancel_run, CancelWrites};
 use crate::decide::run_columns::{decode_columns, encode_args, encode_env, Decoded, TextColumns};
 use crate::error::Result;
 use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, StoreError};
@@ -130,17 +131,8 @@ impl PgStore {
         let mut conn = self.conn()?;
         let mut tx = conn.transaction()?;
         let run = get_run(&mut tx, id, true)?.ok_or(StoreError::UnknownRun(id))?;
-        let outcome = match run.status {
-            RunStatus::Queued => {
-                cancel_if_queued(&mut tx, id, reason, now)?;
-                CancelOutcome::Cancelled
-            }
-            RunStatus::Starting | RunStatus::Running => {
-                request_stop(&mut tx, id, reason, now)?;
-                CancelOutcome::Requested
-            }
-            done => CancelOutcome::AlreadyFinished(done),
-        };
+        let outcome = cancel_run(&mut RunTx(&mut tx), id, run.status, reason, now)?
+            .unwrap_or(CancelOutcome::Cancelled);
         tx.commit()?;
         Ok(outcome)
     }
@@ -163,6 +155,19 @@ impl PgStore {
         }
         tx.commit()?;
         Ok(cancelled)
+    }
+}
+
+/// The caller's transaction, for the writes of the neutral decisions ([`crate::decide`]).
+pub(super) struct RunTx<'a, 't>(pub(super) &'a mut Transaction<'t>);
+
+impl CancelWrites for RunTx<'_, '_> {
+    fn cancel_if_queued(&mut self, id: RunId, reason: &str, now: Millis) -> Result<bool> {
+        cancel_if_queued(self.0, id, reason, now)
+    }
+
+    fn request_stop(&mut self, id: RunId, reason: &str, now: Millis) -> Result<()> {
+        request_stop(self.0, id, reason, now)
     }
 }
 

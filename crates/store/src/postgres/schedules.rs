@@ -9,11 +9,9 @@
 //! What a step writes (queue, skip, replace, the notes and totals) is decided by
 //! [`crate::decide::schedule`], as on SQLite; this file supplies the SQL steps.
 
-use postgres::Transaction;
-
 use super::daemon::check_epoch;
 use super::paused::held_by;
-use super::runs::{cancel_if_queued, insert_run, request_stop};
+use super::runs::{insert_run, RunTx};
 use super::PgStore;
 use crate::decide::schedule::{fire, FireSteps, Totals};
 use crate::error::Result;
@@ -80,7 +78,7 @@ impl PgStore {
         if current != req.expected_cursor {
             return Ok(Fired::default());
         }
-        let (out, totals) = fire(&mut Steps(&mut tx), req, now)?;
+        let (out, totals) = fire(&mut RunTx(&mut tx), req, now)?;
         let Totals {
             skipped_now,
             last_skipped,
@@ -115,9 +113,7 @@ impl PgStore {
 
 /// A fire step's reads and writes on PostgreSQL, on the caller's transaction (which holds the
 /// project's advisory lock).
-struct Steps<'a, 't>(&'a mut Transaction<'t>);
-
-impl FireSteps for Steps<'_, '_> {
+impl FireSteps for RunTx<'_, '_> {
     fn queued_and_active(&mut self, project: &str) -> Result<Vec<(RunId, String)>> {
         self.0
             .query(
@@ -145,14 +141,6 @@ impl FireSteps for Steps<'_, '_> {
             return Ok(None);
         }
         insert_run(self.0, new, 1, None, now).map(Some)
-    }
-
-    fn cancel_if_queued(&mut self, id: RunId, reason: &str, now: Millis) -> Result<()> {
-        cancel_if_queued(self.0, id, reason, now).map(drop)
-    }
-
-    fn request_stop(&mut self, id: RunId, reason: &str, now: Millis) -> Result<()> {
-        request_stop(self.0, id, reason, now)
     }
 
     fn set_reason(&mut self, id: RunId, note: &str) -> Result<()> {

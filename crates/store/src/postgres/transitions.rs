@@ -14,9 +14,7 @@ use super::daemon::check_epoch;
 use super::events::{insert_event, EventRow};
 use super::runs::{cancel_request, get_run, insert_run};
 use super::PgStore;
-use crate::decide::transition::{
-    execute, plan_transition, CancelRequest, Decision, RunWrite, TransitionWrites,
-};
+use crate::decide::transition::{apply, RunWrite, TransitionWrites};
 use crate::error::Result;
 use crate::{Applied, FailureHooks, Millis, NewRun, Run, RunId, RunStatus, StoreError, Transition};
 
@@ -43,7 +41,8 @@ impl PgStore {
 }
 
 /// Applies one transition in the caller's transaction: locks and reads the run and its cancel
-/// request, and writes what [`plan_transition`] decides.
+/// request, and applies it
+/// ([`crate::decide::transition::apply`]: the cancel request, the decision, the writes).
 fn apply_one(
     tx: &mut Transaction<'_>,
     epoch: i64,
@@ -54,19 +53,7 @@ fn apply_one(
     let Some(run) = get_run(tx, t.run_id, true)? else {
         return Err(StoreError::UnknownRun(t.run_id));
     };
-    let (cancel_at, cancel_reason) = if run.cancel_requested && run.claim_token == t.token {
-        cancel_request(tx, run.id)?
-    } else {
-        (None, None)
-    };
-    let cancel = CancelRequest {
-        at: cancel_at,
-        reason: cancel_reason.as_deref(),
-    };
-    match plan_transition(&run, t, Some(cancel), hooks, now)? {
-        Decision::Skip(why) => Ok(Applied::Skipped(why)),
-        Decision::Apply(plan) => execute(&mut Writes { tx, epoch, now }, run.id, &plan),
-    }
+    apply(&mut Writes { tx, epoch, now }, &run, t, hooks, now)
 }
 
 /// A transition's writes on PostgreSQL, on the caller's transaction (the run is locked).
@@ -77,6 +64,10 @@ struct Writes<'a, 't> {
 }
 
 impl TransitionWrites for Writes<'_, '_> {
+    fn cancel_request(&mut self, id: RunId) -> Result<(Option<Millis>, Option<String>)> {
+        cancel_request(self.tx, id)
+    }
+
     fn write_run(&mut self, id: RunId, w: &RunWrite) -> Result<()> {
         match w {
             RunWrite::Running { pid } => {

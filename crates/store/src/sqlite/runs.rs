@@ -10,6 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use super::events::{insert_event, EventRow};
 use super::SqliteStore;
+use crate::decide::cancel::{cancel_run, CancelWrites};
 use crate::decide::run_columns::{decode_columns, encode_args, encode_env, Decoded, TextColumns};
 use crate::error::Result;
 use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, StoreError};
@@ -144,17 +145,8 @@ impl SqliteStore {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let run = get_run(&tx, id)?.ok_or(StoreError::UnknownRun(id))?;
-        let outcome = match run.status {
-            RunStatus::Queued => {
-                cancel_if_queued(&tx, id, reason, now)?;
-                CancelOutcome::Cancelled
-            }
-            RunStatus::Starting | RunStatus::Running => {
-                request_stop(&tx, id, reason, now)?;
-                CancelOutcome::Requested
-            }
-            done => CancelOutcome::AlreadyFinished(done),
-        };
+        let outcome = cancel_run(&mut RunTx(&tx), id, run.status, reason, now)?
+            .unwrap_or(CancelOutcome::Cancelled);
         tx.commit()?;
         Ok(outcome)
     }
@@ -178,6 +170,19 @@ impl SqliteStore {
         }
         tx.commit()?;
         Ok(cancelled)
+    }
+}
+
+/// The caller's transaction, for the writes of the neutral decisions ([`crate::decide`]).
+pub(super) struct RunTx<'c>(pub(super) &'c Connection);
+
+impl CancelWrites for RunTx<'_> {
+    fn cancel_if_queued(&mut self, id: RunId, reason: &str, now: Millis) -> Result<bool> {
+        cancel_if_queued(self.0, id, reason, now)
+    }
+
+    fn request_stop(&mut self, id: RunId, reason: &str, now: Millis) -> Result<()> {
+        request_stop(self.0, id, reason, now)
     }
 }
 

@@ -13,7 +13,7 @@ use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 use super::daemon::check_epoch;
 use super::paused::held_by;
-use super::runs::{cancel_if_queued, insert_run, request_stop};
+use super::runs::{insert_run, RunTx};
 use super::SqliteStore;
 use crate::decide::schedule::{fire, FireSteps, Totals};
 use crate::error::Result;
@@ -69,7 +69,7 @@ impl SqliteStore {
         if current != req.expected_cursor {
             return Ok(Fired::default());
         }
-        let (out, totals) = fire(&mut Steps(&tx), req, now)?;
+        let (out, totals) = fire(&mut RunTx(&tx), req, now)?;
         let Totals {
             skipped_now,
             last_skipped,
@@ -104,9 +104,7 @@ impl SqliteStore {
 }
 
 /// A fire step's reads and writes on SQLite, on the caller's `BEGIN IMMEDIATE` transaction.
-struct Steps<'c>(&'c rusqlite::Connection);
-
-impl FireSteps for Steps<'_> {
+impl FireSteps for RunTx<'_> {
     fn queued_and_active(&mut self, project: &str) -> Result<Vec<(RunId, String)>> {
         Ok(self
             .0
@@ -136,14 +134,6 @@ impl FireSteps for Steps<'_> {
             return Ok(None);
         }
         insert_run(self.0, new, 1, None, now).map(Some)
-    }
-
-    fn cancel_if_queued(&mut self, id: RunId, reason: &str, now: Millis) -> Result<()> {
-        cancel_if_queued(self.0, id, reason, now).map(drop)
-    }
-
-    fn request_stop(&mut self, id: RunId, reason: &str, now: Millis) -> Result<()> {
-        request_stop(self.0, id, reason, now)
     }
 
     fn set_reason(&mut self, id: RunId, note: &str) -> Result<()> {

@@ -13,9 +13,7 @@ use super::daemon::check_epoch;
 use super::events::{insert_event, EventRow};
 use super::runs::{cancel_request, get_run, insert_run};
 use super::SqliteStore;
-use crate::decide::transition::{
-    execute, plan_transition, CancelRequest, Decision, RunWrite, TransitionWrites,
-};
+use crate::decide::transition::{apply, RunWrite, TransitionWrites};
 use crate::error::Result;
 use crate::{Applied, FailureHooks, Millis, NewRun, Run, RunId, RunStatus, StoreError, Transition};
 
@@ -42,7 +40,8 @@ impl SqliteStore {
 }
 
 /// Applies one transition on the caller's transaction: reads the run and its cancel request,
-/// and writes what [`plan_transition`] decides.
+/// and applies it
+/// ([`crate::decide::transition::apply`]: the cancel request, the decision, the writes).
 fn apply_one(
     conn: &Connection,
     epoch: i64,
@@ -53,19 +52,7 @@ fn apply_one(
     let Some(run) = get_run(conn, t.run_id)? else {
         return Err(StoreError::UnknownRun(t.run_id));
     };
-    let (cancel_at, cancel_reason) = if run.cancel_requested && run.claim_token == t.token {
-        cancel_request(conn, run.id)?
-    } else {
-        (None, None)
-    };
-    let cancel = CancelRequest {
-        at: cancel_at,
-        reason: cancel_reason.as_deref(),
-    };
-    match plan_transition(&run, t, Some(cancel), hooks, now)? {
-        Decision::Skip(why) => Ok(Applied::Skipped(why)),
-        Decision::Apply(plan) => execute(&mut Writes { conn, epoch, now }, run.id, &plan),
-    }
+    apply(&mut Writes { conn, epoch, now }, &run, t, hooks, now)
 }
 
 /// A transition's writes on SQLite, on the caller's `BEGIN IMMEDIATE` transaction.
@@ -76,6 +63,10 @@ struct Writes<'c> {
 }
 
 impl TransitionWrites for Writes<'_> {
+    fn cancel_request(&mut self, id: RunId) -> Result<(Option<Millis>, Option<String>)> {
+        cancel_request(self.conn, id)
+    }
+
     fn write_run(&mut self, id: RunId, w: &RunWrite) -> Result<()> {
         match w {
             RunWrite::Running { pid } => {
