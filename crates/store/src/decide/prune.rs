@@ -103,3 +103,78 @@ pub(crate) fn candidates(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prune::Keep;
+
+    /// Two projects: `a` (newest started run 9) and `b`; records the let-go queries.
+    #[derive(Default)]
+    struct Fake {
+        asked: Vec<String>,
+    }
+
+    impl PruneReads for Fake {
+        fn next_project(&mut self, after: &str) -> Result<Option<String>> {
+            Ok(match after {
+                "" => Some("a".into()),
+                "a" => Some("b".into()),
+                _ => None,
+            })
+        }
+        fn nth_newest(&mut self, _: &str, n: u32, started: bool) -> Result<Option<RunId>> {
+            Ok(started.then_some(10 - RunId::from(n)))
+        }
+        fn let_go(&mut self, q: &LetGo<'_>) -> Result<Vec<(RunId, Option<Millis>)>> {
+            self.asked.push(format!(
+                "{} below {} by_count {:?} started {}",
+                q.project, q.below, q.by_count, q.started
+            ));
+            Ok(vec![(1, Some(5)), (2, None)])
+        }
+    }
+
+    fn policy(a: Keep) -> PrunePolicy {
+        let mut p = PrunePolicy {
+            ended_before: 100,
+            ..PrunePolicy::default()
+        };
+        p.projects.insert("a".into(), a);
+        p
+    }
+
+    #[test]
+    fn the_newest_started_run_bounds_what_is_let_go() {
+        let mut f = Fake::default();
+        let keep = Keep {
+            newest: Some(3),
+            finished_after: None,
+        };
+        let out = candidates(&mut f, &policy(keep), usize::MAX).unwrap();
+        // `b` keeps everything (the default): never asked. Never-started runs of `a` have no
+        // N-th newest here, and no age rule: none asked either.
+        assert_eq!(
+            f.asked,
+            vec!["a below 9 by_count Some(7) started true".to_string()]
+        );
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[1].finished_at, 0);
+    }
+
+    #[test]
+    fn the_limit_stops_the_walk() {
+        let mut f = Fake::default();
+        let keep = Keep {
+            newest: None,
+            finished_after: Some(50),
+        };
+        let out = candidates(&mut f, &policy(keep), 2).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            f.asked.len(),
+            1,
+            "the never-started runs are not read once full"
+        );
+    }
+}

@@ -25,6 +25,10 @@
 //! next attempt of a run, the bulk cancel), `prune` (retention: candidates, forgetting, giving
 //! space back), `schedules`, `clock` (delays written by a clock that has since stepped back),
 //! and `summary` (the monitoring reads).
+//!
+//! What those files write is decided in [`crate::decide`] (a transition's plan, a schedule
+//! step, prune eligibility, claim caps, a cancel): they supply the reads and the SQL, never a
+//! rule of their own that the PostgreSQL backend would have to repeat.
 
 mod activity;
 mod claim;
