@@ -14,6 +14,9 @@
 //! - `operator`: the bulk cancel's selection and result ([`CancelSelection`], [`BulkCancelled`]).
 //! - `summary`: monitoring totals ([`EndedTotal`], [`QueueSummary`]).
 //! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
+//! - `decide`: the backend-neutral decisions (a transition's plan, a schedule step, prune
+//!   eligibility, claim caps, a cancel, the run columns' meaning), written once and executed by
+//!   each backend with its own SQL; never names SQL nor a driver.
 //! - `sqlite`: the SQLite backend, one file per concern; the only code that touches `rusqlite`.
 //! - `postgres`: the PostgreSQL backend, the same files; the only code that touches `postgres`.
 //!
@@ -54,6 +57,7 @@
 //! Times are `i64` milliseconds since the Unix epoch, UTC ([`Millis`]).
 
 mod activity;
+mod decide;
 mod error;
 mod model;
 mod operator;

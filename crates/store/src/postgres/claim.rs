@@ -17,13 +17,9 @@ use super::events::{insert_event, EventRow};
 use super::paused::held_by;
 use super::runs::{run_from_row, RUN_COLUMNS};
 use super::{is_unique_violation, PgStore};
+use crate::decide::claim::{caps, Cap};
 use crate::error::Result;
 use crate::{ClaimRequest, Claimed, Millis, RunId, RunStatus};
-
-/// The seat kind of the install-wide cap (its name is empty).
-pub(super) const GLOBAL: &str = "global";
-/// The seat kind of a namespace's cap (its name is the namespace's).
-pub(super) const NAMESPACE: &str = "namespace";
 
 impl PgStore {
     /// Claims runs in one transaction, committed before this returns. Each claim runs under a
@@ -37,19 +33,11 @@ impl PgStore {
         now: Millis,
     ) -> Result<Vec<Claimed>> {
         let mut conn = self.conn()?;
-        let mut caps: Vec<(&str, &str, u32)> = requests
-            .iter()
-            .flat_map(|r| {
-                let ns = r
-                    .namespace_cap
-                    .map(|c| (NAMESPACE, r.namespace.as_str(), c));
-                std::iter::once((GLOBAL, "", r.global_cap)).chain(ns)
-            })
-            .collect();
-        caps.sort_unstable();
-        caps.dedup();
-        for (kind, name, cap) in caps {
-            provide_seats(&mut *conn, kind, name, cap)?;
+        let mut all_caps: Vec<Cap<'_>> = requests.iter().flat_map(caps).collect();
+        all_caps.sort_unstable();
+        all_caps.dedup();
+        for c in all_caps {
+            provide_seats(&mut *conn, c.kind.as_str(), c.name, c.cap)?;
         }
         let mut tx = conn.transaction()?;
         check_epoch(&mut tx, epoch)?;
@@ -113,16 +101,17 @@ impl PgStore {
                 }
                 Err(e) => return Err(e.into()),
             };
-            if !take_seat(&mut sp, GLOBAL, "", req.global_cap, run.id)? {
-                tracing::info!(run = run.id, "claim refused: no global seat left");
-                continue;
-            }
-            if let Some(cap) = req.namespace_cap {
-                if !take_seat(&mut sp, NAMESPACE, &req.namespace, cap, run.id)? {
+            let mut seated = true;
+            for c in caps(req) {
+                if !take_seat(&mut sp, c.kind.as_str(), c.name, c.cap, run.id)? {
                     tracing::info!(run = run.id, namespace = %req.namespace,
-                        "claim refused: no namespace seat left");
-                    continue;
+                        "claim refused: no {} seat left", c.kind.as_str());
+                    seated = false;
+                    break;
                 }
+            }
+            if !seated {
+                continue;
             }
             let (g, n) = occupancy(&mut sp, &req.namespace)?;
             insert_event(

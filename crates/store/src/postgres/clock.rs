@@ -1,8 +1,9 @@
-//! Delays written by a clock that has since stepped back, for PostgreSQL (see the SQLite
-//! backend's twin for the why): a queued run whose `enqueued_at` is later than now.
+//! Delays written by a clock that has since stepped back, for PostgreSQL (see
+//! [`crate::decide::clock`] for the why): a queued run whose `enqueued_at` is later than now.
 
 use super::daemon::check_epoch;
 use super::PgStore;
+use crate::decide::clock::rebase;
 use crate::error::Result;
 use crate::{Delayed, Millis};
 
@@ -33,13 +34,7 @@ impl PgStore {
             let project: String = row.try_get(1)?;
             let not_before: Millis = row.try_get(2)?;
             let enqueued_at: Millis = row.try_get(3)?;
-            let delay = (not_before - enqueued_at).max(0);
-            let new = now.saturating_add(delay);
-            let note = format!(
-                "delay counted again from {}: the clock went back after it was set (it said {})",
-                crate::rfc3339(now),
-                crate::rfc3339(not_before)
-            );
+            let (new, note) = rebase(not_before, enqueued_at, now);
             // Guarded by the same condition: a run claimed or cancelled meanwhile is left alone.
             let changed = tx.execute(
                 "UPDATE runs SET not_before = $2, enqueued_at = $3, \

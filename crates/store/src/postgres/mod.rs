@@ -27,6 +27,9 @@
 //! Files, one per concern, as in `sqlite`: `open` (pool, migrations, change probe), `schema`,
 //! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `operator`, `paused`, `prune`,
 //! `activity`, `schedules`, `clock`, `summary` (the monitoring reads).
+//!
+//! The decisions are [`crate::decide`]'s, shared with SQLite; nothing here imports from the
+//! SQLite backend.
 
 mod activity;
 mod claim;

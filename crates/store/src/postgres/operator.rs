@@ -3,10 +3,13 @@
 //! transaction, and none changes an active run's status (a cancel of an active run is a
 //! request).
 
-use super::runs::{cancel_if_queued, request_stop, run_from_row, RUN_COLUMNS};
+use super::runs::{run_from_row, RunTx, RUN_COLUMNS};
 use super::PgStore;
+use crate::decide::cancel::{
+    cancel_run, selected_status, selected_statuses, selection as selection_of,
+};
 use crate::error::Result;
-use crate::{BulkCancelled, CancelOutcome, CancelSelection, Millis, Run, RunId};
+use crate::{BulkCancelled, CancelSelection, Millis, Run, RunId};
 
 impl PgStore {
     /// [`crate::Store::next_attempt`]: one seek in `runs_by_project (project, id)`, as on
@@ -35,17 +38,9 @@ impl PgStore {
     ) -> Result<Vec<BulkCancelled>> {
         let mut conn = self.conn()?;
         let mut tx = conn.transaction()?;
-        let (column, value) = match selection {
-            CancelSelection::Project(p) => ("project", Some(p.as_str())),
-            CancelSelection::Namespace(n) => ("namespace", Some(n.as_str())),
-            CancelSelection::All => ("project", None),
-        };
-        let statuses = if queued_only {
-            "('queued')"
-        } else {
-            "('queued', 'starting', 'running')"
-        };
-        // `column` is one of two fixed names chosen above, never input.
+        let (column, value) = selection_of(selection);
+        let statuses = selected_statuses(queued_only);
+        // `column` is one of two fixed names (`selection_of`), never input.
         let sql = format!(
             "SELECT id, status, project FROM runs WHERE status IN {statuses} \
              AND ($1::text IS NULL OR {column} = $1::text) ORDER BY id FOR UPDATE"
@@ -57,14 +52,9 @@ impl PgStore {
             .collect::<Result<_>>()?;
         let mut out = Vec::with_capacity(selected.len());
         for (id, status, project) in selected {
-            let outcome = if status == "queued" {
-                if !cancel_if_queued(&mut tx, id, reason, now)? {
-                    continue;
-                }
-                CancelOutcome::Cancelled
-            } else {
-                request_stop(&mut tx, id, reason, now)?;
-                CancelOutcome::Requested
+            let status = selected_status(&status);
+            let Some(outcome) = cancel_run(&mut RunTx(&mut tx), id, status, reason, now)? else {
+                continue;
             };
             out.push(BulkCancelled {
                 run_id: id,

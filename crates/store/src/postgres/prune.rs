@@ -4,9 +4,10 @@
 //! space, so nothing is handed back by hand.
 
 use super::PgStore;
+use crate::decide::prune::{candidates, LetGo, PruneReads};
 use crate::error::Result;
 use crate::prune::{PruneCandidate, PrunePolicy};
-use crate::RunId;
+use crate::{Millis, RunId};
 
 /// The statuses a run can be let go in.
 const ENDED: &str = "('succeeded','failed','timed_out','cancelled','lost')";
@@ -17,95 +18,15 @@ const NOT_REFERRED: &str = "NOT EXISTS (SELECT 1 FROM runs AS r \
         AND (r.hook_of = runs.id OR r.retry_of = runs.id OR r.rerun_of = runs.id))";
 
 impl PgStore {
-    /// [`crate::Store::prune_candidates`].
+    /// [`crate::Store::prune_candidates`]: the rule of [`crate::decide::prune`] over the
+    /// index reads of [`Reads`].
     pub(crate) fn prune_candidates(
         &self,
         policy: &PrunePolicy,
         limit: usize,
     ) -> Result<Vec<PruneCandidate>> {
         let mut conn = self.conn()?;
-        let mut out = Vec::new();
-        let mut after = String::new();
-        let nth_sql = format!(
-            "SELECT id FROM runs WHERE project = $1 AND status IN {ENDED} \
-               AND (started_at IS NOT NULL) = $3 \
-             ORDER BY id DESC LIMIT 1 OFFSET $2"
-        );
-        let let_go_sql = format!(
-            "SELECT id, finished_at FROM runs \
-             WHERE project = $1 AND id < $2 AND status IN {ENDED} AND finished_at < $3 \
-               AND (started_at IS NOT NULL) = $7 \
-               AND (($4::bigint IS NOT NULL AND id < $4::bigint) \
-                 OR ($5::bigint IS NOT NULL AND finished_at < $5::bigint)) \
-               AND {NOT_REFERRED} \
-             ORDER BY id LIMIT $6"
-        );
-        while out.len() < limit {
-            let Some(row) = conn.query_opt(
-                "SELECT project FROM runs WHERE project > $1 ORDER BY project LIMIT 1",
-                &[&after],
-            )?
-            else {
-                break;
-            };
-            let project: String = row.try_get(0)?;
-            after.clone_from(&project);
-            let keep = policy.keep_for(&project);
-            if keep.keeps_all() {
-                continue;
-            }
-            for started in [true, false] {
-                if out.len() >= limit {
-                    break;
-                }
-                let mut nth = |n: u32| -> Result<Option<RunId>> {
-                    let offset = i64::from(n.max(1)) - 1;
-                    Ok(
-                        match conn.query_opt(&nth_sql, &[&project, &offset, &started])? {
-                            Some(r) => Some(r.try_get(0)?),
-                            None => None,
-                        },
-                    )
-                };
-                let newest = if started {
-                    match nth(1)? {
-                        Some(id) => id,
-                        None => continue,
-                    }
-                } else {
-                    RunId::MAX
-                };
-                let by_count = match keep.newest {
-                    Some(n) => nth(n)?,
-                    None => None,
-                };
-                if by_count.is_none() && keep.finished_after.is_none() {
-                    continue;
-                }
-                let rows = conn.query(
-                    &let_go_sql,
-                    &[
-                        &project,
-                        &newest,
-                        &policy.ended_before,
-                        &by_count,
-                        &keep.finished_after,
-                        // `usize::MAX` (no limit) must not wrap to a negative LIMIT.
-                        &i64::try_from(limit - out.len()).unwrap_or(i64::MAX),
-                        &started,
-                    ],
-                )?;
-                for r in rows {
-                    let finished_at: Option<i64> = r.try_get(1)?;
-                    out.push(PruneCandidate {
-                        id: r.try_get(0)?,
-                        project: project.clone(),
-                        finished_at: finished_at.unwrap_or(0),
-                    });
-                }
-            }
-        }
-        Ok(out)
+        candidates(&mut Reads { conn: &mut conn }, policy, limit)
     }
 
     /// [`crate::Store::forget_runs`].
@@ -128,5 +49,66 @@ impl PgStore {
         let n = tx.execute("DELETE FROM runs WHERE id = ANY($1)", &[&locked])?;
         tx.commit()?;
         Ok(n as usize)
+    }
+}
+
+/// The prune's index reads on one pooled connection.
+struct Reads<'c> {
+    conn: &'c mut postgres::Client,
+}
+
+impl PruneReads for Reads<'_> {
+    fn next_project(&mut self, after: &str) -> Result<Option<String>> {
+        let row = self.conn.query_opt(
+            "SELECT project FROM runs WHERE project > $1 ORDER BY project LIMIT 1",
+            &[&after],
+        )?;
+        Ok(match row {
+            Some(r) => Some(r.try_get(0)?),
+            None => None,
+        })
+    }
+
+    fn nth_newest(&mut self, project: &str, n: u32, started: bool) -> Result<Option<RunId>> {
+        let offset = i64::from(n.max(1)) - 1;
+        let row = self.conn.query_opt(
+            &format!(
+                "SELECT id FROM runs WHERE project = $1 AND status IN {ENDED} \
+                   AND (started_at IS NOT NULL) = $3 \
+                 ORDER BY id DESC LIMIT 1 OFFSET $2"
+            ),
+            &[&project, &offset, &started],
+        )?;
+        Ok(match row {
+            Some(r) => Some(r.try_get(0)?),
+            None => None,
+        })
+    }
+
+    fn let_go(&mut self, q: &LetGo<'_>) -> Result<Vec<(RunId, Option<Millis>)>> {
+        let rows = self.conn.query(
+            &format!(
+                "SELECT id, finished_at FROM runs \
+                 WHERE project = $1 AND id < $2 AND status IN {ENDED} AND finished_at < $3 \
+                   AND (started_at IS NOT NULL) = $7 \
+                   AND (($4::bigint IS NOT NULL AND id < $4::bigint) \
+                     OR ($5::bigint IS NOT NULL AND finished_at < $5::bigint)) \
+                   AND {NOT_REFERRED} \
+                 ORDER BY id LIMIT $6"
+            ),
+            &[
+                &q.project,
+                &q.below,
+                &q.ended_before,
+                &q.by_count,
+                &q.by_age,
+                // `usize::MAX` (no limit) must not wrap to a negative LIMIT.
+                &i64::try_from(q.limit).unwrap_or(i64::MAX),
+                &q.started,
+            ],
+        )?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
     }
 }

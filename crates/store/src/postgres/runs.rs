@@ -8,14 +8,12 @@ use postgres::{GenericClient, Row, Transaction};
 
 use super::events::{insert_event, EventRow};
 use super::PgStore;
+use crate::decide::cancel::{cancel_run, CancelWrites};
+use crate::decide::run_columns::{decode_columns, encode_args, encode_env, Decoded, TextColumns};
 use crate::error::Result;
-use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, StoreError, Trigger};
+use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, StoreError};
 
-/// The columns of `runs`, in the order [`run_from_row`] reads them.
-pub(super) const RUN_COLUMNS: &str =
-    "id, project, namespace, status, attempt, trigger, occurrence, priority, \
-     not_before, enqueued_at, started_at, finished_at, pid, exit_code, signal, reason, \
-     cancel_requested, claim_token, epoch, retry_of, args, env, rerun_of, hook_of, seat";
+pub(super) use crate::decide::run_columns::RUN_COLUMNS;
 
 /// An optional integer column narrowed to `i32` (pid, exit code, signal).
 fn small(row: &Row, i: usize) -> Result<Option<i32>> {
@@ -27,23 +25,18 @@ fn small(row: &Row, i: usize) -> Result<Option<i32>> {
 /// unexpected type.
 pub(super) fn run_from_row(row: &Row) -> Result<Run> {
     let id: RunId = row.try_get(0)?;
-    let corrupt = |column, value: String| StoreError::Corrupt {
-        run: id,
-        column,
-        value,
+    let text = TextColumns {
+        status: row.try_get(3)?,
+        trigger: row.try_get(5)?,
+        args: row.try_get(20)?,
+        env: row.try_get(21)?,
     };
-    let status: String = row.try_get(3)?;
-    let status = status
-        .parse::<RunStatus>()
-        .map_err(|_| corrupt("status", status.clone()))?;
-    let trigger: String = row.try_get(5)?;
-    let trigger = Trigger::parse(&trigger).ok_or_else(|| corrupt("trigger", trigger.clone()))?;
-    let args: Option<String> = row.try_get(20)?;
-    let args = decode::<Vec<String>>(args.as_deref())
-        .map_err(|()| corrupt("args", args.clone().unwrap_or_default()))?;
-    let env: Option<String> = row.try_get(21)?;
-    let env = decode::<Vec<(String, String)>>(env.as_deref())
-        .map_err(|()| corrupt("env", env.clone().unwrap_or_default()))?;
+    let Decoded {
+        status,
+        trigger,
+        args,
+        env,
+    } = decode_columns(id, text)?;
     Ok(Run {
         id,
         project: row.try_get(1)?,
@@ -71,26 +64,6 @@ pub(super) fn run_from_row(row: &Row) -> Result<Run> {
         hook_of: row.try_get(23)?,
         seat: row.try_get::<_, i64>(24)? as u32,
     })
-}
-
-/// A run's `args` column: a JSON array of strings, NULL for none (as on SQLite).
-fn encode_args(args: &[String]) -> Option<String> {
-    (!args.is_empty()).then(|| serde_json::to_string(args).expect("strings serialise"))
-}
-
-/// A run's `env` column: a JSON array of `[name, value]` pairs, NULL for none (as on SQLite).
-fn encode_env(env: &[(String, String)]) -> Option<String> {
-    (!env.is_empty()).then(|| serde_json::to_string(env).expect("strings serialise"))
-}
-
-/// Reads an `args` or `env` column back; `Err` for text this version cannot read.
-fn decode<T: serde::de::DeserializeOwned + Default>(
-    text: Option<&str>,
-) -> std::result::Result<T, ()> {
-    match text {
-        None => Ok(T::default()),
-        Some(t) => serde_json::from_str(t).map_err(|_| ()),
-    }
 }
 
 /// Maps every row through [`run_from_row`].
@@ -158,17 +131,8 @@ impl PgStore {
         let mut conn = self.conn()?;
         let mut tx = conn.transaction()?;
         let run = get_run(&mut tx, id, true)?.ok_or(StoreError::UnknownRun(id))?;
-        let outcome = match run.status {
-            RunStatus::Queued => {
-                cancel_if_queued(&mut tx, id, reason, now)?;
-                CancelOutcome::Cancelled
-            }
-            RunStatus::Starting | RunStatus::Running => {
-                request_stop(&mut tx, id, reason, now)?;
-                CancelOutcome::Requested
-            }
-            done => CancelOutcome::AlreadyFinished(done),
-        };
+        let outcome = cancel_run(&mut RunTx(&mut tx), id, run.status, reason, now)?
+            .unwrap_or(CancelOutcome::Cancelled);
         tx.commit()?;
         Ok(outcome)
     }
@@ -191,6 +155,19 @@ impl PgStore {
         }
         tx.commit()?;
         Ok(cancelled)
+    }
+}
+
+/// The caller's transaction, for the writes of the neutral decisions ([`crate::decide`]).
+pub(super) struct RunTx<'a, 't>(pub(super) &'a mut Transaction<'t>);
+
+impl CancelWrites for RunTx<'_, '_> {
+    fn cancel_if_queued(&mut self, id: RunId, reason: &str, now: Millis) -> Result<bool> {
+        cancel_if_queued(self.0, id, reason, now)
+    }
+
+    fn request_stop(&mut self, id: RunId, reason: &str, now: Millis) -> Result<()> {
+        request_stop(self.0, id, reason, now)
     }
 }
 

@@ -20,6 +20,7 @@ use super::events::{insert_event, EventRow};
 use super::paused::held_by;
 use super::runs::{run_from_row, RUN_COLUMNS};
 use super::{is_constraint_violation, SqliteStore};
+use crate::decide::claim::{caps, lowest_free_seat, CapKind};
 use crate::error::Result;
 use crate::{ClaimRequest, Claimed, Millis, RunStatus};
 
@@ -61,7 +62,14 @@ impl SqliteStore {
                 // BEGIN IMMEDIATE transaction no other connection writes, so the count and the
                 // claim below cannot race (PostgreSQL, where they could, uses seats instead).
                 let (g, n) = occupancy(&tx, &req.namespace)?;
-                if g >= req.global_cap || req.namespace_cap.is_some_and(|cap| n >= cap) {
+                let full = caps(req).iter().any(|c| {
+                    let active = match c.kind {
+                        CapKind::Global => g,
+                        CapKind::Namespace => n,
+                    };
+                    active >= c.cap
+                });
+                if full {
                     tracing::info!(run = req.run_id, namespace = %req.namespace,
                         "claim refused: its cap is full");
                     continue;
@@ -131,14 +139,6 @@ fn free_seat(conn: &Connection, project: &str, max_parallel: u32) -> Result<Opti
     let taken = stmt
         .query_map([project], |r| r.get::<_, u32>(0))?
         .collect::<rusqlite::Result<Vec<u32>>>()?;
-    // `taken` is sorted: the first seat number missing from it is the lowest free one.
-    let mut seat = 0u32;
-    for t in taken {
-        if t == seat {
-            seat += 1;
-        } else if t > seat {
-            break;
-        }
-    }
-    Ok((seat < max_parallel).then_some(seat))
+    // `taken` is sorted, as `lowest_free_seat` needs.
+    Ok(lowest_free_seat(taken, max_parallel))
 }

@@ -1,14 +1,12 @@
-//! Delays written by a clock that has since stepped back, for SQLite.
-//!
-//! A queued run's `not_before` (a retry's backoff) is an instant of the clock that wrote it. If
-//! that clock was ahead and has been corrected, the instant lies far beyond the delay it was
-//! meant to be, and the run would wait for as long as the clock was wrong. The run's
-//! `enqueued_at`, written by the same clock, gives it away: it is later than now.
+//! Delays written by a clock that has since stepped back, for SQLite: finds the queued runs
+//! whose `enqueued_at` is later than now and writes what [`crate::decide::clock`] says (see
+//! there for the why).
 
 use rusqlite::{params, TransactionBehavior};
 
 use super::daemon::check_epoch;
 use super::SqliteStore;
+use crate::decide::clock::rebase;
 use crate::error::Result;
 use crate::{Delayed, Millis};
 
@@ -42,13 +40,7 @@ impl SqliteStore {
         check_epoch(&tx, epoch)?;
         let mut out = Vec::new();
         for (id, project, not_before, enqueued_at) in found {
-            let delay = (not_before - enqueued_at).max(0);
-            let new = now.saturating_add(delay);
-            let note = format!(
-                "delay counted again from {}: the clock went back after it was set (it said {})",
-                crate::rfc3339(now),
-                crate::rfc3339(not_before)
-            );
+            let (new, note) = rebase(not_before, enqueued_at, now);
             // Guarded by the same condition: a run claimed or cancelled meanwhile is left alone.
             let changed = tx
                 .prepare_cached(

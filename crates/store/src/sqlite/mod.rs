@@ -25,6 +25,10 @@
 //! next attempt of a run, the bulk cancel), `prune` (retention: candidates, forgetting, giving
 //! space back), `schedules`, `clock` (delays written by a clock that has since stepped back),
 //! and `summary` (the monitoring reads).
+//!
+//! What those files write is decided in [`crate::decide`] (a transition's plan, a schedule
+//! step, prune eligibility, claim caps, a cancel): they supply the reads and the SQL, never a
+//! rule of their own that the PostgreSQL backend would have to repeat.
 
 mod activity;
 mod claim;
@@ -33,7 +37,6 @@ mod counts;
 mod daemon;
 mod eval;
 mod events;
-mod hooks;
 mod open;
 mod operator;
 mod paused;
@@ -49,9 +52,6 @@ use std::path::PathBuf;
 use r2d2_sqlite::SqliteConnectionManager;
 
 pub(crate) use open::SqliteProbe;
-// The note a run's end gets is the same on every backend: the PostgreSQL one uses it too.
-pub(crate) use hooks::hook_run;
-pub(crate) use transitions::{end_note, CancelRequest, Ending};
 
 use crate::error::Result;
 use crate::StoreError;

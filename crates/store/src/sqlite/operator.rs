@@ -4,10 +4,13 @@
 
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
-use super::runs::{cancel_if_queued, get_run, request_stop, run_from_row, RUN_COLUMNS};
+use super::runs::{get_run, run_from_row, RunTx, RUN_COLUMNS};
 use super::SqliteStore;
+use crate::decide::cancel::{
+    cancel_run, selected_status, selected_statuses, selection as selection_of,
+};
 use crate::error::Result;
-use crate::{BulkCancelled, CancelOutcome, CancelSelection, Millis, Run, RunId, StoreError};
+use crate::{BulkCancelled, CancelSelection, Millis, Run, RunId, StoreError};
 
 impl SqliteStore {
     /// [`crate::Store::next_attempt`]: a retry always has a larger id than the run it retries
@@ -36,17 +39,9 @@ impl SqliteStore {
     ) -> Result<Vec<BulkCancelled>> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let (column, value) = match selection {
-            CancelSelection::Project(p) => ("project", Some(p.as_str())),
-            CancelSelection::Namespace(n) => ("namespace", Some(n.as_str())),
-            CancelSelection::All => ("project", None),
-        };
-        let statuses = if queued_only {
-            "('queued')"
-        } else {
-            "('queued', 'starting', 'running')"
-        };
-        // `column` is one of two fixed names chosen above, never input.
+        let (column, value) = selection_of(selection);
+        let statuses = selected_statuses(queued_only);
+        // `column` is one of two fixed names (`selection_of`), never input.
         let sql = format!(
             "SELECT id, status FROM runs WHERE status IN {statuses} \
              AND (?1 IS NULL OR {column} = ?1) ORDER BY id"
@@ -58,14 +53,9 @@ impl SqliteStore {
         };
         let mut out = Vec::with_capacity(selected.len());
         for (id, status) in selected {
-            let outcome = if status == "queued" {
-                if !cancel_if_queued(&tx, id, reason, now)? {
-                    continue;
-                }
-                CancelOutcome::Cancelled
-            } else {
-                request_stop(&tx, id, reason, now)?;
-                CancelOutcome::Requested
+            let status = selected_status(&status);
+            let Some(outcome) = cancel_run(&mut RunTx(&tx), id, status, reason, now)? else {
+                continue;
             };
             let run = get_run(&tx, id)?.ok_or(StoreError::UnknownRun(id))?;
             out.push(BulkCancelled {

@@ -5,12 +5,13 @@
 //! Selection only reads (no write lock). Forgetting is one short `BEGIN IMMEDIATE` transaction
 //! per call, and deletes only rows still ended: a row that changed meanwhile stays.
 
-use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, CachedStatement, OptionalExtension, TransactionBehavior};
 
 use super::SqliteStore;
+use crate::decide::prune::{candidates, LetGo, PruneReads};
 use crate::error::Result;
 use crate::prune::{PruneCandidate, PrunePolicy};
-use crate::RunId;
+use crate::{Millis, RunId};
 
 /// The statuses a run can be let go in.
 const ENDED: &str = "('succeeded','failed','timed_out','cancelled','lost')";
@@ -23,102 +24,34 @@ const NOT_REFERRED: &str = "NOT EXISTS (SELECT 1 FROM runs AS r
         AND (r.hook_of = runs.id OR r.retry_of = runs.id OR r.rerun_of = runs.id))";
 
 impl SqliteStore {
-    /// [`crate::Store::prune_candidates`].
-    ///
-    /// Index walks only, so that its cost follows what is let go and the projects, never the
-    /// history kept: the projects are found by seeking `runs_by_project` from one name to the
-    /// next; for each, the newest ended run and (with `newest = N`) the N-th newest are found by
-    /// walking back N entries of the same index, and the candidates by walking it forward from
-    /// the project's oldest run.
+    /// [`crate::Store::prune_candidates`]: the rule of [`crate::decide::prune`] over the
+    /// index reads of [`Reads`].
     pub(crate) fn prune_candidates(
         &self,
         policy: &PrunePolicy,
         limit: usize,
     ) -> Result<Vec<PruneCandidate>> {
         let conn = self.conn()?;
-        let mut next_project = conn.prepare_cached(
-            "SELECT project FROM runs WHERE project > ?1 ORDER BY project LIMIT 1",
-        )?;
-        // ?3: 1 for runs that started, 0 for runs that never did (each counted on its own).
-        let mut nth_newest = conn.prepare_cached(&format!(
-            "SELECT id FROM runs WHERE project = ?1 AND status IN {ENDED}
-               AND (started_at IS NOT NULL) = ?3
-             ORDER BY id DESC LIMIT 1 OFFSET ?2"
-        ))?;
-        let mut let_go = conn.prepare_cached(&format!(
-            "SELECT id, finished_at FROM runs
-             WHERE project = ?1 AND id < ?2 AND status IN {ENDED} AND finished_at < ?3
-               AND (started_at IS NOT NULL) = ?7
-               AND ((?4 IS NOT NULL AND id < ?4) OR (?5 IS NOT NULL AND finished_at < ?5))
-               AND {NOT_REFERRED}
-             ORDER BY id LIMIT ?6"
-        ))?;
-        let mut out = Vec::new();
-        let mut after = String::new();
-        while out.len() < limit {
-            let Some(project) = next_project
-                .query_row([&after], |r| r.get::<_, String>(0))
-                .optional()?
-            else {
-                break;
-            };
-            after.clone_from(&project);
-            let keep = policy.keep_for(&project);
-            if keep.keeps_all() {
-                continue;
-            }
-            for started in [true, false] {
-                if out.len() >= limit {
-                    break;
-                }
-                let mut nth = |n: u32| -> rusqlite::Result<Option<RunId>> {
-                    nth_newest
-                        .query_row(params![project, i64::from(n.max(1)) - 1, started], |r| {
-                            r.get(0)
-                        })
-                        .optional()
-                };
-                // The newest started run is never let go (the project's last outcome); of the
-                // runs that never started, nothing marks a last one: no id bounds them.
-                let newest = if started {
-                    match nth(1)? {
-                        Some(id) => id,
-                        None => continue,
-                    }
-                } else {
-                    RunId::MAX
-                };
-                // With `newest = N`: runs older than the N-th newest; fewer than N: none.
-                let by_count = match keep.newest {
-                    Some(n) => nth(n)?,
-                    None => None,
-                };
-                if by_count.is_none() && keep.finished_after.is_none() {
-                    continue;
-                }
-                let rows = let_go.query_map(
-                    params![
-                        project,
-                        newest,
-                        policy.ended_before,
-                        by_count,
-                        keep.finished_after,
-                        (limit - out.len()) as i64,
-                        started
-                    ],
-                    |r| Ok((r.get::<_, RunId>(0)?, r.get::<_, Option<i64>>(1)?)),
-                )?;
-                for row in rows {
-                    let (id, finished_at) = row?;
-                    out.push(PruneCandidate {
-                        id,
-                        project: project.clone(),
-                        finished_at: finished_at.unwrap_or(0),
-                    });
-                }
-            }
-        }
-        Ok(out)
+        let mut reads = Reads {
+            next_project: conn.prepare_cached(
+                "SELECT project FROM runs WHERE project > ?1 ORDER BY project LIMIT 1",
+            )?,
+            // ?3: 1 for runs that started, 0 for runs that never did (each counted on its own).
+            nth_newest: conn.prepare_cached(&format!(
+                "SELECT id FROM runs WHERE project = ?1 AND status IN {ENDED}
+                   AND (started_at IS NOT NULL) = ?3
+                 ORDER BY id DESC LIMIT 1 OFFSET ?2"
+            ))?,
+            let_go: conn.prepare_cached(&format!(
+                "SELECT id, finished_at FROM runs
+                 WHERE project = ?1 AND id < ?2 AND status IN {ENDED} AND finished_at < ?3
+                   AND (started_at IS NOT NULL) = ?7
+                   AND ((?4 IS NOT NULL AND id < ?4) OR (?5 IS NOT NULL AND finished_at < ?5))
+                   AND {NOT_REFERRED}
+                 ORDER BY id LIMIT ?6"
+            ))?,
+        };
+        candidates(&mut reads, policy, limit)
     }
 
     /// [`crate::Store::forget_runs`].
@@ -171,5 +104,49 @@ impl SqliteStore {
         }
         conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")?;
         Ok(true)
+    }
+}
+
+/// The prune's index reads, as prepared statements of one connection: projects are found by
+/// seeking `runs_by_project` from one name to the next, the N-th newest by walking back N
+/// entries of the same index, the candidates by walking it forward from the project's oldest.
+struct Reads<'c> {
+    next_project: CachedStatement<'c>,
+    nth_newest: CachedStatement<'c>,
+    let_go: CachedStatement<'c>,
+}
+
+impl PruneReads for Reads<'_> {
+    fn next_project(&mut self, after: &str) -> Result<Option<String>> {
+        Ok(self
+            .next_project
+            .query_row([after], |r| r.get::<_, String>(0))
+            .optional()?)
+    }
+
+    fn nth_newest(&mut self, project: &str, n: u32, started: bool) -> Result<Option<RunId>> {
+        Ok(self
+            .nth_newest
+            .query_row(params![project, i64::from(n.max(1)) - 1, started], |r| {
+                r.get(0)
+            })
+            .optional()?)
+    }
+
+    fn let_go(&mut self, q: &LetGo<'_>) -> Result<Vec<(RunId, Option<Millis>)>> {
+        let rows = self.let_go.query_map(
+            params![
+                q.project,
+                q.below,
+                q.ended_before,
+                q.by_count,
+                q.by_age,
+                // `usize::MAX` (no limit) wraps to -1: SQLite's "no limit".
+                q.limit as i64,
+                q.started
+            ],
+            |r| Ok((r.get::<_, RunId>(0)?, r.get::<_, Option<Millis>>(1)?)),
+        )?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }

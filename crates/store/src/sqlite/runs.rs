@@ -10,14 +10,12 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use super::events::{insert_event, EventRow};
 use super::SqliteStore;
+use crate::decide::cancel::{cancel_run, CancelWrites};
+use crate::decide::run_columns::{decode_columns, encode_args, encode_env, Decoded, TextColumns};
 use crate::error::Result;
-use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, StoreError, Trigger};
+use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, StoreError};
 
-/// The columns of `runs`, in the order [`run_from_row`] reads them.
-pub(super) const RUN_COLUMNS: &str =
-    "id, project, namespace, status, attempt, trigger, occurrence, priority, \
-     not_before, enqueued_at, started_at, finished_at, pid, exit_code, signal, reason, \
-     cancel_requested, claim_token, epoch, retry_of, args, env, rerun_of, hook_of, seat";
+pub(super) use crate::decide::run_columns::RUN_COLUMNS;
 
 /// Maps a row selected as [`RUN_COLUMNS`] to a [`Run`]. The outer error is SQLite's; the inner
 /// one [`StoreError::Corrupt`], for a status or trigger this version does not know.
@@ -25,37 +23,20 @@ pub(super) fn run_from_row(
     row: &Row<'_>,
 ) -> rusqlite::Result<std::result::Result<Run, StoreError>> {
     let id: RunId = row.get(0)?;
-    let status: String = row.get(3)?;
-    let trigger: String = row.get(5)?;
-    let Ok(status) = status.parse::<RunStatus>() else {
-        return Ok(Err(StoreError::Corrupt {
-            run: id,
-            column: "status",
-            value: status,
-        }));
+    let text = TextColumns {
+        status: row.get(3)?,
+        trigger: row.get(5)?,
+        args: row.get(20)?,
+        env: row.get(21)?,
     };
-    let Some(trigger) = Trigger::parse(&trigger) else {
-        return Ok(Err(StoreError::Corrupt {
-            run: id,
-            column: "trigger",
-            value: trigger,
-        }));
-    };
-    let args: Option<String> = row.get(20)?;
-    let Ok(args) = decode::<Vec<String>>(args.as_deref()) else {
-        return Ok(Err(StoreError::Corrupt {
-            run: id,
-            column: "args",
-            value: args.unwrap_or_default(),
-        }));
-    };
-    let env: Option<String> = row.get(21)?;
-    let Ok(env) = decode::<Vec<(String, String)>>(env.as_deref()) else {
-        return Ok(Err(StoreError::Corrupt {
-            run: id,
-            column: "env",
-            value: env.unwrap_or_default(),
-        }));
+    let Decoded {
+        status,
+        trigger,
+        args,
+        env,
+    } = match decode_columns(id, text) {
+        Ok(d) => d,
+        Err(e) => return Ok(Err(e)),
     };
     Ok(Ok(Run {
         id,
@@ -84,27 +65,6 @@ pub(super) fn run_from_row(
         hook_of: row.get(23)?,
         seat: row.get(24)?,
     }))
-}
-
-/// A run's `args` column: a JSON array of strings, NULL for none.
-fn encode_args(args: &[String]) -> Option<String> {
-    (!args.is_empty()).then(|| serde_json::to_string(args).expect("strings serialise"))
-}
-
-/// A run's `env` column: a JSON array of `[name, value]` pairs in the order given (a later
-/// pair wins, as in an environment), NULL for none.
-fn encode_env(env: &[(String, String)]) -> Option<String> {
-    (!env.is_empty()).then(|| serde_json::to_string(env).expect("strings serialise"))
-}
-
-/// Reads an `args` or `env` column back; `Err` for text this version cannot read.
-fn decode<T: serde::de::DeserializeOwned + Default>(
-    text: Option<&str>,
-) -> std::result::Result<T, ()> {
-    match text {
-        None => Ok(T::default()),
-        Some(t) => serde_json::from_str(t).map_err(|_| ()),
-    }
 }
 
 /// Runs every row of a statement selecting [`RUN_COLUMNS`] through [`run_from_row`].
@@ -185,17 +145,8 @@ impl SqliteStore {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let run = get_run(&tx, id)?.ok_or(StoreError::UnknownRun(id))?;
-        let outcome = match run.status {
-            RunStatus::Queued => {
-                cancel_if_queued(&tx, id, reason, now)?;
-                CancelOutcome::Cancelled
-            }
-            RunStatus::Starting | RunStatus::Running => {
-                request_stop(&tx, id, reason, now)?;
-                CancelOutcome::Requested
-            }
-            done => CancelOutcome::AlreadyFinished(done),
-        };
+        let outcome = cancel_run(&mut RunTx(&tx), id, run.status, reason, now)?
+            .unwrap_or(CancelOutcome::Cancelled);
         tx.commit()?;
         Ok(outcome)
     }
@@ -219,6 +170,19 @@ impl SqliteStore {
         }
         tx.commit()?;
         Ok(cancelled)
+    }
+}
+
+/// The caller's transaction, for the writes of the neutral decisions ([`crate::decide`]).
+pub(super) struct RunTx<'c>(pub(super) &'c Connection);
+
+impl CancelWrites for RunTx<'_> {
+    fn cancel_if_queued(&mut self, id: RunId, reason: &str, now: Millis) -> Result<bool> {
+        cancel_if_queued(self.0, id, reason, now)
+    }
+
+    fn request_stop(&mut self, id: RunId, reason: &str, now: Millis) -> Result<()> {
+        request_stop(self.0, id, reason, now)
     }
 }
 
