@@ -101,11 +101,7 @@ fn queue() -> impl Strategy<Value = Vec<Candidate>> {
 
 /// Each project keeps one namespace: the even ones in "ops", the odd ones in the default.
 fn namespace_of(p: usize) -> &'static str {
-    if p % 2 == 0 {
-        "ops"
-    } else {
-        DEFAULT_NAMESPACE
-    }
+    ["ops", DEFAULT_NAMESPACE][p % 2]
 }
 
 /// The runs the oracle counts on this host: named after it, or unnamed.
