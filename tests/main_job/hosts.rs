@@ -112,3 +112,63 @@ fn bad_host_names_are_refused_naming_the_key_or_flag() {
         out.stderr
     );
 }
+
+/// `fleet daemon --host` wins over the file's `host`, and a daemon keeps its name across a
+/// reload that changes `host`: what is placed on it keeps running there, and what is placed on
+/// the file's name never does.
+#[test]
+fn the_host_flag_wins_and_the_name_survives_a_reload() {
+    let config = |host: &str| {
+        format!(
+            "host = \"{host}\"\n\
+             [projects.mine]\ncommand = [\"true\"]\nhosts = [\"flagged\"]\n\
+             [projects.theirs]\ncommand = [\"true\"]\nhosts = [\"{host}\"]\n"
+        )
+    };
+    let f = Fleet::new(&config("written"));
+    let log = f.file("flagged.stderr");
+    let out = std::fs::File::create(&log).unwrap();
+    let mut c = f.command();
+    c.args(["daemon", "--host", "flagged"])
+        .env("RUST_LOG", "info")
+        .stdout(out.try_clone().unwrap())
+        .stderr(out);
+    let mut child = c.spawn().expect("fleet daemon");
+    let theirs = f.enqueue("theirs");
+    let first = f.enqueue("mine");
+    f.wait_status(first, "succeeded");
+    f.replace_config(&config("renamed"));
+    f.cmd_ok(&["reload"]);
+    let second = f.enqueue("mine");
+    f.wait_status(second, "succeeded");
+    assert_eq!(status_of(&f.run(theirs)), "queued", "{}", f.run(theirs));
+    let pid = child.id() as i32;
+    send_signal(pid, Signal::TERM).unwrap();
+    let st = child.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(st.success(), "{st}: {text}");
+    // The name came from the flag: the file's edit of `host` is no news to this daemon.
+    assert!(!text.contains("host: changing it"), "{text}");
+}
+
+/// Without the flag, a reload that changes `host` is refused for the name alone (a restart
+/// takes it), with a warning; the daemon keeps placing by the name it started with.
+#[test]
+fn a_reload_that_renames_the_host_warns_and_keeps_the_name() {
+    let config = |host: &str| {
+        format!(
+            "host = \"{host}\"\nmax_concurrency = 3\n\
+             [projects.mine]\ncommand = [\"true\"]\nhosts = [\"first\"]\n"
+        )
+    };
+    let f = Fleet::new(&config("first"));
+    let d = f.start_daemon();
+    f.replace_config(&config("second"));
+    f.cmd_ok(&["reload"]);
+    f.wait_until(DEADLINE, "the warning about the renamed host", || {
+        d.stderr()
+            .contains("host: changing it needs a daemon restart")
+    });
+    let id = f.enqueue("mine");
+    f.wait_status(id, "succeeded");
+}
