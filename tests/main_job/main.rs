@@ -8,7 +8,8 @@
 //! - `bad_input`: bad arguments and configs exit 2 naming what was wrong;
 //! - `environment`: what a run's command sees;
 //! - `drain`: runs are started by events, the tick is only a backstop;
-//! - `status`: `fleet status`, and one daemon per state directory.
+//! - `status`: `fleet status`, and one daemon per state directory;
+//! - `hosts`: a host's own capacity and placement, on one host.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -18,4 +19,5 @@ mod caps;
 mod drain;
 mod endings;
 mod environment;
+mod hosts;
 mod status;

@@ -126,18 +126,32 @@ struct Cli {
     command: Command,
 }
 
+/// `--host NAME`: a valid host name, or clap's usage error naming the flag.
+fn host_name_arg(name: &str) -> std::result::Result<String, String> {
+    match supervisor::config::host_name_problem(name) {
+        None => Ok(name.to_string()),
+        Some(why) => Err(why),
+    }
+}
+
 /// `--state-dir`, when given: read-only commands and `cancel` use it instead of the config.
 static STATE_DIR_OVERRIDE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the supervisor in the foreground until SIGTERM or SIGINT.
-    #[command(override_usage = "fleet [--config <PATH>] daemon [--log-format <FORMAT>]")]
+    #[command(
+        override_usage = "fleet [--config <PATH>] daemon [--log-format <FORMAT>] [--host <NAME>]"
+    )]
     Daemon {
         /// How log lines are written: text, or json (one object per line). Overrides
         /// `log_format` in fleet.toml.
         #[arg(long, value_name = "FORMAT")]
         log_format: Option<LogFormatArg>,
+        /// This daemon's host name (1-64 of letters, digits, '.', '_', '-'). Overrides `host`
+        /// in fleet.toml (default: the machine's hostname).
+        #[arg(long, value_name = "NAME", value_parser = host_name_arg)]
+        host: Option<String>,
     },
     /// Check the config; print every error, and warnings.
     #[command(override_usage = "fleet [--config <PATH>] validate")]
@@ -382,8 +396,8 @@ fn run(cli: Cli) -> Result<()> {
     }
     use crate::commands;
     match cli.command {
-        Command::Daemon { log_format } => {
-            crate::serve::daemon(&cli.config, log_format.map(LogFormatArg::format))
+        Command::Daemon { log_format, host } => {
+            crate::serve::daemon(&cli.config, log_format.map(LogFormatArg::format), host)
         }
         Command::Validate => crate::validate::validate(&cli.config),
         Command::Enqueue(args) => crate::operator::enqueue(&cli.config, &args),

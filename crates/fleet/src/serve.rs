@@ -8,8 +8,9 @@ use supervisor::statedir::StateDirError;
 
 use crate::cli::{load, Failure, Result};
 
-/// `fleet daemon`. `log_format`: `--log-format`, which overrides the config's `log_format`.
-pub fn daemon(path: &Path, log_format: Option<LogFormat>) -> Result<()> {
+/// `fleet daemon`. `log_format`: `--log-format`, which overrides the config's `log_format`;
+/// `host`: `--host`, which overrides the config's `host` (already checked to be a valid name).
+pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) -> Result<()> {
     let config = load(path)?;
     // Now, while this process has one thread: the fork server must be forked before the
     // runtime (or anything else) starts threads, and before the daemon lock is taken.
@@ -51,6 +52,7 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>) -> Result<()> {
         shim_program,
         fork_server,
         shim_log: supervisor::shim::log::ShimLog::for_daemon(log_format),
+        host,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -1,6 +1,8 @@
 //! `fleet validate`: every error in the config (exit 2), and warnings that do not make it
 //! invalid but that its runs will meet (exit 0): a command the kernel will refuse to exec
-//! because its arguments or environment are past the kernel's limits.
+//! because its arguments or environment are past the kernel's limits; a host projects are
+//! placed on that no `[hosts.NAME]` table declares (maybe a typo); a project placed only on
+//! other hosts while the database is SQLite, which no other host shares (it would never run).
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -15,7 +17,8 @@ use crate::console;
 pub fn validate(path: &Path) -> Result<()> {
     match Config::load(path) {
         Ok(config) => {
-            let warnings = warnings(&config, exec_limits::arg_max());
+            let mut warnings = warnings(&config, exec_limits::arg_max());
+            warnings.extend(host_warnings(&config));
             for w in &warnings {
                 console::eprintln(format_args!("warning: {w}"));
             }
@@ -66,6 +69,44 @@ fn warnings(config: &Config, limit: Option<usize>) -> Vec<String> {
             }
         };
         out.push(format!("{file}: {key}: {why}: its runs will fail to start"));
+    }
+    out
+}
+
+/// One line per host name projects are placed on that no `[hosts.NAME]` declares (once per
+/// name, at the first project naming it), and, on SQLite, one per project placed only on other
+/// hosts than this one ([`Config::host`]): no other host shares that database, so its runs
+/// would wait for ever.
+fn host_warnings(config: &Config) -> Vec<String> {
+    let file = config.path.display();
+    let mut out = Vec::new();
+    for host in config.undeclared_hosts() {
+        let placed: Vec<&str> = config
+            .projects
+            .values()
+            .filter(|p| p.hosts.as_ref().is_some_and(|h| h.contains(host)))
+            .map(|p| p.name.as_str())
+            .collect();
+        out.push(format!(
+            "{file}: projects.{}.hosts: host {host:?} is declared by no [hosts.{host}] table \
+             (placed there: {}): it has no capacity of its own; check the name",
+            placed[0],
+            placed.join(", ")
+        ));
+    }
+    if config.database.is_none() {
+        for p in config.projects.values() {
+            if let Some(hosts) = p.hosts.as_ref().filter(|_| !p.placed_on(&config.host)) {
+                let names: Vec<&str> = hosts.iter().map(String::as_str).collect();
+                out.push(format!(
+                    "{file}: projects.{}.hosts: placed only on {}, not on this host ({}), and \
+                     the database is SQLite, which no other host shares: its runs will never start",
+                    p.name,
+                    names.join(", "),
+                    config.host
+                ));
+            }
+        }
     }
     out
 }

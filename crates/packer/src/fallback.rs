@@ -12,8 +12,8 @@ use crate::{Candidate, Caps, Packer, RunningSet};
 ///
 /// It picks, in [`queue_order`](crate::queue_order), the best candidates of each project with a
 /// free seat (at most its `max_parallel` minus its active runs; one for a project that declares
-/// none and is not running), until the free global capacity
-/// (`caps.global - running.len()`, saturating) is used up. It ignores namespaces entirely, except
+/// none and is not running), until the free capacity ([`Caps::free`]: the global cap's, and the
+/// host's when it has one) is used up. It ignores namespaces entirely, except
 /// that every run in `running` counts against the global cap whatever its namespace.
 ///
 /// This is the kind of packer that causes a double spawn after restart when fed the pool: its
@@ -28,7 +28,7 @@ pub struct FallbackPacker;
 
 impl Packer for FallbackPacker {
     fn pack(&self, caps: &Caps, running: &RunningSet, queue: &[Candidate]) -> Vec<Candidate> {
-        let free = caps.global.saturating_sub(running.len());
+        let free = caps.free(running);
         if free == 0 {
             return Vec::new();
         }

@@ -14,7 +14,8 @@
 //! - `running`: [`RunningSet`] (the active runs grouped by project), [`ActiveRun`], [`RunId`], and
 //!   [`merge`], the one running set every packer reads (slot pool and DB running set; DB wins).
 //! - `queue`: [`Candidate`] (a queued run) and [`queue_order`] (priority, then FIFO).
-//! - `caps`: [`Caps`] (global cap, declared namespaces, each project's `max_parallel`), [`NamespaceCap`], [`DEFAULT_NAMESPACE`].
+//! - `caps`: [`Caps`] (global cap, declared namespaces, each project's `max_parallel`, this host's
+//!   rules), [`NamespaceCap`], [`HostRules`] (host capacity, placement), [`DEFAULT_NAMESPACE`].
 //! - `pack`: the [`Packer`] contract both packers keep.
 //! - `choose`: [`packer_for`], which picks the packer a set of caps calls for.
 //! - `fallback`: [`FallbackPacker`], used when no namespace is declared (global cap, queue order).
@@ -40,7 +41,7 @@ mod running;
 #[cfg(test)]
 mod testing;
 
-pub use caps::{Caps, NamespaceCap, DEFAULT_NAMESPACE};
+pub use caps::{Caps, HostRules, NamespaceCap, DEFAULT_NAMESPACE};
 pub use choose::packer_for;
 pub use fallback::FallbackPacker;
 pub use namespace::NamespacePacker;

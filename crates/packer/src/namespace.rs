@@ -16,7 +16,8 @@ use crate::{Candidate, Caps, Packer, RunningSet, DEFAULT_NAMESPACE};
 ///
 /// Rules, in the order they apply:
 ///
-/// * As for every packer, free global capacity is `caps.global - running.len()` (saturating), where
+/// * As for every packer, free capacity is [`Caps::free`] (the global cap's, and this host's when
+///   it has a cap), with free global capacity `caps.global - running.len()` (saturating), where
 ///   `running` is the merged running set ([`merge`](crate::merge); a double spawn after restart
 ///   threatens this packer just as it does the fallback one). Runs in `running` whose namespace is
 ///   not declared still count against the global cap. A project never gets more than its
@@ -42,7 +43,7 @@ pub struct NamespacePacker;
 
 impl Packer for NamespacePacker {
     fn pack(&self, caps: &Caps, running: &RunningSet, queue: &[Candidate]) -> Vec<Candidate> {
-        let free = caps.global.saturating_sub(running.len());
+        let free = caps.free(running);
         if free == 0 {
             return Vec::new();
         }
@@ -267,6 +268,7 @@ mod tests {
                 })
                 .collect(),
             max_parallel: Default::default(),
+            host: Default::default(),
         };
         let queue: Vec<Candidate> = (0..1000)
             .map(|i| cand(i, &format!("p{i}"), &format!("ns{}", i % 500), i % 7))

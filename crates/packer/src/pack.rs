@@ -20,6 +20,8 @@ pub trait Packer {
     /// exceed [`Caps::max_parallel_of`] (so, by default, no project that is in `running` is
     /// picked and at most one candidate per project is); a project's picks are its best
     /// candidates in [`queue_order`](crate::queue_order); `running.len()` plus the number picked never exceeds
-    /// `caps.global` (and nothing is picked if `running` already fills it).
+    /// `caps.global` (and nothing is picked if `running` already fills it); when the host has a
+    /// cap, its runs in `running` ([`RunningSet::count_on`]) plus the number picked never exceed
+    /// it; and a project not [placed here](Caps::placed_here) is never picked.
     fn pack(&self, caps: &Caps, running: &RunningSet, queue: &[Candidate]) -> Vec<Candidate>;
 }

@@ -42,7 +42,8 @@ pub fn queue_order(a: &Candidate, b: &Candidate) -> Ordering {
         .then_with(|| a.namespace.cmp(&b.namespace))
 }
 
-/// The candidates any packer may consider, in queue order: the best candidates of each project,
+/// The candidates any packer may consider, in queue order: of the projects placed on this host
+/// ([`Caps::placed_here`]), the best candidates of each project,
 /// as many as its free seats (`caps.max_parallel_of(project)` minus its runs in `running`,
 /// saturating; one for a project with no `max_parallel` and nothing running). O(Q log Q).
 ///
@@ -59,6 +60,8 @@ pub(crate) fn heads<'q>(
     let mut left: HashMap<&str, usize> = HashMap::new();
     sorted
         .into_iter()
+        // Placement first: a project placed only on other hosts takes no seat here.
+        .filter(|c| caps.placed_here(&c.project))
         .filter(|c| {
             let seats = left.entry(c.project.as_str()).or_insert_with(|| {
                 caps.max_parallel_of(&c.project)

@@ -25,6 +25,10 @@ pub struct ActiveRun {
     pub project: String,
     /// The namespace the run was started in (where it is counted).
     pub namespace: String,
+    /// The host the run is active on; `None`: the host the packing is for (a run of the slot
+    /// pool, or of a database only this host uses). Counted against that host's capacity
+    /// ([`HostRules`](crate::HostRules)); every run counts against the global cap wherever it is.
+    pub host: Option<String>,
 }
 
 /// The active runs, grouped by project.
@@ -103,6 +107,14 @@ impl RunningSet {
     /// This walks the whole set (O(len)); the packers tally all namespaces in one pass instead.
     pub fn count_in(&self, namespace: &str) -> usize {
         self.iter().filter(|r| r.namespace == namespace).count()
+    }
+
+    /// The number of active runs on the host called `host`: those whose
+    /// [`ActiveRun::host`] is that name or `None` (this host). O(len).
+    pub fn count_on(&self, host: &str) -> usize {
+        self.iter()
+            .filter(|r| r.host.as_deref().is_none_or(|h| h == host))
+            .count()
     }
 
     /// The active runs, in project-name order, then id order within a project.

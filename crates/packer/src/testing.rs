@@ -20,6 +20,7 @@ pub(crate) fn active(run_id: RunId, project: &str, namespace: &str) -> ActiveRun
         run_id,
         project: project.into(),
         namespace: namespace.into(),
+        host: None,
     }
 }
 
@@ -45,5 +46,6 @@ pub(crate) fn caps(global: usize, ns: &[(&str, usize, u32)]) -> Caps {
             })
             .collect(),
         max_parallel: Default::default(),
+        host: Default::default(),
     }
 }

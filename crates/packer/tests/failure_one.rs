@@ -27,6 +27,7 @@ fn active(run_id: i64, project: &str, namespace: &str) -> ActiveRun {
         run_id,
         project: project.into(),
         namespace: namespace.into(),
+        host: None,
     }
 }
 
@@ -46,6 +47,7 @@ fn empty_slot_pool_with_db_running_project_is_not_picked_fallback() {
     // Zero namespaces declared: the configuration under which the original bug happened.
     let caps = Caps {
         max_parallel: BTreeMap::new(),
+        host: Default::default(),
         global: 2,
         namespaces: BTreeMap::new(),
     };
@@ -77,6 +79,7 @@ fn ops_and_dev(global: usize, ops_cap: usize) -> Caps {
     };
     Caps {
         max_parallel: BTreeMap::new(),
+        host: Default::default(),
         global,
         namespaces: BTreeMap::from([("ops".into(), ns(ops_cap)), ("dev".into(), ns(5))]),
     }
@@ -180,6 +183,7 @@ fn a_db_only_run_beside_a_non_empty_pool_still_counts() {
     // No namespaces: global 3, two seats taken (one by the DB-only run): one start.
     let caps = Caps {
         max_parallel: BTreeMap::new(),
+        host: Default::default(),
         global: 3,
         namespaces: BTreeMap::new(),
     };
@@ -213,6 +217,7 @@ mod any_restart {
     fn caps() -> impl Strategy<Value = Caps> {
         (0usize..6, prop::option::of((0usize..4, 0usize..4))).prop_map(|(global, ns)| Caps {
             max_parallel: BTreeMap::new(),
+            host: Default::default(),
             global,
             namespaces: ns
                 .map(|(ops, dev)| {

@@ -47,6 +47,7 @@ fn caps() -> impl Strategy<Value = Caps> {
                 .enumerate()
                 .filter_map(|(p, n)| n.map(|n| (format!("p{p}"), n)))
                 .collect(),
+            host: Default::default(),
         })
 }
 
@@ -65,6 +66,7 @@ fn running() -> impl Strategy<Value = RunningSet> {
                 run_id,
                 project: format!("p{p}"),
                 namespace: ns.to_string(),
+                host: None,
             })
             .collect()
     })
@@ -155,6 +157,7 @@ fn three_seats_start_three_then_refill() {
         global: 10,
         namespaces: BTreeMap::new(),
         max_parallel: BTreeMap::from([("p".to_string(), 3)]),
+        host: Default::default(),
     };
     let queue: Vec<Candidate> = (1..=10)
         .map(|i| Candidate {
@@ -175,6 +178,7 @@ fn three_seats_start_three_then_refill() {
             run_id,
             project: "p".into(),
             namespace: DEFAULT_NAMESPACE.into(),
+            host: None,
         })
         .collect();
     let picks = packer_for(&caps).pack(&caps, &running, &queue[2..]);

@@ -25,6 +25,7 @@ fn caps_strategy() -> impl Strategy<Value = Caps> {
     )
         .prop_map(|(global, declared)| Caps {
             max_parallel: BTreeMap::new(),
+            host: Default::default(),
             global,
             namespaces: DECLARABLE
                 .iter()
@@ -59,6 +60,7 @@ fn running_strategy() -> impl Strategy<Value = RunningSet> {
                 run_id,
                 project: format!("p{p}"),
                 namespace: ns.to_string(),
+                host: None,
             })
             .collect()
     })
@@ -364,6 +366,7 @@ fn two_namespaces(global: usize, weight_a: u32, weight_b: u32) -> Caps {
     };
     Caps {
         max_parallel: BTreeMap::new(),
+        host: Default::default(),
         global,
         namespaces: BTreeMap::from([("a".into(), ns(weight_a)), ("b".into(), ns(weight_b))]),
     }
@@ -412,6 +415,7 @@ fn many_equal_namespaces_share_evenly() {
     let namespaces: Vec<String> = (0..7).map(|i| format!("n{i}")).collect();
     let caps = Caps {
         max_parallel: BTreeMap::new(),
+        host: Default::default(),
         global: 20,
         namespaces: namespaces
             .iter()

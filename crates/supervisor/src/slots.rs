@@ -106,6 +106,8 @@ impl SlotPool {
                 run_id: s.run_id,
                 project: s.project.clone(),
                 namespace: s.namespace.clone(),
+                // The pool's runs are this host's by definition.
+                host: None,
             })
             .collect()
     }

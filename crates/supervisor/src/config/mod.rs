@@ -18,6 +18,8 @@
 //!   `load` and `check`, so that `load` → `check` → `paths` has no cycle).
 //! * `database`: the `database` key ([`DatabaseUrl`]: a PostgreSQL URL that never prints its
 //!   password).
+//! * `host`: the host keys' data and rules ([`HostConfig`], [`valid_host_name`],
+//!   [`machine_hostname`], the default of `host`).
 //! * `retention`: [`Retention`], how much history and log a project keeps.
 //! * `error`: [`ConfigError`] and [`ConfigErrors`], and how they display.
 //!
@@ -27,6 +29,7 @@ mod check;
 mod cron;
 mod database;
 mod error;
+mod host;
 mod load;
 mod model;
 mod paths;
@@ -38,6 +41,10 @@ mod tests;
 pub use cron::{parse_schedule, MACROS};
 pub use database::DatabaseUrl;
 pub use error::{ConfigError, ConfigErrors};
+pub use host::{
+    host_name_problem, machine_hostname, valid_host_name, HostConfig, ANY_HOST, MACHINE_HOSTNAME,
+    MAX_HOST_NAME,
+};
 pub use model::{
     valid_name, Config, HttpListen, LogFormat, NamespaceConfig, Overlap, ProjectConfig,
     DEFAULT_NAMESPACE, INHERITED, KEYS, MIN_TICK, REQUIRED, UNSET,

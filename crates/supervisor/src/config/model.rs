@@ -5,7 +5,7 @@
 //! reports errors with positions; reading is `load`'s job and position-aware validation is
 //! `check`'s.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -57,6 +57,9 @@ pub const KEYS: &[(&str, &str)] = &[
     ("projects.<name>.on_failure", UNSET),
     ("projects.<name>.max_parallel", "1"),
     ("projects.<name>.accept_args", "false"),
+    ("host", super::host::MACHINE_HOSTNAME),
+    ("hosts.<name>.max_concurrency", REQUIRED),
+    ("projects.<name>.hosts", super::host::ANY_HOST),
 ];
 
 /// Shown as the default of a project key whose absence means "the top-level key's value".
@@ -97,6 +100,12 @@ pub struct Config {
     /// The `database` key: a PostgreSQL database for the queue and the history; `None`: SQLite
     /// in the state directory.
     pub database: Option<super::DatabaseUrl>,
+    /// The name of the host this config is read on: the `host` key, else the machine's
+    /// hostname; always a [`valid_host_name`](super::valid_host_name). `fleet daemon --host`
+    /// overrides it ([`Config::for_host`]).
+    pub host: String,
+    /// The `[hosts.<name>]` tables, by name: each declared host's own capacity.
+    pub hosts: BTreeMap<String, super::HostConfig>,
     /// The names of the projects that have a `schedule`, in name order: derived from
     /// `projects` at load, so that an EVAL (every tick) does not walk every project to find
     /// the few scheduled ones.
@@ -107,10 +116,21 @@ pub struct Config {
 }
 
 impl Config {
-    /// The caps the packer enforces: the global cap, each declared namespace's, and the
-    /// `max_parallel` of each project that sets one above 1.
+    /// The caps the packer enforces on [`Config::host`]: the global cap, each declared
+    /// namespace's, the `max_parallel` of each project that sets one above 1, the host's own
+    /// capacity (`[hosts.<host>]`) and the projects placed only on other hosts.
     pub fn caps(&self) -> packer::Caps {
         packer::Caps {
+            host: packer::HostRules {
+                name: self.host.clone(),
+                max_concurrency: self.host_capacity(&self.host),
+                placed_elsewhere: self
+                    .projects
+                    .values()
+                    .filter(|p| !p.placed_on(&self.host))
+                    .map(|p| p.name.clone())
+                    .collect(),
+            },
             global: self.max_concurrency,
             namespaces: self
                 .namespaces
@@ -158,6 +178,33 @@ impl Config {
         self.projects
             .get(project)
             .map_or(DEFAULT_MAX_PARALLEL, |p| p.max_parallel)
+    }
+
+    /// The config as read on the host `name` (a valid host name: `fleet daemon --host`):
+    /// everything as it is, but [`Config::host`].
+    pub fn for_host(mut self, name: String) -> Config {
+        self.host = name;
+        self
+    }
+
+    /// The capacity of the host `name`: its `[hosts.<name>] max_concurrency`; `None` when no
+    /// table declares it (the host has no cap of its own: the global and namespace caps alone
+    /// hold it).
+    pub fn host_capacity(&self, name: &str) -> Option<usize> {
+        self.hosts.get(name).map(|h| h.max_concurrency)
+    }
+
+    /// The host names projects are placed on that no `[hosts.<name>]` table declares, each
+    /// once, in name order (`fleet validate` warns about them: a typo there pins a project to
+    /// a host that never comes).
+    pub fn undeclared_hosts(&self) -> BTreeSet<&str> {
+        self.projects
+            .values()
+            .filter_map(|p| p.hosts.as_ref())
+            .flatten()
+            .map(String::as_str)
+            .filter(|h| !self.hosts.contains_key(*h))
+            .collect()
     }
 
     /// The project called `name`, if declared.
@@ -239,6 +286,17 @@ pub struct ProjectConfig {
     /// Whether a run may be given its own arguments (appended to `command`) and environment
     /// variables (`fleet enqueue P --env K=V -- ARG…`); refused when false, the default.
     pub accept_args: bool,
+    /// The hosts the project's runs may start on (`hosts = ["a", "b"]`); `None`: any host.
+    /// Never empty; each a valid host name, declared under `[hosts]` or not.
+    pub hosts: Option<BTreeSet<String>>,
+}
+
+impl ProjectConfig {
+    /// Whether the project's runs may start on the host `host`: it has no `hosts` list, or the
+    /// list names it.
+    pub fn placed_on(&self, host: &str) -> bool {
+        self.hosts.as_ref().is_none_or(|h| h.contains(host))
+    }
 }
 
 /// How the daemon writes its log lines.

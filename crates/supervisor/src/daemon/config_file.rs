@@ -93,18 +93,24 @@ pub(super) struct FileRead {
     pub(super) loaded: Result<Config, ConfigErrors>,
     /// The file's stamp after the read.
     pub(super) after: Option<FileStamp>,
+    /// The host name the file itself gives (its `host` key, else the machine's hostname),
+    /// before the daemon's own name replaced it in `loaded`.
+    pub(super) file_host: Option<String>,
 }
 
 impl FileRead {
-    /// Reads and parses the file at `path` (blocking).
-    pub(super) fn of(path: &Path) -> FileRead {
+    /// Reads and parses the file at `path` (blocking), as read on the host `host`: a daemon
+    /// keeps the name it started with, so that what counts as its runs never changes under it.
+    pub(super) fn of(path: &Path, host: &str) -> FileRead {
         let before = FileStamp::of(path).ok();
         let loaded = Config::load(path);
         let after = FileStamp::of(path).ok();
+        let file_host = loaded.as_ref().ok().map(|c| c.host.clone());
         FileRead {
             before,
-            loaded,
+            loaded: loaded.map(|c| c.for_host(host.to_string())),
             after,
+            file_host,
         }
     }
 
@@ -170,6 +176,7 @@ mod tests {
             before,
             loaded: Err(ConfigErrors(Vec::new())),
             after,
+            file_host: None,
         };
         assert_eq!(read(Some(old), Some(old)).settled(now), Some(old));
         let changed = FileStamp { len: 4, ..old };

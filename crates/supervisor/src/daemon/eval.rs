@@ -394,6 +394,8 @@ fn pack_and_claim(
             run_id: r.id,
             project: r.project.clone(),
             namespace: r.namespace.clone(),
+            // Runs do not record a host yet: every active run is this daemon's.
+            host: None,
         })
         .collect();
     // The packers see the merge, never the pool alone: after a restart the pool is empty while

@@ -98,6 +98,9 @@ pub struct DaemonOptions {
     pub fork_server: Option<Arc<ForkServer>>,
     /// The shape of the shims' own log lines: the daemon's log's, as chosen at start.
     pub shim_log: crate::shim::log::ShimLog,
+    /// `fleet daemon --host`: the daemon's host name, over the config's (a valid host name);
+    /// `None`: the config's [`Config::host`]. Kept for the daemon's life, across reloads.
+    pub host: Option<String>,
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -109,6 +112,11 @@ pub struct DaemonOptions {
 /// replaced under it ([`StateDirError::Replaced`], noticed within a tick). Nothing a config
 /// edit, a busy database or a failing command does makes it return.
 pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonError> {
+    let host_flag = options.host.is_some();
+    let config = match options.host {
+        Some(host) => config.for_host(host),
+        None => config,
+    };
     // Reads FAILPOINTS (tests inject crashes by name); a no-op without the `failpoints` feature.
     let _failpoints = crate::failpoints::scenario().map_err(|e| DaemonError::Io {
         what: "FAILPOINTS".into(),
@@ -201,6 +209,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     };
     let mut daemon = Daemon {
         config,
+        host_flag,
         config_path: options.config_path,
         shim_program: options.shim_program,
         shim_log: options.shim_log,

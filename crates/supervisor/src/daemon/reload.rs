@@ -71,7 +71,8 @@ impl Daemon {
     /// force and the refusal, if any, in the daemon's row (a failure to record is only logged).
     pub(super) async fn reload_config(&mut self) {
         let path = self.config_path.clone();
-        let read = tokio::task::spawn_blocking(move || FileRead::of(&path))
+        let host = self.config.host.clone();
+        let read = tokio::task::spawn_blocking(move || FileRead::of(&path, &host))
             .await
             .expect("config load panicked");
         self.apply_read(read, true).await;
@@ -85,10 +86,11 @@ impl Daemon {
     pub(super) async fn config_view(&mut self) -> ConfigView {
         let path = self.config_path.clone();
         let (confirmed, refused) = (self.config_file.confirmed, self.config_file.refused);
+        let host = self.config.host.clone();
         let read = tokio::task::spawn_blocking(move || match FileStamp::of(&path) {
             Ok(s) if Some(s) == confirmed => Ok(ConfigView::Current),
             Ok(s) if Some(s) == refused => Ok(ConfigView::Invalid),
-            _ => Err(Box::new(FileRead::of(&path))),
+            _ => Err(Box::new(FileRead::of(&path, &host))),
         })
         .await
         .expect("config read panicked");
@@ -135,6 +137,19 @@ impl Daemon {
     /// for [`Daemon::config_view`] alone must not pass for a reload in `fleet status`.
     async fn apply_read(&mut self, read: FileRead, always: bool) -> bool {
         let settled = read.settled(SystemTime::now());
+        if !self.host_flag
+            && read
+                .file_host
+                .as_ref()
+                .is_some_and(|h| *h != self.config.host)
+        {
+            // The name says which runs are this host's: it must not change while they run.
+            tracing::warn!(
+                "{}: host: changing it needs a daemon restart; this daemon keeps the name {}",
+                self.config_path.display(),
+                self.config.host
+            );
+        }
         let (caps, error, applied_new) = match read.loaded {
             Ok(new) if new.state_dir != self.config.state_dir => {
                 let msg = format!(

@@ -26,6 +26,9 @@ use crate::statedir::StateDir;
 pub(super) struct Daemon {
     /// The config in force (the last good one; a refused reload leaves it).
     pub(super) config: Arc<Config>,
+    /// The daemon's host name ([`Config::host`]) came from `fleet daemon --host`, not from the
+    /// file: a reload then never finds it changed.
+    pub(super) host_flag: bool,
     /// Where the config is read from, at reload.
     pub(super) config_path: PathBuf,
     /// The program run as `PROGRAM shim ARGS…` when a shim is exec'd.

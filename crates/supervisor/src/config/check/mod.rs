@@ -5,7 +5,8 @@
 //! refusing unknown keys (derived from [`KEYS`]) and the typed expectations every key builds on
 //! (table, string, integer in a range, duration, cap). Each key is then validated by its own
 //! small function: the top-level keys in `root`, `[namespaces.<name>]` in `namespace`,
-//! `[projects.<name>]` in `project`. A check never stops at the first problem it finds (only a
+//! `[projects.<name>]` in `project`, the host keys (`host`, `[hosts.<name>]`, a project's
+//! `hosts`) in `hosts`. A check never stops at the first problem it finds (only a
 //! TOML syntax error stops parsing), and never reads the file system beyond resolving the
 //! config's folder.
 
@@ -19,6 +20,7 @@ use toml::Spanned;
 
 use super::{valid_name, Config, ConfigError, ConfigErrors, KEYS};
 
+mod hosts;
 mod namespace;
 mod project;
 mod retention;

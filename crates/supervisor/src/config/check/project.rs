@@ -108,6 +108,7 @@ impl Checker<'_> {
         let accept_args = self
             .optional(table, &dotted, "accept_args", Self::expect_bool)
             .unwrap_or(false);
+        let hosts = self.optional(table, &dotted, "hosts", Self::project_hosts);
 
         Some(ProjectConfig {
             name: name.to_string(),
@@ -127,6 +128,7 @@ impl Checker<'_> {
             on_failure,
             max_parallel,
             accept_args,
+            hosts,
         })
     }
 

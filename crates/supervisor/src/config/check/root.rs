@@ -1,5 +1,5 @@
 //! The top level of fleet.toml: `state_dir`, `max_concurrency`, `tick`, and the walk into the
-//! `[namespaces]` and `[projects]` tables, each key checked by its own function.
+//! `host` key and the `[hosts]`, `[namespaces]` and `[projects]` tables, each key checked by its own function.
 //!
 //! This module assembles the [`Config`]; it never checks a namespace's or project's own keys
 //! (see `namespace` and `project`).
@@ -40,6 +40,8 @@ impl Checker<'_> {
             .optional(root, "", "log_format", Self::log_format)
             .unwrap_or_default();
         let database = self.optional(root, "", "database", Self::database);
+        let host = self.host(root);
+        let hosts = self.hosts(root);
         let (namespaces, declared) = self.namespaces(root);
         let projects = self.projects(root, &dir, &declared, &retention);
 
@@ -57,6 +59,8 @@ impl Checker<'_> {
             http_listen,
             log_format,
             database,
+            host,
+            hosts,
             namespaces,
             projects,
             scheduled,

@@ -72,6 +72,7 @@ fn full_valid_file_parses_every_key() {
             on_failure: None,
             max_parallel: 1,
             accept_args: true,
+            hosts: None,
         }
     );
     let tidy = c.project("tidy.up-2").unwrap();
@@ -114,6 +115,7 @@ fn omitted_keys_take_their_defaults() {
             on_failure: None,
             max_parallel: 1,
             accept_args: false,
+            hosts: None,
         }
     );
 

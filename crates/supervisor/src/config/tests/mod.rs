@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::{Config, ConfigErrors};
 
 mod cron;
+mod hosts;
 mod http_listen;
 mod keys;
 mod load;
@@ -28,6 +29,10 @@ max_log_size = "1MiB"
 http_listen = "127.0.0.1:9464"
 log_format = "json"
 database = "postgresql://fleet:secret@db.example:5432/fleet"
+host = "build-1.example"
+
+[hosts."build-1.example"]
+max_concurrency = 3
 
 [namespaces.ops]
 max_concurrency = 2
@@ -61,6 +66,7 @@ keep_for = "1h"
 max_log_size = "8KiB"
 on_failure = "minimal"
 max_parallel = 2
+hosts = ["build-1.example", "build-2"]
 
 [projects.minimal]
 command = ["true"]

@@ -85,7 +85,9 @@ fn every_registered_key_is_accepted() {
             "projects",
             "keep_runs",
             "keep_for",
-            "max_log_size"
+            "max_log_size",
+            "host",
+            "hosts"
         ]
     );
 }
