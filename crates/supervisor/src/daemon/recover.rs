@@ -95,8 +95,12 @@ impl Daemon {
                 self.keep_unsettled(unsettled, None);
                 self.recovered = true;
                 self.backoff = None;
+                self.database_reachable();
             }
             Err(e) => {
+                if self.database_unreachable(&e, "recovery") {
+                    return;
+                }
                 if e.is_busy() {
                     self.observed.metrics.busy_retry();
                 }
@@ -182,22 +186,87 @@ impl Daemon {
                     self.unsettled.retry = Some((Instant::now() + left, wait));
                     return;
                 }
-                let Recovery {
-                    adopt,
-                    mut transitions,
-                    settled,
-                    unsettled,
-                } = found;
-                transitions.extend(self.decide(settled));
-                self.adopt(adopt);
-                self.pending.extend(transitions);
-                self.keep_unsettled(unsettled, Some(wait));
+                self.apply(found, Some(wait));
             }
             Err(e) => {
                 let runs = std::mem::take(&mut self.unsettled.runs);
-                tracing::error!(error = %e, "could not read the database to settle runs again");
+                if !self.database_unreachable(&e, "settling runs again") {
+                    tracing::error!(error = %e, "could not read the database to settle runs again");
+                }
                 self.keep_unsettled(runs, Some(wait));
             }
+        }
+    }
+
+    /// After an outage ([`super::outage`]): settles the runs the database holds as active
+    /// under this daemon's epoch that no slot, pending transition or [`Unsettled`] accounts
+    /// for. A claim whose commit went through while its connection was lost left such a run:
+    /// `starting`, with no shim (its fate is `never_started`, and it is queued again). Done
+    /// once, after an EVAL that wrote everything pending; tried again while it fails.
+    pub(super) async fn reconcile(&mut self) {
+        let known: BTreeSet<RunId> = self
+            .slots
+            .iter()
+            .map(|s| s.run_id)
+            .chain(self.pending.iter().map(|t| t.run_id))
+            .chain(self.unsettled.runs.iter().map(|(id, _)| *id))
+            .collect();
+        let store = self.store.clone();
+        let state = self.state.clone();
+        let epoch = self.epoch;
+        let result = tokio::task::spawn_blocking(move || {
+            let runs: Vec<Run> = store
+                .active_runs()?
+                .into_iter()
+                .filter(|r| r.epoch == Some(epoch) && !known.contains(&r.id))
+                .collect();
+            Ok::<_, StoreError>(settle_runs(&runs, state.root()))
+        })
+        .await
+        .expect("reconciling panicked");
+        match result {
+            Ok(found) => {
+                if self.config_settling_for(&found).await.is_some() {
+                    // Decided on the file as it is once its edit has settled: at a later turn.
+                    return;
+                }
+                self.reconcile_due = false;
+                for (run, _) in &found.settled {
+                    tracing::warn!(run = run.id, project = %run.project, "an active run no shim held after the database came back (a claim committed as its connection was lost)");
+                }
+                self.apply(found, None);
+            }
+            Err(e) => {
+                if !self.database_unreachable(&e, "reconciling after the outage") {
+                    tracing::warn!(error = %e, "could not read the active runs after the outage; trying again");
+                }
+            }
+        }
+    }
+
+    /// Applies what settling decided: adopts the live, queues the transitions of the rest (per
+    /// the config in force), keeps the unreadable for later (`wait`: see
+    /// [`Daemon::keep_unsettled`]).
+    fn apply(&mut self, found: Recovery, wait: Option<Duration>) {
+        let Recovery {
+            adopt,
+            mut transitions,
+            settled,
+            unsettled,
+        } = found;
+        transitions.extend(self.decide(settled));
+        self.adopt(adopt);
+        self.pending.extend(transitions);
+        match wait {
+            // Settling again: the runs it looked at replace those it was asked about.
+            Some(_) => self.keep_unsettled(unsettled, wait),
+            // Reconciling: they join those already waiting.
+            None if !unsettled.is_empty() => {
+                let mut runs = std::mem::take(&mut self.unsettled.runs);
+                runs.extend(unsettled);
+                self.keep_unsettled(runs, None);
+            }
+            None => {}
         }
     }
 
