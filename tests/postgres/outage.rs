@@ -7,6 +7,7 @@
 //! test.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -21,6 +22,15 @@ const OUTAGE_DEBUG: (&str, &str) = ("RUST_LOG", "info,supervisor::daemon::outage
 const DOWN_LINE: &str = "the database cannot be reached: claiming nothing";
 const BACK_LINE: &str = "the database is reachable again";
 
+/// A cluster of the test's own, and a fleet on a new database there whose fleet.toml goes on
+/// with `body(folder)`; `None` after pgtest's loud skip line.
+fn own_fleet(body: impl FnOnce(&Path) -> String) -> Option<(pgtest::OwnCluster, Fleet)> {
+    let pg = pgtest::OwnCluster::start()?;
+    let url = url_of(&pg.database());
+    let f = pg_fleet(&url, body);
+    Some((pg, f))
+}
+
 /// The lines of the daemon's log that contain `what`.
 fn count(log: &str, what: &str) -> usize {
     log.lines().filter(|l| l.contains(what)).count()
@@ -30,11 +40,7 @@ fn count(log: &str, what: &str) -> usize {
 fn a_database_restart_mid_drain_costs_time_not_correctness() {
     const RUNS: usize = 40;
     const CAP: usize = 4;
-    let Some(mut pg) = pgtest::OwnCluster::start() else {
-        return;
-    };
-    let url = url_of(&pg.database());
-    let f = pg_fleet(&url, |dir| {
+    let Some((mut pg, f)) = own_fleet(|dir| {
         // Distinct exit codes: 0, 1 or 2 by run id, after the recorder's end line.
         let cmd = sh(&format!(
             "{}; exit $((FLEET_RUN_ID % 3))",
@@ -46,15 +52,20 @@ fn a_database_restart_mid_drain_costs_time_not_correctness() {
             t += &format!("[projects.p{i}]\ncommand = {cmd}\n");
         }
         t
-    });
+    }) else {
+        return;
+    };
     let ids: Vec<i64> = (0..RUNS)
         .map(|i| f.enqueue(&format!("p{}", i % 8)))
         .collect();
     let mut d = f.start_daemon_env(&[OUTAGE_DEBUG]);
-    f.wait_until(DEADLINE, "a quarter of the runs to end", || {
-        f.runs().iter().filter(|r| is_terminal(r)).count() >= RUNS / 4
-    });
-    pg.restart_immediate();
+    // Twice: after a quarter of the runs and after half of them.
+    for part in [4, 2] {
+        f.wait_until(DEADLINE, "a part of the runs to end", || {
+            f.runs().iter().filter(|r| is_terminal(r)).count() >= RUNS / part
+        });
+        pg.restart_immediate();
+    }
     let path = d.stderr_path().to_path_buf();
     f.wait_until(Duration::from_secs(180), "all runs to end", || {
         let runs = f.runs();
@@ -99,11 +110,7 @@ fn a_database_restart_mid_drain_costs_time_not_correctness() {
 
 #[test]
 fn a_stopped_database_lets_runs_finish_claims_nothing_and_records_their_exits_once_back() {
-    let Some(mut pg) = pgtest::OwnCluster::start() else {
-        return;
-    };
-    let url = url_of(&pg.database());
-    let f = pg_fleet(&url, |dir| {
+    let Some((mut pg, f)) = own_fleet(|dir| {
         let gated = |name: &str, code: i32| {
             gated_command(
                 &dir.join(format!("{name}.start")),
@@ -121,7 +128,9 @@ fn a_stopped_database_lets_runs_finish_claims_nothing_and_records_their_exits_on
             gated("zero", 0),
             quick_command(&dir.join("later.start")),
         )
-    });
+    }) else {
+        return;
+    };
     let three = f.enqueue("three");
     let zero = f.enqueue("zero");
     let mut d = f.start_daemon_env(&[OUTAGE_DEBUG]);
@@ -190,16 +199,14 @@ fn a_stopped_database_lets_runs_finish_claims_nothing_and_records_their_exits_on
 
 #[test]
 fn an_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
-    let Some(mut pg) = pgtest::OwnCluster::start() else {
-        return;
-    };
-    let url = url_of(&pg.database());
-    let f = pg_fleet(&url, |dir| {
+    let Some((mut pg, f)) = own_fleet(|dir| {
         format!(
             "[projects.q]\ncommand = {}\n",
             quick_command(&dir.join("q.start"))
         )
-    });
+    }) else {
+        return;
+    };
     let first = f.enqueue("q");
     let mut d = f.start_daemon_env(&[OUTAGE_DEBUG]);
     f.wait_status(first, "succeeded");

@@ -91,6 +91,10 @@ pub(super) async fn run(
             .backoff
             .is_some_and(|(until, _)| Instant::now() < until)
         {
+            if daemon.database_down() {
+                // Alive and waiting for the database, as it should: the watchdog hears so.
+                daemon.notifier.outage_ping();
+            }
             continue;
         }
         if !daemon.recovered {

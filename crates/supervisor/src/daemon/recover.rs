@@ -82,14 +82,7 @@ impl Daemon {
                     self.backoff = Some((Instant::now() + left, left));
                     return;
                 }
-                let Recovery {
-                    adopt,
-                    mut transitions,
-                    settled,
-                    unsettled,
-                } = found;
-                transitions.extend(self.decide(settled));
-                self.adopt(adopt);
+                let (transitions, unsettled) = self.take_in(found);
                 fail::fail_point!("recovery-before-apply", |_| std::process::abort());
                 self.pending.extend(transitions);
                 self.keep_unsettled(unsettled, None);
@@ -186,7 +179,9 @@ impl Daemon {
                     self.unsettled.retry = Some((Instant::now() + left, wait));
                     return;
                 }
-                self.apply(found, Some(wait));
+                let (transitions, unsettled) = self.take_in(found);
+                self.pending.extend(transitions);
+                self.keep_unsettled(unsettled, Some(wait));
             }
             Err(e) => {
                 let runs = std::mem::take(&mut self.unsettled.runs);
@@ -234,7 +229,14 @@ impl Daemon {
                 for (run, _) in &found.settled {
                     tracing::warn!(run = run.id, project = %run.project, "an active run no shim held after the database came back (a claim committed as its connection was lost)");
                 }
-                self.apply(found, None);
+                let (transitions, unsettled) = self.take_in(found);
+                self.pending.extend(transitions);
+                if !unsettled.is_empty() {
+                    // They join those already waiting.
+                    let mut runs = std::mem::take(&mut self.unsettled.runs);
+                    runs.extend(unsettled);
+                    self.keep_unsettled(runs, None);
+                }
             }
             Err(e) => {
                 if !self.database_unreachable(&e, "reconciling after the outage") {
@@ -244,10 +246,10 @@ impl Daemon {
         }
     }
 
-    /// Applies what settling decided: adopts the live, queues the transitions of the rest (per
-    /// the config in force), keeps the unreadable for later (`wait`: see
-    /// [`Daemon::keep_unsettled`]).
-    fn apply(&mut self, found: Recovery, wait: Option<Duration>) {
+    /// Takes in what settling found: adopts the live runs, and returns the transitions of the
+    /// rest (with retries per the config in force) and the runs that could not be settled, for
+    /// the caller to queue and keep.
+    fn take_in(&mut self, found: Recovery) -> (Vec<Transition>, Vec<(RunId, u64)>) {
         let Recovery {
             adopt,
             mut transitions,
@@ -256,18 +258,7 @@ impl Daemon {
         } = found;
         transitions.extend(self.decide(settled));
         self.adopt(adopt);
-        self.pending.extend(transitions);
-        match wait {
-            // Settling again: the runs it looked at replace those it was asked about.
-            Some(_) => self.keep_unsettled(unsettled, wait),
-            // Reconciling: they join those already waiting.
-            None if !unsettled.is_empty() => {
-                let mut runs = std::mem::take(&mut self.unsettled.runs);
-                runs.extend(unsettled);
-                self.keep_unsettled(runs, None);
-            }
-            None => {}
-        }
+        (transitions, unsettled)
     }
 
     /// Puts the runs whose shim is alive in the slot pool, and follows each through its lock.
