@@ -8,7 +8,9 @@
 //!   a run in flight across a restart is adopted and keeps its real exit code;
 //! - `commands`: `runs --json`, `status`, `check`, `logs` against PostgreSQL; a bad URL refused at
 //!   load without its password; an unreachable database at daemon start is waited for;
-//! - `fencing`: a second daemon on the same database fences the first, which stops and says why.
+//! - `fencing`: a second daemon on the same database fences the first, which stops and says why;
+//! - `outage`: the database restarted or stopped under a running daemon (a cluster of the test's
+//!   own): no exit lost, nothing claimed while it is down, one log line each way.
 //!
 //! Run with `cargo test --all-features --test postgres`.
 
@@ -21,6 +23,7 @@ mod helpers;
 mod commands;
 mod drain;
 mod fencing;
+mod outage;
 
 use std::path::Path;
 
@@ -29,7 +32,11 @@ use common::*;
 /// A new database as a `postgresql://` URL (pgtest hands out `key=value` strings), or `None`
 /// after pgtest's loud skip line.
 pub fn database_url() -> Option<String> {
-    let db = pgtest::database()?;
+    Some(url_of(&pgtest::database()?))
+}
+
+/// `db` as a `postgresql://` URL.
+pub fn url_of(db: &pgtest::Database) -> String {
     let field = |k: &str| {
         db.url
             .split_whitespace()
@@ -37,13 +44,13 @@ pub fn database_url() -> Option<String> {
             .unwrap_or_else(|| panic!("no {k} in {}", db.url))
             .to_string()
     };
-    Some(format!(
+    format!(
         "postgresql://{}@/{}?host={}&port={}",
         field("user"),
         field("dbname"),
         field("host"),
         field("port")
-    ))
+    )
 }
 
 /// A fleet whose fleet.toml starts with `database = <url>`, followed by `body(folder)`.

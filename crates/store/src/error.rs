@@ -36,6 +36,19 @@ pub enum StoreError {
         /// What the driver said.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The connection to the database was lost or refused while in use: the server went away
+    /// (stopped, restarted, crashed, the network dropped) or no new connection could be opened.
+    /// Built by a backend that talks to a server (PostgreSQL), never by SQLite. What the failed
+    /// operation did is unknown when the loss came with its commit: callers retry with backoff,
+    /// and read back what they need to know. See [`StoreError::is_unreachable`].
+    #[error("{context}: {source}")]
+    Unreachable {
+        /// What failed, as the message shows it: `database` for a statement, `database
+        /// connection pool` when no connection could be opened.
+        context: &'static str,
+        /// What the driver or the pool said.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The PostgreSQL database could not be reached, or its schema brought up to date.
     #[error("database {target}: {source}")]
     Connect {
@@ -102,6 +115,17 @@ impl StoreError {
     /// may be retried later.
     pub fn is_busy(&self) -> bool {
         matches!(self, StoreError::Backend { busy: true, .. })
+    }
+
+    /// True when the database server could not be reached: a connection lost or refused while
+    /// running ([`StoreError::Unreachable`]) or at open ([`StoreError::Connect`]). Nothing can be
+    /// read or written until it is back; unlike a busy database, the wait may be long, so
+    /// callers back off further and say so once, not at every try. Never true for SQLite.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Unreachable { .. } | StoreError::Connect { .. }
+        )
     }
 
     /// True when the database could not be opened because the system refused this user access

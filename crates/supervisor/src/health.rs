@@ -8,7 +8,12 @@
 //! is health too). Everything that reports health reads the same record: `fleet status` over
 //! the control socket, the HTTP `/healthz`, the systemd watchdog.
 //!
-//! The record is two atomics, written by the loop and read by any task or thread, so reading it
+//! A daemon whose database cannot be reached counts as unhealthy too ([`Verdict::Stuck`], exit
+//! status 1 of `fleet status`, 503 from `/healthz`), whatever its loop does: it keeps its shims
+//! running and retries, but it can neither claim nor record an end, which is what an operator
+//! or a load balancer needs to hear. The reason names the outage and since when.
+//!
+//! The record is a few atomics, written by the loop and read by any task or thread, so reading it
 //! never waits for the loop (a stuck loop must not make the health check hang with it).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -29,6 +34,8 @@ pub struct Health {
     last_turn: AtomicI64,
     /// The tick in force, in milliseconds (a reload may change it).
     tick_ms: AtomicU64,
+    /// Since when the database cannot be reached, in [`Millis`]; 0 while it can.
+    unreachable_since: AtomicI64,
 }
 
 /// What [`Health::verdict`] finds.
@@ -55,6 +62,7 @@ impl Health {
             started_at: now,
             last_turn: AtomicI64::new(0),
             tick_ms: AtomicU64::new(duration_ms(tick)),
+            unreachable_since: AtomicI64::new(0),
         }
     }
 
@@ -66,6 +74,14 @@ impl Health {
     /// The tick in force changed (a reload).
     pub fn set_tick(&self, tick: Duration) {
         self.tick_ms.store(duration_ms(tick), Ordering::Relaxed);
+    }
+
+    /// The database cannot be reached since `since` (milliseconds since the Unix epoch, UTC), or
+    /// (`None`) it can again. While it cannot, [`Health::verdict`] is [`Verdict::Stuck`].
+    pub fn set_database_unreachable(&self, since: Option<Millis>) {
+        // 0 is "reachable": a clock at the epoch itself still records an outage.
+        let at = since.map_or(0, |t| t.max(1));
+        self.unreachable_since.store(at, Ordering::Relaxed);
     }
 
     /// The tick in force.
@@ -86,9 +102,21 @@ impl Health {
         }
     }
 
-    /// Whether the loop counts as evaluating at `now`: it completed a turn (or started) less
-    /// than [`STUCK_AFTER_TICKS`] ticks ago. A wall clock stepped back counts as recent.
+    /// Whether the loop counts as evaluating at `now`: the database can be reached, and the
+    /// loop completed a turn (or started) less than [`STUCK_AFTER_TICKS`] ticks ago. A wall
+    /// clock stepped back counts as recent.
     pub fn verdict(&self, now: Millis) -> Verdict {
+        let down = self.unreachable_since.load(Ordering::Relaxed);
+        if down != 0 {
+            let since = u64::try_from(now - down).unwrap_or(0);
+            return Verdict::Stuck {
+                reason: format!(
+                    "the database cannot be reached (for {}): the daemon claims nothing and \
+                     retries; its shims keep running and their exits are recorded once it is back",
+                    humantime::format_duration(Duration::from_millis(since - since % 1000)),
+                ),
+            };
+        }
         let limit = self.tick_ms.load(Ordering::Relaxed) * u64::from(STUCK_AFTER_TICKS);
         let last = self.last_turn();
         let since = u64::try_from(now - last.unwrap_or(self.started_at)).unwrap_or(0);
@@ -146,5 +174,22 @@ mod tests {
         assert!(matches!(h.verdict(25_500), Verdict::Evaluating { .. }));
         // A clock stepped back is not a stuck loop.
         assert!(matches!(h.verdict(1_000), Verdict::Evaluating { .. }));
+    }
+
+    #[test]
+    fn an_unreachable_database_is_unhealthy_until_it_is_back() {
+        let h = Health::new(Duration::from_secs(1), 10_000);
+        h.turn(10_000);
+        h.set_database_unreachable(Some(10_000));
+        // Even with a recent turn.
+        let Verdict::Stuck { reason } = h.verdict(12_500) else {
+            panic!("an unreachable database must be unhealthy");
+        };
+        assert!(
+            reason.contains("database cannot be reached (for 2s)"),
+            "{reason}"
+        );
+        h.set_database_unreachable(None);
+        assert!(matches!(h.verdict(12_500), Verdict::Evaluating { .. }));
     }
 }

@@ -73,13 +73,23 @@ pub(crate) struct PgStore {
 impl PgStore {
     /// A connection from the pool. Errors: [`StoreError::Backend`] (not busy) when none frees
     /// up within the pool's connection timeout.
+    ///
+    /// [`StoreError::Unreachable`] instead when the pool holds fewer connections than its
+    /// maximum: it was free to open one and could not, so the server cannot be reached (a pool
+    /// whose connections are all in use is full, not cut off). A pooled connection that died
+    /// with the server is tested at check-out and replaced, never handed out again.
     fn conn(&self) -> Result<Conn> {
-        Ok(self
-            .pool
-            .pool
-            .as_ref()
-            .expect("the pool lives until drop")
-            .get()?)
+        let pool = self.pool.pool.as_ref().expect("the pool lives until drop");
+        pool.get().map_err(|e| {
+            if pool.state().connections < pool.max_size() {
+                StoreError::Unreachable {
+                    context: "database connection pool",
+                    source: Box::new(e),
+                }
+            } else {
+                StoreError::from(e)
+            }
+        })
     }
 }
 
@@ -117,8 +127,15 @@ impl Drop for PoolOwner {
 
 /// A failed statement, busy when PostgreSQL said a lock could not be had in time, a deadlock was
 /// broken, or a serialisation failed. Its message is `database: <PostgreSQL's>`.
+/// A connection lost or refused ([`is_lost`]) is [`StoreError::Unreachable`] instead.
 impl From<postgres::Error> for StoreError {
     fn from(e: postgres::Error) -> StoreError {
+        if is_lost(&e) {
+            return StoreError::Unreachable {
+                context: "database",
+                source: Box::new(PgError(e)),
+            };
+        }
         StoreError::Backend {
             context: "database",
             busy: is_busy(&e),
@@ -156,6 +173,26 @@ fn is_busy(e: &postgres::Error) -> bool {
             || *c == SqlState::T_R_DEADLOCK_DETECTED
             || *c == SqlState::T_R_SERIALIZATION_FAILURE
     )
+}
+
+/// The failures of the connection rather than of the statement: the socket failed or closed
+/// (no SQLSTATE, an I/O error underneath), the server refused or dropped the session
+/// (class 08, connection exception), or it is shutting down, crashed, or still starting
+/// (57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now). The same work may
+/// succeed once the server is back; a pooled connection that saw one is broken and replaced.
+fn is_lost(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        Some(c) => {
+            c.code().starts_with("08")
+                || *c == SqlState::ADMIN_SHUTDOWN
+                || *c == SqlState::CRASH_SHUTDOWN
+                || *c == SqlState::CANNOT_CONNECT_NOW
+        }
+        None => std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()),
+    }
 }
 
 /// True when a write broke a unique index (the claim reads it as the one-active-run rule).

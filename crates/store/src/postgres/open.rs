@@ -98,7 +98,12 @@ impl PgStore {
         let pool = r2d2::Pool::builder()
             .max_size(4)
             .min_idle(Some(1))
-            .connection_timeout(Duration::from_secs(30))
+            // A server that went away is noticed within this long by any operation (the pool
+            // keeps trying to connect meanwhile), and the daemon's loop waits no longer on it.
+            .connection_timeout(Duration::from_secs(5))
+            // The pool's own failures to connect reach the caller as `StoreError::Unreachable`,
+            // which logs them once per outage: not one line per attempt of the pool's.
+            .error_handler(Box::new(r2d2::NopErrorHandler))
             .build(manager)
             .map_err(|e| bad(target)(Box::new(e)))?;
         Ok(PgStore {

@@ -156,6 +156,7 @@ impl Daemon {
             return;
         }
         self.backoff = None;
+        self.database_reachable();
         self.sweep_removed = false;
         let metrics = &self.observed.metrics;
         metrics.claimed(&outcome.claimed, now_ms());
@@ -232,7 +233,8 @@ impl Daemon {
     }
 
     /// After a store error: keep what is unwritten for the next EVAL and back off (100 ms,
-    /// doubling up to 5 s) — or, when fenced off, stop for good.
+    /// doubling up to 5 s; for an unreachable database, see [`super::outage`]) — or, when fenced
+    /// off, stop for good.
     fn failed(&mut self, err: StoreError, unapplied: Vec<Transition>) {
         if let StoreError::Fenced { .. } = err {
             // Another daemon took the state directory over: this one must not write again.
@@ -240,10 +242,14 @@ impl Daemon {
             self.fenced = Some(err);
             return;
         }
+        // Kept first: the exits reaped during an outage are written once it ends.
+        self.pending = unapplied;
+        if self.database_unreachable(&err, "EVAL") {
+            return;
+        }
         if err.is_busy() {
             self.observed.metrics.busy_retry();
         }
-        self.pending = unapplied;
         let wait = self
             .backoff
             .map(|(_, w)| (w * 2).min(Duration::from_secs(5)))

@@ -91,6 +91,10 @@ pub(super) async fn run(
             .backoff
             .is_some_and(|(until, _)| Instant::now() < until)
         {
+            if daemon.database_down() {
+                // Alive and waiting for the database, as it should: the watchdog hears so.
+                daemon.notifier.outage_ping();
+            }
             continue;
         }
         if !daemon.recovered {
@@ -102,8 +106,11 @@ pub(super) async fn run(
             }
         }
         daemon.resettle().await;
-        // Never waited for: it runs on a blocking thread while the loop goes on.
-        prune.maybe_start(daemon);
+        // Never waited for: it runs on a blocking thread while the loop goes on. Not while the
+        // database cannot be reached: it would only fail again.
+        if !daemon.database_down() {
+            prune.maybe_start(daemon);
+        }
         if by_tick && ticks.nothing_changed(daemon).await {
             // An idle tick is a turn too: the loop is alive and has nothing to do.
             daemon.turn().await;
@@ -114,8 +121,12 @@ pub(super) async fn run(
         if daemon.fenced.is_some() {
             return Ok(());
         }
-        // An EVAL that ended in a backoff (busy database) did no work: not a turn.
+        // An EVAL that ended in a backoff (busy or unreachable database) did no work: not a turn.
         if daemon.backoff.is_none() {
+            if daemon.reconcile_due {
+                // After an outage, once everything decided during it is written.
+                daemon.reconcile().await;
+            }
             daemon.turn().await;
         }
     }
@@ -128,9 +139,14 @@ pub(super) async fn run(
 /// older epoch it was copied at.
 ///
 /// Errors: [`StateDirError::Replaced`], saying what changed. A database read that fails (busy,
-/// gone) proves nothing here: the EVAL reports it.
+/// gone) proves nothing here: the EVAL reports it. While the database is known to be
+/// unreachable the epoch is not read at all (each read would wait out a connection attempt);
+/// it is read again at the first tick after the outage.
 async fn still_opened(daemon: &Daemon, opened: &Opened) -> Result<(), StateDirError> {
     daemon.state.check_opened(opened)?;
+    if daemon.database_down() {
+        return Ok(());
+    }
     let store = daemon.store.clone();
     let epoch = tokio::task::spawn_blocking(move || store.epoch())
         .await
@@ -223,7 +239,8 @@ async fn sleep_until_opt(at: Option<Instant>) {
 /// nothing to do (docs/PERFORMANCE.md, idle measure).
 struct TickFilter {
     /// Tells whether anything was committed since it last looked; `None` if it could not be
-    /// opened (every tick EVALs).
+    /// opened or failed (its connection lost with the database): every tick EVALs until it is
+    /// opened again, which is tried at each tick while the database can be reached.
     probe: Option<Arc<Mutex<store::ChangeProbe>>>,
     /// When the last EVAL ran, on both clocks (to notice a step of the wall clock). The wall
     /// clock is read as everything else reads it, `store::now_ms`.
@@ -232,14 +249,10 @@ struct TickFilter {
 
 impl TickFilter {
     async fn open(store: &store::Store) -> TickFilter {
-        let store = store.clone();
-        let probe = match tokio::task::spawn_blocking(move || store.change_probe())
-            .await
-            .expect("change_probe panicked")
-        {
-            Ok(p) => Some(Arc::new(Mutex::new(p))),
+        let probe = match open_probe(store).await {
+            Ok(p) => Some(p),
             Err(e) => {
-                tracing::warn!(error = %e, "cannot open the change probe; every tick runs an EVAL");
+                tracing::warn!(error = %e, "cannot open the change probe; every tick runs an EVAL until it can");
                 None
             }
         };
@@ -255,7 +268,7 @@ impl TickFilter {
     /// stepped (schedules and retries are timed on it), and a full EVAL ran less than
     /// [`FULL_EVAL_AT_LEAST_EVERY`] ago. Everything else that needs an EVAL (shim reports,
     /// nudges, edits, a due retry or occurrence) wakes the loop by itself, not by the tick.
-    async fn nothing_changed(&self, daemon: &Daemon) -> bool {
+    async fn nothing_changed(&mut self, daemon: &Daemon) -> bool {
         let Some((at, wall)) = self.last_eval else {
             return false;
         };
@@ -276,6 +289,14 @@ impl TickFilter {
             return false;
         }
         let Some(probe) = self.probe.clone() else {
+            // A new probe's first look says "changed": this tick EVALs either way, and the
+            // notices missed while it was gone cannot be lost.
+            if !daemon.database_down() {
+                match open_probe(&daemon.store).await {
+                    Ok(p) => self.probe = Some(p),
+                    Err(e) => tracing::debug!(error = %e, "cannot open the change probe yet"),
+                }
+            }
             return false;
         };
         let changed = tokio::task::spawn_blocking(move || {
@@ -284,7 +305,30 @@ impl TickFilter {
         })
         .await
         .expect("change probe panicked");
-        // A probe that cannot read says nothing: EVAL, which reports the error properly.
-        matches!(changed, Ok(false))
+        // A probe that cannot read says nothing: EVAL, which reports the error properly. One
+        // whose connection is gone is dropped, never read again: a new one is opened once the
+        // database can be reached (the server may have restarted).
+        match changed {
+            Ok(changed) => !changed,
+            Err(e) => {
+                if e.is_unreachable() {
+                    self.probe = None;
+                }
+                false
+            }
+        }
     }
+}
+
+/// Opens a change probe on `store`, on a blocking thread.
+///
+/// Errors: the store's, when the database cannot be reached.
+async fn open_probe(
+    store: &store::Store,
+) -> Result<Arc<Mutex<store::ChangeProbe>>, store::StoreError> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || store.change_probe())
+        .await
+        .expect("change_probe panicked")
+        .map(|p| Arc::new(Mutex::new(p)))
 }

@@ -34,6 +34,7 @@ mod follow;
 mod hook_env;
 mod listener;
 mod notify;
+mod outage;
 mod prune_step;
 mod recover;
 mod reload;
@@ -222,6 +223,8 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         exited: Vec::new(),
         events: events.clone(),
         backoff: None,
+        outage: None,
+        reconcile_due: false,
         spawn_hold: None,
         next_due: None,
         fenced: None,

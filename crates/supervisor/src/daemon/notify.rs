@@ -8,7 +8,9 @@
 //!   EVAL ran, so a unit ordered after fleet's starts once the runs a crash left are settled;
 //! - `WATCHDOG=1` at a turn once half the watchdog timeout (`WATCHDOG_USEC`) has passed since
 //!   the last ping: a loop that stops turning (wedged, a database that stays locked, stopped)
-//!   stops pinging, and systemd restarts the daemon — a timer of its own would ping on;
+//!   stops pinging, and systemd restarts the daemon — a timer of its own would ping on. The one
+//!   exception is an outage of the database ([`Notifier::outage_ping`]): the loop is alive and
+//!   waiting as it should, and a restart would only wait again;
 //! - `STATUS=` a one-line summary (`2 active, 5 queued`), at the first turn and then at most
 //!   every [`STATUS_EVERY`]: it costs two counts on the database, not worth paying at every EVAL.
 //!
@@ -114,6 +116,20 @@ impl Notifier {
                 "cannot notify the service manager (NOTIFY_SOCKET); further failures are logged \
                  at debug until a message gets through"
             ),
+        }
+    }
+
+    /// `WATCHDOG=1`, if one is due, and nothing else: sent by the loop at its ticks while the
+    /// database cannot be reached, when it completes no turn (see [`super::outage`]).
+    pub(super) fn outage_ping(&mut self) {
+        let now = Instant::now();
+        let due = self.ping_every.is_some_and(|every| {
+            self.last_ping
+                .is_none_or(|at| now.duration_since(at) >= every)
+        });
+        if due {
+            self.send(&[NotifyState::Watchdog]);
+            self.last_ping = Some(now);
         }
     }
 

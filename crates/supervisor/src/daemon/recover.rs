@@ -82,21 +82,18 @@ impl Daemon {
                     self.backoff = Some((Instant::now() + left, left));
                     return;
                 }
-                let Recovery {
-                    adopt,
-                    mut transitions,
-                    settled,
-                    unsettled,
-                } = found;
-                transitions.extend(self.decide(settled));
-                self.adopt(adopt);
+                let (transitions, unsettled) = self.take_in(found);
                 fail::fail_point!("recovery-before-apply", |_| std::process::abort());
                 self.pending.extend(transitions);
                 self.keep_unsettled(unsettled, None);
                 self.recovered = true;
                 self.backoff = None;
+                self.database_reachable();
             }
             Err(e) => {
+                if self.database_unreachable(&e, "recovery") {
+                    return;
+                }
                 if e.is_busy() {
                     self.observed.metrics.busy_retry();
                 }
@@ -182,23 +179,86 @@ impl Daemon {
                     self.unsettled.retry = Some((Instant::now() + left, wait));
                     return;
                 }
-                let Recovery {
-                    adopt,
-                    mut transitions,
-                    settled,
-                    unsettled,
-                } = found;
-                transitions.extend(self.decide(settled));
-                self.adopt(adopt);
+                let (transitions, unsettled) = self.take_in(found);
                 self.pending.extend(transitions);
                 self.keep_unsettled(unsettled, Some(wait));
             }
             Err(e) => {
                 let runs = std::mem::take(&mut self.unsettled.runs);
-                tracing::error!(error = %e, "could not read the database to settle runs again");
+                if !self.database_unreachable(&e, "settling runs again") {
+                    tracing::error!(error = %e, "could not read the database to settle runs again");
+                }
                 self.keep_unsettled(runs, Some(wait));
             }
         }
+    }
+
+    /// After an outage ([`super::outage`]): settles the runs the database holds as active
+    /// under this daemon's epoch that no slot, pending transition or [`Unsettled`] accounts
+    /// for. A claim whose commit went through while its connection was lost left such a run:
+    /// `starting`, with no shim (its fate is `never_started`, and it is queued again). Done
+    /// once, after an EVAL that wrote everything pending; tried again while it fails.
+    pub(super) async fn reconcile(&mut self) {
+        let known: BTreeSet<RunId> = self
+            .slots
+            .iter()
+            .map(|s| s.run_id)
+            .chain(self.pending.iter().map(|t| t.run_id))
+            .chain(self.unsettled.runs.iter().map(|(id, _)| *id))
+            .collect();
+        let store = self.store.clone();
+        let state = self.state.clone();
+        let epoch = self.epoch;
+        let result = tokio::task::spawn_blocking(move || {
+            let runs: Vec<Run> = store
+                .active_runs()?
+                .into_iter()
+                .filter(|r| r.epoch == Some(epoch) && !known.contains(&r.id))
+                .collect();
+            Ok::<_, StoreError>(settle_runs(&runs, state.root()))
+        })
+        .await
+        .expect("reconciling panicked");
+        match result {
+            Ok(found) => {
+                if self.config_settling_for(&found).await.is_some() {
+                    // Decided on the file as it is once its edit has settled: at a later turn.
+                    return;
+                }
+                self.reconcile_due = false;
+                for (run, _) in &found.settled {
+                    tracing::warn!(run = run.id, project = %run.project, "an active run no shim held after the database came back (a claim committed as its connection was lost)");
+                }
+                let (transitions, unsettled) = self.take_in(found);
+                self.pending.extend(transitions);
+                if !unsettled.is_empty() {
+                    // They join those already waiting.
+                    let mut runs = std::mem::take(&mut self.unsettled.runs);
+                    runs.extend(unsettled);
+                    self.keep_unsettled(runs, None);
+                }
+            }
+            Err(e) => {
+                if !self.database_unreachable(&e, "reconciling after the outage") {
+                    tracing::warn!(error = %e, "could not read the active runs after the outage; trying again");
+                }
+            }
+        }
+    }
+
+    /// Takes in what settling found: adopts the live runs, and returns the transitions of the
+    /// rest (with retries per the config in force) and the runs that could not be settled, for
+    /// the caller to queue and keep.
+    fn take_in(&mut self, found: Recovery) -> (Vec<Transition>, Vec<(RunId, u64)>) {
+        let Recovery {
+            adopt,
+            mut transitions,
+            settled,
+            unsettled,
+        } = found;
+        transitions.extend(self.decide(settled));
+        self.adopt(adopt);
+        (transitions, unsettled)
     }
 
     /// Puts the runs whose shim is alive in the slot pool, and follows each through its lock.

@@ -50,9 +50,15 @@ pub(super) struct Daemon {
     pub(super) exited: Vec<(RunId, u64)>,
     /// For shim watchers and waiters, and for a nudge to itself.
     pub(super) events: Events,
-    /// After a failed EVAL or recovery (busy database): no EVAL before this instant; the wait
-    /// doubles.
+    /// After a failed EVAL or recovery (busy or unreachable database): no EVAL before this
+    /// instant; the wait doubles.
     pub(super) backoff: Option<(Instant, Duration)>,
+    /// The database cannot be reached (since a failed operation of the loop): see
+    /// [`super::outage`]. `None` while it can.
+    pub(super) outage: Option<super::outage::Outage>,
+    /// An outage ended: the runs the database holds as active under this epoch that nothing
+    /// here supervises are settled again after the next EVAL ([`Daemon::reconcile`]).
+    pub(super) reconcile_due: bool,
     /// The shape of the shims' own log lines (the daemon's log's, chosen at start).
     pub(super) shim_log: crate::shim::log::ShimLog,
     /// After a shim could not be started for lack of a resource (EMFILE, ENOMEM…): no run is

@@ -1,0 +1,100 @@
+//! The database going away while the daemon runs (a PostgreSQL server stopped, restarted or
+//! cut off by the network): what the loop does until it is back.
+//!
+//! An operation that fails with [`StoreError::is_unreachable`] starts an outage. Meanwhile the
+//! daemon claims nothing (every EVAL and recovery fails before its claim), keeps its shims
+//! running and follows them as ever, keeps the transitions their exits call for in
+//! [`Daemon::pending`] (decided from the run folders, written once the database is back: an exit
+//! status is never lost, and the state machine refuses a second write of it), and tries again
+//! after a pause that doubles from [`FIRST_PAUSE`] up to [`MAX_PAUSE`]. It logs one line when the
+//! outage starts and one when it ends, never one per try, and health reports it
+//! ([`crate::health::Health::set_database_unreachable`]).
+//!
+//! When the database is back, the runs it holds as active under this daemon's epoch that no
+//! slot holds are settled again ([`Daemon::reconcile`]): a claim whose commit was lost with the
+//! connection may have been committed after all, with no shim to run it.
+//!
+//! This module decides the pauses, the log lines and the health flag; it must never write to the
+//! database, start or stop a shim, or end the loop (nothing an outage does is a reason to exit).
+
+use std::time::Duration;
+
+use store::{now_ms, StoreError};
+use tokio::time::Instant;
+
+use super::state::Daemon;
+
+/// The first pause after the database could not be reached; it doubles up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+
+/// The longest pause between two tries while the database cannot be reached.
+const MAX_PAUSE: Duration = Duration::from_secs(30);
+
+/// An outage in progress.
+#[derive(Debug)]
+pub(super) struct Outage {
+    /// When the first failure was seen.
+    since: Instant,
+    /// How many tries failed so far (the first included).
+    tries: u32,
+}
+
+impl Daemon {
+    /// Called after a failed operation of the loop (`what`: which one, for the log). Returns
+    /// false, doing nothing, when `err` is not a lost connection; otherwise starts or continues
+    /// the outage and sets the pause before the next try in [`Daemon::backoff`].
+    pub(super) fn database_unreachable(&mut self, err: &StoreError, what: &str) -> bool {
+        if !err.is_unreachable() {
+            return false;
+        }
+        let wait = match &mut self.outage {
+            Some(outage) => {
+                outage.tries += 1;
+                let wait = self
+                    .backoff
+                    .map_or(FIRST_PAUSE, |(_, w)| (w * 2).clamp(FIRST_PAUSE, MAX_PAUSE));
+                tracing::debug!(error = %err, what, tries = outage.tries, retry_in_secs = wait.as_secs(), "the database still cannot be reached");
+                wait
+            }
+            None => {
+                tracing::warn!(
+                    error = %err,
+                    what,
+                    "the database cannot be reached: claiming nothing until it is back; the shims \
+                     keep running and their exits are reported then; retrying with a pause growing \
+                     from {FIRST_PAUSE:?} to {MAX_PAUSE:?}"
+                );
+                self.outage = Some(Outage {
+                    since: Instant::now(),
+                    tries: 1,
+                });
+                self.health.set_database_unreachable(Some(now_ms()));
+                FIRST_PAUSE
+            }
+        };
+        self.backoff = Some((Instant::now() + wait, wait));
+        true
+    }
+
+    /// Called after an operation of the loop reached the database: ends the outage, if one was
+    /// in progress, says so once, and asks for the reconciliation of lost claims.
+    pub(super) fn database_reachable(&mut self) {
+        let Some(outage) = self.outage.take() else {
+            return;
+        };
+        tracing::info!(
+            down_for = %humantime::format_duration(Duration::from_secs(outage.since.elapsed().as_secs())),
+            tries = outage.tries,
+            unwritten = self.pending.len(),
+            "the database is reachable again; writing what happened meanwhile"
+        );
+        self.health.set_database_unreachable(None);
+        self.reconcile_due = true;
+    }
+
+    /// True while the database is known to be unreachable: the loop skips what would only wait
+    /// on it again (the epoch check, pruning, the change probe) until the next try.
+    pub(super) fn database_down(&self) -> bool {
+        self.outage.is_some()
+    }
+}
