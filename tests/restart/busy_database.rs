@@ -42,7 +42,7 @@ fn busy_database(hold: Duration) -> String {
         if !blocked_exit {
             blocked_exit = f.runs().iter().any(|r| {
                 matches!(status_of(r), "starting" | "running")
-                    && run_dir(&f, r["id"].as_i64().unwrap()).join("exit").exists()
+                    && has_record(&f, r["id"].as_i64().unwrap(), "exit")
             });
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -97,8 +97,10 @@ fn full_disk_delays_the_exit_record_and_the_real_status_survives() {
         "while its exit record waits for room, the run is still running: {r}\n{}",
         d.stderr()
     );
-    let exit = run_dir(&f, id).join("exit");
-    assert!(!exit.exists(), "the exit record cannot have been written");
+    assert!(
+        !has_record(&f, id, "exit"),
+        "the exit record cannot have been written"
+    );
 
     std::fs::remove_file(&ballast).unwrap();
     let r = f.wait_terminal(id);
@@ -110,7 +112,7 @@ fn full_disk_delays_the_exit_record_and_the_real_status_survives() {
     );
     assert_eq!(r["exit_code"], 1, "{r}");
     assert_eq!(r["attempt"], 1, "{r}");
-    assert!(exit.exists());
+    assert!(has_record(&f, id, "exit"));
     assert!(
         d.stderr().contains("the exit record is written, after"),
         "the shim should say it wrote the record in the end:\n{}",

@@ -33,34 +33,20 @@
 //! recovery must do after each, in [`crate::failpoints::SHIM`] (feature `failpoints`,
 //! configured by the `FAILPOINTS` environment variable).
 
-pub mod args;
-pub mod forkserver;
-pub mod log;
-pub mod logbound;
-pub mod rundir;
-
-pub use args::ShimArgs;
-
-use std::ffi::OsString;
-use std::fmt;
-use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::os::fd::OwnedFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
-
-use crate::failpoints::scenario as failpoint_scenario;
-use crate::sys::signals::{self, BlockedSignals, Signal};
-use crate::sys::{files, process};
-use rundir::{now_rfc3339, ExitRecord, Outcome, RunDir, RunLock, RunningRecord, StartedRecord};
-
 /// A failpoint that simulates a crash: `FAILPOINTS=name=return` aborts the process there,
 /// `FAILPOINTS=name=sleep(3000)` delays it. Compiles to nothing without the `failpoints` feature.
 /// Every name is registered in [`crate::failpoints::SHIM`].
+/// `crash_point!(name, step)` does `step` first (its result ignored), then aborts: a crash in the
+/// middle of a write.
 macro_rules! crash_point {
     ($name:literal) => {
         fail::fail_point!($name, |_| { std::process::abort() })
+    };
+    ($name:literal, $step:expr) => {
+        fail::fail_point!($name, |_| {
+            let _ = $step;
+            std::process::abort()
+        })
     };
 }
 
@@ -78,6 +64,33 @@ macro_rules! io_failpoint {
         })
     };
 }
+
+pub mod args;
+pub mod forkserver;
+#[cfg(feature = "failpoints")]
+pub mod legacy;
+pub mod log;
+pub mod logbound;
+pub mod records;
+pub mod rundir;
+
+pub use args::ShimArgs;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::failpoints::scenario as failpoint_scenario;
+use crate::sys::signals::{self, BlockedSignals, Signal};
+use crate::sys::{files, process};
+use rundir::{
+    now_rfc3339, ExitRecord, Outcome, Record, RunDir, RunLock, RunningRecord, StartedRecord,
+};
 
 /// How long the shim waits before it tries again to write a record it could not write (a full
 /// or failing disk); the wait doubles after each failure, up to [`RECORD_RETRY_MAX`].
@@ -294,9 +307,11 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     // rather than given up: a shim that exits here could leave a `started` record the rename
     // made visible but the fsync of the folder did not confirm, and the run would end `lost`
     // although its command never started.
+    let started = Record::Started(started);
     write_durably(a, "started", || {
         io_failpoint!("shim-started-record-fails");
-        dir.write_started(&lock, &started)
+        crash_point!("shim-started-record-torn", dir.write_torn(&lock, &started));
+        write_record(&dir, &lock, started.clone())
     })?;
     crash_point!("shim-after-started");
 
@@ -330,7 +345,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
         pid,
         at: started_at.clone(),
     };
-    if let Err(e) = dir.write_running(&lock, &running) {
+    if let Err(e) = write_record(&dir, &lock, Record::Running(running)) {
         // Not fatal: the command runs and must still be supervised and its status recorded.
         warn(format_args!(
             "fleet shim: run {} claim {}: could not write the running record: {e}",
@@ -374,12 +389,28 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
 /// is gone, and its status exists nowhere else.
 fn write_exit(a: &ShimArgs, dir: &RunDir, lock: &RunLock, record: &ExitRecord) -> io::Result<()> {
     crash_point!("shim-before-exit-file");
+    let record = Record::Exit(record.clone());
     write_durably(a, "exit", || {
         io_failpoint!("shim-exit-record-fails");
-        dir.write_exit(lock, record)
+        crash_point!("shim-exit-record-torn", dir.write_torn(lock, &record));
+        write_record(dir, lock, record.clone())
     })?;
     crash_point!("shim-after-exit-file");
     Ok(())
+}
+
+/// Writes one record, appended to the run's record file (or, in a test build asked for it, in
+/// the previous version's layout: see [`legacy`]).
+fn write_record(dir: &RunDir, lock: &RunLock, record: Record) -> io::Result<()> {
+    #[cfg(feature = "failpoints")]
+    if legacy::enabled() {
+        return legacy::write(dir, lock, &record);
+    }
+    match record {
+        Record::Started(r) => dir.write_started(lock, &r),
+        Record::Running(r) => dir.write_running(lock, &r),
+        Record::Exit(r) => dir.write_exit(lock, &r),
+    }
 }
 
 /// Calls `write` until it succeeds, waiting [`RECORD_RETRY_FIRST`] after the first failure and
@@ -462,6 +493,8 @@ fn spawn_command(
     // The failpoint configuration is the shim's, not the command's (last, so that the exec'd
     // and the forked shim treat it alike).
     cmd.env_remove("FAILPOINTS");
+    #[cfg(feature = "failpoints")]
+    cmd.env_remove(legacy::ENV);
     // Between fork and exec, the command's process:
     // * clears the signal mask: std resets SIGPIPE to its default before exec but NOT the mask
     //   (verified with Rust 1.95: a `sleep` spawned from the shim had SIGTERM and SIGCHLD
