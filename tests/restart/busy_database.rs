@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::helpers::*;
 
 /// Six projects recording their runs, a global cap of 2; an external connection holds
 /// `BEGIN IMMEDIATE` for `hold` once the first run is running. Returns the daemon's stderr.
