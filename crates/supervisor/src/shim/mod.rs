@@ -11,8 +11,9 @@
 //!    shim dies, so a free lock proves the shim gone);
 //! 3. checks the tombstones right after locking: recovery may have given the claim up while this
 //!    shim was late, and then the command must not start;
-//! 4. durably writes `started` before spawning, so "never started" can be proven (a record that
-//!    cannot be written, on a full disk say, is retried with backoff while the lock is kept);
+//! 4. durably appends `started` to the lock file before spawning, so "never started" can be
+//!    proven (a record that cannot be written, on a full disk say, is retried with backoff
+//!    while the lock is kept);
 //! 5. spawns the command in its own process group, with a parent-death signal (SIGKILL), stdin
 //!    `/dev/null`, stdout and stderr a pipe the shim drains into the run's log, kept under
 //!    `max_log_size` ([`logbound`]);
@@ -28,6 +29,7 @@
 //! exists; nothing here starts a thread.
 //!
 //! The folder owns the shim whole: [`args`] its arguments, [`rundir`] the run folder it writes,
+//! [`records`] the records' format, `legacy` (test builds only) the previous version's layout,
 //! [`forkserver`] the process that forks it without an exec. Its system calls go through
 //! [`crate::sys`]. The points where tests inject crashes into it are registered, with what
 //! recovery must do after each, in [`crate::failpoints::SHIM`] (feature `failpoints`,
