@@ -29,8 +29,8 @@
 //! exists; nothing here starts a thread.
 //!
 //! The folder owns the shim whole: [`args`] its arguments, [`rundir`] the run folder it writes,
-//! [`records`] the records' format, `legacy` (test builds only) the previous version's layout,
-//! [`forkserver`] the process that forks it without an exec. Its system calls go through
+//! [`records`] the records' format, `write` their retried writes, `legacy` (test builds only)
+//! the previous version's layout, [`forkserver`] the process that forks it without an exec. Its system calls go through
 //! [`crate::sys`]. The points where tests inject crashes into it are registered, with what
 //! recovery must do after each, in [`crate::failpoints::SHIM`] (feature `failpoints`,
 //! configured by the `FAILPOINTS` environment variable).
@@ -75,6 +75,7 @@ pub mod log;
 pub mod logbound;
 pub mod records;
 pub mod rundir;
+mod write;
 
 pub use args::ShimArgs;
 
@@ -90,15 +91,8 @@ use std::time::{Duration, Instant};
 use crate::failpoints::scenario as failpoint_scenario;
 use crate::sys::signals::{self, BlockedSignals, Signal};
 use crate::sys::{files, process};
-use rundir::{
-    now_rfc3339, ExitRecord, Outcome, Record, RunDir, RunLock, RunningRecord, StartedRecord,
-};
-
-/// How long the shim waits before it tries again to write a record it could not write (a full
-/// or failing disk); the wait doubles after each failure, up to [`RECORD_RETRY_MAX`].
-const RECORD_RETRY_FIRST: Duration = Duration::from_millis(50);
-/// The longest wait between two attempts at writing a record.
-const RECORD_RETRY_MAX: Duration = Duration::from_secs(5);
+use rundir::{now_rfc3339, ExitRecord, Outcome, Record, RunDir, RunningRecord, StartedRecord};
+use write::{write_durably, write_exit, write_record};
 
 /// Process exit status of the shim when it ran to the end (the command's own status is in the
 /// `exit` record), or when the claim was tombstoned.
@@ -385,83 +379,6 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     // Only now may the lock go (on return): a free lock with an exit record means "finalize".
     drop(lock);
     Ok(EXIT_OK)
-}
-
-/// Writes the `exit` record durably, retrying until it is (see [`write_durably`]): the command
-/// is gone, and its status exists nowhere else.
-fn write_exit(a: &ShimArgs, dir: &RunDir, lock: &RunLock, record: &ExitRecord) -> io::Result<()> {
-    crash_point!("shim-before-exit-file");
-    let record = Record::Exit(record.clone());
-    write_durably(a, "exit", || {
-        io_failpoint!("shim-exit-record-fails");
-        crash_point!("shim-exit-record-torn", dir.write_torn(lock, &record));
-        write_record(dir, lock, record.clone())
-    })?;
-    crash_point!("shim-after-exit-file");
-    Ok(())
-}
-
-/// Writes one record, appended to the run's record file (or, in a test build asked for it, in
-/// the previous version's layout: see [`legacy`]).
-fn write_record(dir: &RunDir, lock: &RunLock, record: Record) -> io::Result<()> {
-    #[cfg(feature = "failpoints")]
-    if legacy::enabled() {
-        return legacy::write(dir, lock, &record);
-    }
-    match record {
-        Record::Started(r) => dir.write_started(lock, &r),
-        Record::Running(r) => dir.write_running(lock, &r),
-        Record::Exit(r) => dir.write_exit(lock, &r),
-    }
-}
-
-/// Calls `write` until it succeeds, waiting [`RECORD_RETRY_FIRST`] after the first failure and
-/// twice as long after each next one, up to [`RECORD_RETRY_MAX`]. For the records recovery reads
-/// to decide a run's fate: while the shim holds the run's lock, the run is alive to the daemon
-/// (its status waits), whereas a shim that gave up would release the lock with the record
-/// missing, and a real status would become `lost`. Failures are reported on stderr (the first,
-/// then at doubling intervals, so a disk full for hours does not flood the log), and so is the
-/// success after them.
-///
-/// Errors: only `InvalidInput` (a record written under another run's lock: a bug that no
-/// retry can mend), at once.
-fn write_durably(
-    a: &ShimArgs,
-    record: &str,
-    mut write: impl FnMut() -> io::Result<()>,
-) -> io::Result<()> {
-    let mut wait = RECORD_RETRY_FIRST;
-    let mut failures: u64 = 0;
-    loop {
-        match write() {
-            Ok(()) => {
-                if failures > 0 {
-                    warn(format_args!(
-                        "fleet shim: run {} claim {}: the {record} record is written, after {failures} failed attempt(s)",
-                        a.run_id, a.token
-                    ));
-                }
-                return Ok(());
-            }
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => return Err(e),
-            Err(e) => {
-                failures += 1;
-                if failures.is_power_of_two() {
-                    warn(format_args!(
-                        "fleet shim: run {} claim {}: could not write the {record} record ({e}); retrying, keeping the run's lock (attempt {failures}, next in {} ms)",
-                        a.run_id,
-                        a.token,
-                        wait.as_millis()
-                    ));
-                }
-                // The shim is single-threaded and has nothing else to do until the record is
-                // written: signals stay blocked and pending (a cancel of a command that has not
-                // started yet is honoured once it has).
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(RECORD_RETRY_MAX);
-            }
-        }
-    }
 }
 
 /// Spawns the command, with its output going to the log: through a [`logbound::LogPump`] when
