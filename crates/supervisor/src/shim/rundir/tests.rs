@@ -70,15 +70,8 @@ fn records_round_trip_and_missing_is_none() {
     assert_eq!(names, vec![LOCK_FILE.to_string()]);
 }
 
-fn started(token: u64) -> StartedRecord {
-    StartedRecord {
-        token,
-        shim_pid: 1,
-        shim_start_time: 1,
-        at: now_rfc3339(),
-        history: vec![token],
-    }
-}
+/// The settle tests' started record of claim `token`.
+use crate::settle::tests::started;
 
 /// A writer that died mid-line left a torn record: readers skip it, and the next holder of the
 /// lock cuts it off before appending, so the file never holds two records run together.
