@@ -21,7 +21,8 @@
 //! - `poll`: polling with a deadline, and the wall clock;
 //! - `procs`: /proc, signals, the daemon lock;
 //! - `records`: commands that record their start and end, and the overlap sweep over them;
-//! - `db`: reading fleet's database directly, for what no command shows.
+//! - `db`: reading fleet's database directly, for what no command shows;
+//! - `run_files`: a run's records as its shim left them, in either on-disk layout.
 
 // Each test binary uses only part of the harness (and so of its re-exports).
 #![allow(dead_code, unused_imports)]
@@ -35,6 +36,7 @@ mod fleet;
 mod poll;
 mod procs;
 mod records;
+mod run_files;
 
 use std::time::Duration;
 
@@ -47,6 +49,7 @@ pub use fleet::*;
 pub use poll::*;
 pub use procs::*;
 pub use records::*;
+pub use run_files::*;
 
 /// The environment variable that marks every process started for one test.
 pub const MARKER_VAR: &str = "FLEET_E2E_MARKER";

@@ -64,11 +64,19 @@ pub fn run_file(f: &Fleet, id: i64, name: &str) -> PathBuf {
     f.state_dir().join("runs").join(id.to_string()).join(name)
 }
 
-/// Runs (of `ids`) that have the run file `name`.
+/// Runs (of `ids`) that have the run file `name`, or for `started`, `running` and `exit`, that
+/// record (appended to the lock file, or in a file of its own in the previous layout).
 pub fn with_file(f: &Fleet, ids: &[i64], name: &str) -> BTreeSet<i64> {
+    let record = matches!(name, "started" | "running" | "exit");
     ids.iter()
         .copied()
-        .filter(|&id| run_file(f, id, name).exists())
+        .filter(|&id| {
+            if record {
+                has_record(f, id, name)
+            } else {
+                run_file(f, id, name).exists()
+            }
+        })
         .collect()
 }
 

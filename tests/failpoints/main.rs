@@ -80,10 +80,12 @@ failpoint_tests! {
     shim_before_lock => "shim-before-lock",
     shim_after_lock => "shim-after-lock",
     shim_before_started => "shim-before-started",
+    shim_started_record_torn => "shim-started-record-torn",
     shim_started_record_fails => "shim-started-record-fails",
     shim_after_started => "shim-after-started",
     shim_after_exit => "shim-after-exit",
     shim_exit_record_fails => "shim-exit-record-fails",
+    shim_exit_record_torn => "shim-exit-record-torn",
     shim_before_exit_file => "shim-before-exit-file",
     shim_after_exit_file => "shim-after-exit-file",
 }

@@ -135,7 +135,11 @@ pub fn crash_at(name: &str) {
         }
         // The shim dies before `started`: the daemon (alive) requeues, same attempt, again and
         // again while the failpoint stays on.
-        "shim-before-lock" | "shim-after-lock" | "shim-before-started" => {
+        // A torn `started` (the shim died mid-write) is no `started`: the command never ran.
+        "shim-before-lock"
+        | "shim-after-lock"
+        | "shim-before-started"
+        | "shim-started-record-torn" => {
             let mut d = Crashy::start(f, &format!("{name}=return"));
             poll(
                 f,
@@ -154,7 +158,11 @@ pub fn crash_at(name: &str) {
             finish(&s, name, Expect::FirstAttempt, &[&d]);
         }
         // The shim dies after `started`, before `exit`: the attempt is lost, and retried.
-        "shim-after-started" | "shim-after-exit" | "shim-before-exit-file" => {
+        // A torn `exit` is no `exit`: the end is unknown.
+        "shim-after-started"
+        | "shim-after-exit"
+        | "shim-before-exit-file"
+        | "shim-exit-record-torn" => {
             let mut d = Crashy::start(f, &format!("{name}=return"));
             let mut lost = BTreeSet::new();
             poll(f, &[&d], DEADLINE, "an attempt to be lost", || {

@@ -87,12 +87,9 @@ fn ready_after_recovery_then_watchdog_status_and_stopping() {
     f.wait_status(run, "running");
     d1.kill();
     std::fs::write(f.file("GO"), "").unwrap();
-    let exit = f
-        .state_dir()
-        .join("runs")
-        .join(run.to_string())
-        .join("exit");
-    f.wait_until(DEADLINE, "the command's end recorded", || exit.exists());
+    f.wait_until(DEADLINE, "the command's end recorded", || {
+        has_record(&f, run, "exit")
+    });
     // And its shim gone (it writes the record before it exits): the next daemon must find the
     // run ended, not alive.
     f.wait_until(DEADLINE, "the shim and its command to exit", || {

@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::helpers::*;
 
 /// Six projects recording their runs, a global cap of 2; an external connection holds
 /// `BEGIN IMMEDIATE` for `hold` once the first run is running. Returns the daemon's stderr.
@@ -42,7 +41,7 @@ fn busy_database(hold: Duration) -> String {
         if !blocked_exit {
             blocked_exit = f.runs().iter().any(|r| {
                 matches!(status_of(r), "starting" | "running")
-                    && run_dir(&f, r["id"].as_i64().unwrap()).join("exit").exists()
+                    && has_record(&f, r["id"].as_i64().unwrap(), "exit")
             });
         }
         std::thread::sleep(Duration::from_millis(100));

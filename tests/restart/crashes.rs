@@ -239,13 +239,9 @@ fn adopted_claim_still_starting_is_recorded_running() {
         "the daemon to abort after spawning the shim",
     );
     assert_eq!(status_of(&f.run(id)), "starting");
-    let running = run_dir(&f, id).join("running");
     let mut pid = None;
     f.wait_until(DEADLINE, "the orphaned shim's running record", || {
-        pid = std::fs::read_to_string(&running)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v["pid"].as_i64());
+        pid = run_records(&f, id).running.map(|r| i64::from(r.pid));
         pid.is_some()
     });
 

@@ -29,8 +29,9 @@ fn restart_while_daemon_down_finalizes_real_status() {
     d1.kill();
 
     std::fs::write(f.file("GO"), "").unwrap();
-    let exit_file = run_dir(&f, held).join("exit");
-    f.wait_until(DEADLINE, "the shim's exit record", || exit_file.exists());
+    f.wait_until(DEADLINE, "the shim's exit record", || {
+        has_record(&f, held, "exit")
+    });
     // The shim writes the record before it exits; wait until it and the command are gone too,
     // so that the next daemon really finds the run ended, not alive.
     f.wait_until(DEADLINE, "the shim and the command to exit", || {

@@ -14,7 +14,7 @@
 //! - `adoption`: every packer counts the runs the database records as active (adopted or not);
 //! - `db_only`: runs only the database knows (recovery could not settle them) count all the same,
 //!   with and without namespaces, and are settled once their files can be written;
-//! - `full_disk`: a full disk delays a shim's exit record, never turns the real status into lost;
+//! - `full_disk`: a full disk never turns a run's real status into lost;
 //! - `ended_while_down`: a command that ended while no daemon ran is settled with its real status;
 //! - `busy_database`: a held write lock slows the daemon down, never makes it start a run twice;
 //! - `one_daemon`: a second daemon on the same state directory is refused;

@@ -110,14 +110,10 @@ fn a_stop_from_outside_fleet_is_not_recorded_as_an_operators_cancel() {
     let _d = f.start_daemon();
     let id = f.enqueue("flaky");
     f.wait_status(id, "running");
-    let started = f
-        .state_dir()
-        .join("runs")
-        .join(id.to_string())
-        .join("started");
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(started).unwrap()).unwrap();
-    let shim = record["shim_pid"].as_i64().unwrap() as i32;
+    let shim = run_records(&f, id)
+        .started
+        .expect("started record")
+        .shim_pid;
     assert_eq!(
         shim_run_id(shim),
         Some(id),

@@ -58,8 +58,9 @@ pub fn stop(f: &Fleet, d: &mut Daemon<'_>) {
 /// Waits until run `id`'s shim has written its exit record and every process of this test
 /// (shims, commands) is gone, so that the next daemon finds the run ended, not alive.
 pub fn wait_ended_unrecorded(f: &Fleet, id: i64) {
-    let exit = f.state_dir().join("runs").join(id.to_string()).join("exit");
-    f.wait_until(DEADLINE, "the shim's exit record", || exit.exists());
+    f.wait_until(DEADLINE, "the shim's exit record", || {
+        has_record(f, id, "exit")
+    });
     let me = std::process::id() as i32;
     f.wait_until(DEADLINE, "the shim and the command to exit", || {
         marked_pids(&f.marker)

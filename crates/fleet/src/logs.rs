@@ -52,14 +52,7 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
             // run that ended forever.
             Ok(r) if r.status.is_active() => dir
                 .read_exit()
-                .map_err(|e| {
-                    Failure::action(format!(
-                        "{}: {e}",
-                        dir.path()
-                            .join(supervisor::shim::rundir::EXIT_FILE)
-                            .display()
-                    ))
-                })?
+                .map_err(|e| Failure::action(format!("{}: {e}", dir.records_path().display())))?
                 .is_some_and(|e| e.token == r.claim_token),
             _ => false,
         };

@@ -15,9 +15,7 @@ use std::path::{Path, PathBuf};
 use store::{Millis, RunId, RunStatus, Store, StoreError};
 
 use crate::config::Config;
-use crate::shim::rundir::{
-    list_run_ids, RunDir, EXIT_FILE, LOCK_FILE, RUNS_DIR, STARTED_FILE, TOMBSTONES_FILE,
-};
+use crate::shim::rundir::{list_run_ids, RunDir, LOCK_FILE, RUNS_DIR, TOMBSTONES_FILE};
 use crate::statedir::StateDir;
 
 /// Why `fleet check` could not check.
@@ -243,7 +241,7 @@ pub fn check(
         if at(&dir.path().join(LOCK_FILE), dir.is_locked())? {
             continue;
         }
-        let exit = at(&dir.path().join(EXIT_FILE), dir.read_exit())?;
+        let exit = at(&dir.records_path(), dir.read_exit())?;
         let ended = matches!(exit, Some(e) if e.token == run.claim_token);
         if ended {
             report.awaiting_finalize.push(run.id);
@@ -300,7 +298,7 @@ pub fn check(
         // The shims' own record of starts: the ground truth the database may never have seen
         // (a late shim that ignored a tombstone would start the command behind its back).
         let dir = RunDir::new(state.root(), id);
-        let Some(started) = at(&dir.path().join(STARTED_FILE), dir.read_started())? else {
+        let Some(started) = at(&dir.records_path(), dir.read_started())? else {
             continue;
         };
         let mut tokens = started.history.clone();
@@ -349,7 +347,7 @@ pub fn check(
             }
             continue;
         }
-        let token = at(&dir.path().join(STARTED_FILE), dir.read_started())?.map(|s| s.token);
+        let token = at(&dir.records_path(), dir.read_started())?.map(|s| s.token);
         let fine = match by_id.get(&id) {
             Some(run) => run.status.is_active() && token.is_none_or(|t| t == run.claim_token),
             None => false,

@@ -90,6 +90,12 @@ pub const SHIM: &[(&str, &str)] = &[
          starting meanwhile; the command starts once the record is durable, the same claim",
     ),
     (
+        "shim-started-record-torn",
+        "the shim dies half-way through appending the started record (a torn last line): \
+         readers skip an incomplete line, so lock free and no started record => tombstone \
+         the token, requeue the same attempt; the next shim cuts the torn line off",
+    ),
+    (
         "shim-after-started",
         "started durable, command not yet spawned: lock free, started but no exit record \
          => the command may have started: lost (retried only if retries remain)",
@@ -104,6 +110,11 @@ pub const SHIM: &[(&str, &str)] = &[
         "not a crash: each attempt at writing the exit record fails (N*return fails N), as on \
          a full disk => the shim keeps its lock and retries with backoff, the run stays \
          running meanwhile; once the record is durable the run ends with its real status",
+    ),
+    (
+        "shim-exit-record-torn",
+        "the shim dies half-way through appending the exit record (a torn last line): \
+         lock free, started, no complete exit record => lost",
     ),
     (
         "shim-before-exit-file",

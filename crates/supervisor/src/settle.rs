@@ -161,4 +161,4 @@ pub fn transition(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -206,7 +206,8 @@ fn exit_code_is_recorded() {
 fn started_record_is_written_before_the_command_runs() {
     let f = Fixture::new();
     let dir = f.dir();
-    let started_path = dir.path().join("started");
+    // The command copies the record file as it finds it when it runs.
+    let started_path = dir.records_path();
     let seen = f.work.join("seen");
     let script = r#"cat "$1" > "$2""#;
     let args = f.args(
@@ -223,10 +224,16 @@ fn started_record_is_written_before_the_command_runs() {
     let (status, _, err) = finish(spawn_shim(&args, &[]));
     assert!(status.success(), "{err}");
     assert_eq!(dir.read_exit().unwrap().unwrap().code, Some(0), "{err}");
-    let seen: supervisor::shim::rundir::StartedRecord =
-        serde_json::from_str(&fs::read_to_string(seen).unwrap()).unwrap();
-    assert_eq!(seen.token, 8);
-    assert_eq!(Some(seen), dir.read_started().unwrap());
+    let seen = supervisor::shim::records::decode(&fs::read(&seen).unwrap(), &seen).unwrap();
+    assert_eq!(
+        seen.exit, None,
+        "the command ran before its end was recorded"
+    );
+    let started = seen
+        .started
+        .expect("started is on record when the command runs");
+    assert_eq!(started.token, 8);
+    assert_eq!(Some(started), dir.read_started().unwrap());
 }
 
 #[test]
@@ -560,6 +567,31 @@ mod failpoints {
             assert!(dir.read_started().unwrap().is_none(), "{point}");
             assert!(!f.work.join("marker").exists(), "{point}");
         }
+    }
+
+    /// A record torn by a crash mid-write counts as never written: a torn `started` means the
+    /// command never started, a torn `exit` leaves the run's end unknown (lost); and the next
+    /// claim's shim cuts the torn line off before appending its own records.
+    #[test]
+    fn a_torn_record_counts_as_never_written() {
+        let (f, dir) = crash_at("shim-started-record-torn");
+        assert!(dir.read_started().unwrap().is_none());
+        assert!(!f.work.join("marker").exists());
+        let torn = fs::read(dir.records_path()).unwrap();
+        assert!(
+            !torn.is_empty() && !torn.ends_with(b"\n"),
+            "a torn line is left"
+        );
+        let (status, _, err) = finish(spawn_shim(&f.args(4, &["true"]), &[]));
+        assert!(status.success(), "{err}");
+        let text = fs::read_to_string(dir.records_path()).unwrap();
+        assert_eq!(text.lines().count(), 3, "started, running, exit: {text}");
+        assert_eq!(dir.read_exit().unwrap().unwrap().token, 4);
+
+        let (f, dir) = crash_at("shim-exit-record-torn");
+        assert!(dir.read_started().unwrap().is_some());
+        assert!(dir.read_exit().unwrap().is_none());
+        assert!(f.work.join("marker").exists());
     }
 
     #[test]

@@ -18,7 +18,8 @@ fn run_dir() -> (tempfile::TempDir, RunDir) {
     (tmp, dir)
 }
 
-fn started(token: u64) -> StartedRecord {
+/// A started record of claim `token` (also used by the run folder's tests).
+pub(crate) fn started(token: u64) -> StartedRecord {
     StartedRecord {
         token,
         shim_pid: 1,

@@ -11,8 +11,9 @@
 //!    shim dies, so a free lock proves the shim gone);
 //! 3. checks the tombstones right after locking: recovery may have given the claim up while this
 //!    shim was late, and then the command must not start;
-//! 4. durably writes `started` before spawning, so "never started" can be proven (a record that
-//!    cannot be written, on a full disk say, is retried with backoff while the lock is kept);
+//! 4. durably appends `started` to the lock file before spawning, so "never started" can be
+//!    proven (a record that cannot be written, on a full disk say, is retried with backoff
+//!    while the lock is kept);
 //! 5. spawns the command in its own process group, with a parent-death signal (SIGKILL), stdin
 //!    `/dev/null`, stdout and stderr a pipe the shim drains into the run's log, kept under
 //!    `max_log_size` ([`logbound`]);
@@ -28,39 +29,26 @@
 //! exists; nothing here starts a thread.
 //!
 //! The folder owns the shim whole: [`args`] its arguments, [`rundir`] the run folder it writes,
-//! [`forkserver`] the process that forks it without an exec. Its system calls go through
+//! [`records`] the records' format, `write` their retried writes, `legacy` (test builds only)
+//! the previous version's layout, [`forkserver`] the process that forks it without an exec. Its system calls go through
 //! [`crate::sys`]. The points where tests inject crashes into it are registered, with what
 //! recovery must do after each, in [`crate::failpoints::SHIM`] (feature `failpoints`,
 //! configured by the `FAILPOINTS` environment variable).
 
-pub mod args;
-pub mod forkserver;
-pub mod log;
-pub mod logbound;
-pub mod rundir;
-
-pub use args::ShimArgs;
-
-use std::ffi::OsString;
-use std::fmt;
-use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::os::fd::OwnedFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
-
-use crate::failpoints::scenario as failpoint_scenario;
-use crate::sys::signals::{self, BlockedSignals, Signal};
-use crate::sys::{files, process};
-use rundir::{now_rfc3339, ExitRecord, Outcome, RunDir, RunLock, RunningRecord, StartedRecord};
-
 /// A failpoint that simulates a crash: `FAILPOINTS=name=return` aborts the process there,
 /// `FAILPOINTS=name=sleep(3000)` delays it. Compiles to nothing without the `failpoints` feature.
 /// Every name is registered in [`crate::failpoints::SHIM`].
+/// `crash_point!(name, step)` does `step` first (its result ignored), then aborts: a crash in the
+/// middle of a write.
 macro_rules! crash_point {
     ($name:literal) => {
         fail::fail_point!($name, |_| { std::process::abort() })
+    };
+    ($name:literal, $step:expr) => {
+        fail::fail_point!($name, |_| {
+            let _ = $step;
+            std::process::abort()
+        })
     };
 }
 
@@ -79,11 +67,32 @@ macro_rules! io_failpoint {
     };
 }
 
-/// How long the shim waits before it tries again to write a record it could not write (a full
-/// or failing disk); the wait doubles after each failure, up to [`RECORD_RETRY_MAX`].
-const RECORD_RETRY_FIRST: Duration = Duration::from_millis(50);
-/// The longest wait between two attempts at writing a record.
-const RECORD_RETRY_MAX: Duration = Duration::from_secs(5);
+pub mod args;
+pub mod forkserver;
+#[cfg(feature = "failpoints")]
+pub mod legacy;
+pub mod log;
+pub mod logbound;
+pub mod records;
+pub mod rundir;
+mod write;
+
+pub use args::ShimArgs;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::failpoints::scenario as failpoint_scenario;
+use crate::sys::signals::{self, BlockedSignals, Signal};
+use crate::sys::{files, process};
+use rundir::{now_rfc3339, ExitRecord, Outcome, Record, RunDir, RunningRecord, StartedRecord};
+use write::{write_durably, write_exit, write_record};
 
 /// Process exit status of the shim when it ran to the end (the command's own status is in the
 /// `exit` record), or when the claim was tombstoned.
@@ -294,9 +303,11 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     // rather than given up: a shim that exits here could leave a `started` record the rename
     // made visible but the fsync of the folder did not confirm, and the run would end `lost`
     // although its command never started.
+    let started = Record::Started(started);
     write_durably(a, "started", || {
         io_failpoint!("shim-started-record-fails");
-        dir.write_started(&lock, &started)
+        crash_point!("shim-started-record-torn", dir.write_torn(&lock, &started));
+        write_record(&dir, &lock, started.clone())
     })?;
     crash_point!("shim-after-started");
 
@@ -330,7 +341,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
         pid,
         at: started_at.clone(),
     };
-    if let Err(e) = dir.write_running(&lock, &running) {
+    if let Err(e) = write_record(&dir, &lock, Record::Running(running)) {
         // Not fatal: the command runs and must still be supervised and its status recorded.
         warn(format_args!(
             "fleet shim: run {} claim {}: could not write the running record: {e}",
@@ -370,67 +381,6 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     Ok(EXIT_OK)
 }
 
-/// Writes the `exit` record durably, retrying until it is (see [`write_durably`]): the command
-/// is gone, and its status exists nowhere else.
-fn write_exit(a: &ShimArgs, dir: &RunDir, lock: &RunLock, record: &ExitRecord) -> io::Result<()> {
-    crash_point!("shim-before-exit-file");
-    write_durably(a, "exit", || {
-        io_failpoint!("shim-exit-record-fails");
-        dir.write_exit(lock, record)
-    })?;
-    crash_point!("shim-after-exit-file");
-    Ok(())
-}
-
-/// Calls `write` until it succeeds, waiting [`RECORD_RETRY_FIRST`] after the first failure and
-/// twice as long after each next one, up to [`RECORD_RETRY_MAX`]. For the records recovery reads
-/// to decide a run's fate: while the shim holds the run's lock, the run is alive to the daemon
-/// (its status waits), whereas a shim that gave up would release the lock with the record
-/// missing, and a real status would become `lost`. Failures are reported on stderr (the first,
-/// then at doubling intervals, so a disk full for hours does not flood the log), and so is the
-/// success after them.
-///
-/// Errors: only `InvalidInput` (a record written under another run's lock: a bug that no
-/// retry can mend), at once.
-fn write_durably(
-    a: &ShimArgs,
-    record: &str,
-    mut write: impl FnMut() -> io::Result<()>,
-) -> io::Result<()> {
-    let mut wait = RECORD_RETRY_FIRST;
-    let mut failures: u64 = 0;
-    loop {
-        match write() {
-            Ok(()) => {
-                if failures > 0 {
-                    warn(format_args!(
-                        "fleet shim: run {} claim {}: the {record} record is written, after {failures} failed attempt(s)",
-                        a.run_id, a.token
-                    ));
-                }
-                return Ok(());
-            }
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => return Err(e),
-            Err(e) => {
-                failures += 1;
-                if failures.is_power_of_two() {
-                    warn(format_args!(
-                        "fleet shim: run {} claim {}: could not write the {record} record ({e}); retrying, keeping the run's lock (attempt {failures}, next in {} ms)",
-                        a.run_id,
-                        a.token,
-                        wait.as_millis()
-                    ));
-                }
-                // The shim is single-threaded and has nothing else to do until the record is
-                // written: signals stay blocked and pending (a cancel of a command that has not
-                // started yet is honoured once it has).
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(RECORD_RETRY_MAX);
-            }
-        }
-    }
-}
-
 /// Spawns the command, with its output going to the log: through a [`logbound::LogPump`] when
 /// the log has a bound, straight to the file otherwise. `Err` carries the one-line message for
 /// the log and the exit record.
@@ -462,6 +412,8 @@ fn spawn_command(
     // The failpoint configuration is the shim's, not the command's (last, so that the exec'd
     // and the forked shim treat it alike).
     cmd.env_remove("FAILPOINTS");
+    #[cfg(feature = "failpoints")]
+    cmd.env_remove(legacy::ENV);
     // Between fork and exec, the command's process:
     // * clears the signal mask: std resets SIGPIPE to its default before exec but NOT the mask
     //   (verified with Rust 1.95: a `sleep` spawned from the shim had SIGTERM and SIGCHLD

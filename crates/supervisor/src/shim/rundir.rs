@@ -5,41 +5,55 @@
 //!
 //! These files are how a run's fate is known after a daemon crash:
 //!
-//! | file         | written by | when                                                    | durable |
-//! | ------------ | ---------- | ------------------------------------------------------- | ------- |
-//! | `lock`       | shim       | flocked (LOCK_EX) for the shim's whole life             | —       |
-//! | `started`    | shim       | before the command is spawned                           | yes     |
-//! | `running`    | shim       | right after the spawn (carries the command's pid)       | no      |
-//! | `exit`       | shim       | after the command (its whole process group) is gone     | yes     |
-//! | `tombstones` | recovery   | while holding the lock, before requeueing a claim       | yes     |
-//! | `log`        | command    | its stdout and stderr, appended to by every claim       | —       |
+//! | file         | written by | what                                                          |
+//! | ------------ | ---------- | ------------------------------------------------------------- |
+//! | `lock`       | shim       | flocked (LOCK_EX) for the shim's whole life; holds the records |
+//! | `log`        | command    | its stdout and stderr, appended to by every claim             |
+//! | `tombstones` | recovery   | only once recovery gave a claim up; one token per line; durable |
+//!
+//! The records are lines appended to `lock` (format in [`super::records`]):
+//!
+//! | record    | when                                                 | durable                       |
+//! | --------- | ---------------------------------------------------- | ----------------------------- |
+//! | `started` | before the command is spawned                        | `fdatasync` + folder `fsync`  |
+//! | `running` | right after the spawn (carries the command's pid)    | no                            |
+//! | `exit`    | after the command (its whole process group) is gone  | `fdatasync`                   |
+//!
+//! Folders written by the previous version hold each record in a file of its own (`started`,
+//! `running`, `exit`, replaced by rename). Their shims may still be running after an upgrade,
+//! so every reader here falls back to those files when `lock` holds no record of the kind:
+//! recovery, `fleet check`, `fleet logs` and prune read both layouts. Tombstones keep their own
+//! file in both, because a late shim of either version looks for them there.
 //!
 //! A run may be claimed more than once (requeued after a crash, same attempt), so every record
-//! carries the claim's `token`: readers compare it and never mistake an earlier claim's file for
-//! the current one.
+//! carries the claim's `token`: readers compare it and never mistake an earlier claim's record
+//! for the current one.
 //!
 //! Why a lock file rather than a pid: the kernel drops an `flock` when its holder dies, so "the
 //! lock is free" proves the shim is gone, and no reused pid can be mistaken for it.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
 use crate::sys::files;
 
+pub use super::records::{ExitRecord, Outcome, Record, Records, RunningRecord, StartedRecord};
+
 /// Name of the folder under the state directory that holds one folder per run.
 pub const RUNS_DIR: &str = "runs";
-/// The lock file: the shim holds an exclusive `flock` on it for its whole life.
+/// The lock file: the shim holds an exclusive `flock` on it for its whole life, and appends its
+/// records to it.
 pub const LOCK_FILE: &str = "lock";
-/// The `started` record ([`StartedRecord`]).
+/// The previous version's file for the `started` record ([`StartedRecord`]); read, never
+/// written, but by the test-only legacy layout.
 pub const STARTED_FILE: &str = "started";
-/// The `running` record ([`RunningRecord`]).
+/// The previous version's file for the `running` record ([`RunningRecord`]); read only.
 pub const RUNNING_FILE: &str = "running";
-/// The `exit` record ([`ExitRecord`]).
+/// The previous version's file for the `exit` record ([`ExitRecord`]); read only.
 pub const EXIT_FILE: &str = "exit";
 /// The tombstones: one claim token per line.
 pub const TOMBSTONES_FILE: &str = "tombstones";
@@ -51,95 +65,6 @@ pub const LOG_FILE: &str = "log";
 const DIR_MODE: u32 = 0o700;
 /// Mode of every file the run folder holds.
 pub(super) const FILE_MODE: u32 = 0o600;
-
-/// Written by the shim, durably, after it took the lock and found no tombstone, and *before* it
-/// spawns the command. Its absence (for this token, with the lock free) proves the command never
-/// started, which is what lets recovery requeue the same attempt instead of calling it `lost`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StartedRecord {
-    /// The claim this shim serves (see the module docs).
-    pub token: u64,
-    /// The shim's pid.
-    pub shim_pid: i32,
-    /// The shim's start time: field 22 of `/proc/<shim_pid>/stat`, in clock ticks since boot
-    /// (0 if `/proc` could not be read). With `shim_pid` it identifies the shim without trusting
-    /// a bare pid ("any process signalled by fleet is identified first").
-    pub shim_start_time: u64,
-    /// When the record was written, RFC 3339 UTC.
-    pub at: String,
-    /// The token of every claim whose shim wrote a started record in this folder, this one
-    /// last. A run is one attempt, and a claim is requeued only when it provably never
-    /// started, so more than one token here — or a tombstoned one — means the command was
-    /// started twice: `fleet check` reports it. Carried in the record itself, so keeping this
-    /// history costs no extra write.
-    #[serde(default)]
-    pub history: Vec<u64>,
-}
-
-/// Written by the shim right after the spawn (atomically, not fsynced: it is a convenience, the
-/// `started`/`exit` records and the lock carry the guarantees).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunningRecord {
-    /// The claim this shim serves.
-    pub token: u64,
-    /// The command's pid, which is also its process group id (the shim starts it in its own
-    /// group). Only the lock holder may signal it: while the shim lives it has not reaped the
-    /// command, so the pid cannot have been reused.
-    pub pid: i32,
-    /// When the command was spawned, RFC 3339 UTC.
-    pub at: String,
-}
-
-/// How the command ended, as recorded in [`ExitRecord::outcome`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// The command exited by itself with [`ExitRecord::code`].
-    Exited,
-    /// The command was killed by [`ExitRecord::signal`].
-    Signalled,
-    /// The command could not be started at all (missing program, bad cwd, permission);
-    /// [`ExitRecord::error`] says why. Nothing ran.
-    SpawnFailed,
-}
-
-/// Written by the shim, durably, once the command and its process group are gone, before the
-/// shim releases the lock: "the lock is free and this file exists" means the real status is
-/// known; "the lock is free, `started` exists and this file does not" means the fate is unknown
-/// (`lost`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExitRecord {
-    /// The claim this shim served.
-    pub token: u64,
-    /// How the command ended.
-    pub outcome: Outcome,
-    /// The exit code, when `outcome` is `exited`.
-    pub code: Option<i32>,
-    /// The signal number that killed the command, when `outcome` is `signalled`.
-    pub signal: Option<i32>,
-    /// The project's timeout expired and the shim began terminating the process group
-    /// (SIGTERM, then SIGKILL after the kill grace). Only set when the timeout was the first
-    /// reason to terminate.
-    pub timed_out: bool,
-    /// The shim received SIGTERM, SIGINT or SIGHUP (the daemon's cancel) while the command ran,
-    /// and passed it on to the process group.
-    pub term_requested: bool,
-    /// Why the command could not be started (`spawn_failed` only); the same line is in the log.
-    pub error: Option<String>,
-    /// When the command was spawned, RFC 3339 UTC (`None` if it never was).
-    pub started_at: Option<String>,
-    /// When the shim saw the command end, RFC 3339 UTC.
-    pub finished_at: String,
-}
-
-impl ExitRecord {
-    /// `finished_at` as milliseconds since the Unix epoch (UTC); `None` if it does not parse.
-    pub fn finished_ms(&self) -> Option<i64> {
-        chrono::DateTime::parse_from_rfc3339(&self.finished_at)
-            .ok()
-            .map(|t| t.timestamp_millis())
-    }
-}
 
 /// The folder of one run: `<state_dir>/runs/<run_id>/`. Creating a value does no I/O.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,25 +170,58 @@ impl RunDir {
         Ok(!files::try_lock_exclusive(&file)?)
     }
 
-    /// Reads the `started` record; `Ok(None)` if the file does not exist.
+    /// The run's record file (its lock file): where the records are appended.
+    pub fn records_path(&self) -> PathBuf {
+        self.path.join(LOCK_FILE)
+    }
+
+    /// The newest record of each kind, from the record file, or for a kind it holds none of,
+    /// from the previous version's file of that record. Nothing there is "no record".
     ///
-    /// Errors: I/O errors, and `InvalidData` if the file is not a valid record (never a panic).
+    /// Errors: I/O errors, and `InvalidData` (naming the file) for a record that is not valid
+    /// (never a panic).
+    pub fn records(&self) -> io::Result<Records> {
+        let mut records = self.appended_records()?;
+        if records.started.is_none() {
+            records.started = self.read_json(STARTED_FILE)?;
+        }
+        if records.running.is_none() {
+            records.running = self.read_json(RUNNING_FILE)?;
+        }
+        if records.exit.is_none() {
+            records.exit = self.read_json(EXIT_FILE)?;
+        }
+        Ok(records)
+    }
+
+    /// Reads the newest `started` record; `Ok(None)` if there is none.
+    ///
+    /// Errors: as [`RunDir::records`], for this kind of record.
     pub fn read_started(&self) -> io::Result<Option<StartedRecord>> {
-        self.read_json(STARTED_FILE)
+        match self.appended_records()?.started {
+            Some(s) => Ok(Some(s)),
+            None => self.read_json(STARTED_FILE),
+        }
     }
 
-    /// Reads the `running` record; `Ok(None)` if the file does not exist.
+    /// Reads the newest `running` record; `Ok(None)` if there is none.
     ///
-    /// Errors: I/O errors, and `InvalidData` if the file is not a valid record.
+    /// Errors: as [`RunDir::records`], for this kind of record.
     pub fn read_running(&self) -> io::Result<Option<RunningRecord>> {
-        self.read_json(RUNNING_FILE)
+        match self.appended_records()?.running {
+            Some(r) => Ok(Some(r)),
+            None => self.read_json(RUNNING_FILE),
+        }
     }
 
-    /// Reads the `exit` record; `Ok(None)` if the file does not exist.
+    /// Reads the newest `exit` record; `Ok(None)` if there is none.
     ///
-    /// Errors: I/O errors, and `InvalidData` if the file is not a valid record.
+    /// Errors: as [`RunDir::records`], for this kind of record.
     pub fn read_exit(&self) -> io::Result<Option<ExitRecord>> {
-        self.read_json(EXIT_FILE)
+        match self.appended_records()?.exit {
+            Some(e) => Ok(Some(e)),
+            None => self.read_json(EXIT_FILE),
+        }
     }
 
     /// Whether recovery gave up the claim `token` ("a shim carrying it must not start the
@@ -324,32 +282,44 @@ impl RunDir {
         sync_dir(&self.path)
     }
 
-    /// Writes the `started` record atomically and durably (temporary file, fsync, rename, fsync
-    /// of the folder): it must be on disk before the command is spawned, so that its absence
-    /// proves the command never started.
+    /// Appends the `started` record and makes it durable (`fdatasync` of the record file, then
+    /// `fsync` of the folder, whose entry for a lock file created by this claim is not yet on
+    /// disk): it must survive a crash of the machine before the command is spawned, so that
+    /// its absence proves the command never started.
     ///
     /// Errors: `InvalidInput` if `held` is another run's lock; I/O errors.
     pub fn write_started(&self, held: &RunLock, record: &StartedRecord) -> io::Result<()> {
-        self.check_held(held)?;
-        self.write_json(STARTED_FILE, record, true)
+        self.append(held, &Record::Started(record.clone()), true)?;
+        sync_dir(&self.path)
     }
 
-    /// Writes the `running` record atomically (rename), without fsync: losing it in a host crash
-    /// loses nothing, since the command dies with the host too.
+    /// Appends the `running` record, without any sync: losing it in a machine crash loses
+    /// nothing, since the command dies with the machine too.
     ///
     /// Errors: `InvalidInput` if `held` is another run's lock; I/O errors.
     pub fn write_running(&self, held: &RunLock, record: &RunningRecord) -> io::Result<()> {
-        self.check_held(held)?;
-        self.write_json(RUNNING_FILE, record, false)
+        self.append(held, &Record::Running(record.clone()), false)
     }
 
-    /// Writes the `exit` record atomically and durably (temporary file, fsync, rename, fsync of
-    /// the folder), before the shim releases the lock: the real status must survive the shim.
+    /// Appends the `exit` record and makes it durable (`fdatasync`; the file's folder entry is
+    /// durable since `started`), before the shim releases the lock: the real status must
+    /// survive the shim, and a crash of the machine right after the command ended.
     ///
     /// Errors: `InvalidInput` if `held` is another run's lock; I/O errors.
     pub fn write_exit(&self, held: &RunLock, record: &ExitRecord) -> io::Result<()> {
+        self.append(held, &Record::Exit(record.clone()), true)
+    }
+
+    /// Appends the first half of `record`'s line and nothing more, as a writer that dies
+    /// mid-write leaves it: for the failpoints that crash there. Test builds only.
+    ///
+    /// Errors: as [`RunDir::write_exit`].
+    #[cfg(feature = "failpoints")]
+    pub fn write_torn(&self, held: &RunLock, record: &Record) -> io::Result<()> {
         self.check_held(held)?;
-        self.write_json(EXIT_FILE, record, true)
+        let line = super::records::encode(record)?;
+        let end = clean_end(&held.file)?;
+        held.file.write_all_at(&line[..line.len() / 2], end)
     }
 
     /// Opens the run's log for appending (created with mode 0600 if missing). Append, because a
@@ -362,6 +332,33 @@ impl RunDir {
             .create(true)
             .mode(FILE_MODE)
             .open(self.log_path())
+    }
+
+    /// The records appended to the record file (none if it does not exist).
+    fn appended_records(&self) -> io::Result<Records> {
+        let path = self.records_path();
+        match fs::read(&path) {
+            Ok(bytes) => super::records::decode(&bytes, &path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Records::default()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Appends `record`'s line to the record file through the held lock's descriptor, after
+    /// cutting off a torn line a dead writer left (see [`super::records`]); `durable`: then
+    /// `fdatasync`s it (which covers the file's new size, so an append is durable without the
+    /// `fsync` of its timestamps).
+    fn append(&self, held: &RunLock, record: &Record, durable: bool) -> io::Result<()> {
+        self.check_held(held)?;
+        let line = super::records::encode(record)?;
+        let end = clean_end(&held.file)?;
+        // One positioned write of the whole line: a reader sees it whole or sees it torn (and
+        // skips it), never two records run together. Only the lock's holder writes here.
+        held.file.write_all_at(&line, end)?;
+        if durable {
+            held.file.sync_data()?;
+        }
+        Ok(())
     }
 
     fn open_lock_file(&self, create: bool) -> io::Result<File> {
@@ -410,30 +407,6 @@ impl RunDir {
             .map(Some)
             .map_err(|e| invalid_data(format!("{}: {e}", path.display())))
     }
-
-    fn write_json<T: Serialize>(&self, name: &str, record: &T, durable: bool) -> io::Result<()> {
-        let mut bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
-        bytes.push(b'\n');
-        let tmp = self.path.join(format!(".{name}.tmp"));
-        {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(FILE_MODE)
-                .open(&tmp)?;
-            file.write_all(&bytes)?;
-            if durable {
-                file.sync_all()?;
-            }
-        }
-        // rename(2) replaces atomically: a reader sees the old record or the whole new one.
-        fs::rename(&tmp, self.path.join(name))?;
-        if durable {
-            sync_dir(&self.path)?;
-        }
-        Ok(())
-    }
 }
 
 /// The ids of the run folders present under `<state_dir>/runs/`, ascending. Entries that are not
@@ -463,6 +436,26 @@ pub fn list_run_ids(state_dir: &Path) -> io::Result<Vec<i64>> {
 /// Now, as RFC 3339 UTC with milliseconds (the format of every `at` field).
 pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The length of `file` once a torn last line (no `\n`) is cut off: where the next record
+/// goes. Costs an `fstat` and a one-byte read when the file ends whole, as it does but after a
+/// crash mid-write.
+fn clean_end(file: &File) -> io::Result<u64> {
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(0);
+    }
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, len - 1)?;
+    if last[0] == b'\n' {
+        return Ok(len);
+    }
+    let mut all = vec![0u8; len as usize];
+    file.read_exact_at(&mut all, 0)?;
+    let keep = super::records::complete_len(&all) as u64;
+    file.set_len(keep)?;
+    Ok(keep)
 }
 
 /// fsync of a folder, which makes a rename or a new entry in it durable.

@@ -59,14 +59,82 @@ fn records_round_trip_and_missing_is_none() {
     assert_eq!(dir.read_started().unwrap(), Some(started));
     assert_eq!(dir.read_running().unwrap(), Some(running));
     assert_eq!(dir.read_exit().unwrap(), Some(exit));
-    let raw = fs::read_to_string(dir.path().join(EXIT_FILE)).unwrap();
+    let raw = fs::read_to_string(dir.records_path()).unwrap();
+    assert!(raw.contains(r#""record":"exit""#), "{raw}");
     assert!(raw.contains(r#""outcome":"spawn_failed""#), "{raw}");
-    // No temporary file is left behind.
+    // The records live in the lock file: no other file was made for them.
     let names: Vec<_> = fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    assert_eq!(names, vec![LOCK_FILE.to_string()]);
+}
+
+/// The settle tests' started record of claim `token`.
+use crate::settle::tests::started;
+
+/// A writer that died mid-line left a torn record: readers skip it, and the next holder of the
+/// lock cuts it off before appending, so the file never holds two records run together.
+#[test]
+fn a_torn_last_line_is_skipped_then_cut_off() {
+    let (_tmp, dir) = run_dir();
+    let lock = dir.try_lock().unwrap().unwrap();
+    dir.write_started(&lock, &started(1)).unwrap();
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(dir.records_path())
+        .unwrap();
+    f.write_all(br#"{"record":"exit","token":1,"outc"#).unwrap();
+    assert_eq!(dir.read_exit().unwrap(), None, "a torn exit is no exit");
+    assert_eq!(dir.read_started().unwrap().unwrap().token, 1);
+    dir.write_started(&lock, &started(2)).unwrap();
+    let text = fs::read_to_string(dir.records_path()).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(!text.contains("outc"), "{text}");
+    assert_eq!(dir.read_started().unwrap().unwrap().token, 2);
+}
+
+/// A complete line that is not a record is corruption: an error naming the file, never a
+/// record made up or skipped.
+#[test]
+fn a_complete_line_that_is_not_a_record_is_invalid_data() {
+    let (_tmp, dir) = run_dir();
+    dir.create().unwrap();
+    fs::write(dir.records_path(), b"{\"record\":\"exit\"}\n").unwrap();
+    let e = dir.read_exit().unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    assert!(e.to_string().contains("runs/42/lock"), "{e}");
+    assert_eq!(
+        dir.read_started().unwrap_err().kind(),
+        io::ErrorKind::InvalidData
+    );
+}
+
+/// A folder of the previous version (one file per record) reads the same; once the record
+/// file holds a record of a kind, it wins over the old file of that kind.
+#[test]
+fn the_previous_layout_is_read_and_appended_records_win() {
+    let (_tmp, dir) = run_dir();
+    dir.create().unwrap();
+    let old = started(1);
+    fs::write(
+        dir.path().join(STARTED_FILE),
+        serde_json::to_vec(&old).unwrap(),
+    )
+    .unwrap();
+    fs::write(
+        dir.path().join(RUNNING_FILE),
+        br#"{"token":1,"pid":55,"at":"2024-01-01T00:00:00.000Z"}"#,
+    )
+    .unwrap();
+    assert_eq!(dir.read_started().unwrap(), Some(old.clone()));
+    assert_eq!(dir.read_running().unwrap().unwrap().pid, 55);
+    assert_eq!(dir.read_exit().unwrap(), None);
+    let lock = dir.try_lock().unwrap().unwrap();
+    dir.write_started(&lock, &started(2)).unwrap();
+    let all = dir.records().unwrap();
+    assert_eq!(all.started.unwrap().token, 2);
+    assert_eq!(all.running.unwrap().token, 1, "no newer running record");
 }
 
 #[test]

@@ -1,0 +1,179 @@
+//! A run's records — `started`, `running`, `exit` — and their on-disk form: one JSON line each,
+//! appended to the run's lock file (see [`super::rundir`]). This module owns the format (how a
+//! record is encoded, how a file of them is read back, what a torn or corrupt line means); it
+//! never opens a file and never decides a run's fate.
+//!
+//! Why lines appended to the lock file rather than one file per record: the shim holds that
+//! file already, so a record costs one write (and, where it must survive a machine crash, one
+//! `fdatasync`) instead of a new inode, a temporary file, a rename and a folder fsync.
+//!
+//! A line is complete when it ends with `\n`. A writer writes a whole line in one call, so the
+//! only incomplete line is the last one, left by a writer that died mid-write (or whose write
+//! failed part-way): that record was never finished, so it never counted — its shim never
+//! spawned the command (a torn `started`) or never released the lock with the status known (a
+//! torn `exit`). Readers skip it, and the next holder of the lock cuts it off before appending.
+//! A complete line that is not a record is corruption, reported as `InvalidData` (the callers
+//! fail closed on it, never guessing).
+
+use std::io;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Written by the shim, durably, after it took the lock and found no tombstone, and *before* it
+/// spawns the command. Its absence (for this token, with the lock free) proves the command never
+/// started, which is what lets recovery requeue the same attempt instead of calling it `lost`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartedRecord {
+    /// The claim this shim serves (see [`super::rundir`]: every record carries its claim).
+    pub token: u64,
+    /// The shim's pid.
+    pub shim_pid: i32,
+    /// The shim's start time: field 22 of `/proc/<shim_pid>/stat`, in clock ticks since boot
+    /// (0 if `/proc` could not be read). With `shim_pid` it identifies the shim without trusting
+    /// a bare pid ("any process signalled by fleet is identified first").
+    pub shim_start_time: u64,
+    /// When the record was written, RFC 3339 UTC.
+    pub at: String,
+    /// The token of every claim whose shim wrote a started record in this folder, this one
+    /// last. A run is one attempt, and a claim is requeued only when it provably never
+    /// started, so more than one token here — or a tombstoned one — means the command was
+    /// started twice: `fleet check` reports it. Carried in the record itself, so keeping this
+    /// history costs no extra write.
+    #[serde(default)]
+    pub history: Vec<u64>,
+}
+
+/// Written by the shim right after the spawn (atomically, not fsynced: it is a convenience, the
+/// `started`/`exit` records and the lock carry the guarantees).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningRecord {
+    /// The claim this shim serves.
+    pub token: u64,
+    /// The command's pid, which is also its process group id (the shim starts it in its own
+    /// group). Only the lock holder may signal it: while the shim lives it has not reaped the
+    /// command, so the pid cannot have been reused.
+    pub pid: i32,
+    /// When the command was spawned, RFC 3339 UTC.
+    pub at: String,
+}
+
+/// How the command ended, as recorded in [`ExitRecord::outcome`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The command exited by itself with [`ExitRecord::code`].
+    Exited,
+    /// The command was killed by [`ExitRecord::signal`].
+    Signalled,
+    /// The command could not be started at all (missing program, bad cwd, permission);
+    /// [`ExitRecord::error`] says why. Nothing ran.
+    SpawnFailed,
+}
+
+/// Written by the shim, durably, once the command and its process group are gone, before the
+/// shim releases the lock: "the lock is free and this file exists" means the real status is
+/// known; "the lock is free, `started` exists and this file does not" means the fate is unknown
+/// (`lost`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitRecord {
+    /// The claim this shim served.
+    pub token: u64,
+    /// How the command ended.
+    pub outcome: Outcome,
+    /// The exit code, when `outcome` is `exited`.
+    pub code: Option<i32>,
+    /// The signal number that killed the command, when `outcome` is `signalled`.
+    pub signal: Option<i32>,
+    /// The project's timeout expired and the shim began terminating the process group
+    /// (SIGTERM, then SIGKILL after the kill grace). Only set when the timeout was the first
+    /// reason to terminate.
+    pub timed_out: bool,
+    /// The shim received SIGTERM, SIGINT or SIGHUP (the daemon's cancel) while the command ran,
+    /// and passed it on to the process group.
+    pub term_requested: bool,
+    /// Why the command could not be started (`spawn_failed` only); the same line is in the log.
+    pub error: Option<String>,
+    /// When the command was spawned, RFC 3339 UTC (`None` if it never was).
+    pub started_at: Option<String>,
+    /// When the shim saw the command end, RFC 3339 UTC.
+    pub finished_at: String,
+}
+
+impl ExitRecord {
+    /// `finished_at` as milliseconds since the Unix epoch (UTC); `None` if it does not parse.
+    pub fn finished_ms(&self) -> Option<i64> {
+        chrono::DateTime::parse_from_rfc3339(&self.finished_at)
+            .ok()
+            .map(|t| t.timestamp_millis())
+    }
+}
+
+/// One line of a run's record file: which record, and its fields (the tag is the `record`
+/// key: `{"record":"started","token":…}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+pub enum Record {
+    /// See [`StartedRecord`].
+    Started(StartedRecord),
+    /// See [`RunningRecord`].
+    Running(RunningRecord),
+    /// See [`ExitRecord`].
+    Exit(ExitRecord),
+}
+
+/// The newest record of each kind found in a run's record file. A run claimed more than once
+/// holds the records of every claim; callers compare tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Records {
+    /// The last `started` record, if any.
+    pub started: Option<StartedRecord>,
+    /// The last `running` record, if any.
+    pub running: Option<RunningRecord>,
+    /// The last `exit` record, if any.
+    pub exit: Option<ExitRecord>,
+}
+
+/// `record` as one line: its JSON and a `\n`.
+///
+/// Errors: only if serialisation fails (it cannot for these types; kept total).
+pub fn encode(record: &Record) -> io::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// Reads the records out of the bytes of `path` (named in errors only). Empty lines and an
+/// incomplete last line (see the module docs) are skipped.
+///
+/// Errors: `InvalidData`, naming `path`, for a complete line that is not a record.
+pub fn decode(bytes: &[u8], path: &Path) -> io::Result<Records> {
+    let mut records = Records::default();
+    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &bytes[..end],
+        None => return Ok(records),
+    };
+    for line in complete.split(|&b| b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let record: Record = serde_json::from_slice(line).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: not a run record: {e}", path.display()),
+            )
+        })?;
+        match record {
+            Record::Started(s) => records.started = Some(s),
+            Record::Running(r) => records.running = Some(r),
+            Record::Exit(e) => records.exit = Some(e),
+        }
+    }
+    Ok(records)
+}
+
+/// Where the complete lines of `bytes` end: the length to keep when cutting off a torn last
+/// line (the whole length when there is none).
+pub fn complete_len(bytes: &[u8]) -> usize {
+    bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+}

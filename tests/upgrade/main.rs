@@ -1,0 +1,156 @@
+//! The upgrade path: runs whose shims are of the previous version — each record in a file of its
+//! own under `runs/<id>/` — still in flight when a daemon of this version takes over, are
+//! adopted and settled with their real exit status; `fleet check`, `fleet logs` and prune read
+//! both layouts.
+//!
+//! The previous version's shims are the test-only legacy layout writer
+//! (`supervisor::shim::legacy`, selected by `FLEET_TEST_LEGACY_RUN_LAYOUT` in the daemon's
+//! environment, compiled in with the `failpoints` feature): a frozen copy of the previous
+//! writer, instead of a build of the previous commit, which would be a cold build of the
+//! whole workspace. Run with `cargo nextest run --all-features --test upgrade`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// Selects the previous version's run folder layout in a test build's shims.
+const LEGACY: &str = "FLEET_TEST_LEGACY_RUN_LAYOUT";
+
+/// A command that prints a line, waits for `gate` to exist (polling: it is the command that
+/// waits, not the test), prints another line and exits with `code`.
+fn gated(name: &str, gate: &Path, code: i32) -> String {
+    sh(&format!(
+        "echo {name} began; while [ ! -e {gate} ]; do sleep 0.05; done; echo {name} ends; exit {code}",
+        gate = shell_quote(gate)
+    ))
+}
+
+fn config(dir: &Path) -> String {
+    format!(
+        "max_concurrency = 4\n\
+         [projects.seven]\ncommand = {seven}\n\
+         [projects.zero]\ncommand = {zero}\n\
+         [projects.down]\ncommand = {down}\n\
+         [projects.quick]\ncommand = {quick}\n",
+        seven = gated("seven", &dir.join("GO"), 7),
+        zero = gated("zero", &dir.join("GO"), 0),
+        down = gated("down", &dir.join("GO-DOWN"), 5),
+        quick = sh("echo quick; exit 3"),
+    )
+}
+
+fn run_file(f: &Fleet, id: i64, name: &str) -> std::path::PathBuf {
+    f.state_dir().join("runs").join(id.to_string()).join(name)
+}
+
+/// Runs `fleet check --json`, asserting it found nothing wrong.
+fn assert_check_ok(f: &Fleet, when: &str) {
+    let out = f.cmd(&["check", "--json"]);
+    assert_eq!(out.code(), Some(0), "fleet check {when}: {out:?}");
+}
+
+#[test]
+fn runs_of_the_previous_layout_are_adopted_and_settled_with_their_real_status() {
+    let f = Fleet::with(config);
+    let mut old = f.start_daemon_env(&[(LEGACY, "1")]);
+    let seven = f.enqueue("seven");
+    let zero = f.enqueue("zero");
+    let down = f.enqueue("down");
+    let quick_old = f.enqueue("quick");
+    for id in [seven, zero, down] {
+        f.wait_run(id, "running with a pid", |r| {
+            r["status"] == "running" && r["pid"].is_i64()
+        });
+    }
+    let r = f.wait_terminal(quick_old);
+    assert_eq!(
+        (status_of(&r), r["exit_code"].as_i64()),
+        ("failed", Some(3))
+    );
+    // The old daemon's shims wrote the previous layout: a file per record, nothing appended to
+    // the lock file. (A binary built without the `failpoints` feature ignores the variable and
+    // fails here: this test then proves nothing.)
+    for id in [seven, zero, down, quick_old] {
+        assert!(
+            run_file(&f, id, "started").is_file(),
+            "run {id}: no legacy `started` file (build with --all-features)"
+        );
+        let lock = std::fs::read(run_file(&f, id, "lock")).unwrap();
+        assert!(lock.is_empty(), "run {id}: records appended to the lock");
+    }
+    assert!(run_file(&f, quick_old, "exit").is_file());
+
+    // The upgrade: the old daemon goes (SIGKILL, as abrupt as it gets); one run ends while no
+    // daemon runs, the others stay in flight.
+    old.kill();
+    std::fs::write(f.file("GO-DOWN"), "").unwrap();
+    f.wait_until(DEADLINE, "the old shim's exit record", || {
+        run_file(&f, down, "exit").is_file()
+    });
+    f.wait_until(DEADLINE, "the ended run's shim to exit", || {
+        let shims: Vec<i64> = marked_pids(&f.marker)
+            .into_iter()
+            .filter_map(shim_run_id)
+            .collect();
+        !shims.contains(&down)
+    });
+
+    let _new = f.start_daemon();
+    let r = f.wait_terminal(down);
+    assert_eq!(
+        (status_of(&r), r["exit_code"].as_i64()),
+        ("failed", Some(5)),
+        "ended while no daemon ran: its real status from the old exit file: {r}"
+    );
+    for id in [seven, zero] {
+        let r = f.run(id);
+        assert_eq!(status_of(&r), "running", "adopted, still running: {r}");
+    }
+    assert_check_ok(&f, "with old shims adopted");
+
+    std::fs::write(f.file("GO"), "").unwrap();
+    let r = f.wait_terminal(seven);
+    assert_eq!(
+        (
+            status_of(&r),
+            r["exit_code"].as_i64(),
+            r["attempt"].as_i64()
+        ),
+        ("failed", Some(7), Some(1)),
+        "`exit 7` after the upgrade reads as failed with 7: {r}"
+    );
+    let r = f.wait_terminal(zero);
+    assert_eq!(
+        (status_of(&r), r["exit_code"].as_i64()),
+        ("succeeded", Some(0)),
+        "{r}"
+    );
+    assert_eq!(f.logs(seven), "seven began\nseven ends\n");
+    assert_eq!(f.logs(quick_old), "quick\n");
+
+    // The new daemon's own runs use the new layout, beside the old folders.
+    let quick_new = f.enqueue("quick");
+    let r = f.wait_terminal(quick_new);
+    assert_eq!(
+        (status_of(&r), r["exit_code"].as_i64()),
+        ("failed", Some(3))
+    );
+    assert!(!run_file(&f, quick_new, "started").exists());
+    let records = run_records(&f, quick_new);
+    assert_eq!(records.exit.map(|e| e.code), Some(Some(3)));
+    assert_check_ok(&f, "after the upgrade");
+
+    // Prune reads both: with one run kept per project, the old layout's run of `quick` goes,
+    // folder first.
+    let text = std::fs::read_to_string(f.file("fleet.toml")).unwrap();
+    f.replace_config(&format!("keep_runs = 1\n{text}"));
+    f.cmd_ok(&["prune"]);
+    f.wait_until(DEADLINE, "the old layout's folder pruned", || {
+        !run_file(&f, quick_old, "").exists()
+    });
+    assert!(run_file(&f, quick_new, "lock").exists(), "newest kept");
+    assert_check_ok(&f, "after the prune");
+}
