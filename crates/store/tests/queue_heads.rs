@@ -153,15 +153,12 @@ fn step(db: &Db, s: &Store, epoch: i64, op: &Op) {
         }
         Op::End { pick, retry } => {
             if let Some(run) = chosen(&active(), pick) {
-                let change = Change::Finish {
-                    status: RunStatus::Failed,
-                    exit_code: Some(1),
-                    signal: None,
-                    reason: None,
-                    retry: retry.map(|d| NOW + d - 2),
-                    finished_at: None,
-                };
-                apply(s, epoch, run, change);
+                apply(
+                    s,
+                    epoch,
+                    run,
+                    end(RunStatus::Failed, retry.map(|d| NOW + d - 2)),
+                );
             }
         }
         Op::Requeue { pick } => {
@@ -186,36 +183,35 @@ fn step(db: &Db, s: &Store, epoch: i64, op: &Op) {
                 .collect();
             s.forget_runs(&ended).unwrap();
         }
-        Op::Priority { pick, priority } => {
-            let q = queued();
-            if let Some(run) = chosen(&q, pick) {
-                let sql = format!(
-                    "UPDATE runs SET priority = {priority} WHERE id = {}",
-                    run.id
-                );
-                db.exec(&sql, &sql);
-            }
-        }
-        Op::Delay { pick, not_before } => {
-            let q = queued();
-            if let Some(run) = chosen(&q, pick) {
-                let sql = format!(
-                    "UPDATE runs SET not_before = {not_before} WHERE id = {}",
-                    run.id
-                );
-                db.exec(&sql, &sql);
-            }
-        }
-        Op::Delete { pick } => {
-            let q = queued();
-            if let Some(run) = chosen(&q, pick) {
-                let sql = format!(
-                    "DELETE FROM events WHERE run_id = {0}; DELETE FROM runs WHERE id = {0}",
-                    run.id
-                );
-                db.exec(&sql, &sql);
-            }
-        }
+        Op::Priority { pick, priority } => on_queued(db, s, pick, |id| {
+            format!("UPDATE runs SET priority = {priority} WHERE id = {id}")
+        }),
+        Op::Delay { pick, not_before } => on_queued(db, s, pick, |id| {
+            format!("UPDATE runs SET not_before = {not_before} WHERE id = {id}")
+        }),
+        Op::Delete { pick } => on_queued(db, s, pick, |id| {
+            format!("DELETE FROM events WHERE run_id = {id}; DELETE FROM runs WHERE id = {id}")
+        }),
+    }
+}
+
+/// Runs, as another program would, the SQL `sql` makes for the queued run `pick` chooses.
+fn on_queued(db: &Db, s: &Store, pick: usize, sql: impl Fn(RunId) -> String) {
+    if let Some(run) = chosen(&runs_in(s, RunStatus::Queued), pick) {
+        let sql = sql(run.id);
+        db.exec(&sql, &sql);
+    }
+}
+
+/// The end of a run in `status`, with a retry queued at `retry` if given.
+fn end(status: RunStatus, retry: Option<Millis>) -> Change {
+    Change::Finish {
+        status,
+        exit_code: None,
+        signal: None,
+        reason: None,
+        retry,
+        finished_at: None,
     }
 }
 
@@ -383,4 +379,84 @@ fn drop_head_functions(db: &Db) {
     db.exec(sql, sql);
 }
 
-both_backends!(migration_fills_heads_of_an_existing_queue);
+/// Retries `f` while the store reports busy (a lock not had in time, a deadlock broken): the
+/// caller's whole transaction was rolled back and may be made again.
+fn retry_busy<T>(mut f: impl FnMut() -> Result<T, StoreError>) -> T {
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) if e.is_busy() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// Writers of one project's queue at once, on stores of their own (several processes or
+/// hosts): four threads enqueue into `p` and `q` while one claims their heads and ends them,
+/// and another cancels queued runs. Under PostgreSQL's READ COMMITTED each trigger would see a
+/// snapshot without the others' uncommitted changes; the heads must still equal their
+/// definition once all have committed.
+fn heads_stay_exact_under_concurrent_writers(db: &Db) {
+    let setup = db.store();
+    let epoch = take_over(&setup);
+    std::thread::scope(|scope| {
+        for t in 0..4i64 {
+            let s = db.store_with(std::time::Duration::from_secs(10));
+            scope.spawn(move || {
+                for i in 0..25i64 {
+                    let mut n = new_run(if (t + i) % 2 == 0 { "p" } else { "q" }, "default");
+                    n.priority = (t * 7 + i * 3) % 5;
+                    retry_busy(|| s.enqueue(&n, NOW));
+                }
+            });
+        }
+        let claimer = db.store_with(std::time::Duration::from_secs(10));
+        scope.spawn(move || {
+            for _ in 0..40 {
+                let heads = retry_busy(|| claimer.queue_heads(NOW));
+                let reqs: Vec<ClaimRequest> = heads
+                    .iter()
+                    .map(|h| ClaimRequest {
+                        global_cap: 1000,
+                        ..claim_req(h.run_id, "default")
+                    })
+                    .collect();
+                let claimed = retry_busy(|| claimer.claim(epoch, &reqs, NOW));
+                for c in claimed {
+                    let t = Transition {
+                        run_id: c.run.id,
+                        token: c.run.claim_token,
+                        change: Change::Requeue {
+                            reason: "put back".into(),
+                        },
+                    };
+                    // Some go back to the queue, the rest end.
+                    let change = if c.run.id % 2 == 0 {
+                        t
+                    } else {
+                        Transition {
+                            change: end(RunStatus::Succeeded, None),
+                            ..t
+                        }
+                    };
+                    retry_busy(|| claimer.apply(epoch, std::slice::from_ref(&change), NOW));
+                }
+            }
+        });
+        let canceller = db.store_with(std::time::Duration::from_secs(10));
+        scope.spawn(move || {
+            for _ in 0..30 {
+                let q = runs_in(&canceller, RunStatus::Queued);
+                if let Some(run) = q.get(q.len() / 2) {
+                    retry_busy(|| canceller.cancel_queued_runs(&[run.id], "test", NOW));
+                }
+            }
+        });
+    });
+    assert_eq!(read(db, TABLE), read(db, DEFINITION));
+}
+
+both_backends!(
+    migration_fills_heads_of_an_existing_queue,
+    heads_stay_exact_under_concurrent_writers
+);
