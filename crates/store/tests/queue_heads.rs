@@ -1,8 +1,8 @@
 //! The table of queue heads the store keeps up to date as runs change: after any sequence of
 //! enqueues, claims, ends (with and without a retry), requeues, cancels, prunes, priority and
-//! delay changes — through the store or by another program's plain SQL — it holds exactly each
-//! project's first queued run in queue order, and `Store::queue_heads` built on it still gives
-//! each project's best ready run. A database made before the table existed gets it filled when
+//! delay changes, deletes and moves to another project — through the store or by another
+//! program's plain SQL — it holds exactly each project's first queued run in queue order, and
+//! `Store::queue_heads` built on it still gives each project's best ready run. A database made before the table existed gets it filled when
 //! it is opened.
 
 use std::collections::BTreeMap;
@@ -77,6 +77,8 @@ enum Op {
     Delay { pick: usize, not_before: i64 },
     /// Another program deletes a queued run.
     Delete { pick: usize },
+    /// Another program moves a queued run to project `p<project>`.
+    Move { pick: usize, project: u8 },
 }
 
 fn op() -> impl proptest::strategy::Strategy<Value = Op> {
@@ -93,6 +95,7 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
         1 => (any::<usize>(), -2i64..3).prop_map(|(pick, priority)| Op::Priority { pick, priority }),
         1 => (any::<usize>(), 0i64..4).prop_map(|(pick, not_before)| Op::Delay { pick, not_before }),
         1 => any::<usize>().prop_map(|pick| Op::Delete { pick }),
+        1 => (any::<usize>(), 0u8..4).prop_map(|(pick, project)| Op::Move { pick, project }),
     ]
 }
 
@@ -191,6 +194,9 @@ fn step(db: &Db, s: &Store, epoch: i64, op: &Op) {
         }),
         Op::Delete { pick } => on_queued(db, s, pick, |id| {
             format!("DELETE FROM events WHERE run_id = {id}; DELETE FROM runs WHERE id = {id}")
+        }),
+        Op::Move { pick, project } => on_queued(db, s, pick, |id| {
+            format!("UPDATE runs SET project = 'p{project}' WHERE id = {id}")
         }),
     }
 }
