@@ -482,12 +482,12 @@ def measure_eval(a, sz, rows, raw):
     if a.tiny and not a.eval_bench:
         rows.append(dict(measure="EVAL cost vs queue size (criterion)", fleet="—",
                          anchor="not run: skipped in --tiny (add --eval-bench)", ratio="—",
-                         target="100k ≤ 1.2x 1k", met=None, notes=""))
+                         target="100k ≤ 1.1x 1k", met=None, notes=""))
         return
     if not os.path.exists(bench):
         rows.append(dict(measure="EVAL cost vs queue size (criterion)", fleet="—",
                          anchor="not run: crates/supervisor/benches/eval.rs is not in this tree yet",
-                         ratio="—", target="100k ≤ 1.2x 1k", met=None, notes=""))
+                         ratio="—", target="100k ≤ 1.1x 1k", met=None, notes=""))
         return
     if sz["eval_sizes"]:
         sizes = tuple(int(s) for s in sz["eval_sizes"].split(","))
@@ -534,8 +534,8 @@ def measure_eval(a, sz, rows, raw):
         main = n == 100_000
         rows.append(dict(measure=f"EVAL cost, {n:,} queued vs {sizes[0]:,} (criterion median)",
                          fleet=fmt_ns(est[n]), anchor=f"{sizes[0]:,} queued: {fmt_ns(base)}",
-                         ratio=f"{ratio:.2f}x", target="≤ 1.2x" if main else "— (context)",
-                         met=(ratio <= 1.2) if main else None,
+                         ratio=f"{ratio:.2f}x", target="≤ 1.1x" if main else "— (context)",
+                         met=(ratio <= 1.1) if main else None,
                          notes="criterion --quick (the full sampling would not fit the budget)" if n in quick else ""))
     if len(sizes) == 1:
         rows.append(dict(measure=f"EVAL cost, {sizes[0]:,} queued (criterion median)", fleet=fmt_ns(base),

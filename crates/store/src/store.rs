@@ -185,8 +185,9 @@ impl Store {
     /// whose `not_before` has passed at `now`, in project name order.
     ///
     /// Cost: in proportion to the projects that have queued runs, whatever the queue's length,
-    /// so an EVAL costs in proportion to the projects, not to the backlog (SQLite: one seek per
-    /// project in the `runs_queue` index, two when its best run is delayed).
+    /// so an EVAL costs in proportion to the projects, not to the backlog: one row per project
+    /// of the queue-heads table the store keeps in the transactions that change queued runs,
+    /// and one index seek more for a project whose first run is delayed.
     pub fn queue_heads(&self, now: Millis) -> Result<Vec<QueueHead>> {
         match &self.backend {
             Backend::Sqlite(db) => db.queue_heads(now),

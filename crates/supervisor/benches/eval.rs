@@ -16,7 +16,7 @@
 //! the 16 claims are put back (`Store::apply` of a `Requeue`, the transition recovery uses), so
 //! every iteration sees the same queue.
 //!
-//! Target: the EVAL with N = 100,000 within 1.2x of the one with N = 1,000 — an EVAL's cost
+//! Target: the EVAL with N = 100,000 within 1.1x of the one with N = 1,000 — an EVAL's cost
 //! follows the number of projects and free slots, never the backlog.
 //!
 //! Run it (criterion writes `target/criterion/eval/<N>/new/estimates.json`):

@@ -55,6 +55,18 @@ impl PgStore {
             .iter()
             .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
             .collect::<Result<_>>()?;
+        // The queue-head locks of the projects claimed from (see the `queue_heads` migration),
+        // taken now, in name order, instead of one by one by the trigger in request order:
+        // two claim batches over the same projects then never deadlock on them. The key is the
+        // trigger's own. `unnest` yields the array in its order.
+        let mut projects: Vec<&String> = free.values().collect();
+        projects.sort_unstable();
+        projects.dedup();
+        tx.execute(
+            "SELECT count(pg_advisory_xact_lock(hashtextextended('fleet queue head ' || p, 0))) \
+             FROM unnest($1::text[]) AS p",
+            &[&projects],
+        )?;
         // The token is random (63 bits, never 0), as on SQLite: run ids may repeat after a
         // restore, and files left by an old run of the same id must not pass for this claim's.
         let sql = format!(

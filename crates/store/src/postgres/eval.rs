@@ -2,8 +2,8 @@
 //! delayed run, the projects with queued runs, and the occupancy a claim records.
 //!
 //! Each runs once per EVAL, so each must cost in proportion to the number of projects, never to
-//! the length of the queue: the queue walks are recursive skip-scans over the `runs_queue`
-//! index (one index seek per project), as on SQLite. Nothing here writes.
+//! the length of the queue: the heads are read from the `queue_heads` table (one row per project
+//! with queued runs, kept by a trigger; see `schema`), as on SQLite. Nothing here writes.
 
 use postgres::Transaction;
 
@@ -22,25 +22,20 @@ impl PgStore {
         collect_runs(conn.query(&sql, &[])?)
     }
 
-    /// [`crate::Store::queue_heads`]: the first entry of each project in `runs_queue` order,
-    /// one seek past the previous project; a second seek only for a project whose best run is
-    /// delayed.
+    /// [`crate::Store::queue_heads`]: the rows of `queue_heads`, one per project with queued
+    /// runs; a second seek in `runs_queue` only for a project whose first run is delayed.
     pub(crate) fn queue_heads(&self, now: Millis) -> Result<Vec<QueueHead>> {
         let mut conn = self.conn()?;
         let rows = conn.query(
-            "WITH RECURSIVE h(project, id, not_before) AS ( \
-                 (SELECT project, id, not_before FROM runs WHERE status = 'queued' \
-                   ORDER BY project, priority DESC, id LIMIT 1) \
-                 UNION ALL \
-                 SELECT n.project, n.id, n.not_before FROM h, LATERAL ( \
-                   SELECT project, id, not_before FROM runs WHERE status = 'queued' \
-                     AND project > h.project ORDER BY project, priority DESC, id LIMIT 1) n) \
-             SELECT r.id, r.project, r.namespace, r.priority FROM h JOIN runs r ON r.id = \
-               CASE WHEN h.not_before <= $1 THEN h.id ELSE ( \
+            "SELECT run_id, project, namespace, priority FROM queue_heads WHERE not_before <= $1 \
+             UNION ALL \
+             SELECT r.id, r.project, r.namespace, r.priority FROM queue_heads h \
+               JOIN runs r ON r.id = ( \
                  SELECT id FROM runs WHERE status = 'queued' \
                    AND project = h.project AND not_before <= $1 \
-                   ORDER BY priority DESC, id LIMIT 1) END \
-             ORDER BY r.project",
+                   ORDER BY priority DESC, id LIMIT 1) \
+             WHERE h.not_before > $1 \
+             ORDER BY 2",
             &[&now],
         )?;
         rows.iter()
@@ -90,19 +85,10 @@ impl PgStore {
             .try_get(0)?)
     }
 
-    /// [`crate::Store::queued_projects`]: the same skip-scan as the queue heads.
+    /// [`crate::Store::queued_projects`]: the projects of `queue_heads`.
     pub(crate) fn queued_projects(&self) -> Result<Vec<String>> {
         let mut conn = self.conn()?;
-        let rows = conn.query(
-            "WITH RECURSIVE p(name) AS ( \
-                 (SELECT project FROM runs WHERE status = 'queued' ORDER BY project LIMIT 1) \
-                 UNION ALL \
-                 SELECT n.project FROM p, LATERAL ( \
-                   SELECT project FROM runs WHERE status = 'queued' AND project > p.name \
-                     ORDER BY project LIMIT 1) n) \
-             SELECT name FROM p ORDER BY name",
-            &[],
-        )?;
+        let rows = conn.query("SELECT project FROM queue_heads ORDER BY project", &[])?;
         rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
     }
 }

@@ -197,8 +197,64 @@ CREATE TRIGGER runs_count_end AFTER INSERT OR UPDATE OF status ON runs
     FOR EACH ROW EXECUTE FUNCTION fleet_count_end();
 "#;
 
+/// The queue heads (SQLite's `queue_heads` migration): one row per project with queued runs,
+/// naming its first queued run in `runs_queue` order, delayed or not, with what the EVAL needs
+/// of it; kept by a row trigger on every change to a queued run, which recomputes the one
+/// project's row with one seek in `runs_queue`. The first statement fills it from the queue
+/// already there.
+///
+/// Under READ COMMITTED two transactions changing one project's queue at once would each
+/// compute the head from a snapshot without the other's change, and the later commit would
+/// leave a head that is no longer first (or no longer queued). So the trigger first takes a
+/// transaction-long advisory lock on the project: the second writer waits for the first to
+/// commit, and its next statement — a fresh snapshot — sees that commit. Writers of one
+/// project's queue are thereby served one after the other for the length of their
+/// transactions; the claim takes the locks of all its projects up front, in name order, so two
+/// claim batches never deadlock on them.
+pub(crate) const QUEUE_HEADS: &str = r#"
+CREATE TABLE queue_heads (
+    project    TEXT COLLATE "C" PRIMARY KEY,
+    run_id     BIGINT NOT NULL,
+    namespace  TEXT NOT NULL,
+    priority   BIGINT NOT NULL,
+    not_before BIGINT NOT NULL
+);
+INSERT INTO queue_heads (project, run_id, namespace, priority, not_before)
+    SELECT DISTINCT ON (project) project, id, namespace, priority, not_before
+    FROM runs WHERE status = 'queued' ORDER BY project, priority DESC, id;
+CREATE FUNCTION fleet_queue_head_of(p TEXT) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('fleet queue head ' || p, 0));
+    DELETE FROM queue_heads WHERE project = p;
+    INSERT INTO queue_heads (project, run_id, namespace, priority, not_before)
+        SELECT project, id, namespace, priority, not_before FROM runs
+        WHERE status = 'queued' AND project = p ORDER BY priority DESC, id LIMIT 1;
+END $$;
+CREATE FUNCTION fleet_queue_head() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.status = 'queued' THEN
+            PERFORM fleet_queue_head_of(NEW.project);
+        END IF;
+    ELSIF TG_OP = 'DELETE' THEN
+        IF OLD.status = 'queued' THEN
+            PERFORM fleet_queue_head_of(OLD.project);
+        END IF;
+    ELSIF OLD.status = 'queued' OR NEW.status = 'queued' THEN
+        PERFORM fleet_queue_head_of(OLD.project);
+        IF NEW.project <> OLD.project THEN
+            PERFORM fleet_queue_head_of(NEW.project);
+        END IF;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER runs_queue_head AFTER INSERT OR DELETE
+    OR UPDATE OF status, priority, not_before, project, namespace ON runs
+    FOR EACH ROW EXECUTE FUNCTION fleet_queue_head();
+"#;
+
 /// Every migration's SQL, oldest first. Version N is `ALL[N - 1]`.
-pub(crate) const ALL: &[&str] = &[V1, V2, V3];
+pub(crate) const ALL: &[&str] = &[V1, V2, V3, QUEUE_HEADS];
 
 /// The advisory lock key the migrations run under (any constant: "fleet" in ASCII). Two hosts
 /// starting at once queue on it; the second finds the schema current.

@@ -20,7 +20,7 @@ impl SqliteStore {
         tolerance: Millis,
     ) -> Result<Vec<Delayed>> {
         let ahead = now.saturating_add(tolerance);
-        // Forced onto runs_waiting for the reason given in eval.rs (QUEUED_PROJECTS).
+        // Forced onto runs_waiting: without statistics SQLite could prefer runs_by_status.
         const FIND: &str = "SELECT id, project, not_before, enqueued_at FROM runs \
              INDEXED BY runs_waiting WHERE status = 'queued' AND not_before > ?1 \
              AND enqueued_at > ?2 ORDER BY id";

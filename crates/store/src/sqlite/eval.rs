@@ -2,8 +2,9 @@
 //! projects with queued runs, and the occupancy a claim records.
 //!
 //! Each runs once per EVAL, so each must cost in proportion to the number of projects, never to
-//! the length of the queue: the queue walks are skip-scans forced onto their index with
-//! `INDEXED BY`. Nothing here writes.
+//! the length of the queue: the heads are read from the `queue_heads` table (one row per project
+//! with queued runs, kept by triggers; see `schema`), and the seeks that remain are forced onto
+//! their index with `INDEXED BY`. Nothing here writes.
 
 use rusqlite::{params, Connection};
 
@@ -11,22 +12,6 @@ use super::runs::{collect_runs, RUN_COLUMNS};
 use super::SqliteStore;
 use crate::error::Result;
 use crate::{Millis, QueueHead, Run};
-
-/// A common table expression `p(name)`: each project that has queued runs, found by jumping
-/// through the `runs_queue` index from one project to the next (a skip-scan), so its cost grows
-/// with the number of projects, not with the length of the queue. The last row is NULL.
-///
-/// `INDEXED BY` is needed: without statistics (fleet never runs ANALYZE) SQLite prefers the
-/// equality on `runs_by_status (status, id)` and sorts every queued run by project at each step,
-/// which makes one EVAL cost projects × queue length (13 s with 100,000 queued runs over 1,000
-/// projects; `cargo bench -p supervisor --bench eval`). With it, a query that could no longer use
-/// the index fails at prepare instead of silently scanning.
-const QUEUED_PROJECTS: &str = "WITH RECURSIVE p(name) AS ( \
-       SELECT (SELECT project FROM runs INDEXED BY runs_queue WHERE status = 'queued' \
-               ORDER BY project LIMIT 1) \
-       UNION ALL \
-       SELECT (SELECT project FROM runs INDEXED BY runs_queue WHERE status = 'queued' \
-               AND project > p.name ORDER BY project LIMIT 1) FROM p WHERE p.name IS NOT NULL)";
 
 impl SqliteStore {
     /// [`crate::Store::active_runs`].
@@ -39,26 +24,24 @@ impl SqliteStore {
         collect_runs(&mut stmt, [])
     }
 
-    /// [`crate::Store::queue_heads`]: one recursive query that walks `runs_queue` from
-    /// one project to the next.
+    /// [`crate::Store::queue_heads`]: the rows of `queue_heads`, one per project with queued
+    /// runs; a second seek in `runs_queue` only for a project whose first run is delayed.
     pub(crate) fn queue_heads(&self, now: Millis) -> Result<Vec<QueueHead>> {
         let conn = self.conn()?;
-        // h: the first entry of each project in runs_queue order (its best queued run, delayed
-        // or not), found by one seek past the previous project. Only a project whose best run
-        // is delayed (a retry's backoff) needs a second seek.
+        // A head whose run is ready is the answer as it stands, without touching `runs`: the
+        // table is a few dense pages, where each project's first entry in `runs_queue` (and its
+        // row in `runs`) sits on a page of its own once the queue is long. `INDEXED BY`: without
+        // statistics SQLite could prefer `runs_by_status` and read every queued run.
         let mut stmt = conn.prepare_cached(
-            "WITH RECURSIVE h(project, id, not_before) AS ( \
-                 SELECT * FROM (SELECT project, id, not_before FROM runs INDEXED BY runs_queue \
-                   WHERE status = 'queued' ORDER BY project, priority DESC, id LIMIT 1) \
-                 UNION ALL \
-                 SELECT r.project, r.id, r.not_before FROM h JOIN runs r ON r.id = ( \
-                   SELECT id FROM runs INDEXED BY runs_queue WHERE status = 'queued' \
-                     AND project > h.project ORDER BY project, priority DESC, id LIMIT 1)) \
-             SELECT r.id, r.project, r.namespace, r.priority FROM h JOIN runs r ON r.id = \
-               CASE WHEN h.not_before <= ?1 THEN h.id ELSE ( \
+            "SELECT run_id, project, namespace, priority FROM queue_heads WHERE not_before <= ?1 \
+             UNION ALL \
+             SELECT r.id, r.project, r.namespace, r.priority FROM queue_heads h \
+               JOIN runs r ON r.id = ( \
                  SELECT id FROM runs INDEXED BY runs_queue WHERE status = 'queued' \
                    AND project = h.project AND not_before <= ?1 \
-                   ORDER BY priority DESC, id LIMIT 1) END",
+                   ORDER BY priority DESC, id LIMIT 1) \
+             WHERE h.not_before > ?1 \
+             ORDER BY 2",
         )?;
         let rows = stmt.query_map([now], |r| {
             Ok(QueueHead {
@@ -100,8 +83,8 @@ impl SqliteStore {
         let conn = self.conn()?;
         let v: Option<Millis> = conn
             .prepare_cached(
-                // One seek in runs_waiting; forced, for the same reason as in QUEUED_PROJECTS
-                // (runs_by_status would read every queued run).
+                // One seek in runs_waiting; forced: without statistics SQLite could prefer
+                // runs_by_status and read every queued run.
                 "SELECT MIN(not_before) FROM runs INDEXED BY runs_waiting \
                  WHERE status = 'queued' AND not_before > ?1",
             )?
@@ -109,12 +92,10 @@ impl SqliteStore {
         Ok(v)
     }
 
-    /// [`crate::Store::queued_projects`], through [`QUEUED_PROJECTS`].
+    /// [`crate::Store::queued_projects`]: the projects of `queue_heads`.
     pub(crate) fn queued_projects(&self) -> Result<Vec<String>> {
         let conn = self.conn()?;
-        let mut stmt = conn.prepare_cached(&format!(
-            "{QUEUED_PROJECTS} SELECT name FROM p WHERE name IS NOT NULL"
-        ))?;
+        let mut stmt = conn.prepare_cached("SELECT project FROM queue_heads ORDER BY project")?;
         let rows = stmt.query_map([], |r| r.get(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }

@@ -24,10 +24,10 @@ fn set_up(c: &mut Connection, busy_timeout: Duration) -> rusqlite::Result<()> {
     // FULL: a committed claim or transition survives power loss, not only a crash — every
     // state change must be durable before the side effect it licenses (a claim before its
     // spawn), or a restart after power loss could start the run again.
-    // cache_size: 16 MiB of pages per connection instead of SQLite's 2 MiB. Every EVAL
-    // reads the first leaf page of each project's queue in runs_queue; at 100,000 queued
-    // runs that index alone is 500 pages (2 MiB), and a smaller cache re-reads it from the
-    // file at every EVAL. Pages are cached only as they are read: a small database uses
+    // cache_size: 16 MiB of pages per connection instead of SQLite's 2 MiB. The EVAL reads
+    // the queue_heads table, but a claim, an enqueue and a delayed head each seek in
+    // runs_queue, whose pages (500, 2 MiB, at 100,000 queued runs) a smaller cache would
+    // re-read from the file. Pages are cached only as they are read: a small database uses
     // little of it.
     c.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \

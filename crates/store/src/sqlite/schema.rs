@@ -86,7 +86,7 @@ CREATE INDEX events_by_run ON events (run_id, seq);
 "#;
 
 /// Every migration's SQL, oldest first.
-const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, QUEUE_HEADS];
 
 /// The schema version after every migration ran.
 pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
@@ -260,6 +260,75 @@ BEGIN
                                    coalesce(excluded.last_finished_at, last_finished_at));
 END;
 "#;
+
+/// The body of a trigger that recomputes the queue head of the project of `NEW` or `OLD` (the
+/// literal given): its row deleted, then its first queued run in `runs_queue` order written,
+/// if it has one. One seek, forced onto the index (without statistics SQLite could prefer
+/// `runs_by_project` and read the project's whole history).
+macro_rules! head_of {
+    ($row:literal) => {
+        concat!(
+            "    DELETE FROM queue_heads WHERE project = ",
+            $row,
+            ".project;\n",
+            "    INSERT INTO queue_heads (project, run_id, namespace, priority, not_before)\n",
+            "        SELECT project, id, namespace, priority, not_before FROM runs INDEXED BY runs_queue\n",
+            "        WHERE status = 'queued' AND project = ",
+            $row,
+            ".project ORDER BY priority DESC, id LIMIT 1;\n"
+        )
+    };
+}
+
+/// The queue heads: one row per project with queued runs, naming its first queued run in
+/// `runs_queue` order (highest priority, then oldest), delayed or not, with what the EVAL needs
+/// of it. Kept by triggers in the same transaction as every change to a queued run (insert,
+/// delete, and an update of its status, priority, delay, project or namespace), each
+/// recomputing the one project's row with one seek in `runs_queue`; so the EVAL reads a few
+/// dense pages, one row per project, however long the queue is. The first statements fill
+/// it from the queue already there. A later migration that rebuilds `runs` drops these
+/// triggers with it and must create them again (`tests/queue_heads.rs` fails otherwise).
+pub(crate) const QUEUE_HEADS: &str = concat!(
+    r#"
+CREATE TABLE queue_heads (
+    project    TEXT PRIMARY KEY,
+    run_id     INTEGER NOT NULL,
+    namespace  TEXT NOT NULL,
+    priority   INTEGER NOT NULL,
+    not_before INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+INSERT INTO queue_heads (project, run_id, namespace, priority, not_before)
+    SELECT project, id, namespace, priority, not_before FROM (
+        SELECT project, id, namespace, priority, not_before,
+               row_number() OVER (PARTITION BY project ORDER BY priority DESC, id) AS n
+        FROM runs WHERE status = 'queued')
+    WHERE n = 1;
+CREATE TRIGGER queue_heads_on_insert AFTER INSERT ON runs
+    WHEN NEW.status = 'queued'
+BEGIN
+"#,
+    head_of!("NEW"),
+    r#"END;
+CREATE TRIGGER queue_heads_on_delete AFTER DELETE ON runs
+    WHEN OLD.status = 'queued'
+BEGIN
+"#,
+    head_of!("OLD"),
+    r#"END;
+CREATE TRIGGER queue_heads_on_update
+    AFTER UPDATE OF status, priority, not_before, project, namespace ON runs
+    WHEN OLD.status = 'queued' OR NEW.status = 'queued'
+BEGIN
+"#,
+    head_of!("OLD"),
+    r#"END;
+CREATE TRIGGER queue_heads_on_move AFTER UPDATE OF project ON runs
+    WHEN NEW.project <> OLD.project AND (OLD.status = 'queued' OR NEW.status = 'queued')
+BEGIN
+"#,
+    head_of!("NEW"),
+    "END;\n"
+);
 
 /// All migrations, oldest first.
 pub(crate) fn migrations() -> Migrations<'static> {
