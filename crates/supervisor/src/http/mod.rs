@@ -112,8 +112,9 @@ impl Observed {
 pub enum Bound {
     /// On a TCP address.
     Tcp(tokio::net::TcpListener),
-    /// On a unix socket.
-    Unix(tokio::net::UnixListener),
+    /// On a unix socket, at the path given (the listener itself was bound under a temporary
+    /// name, so its own address is not the one to show).
+    Unix(tokio::net::UnixListener, std::path::PathBuf),
 }
 
 impl Bound {
@@ -124,18 +125,16 @@ impl Bound {
                 .local_addr()
                 .map(|a| format!("http://{a}"))
                 .unwrap_or_else(|_| "http://?".into()),
-            Bound::Unix(l) => l
-                .local_addr()
-                .ok()
-                .and_then(|a| a.as_pathname().map(|p| format!("unix:{}", p.display())))
-                .unwrap_or_else(|| "unix:?".into()),
+            Bound::Unix(_, path) => format!("unix:{}", path.display()),
         }
     }
 }
 
 /// Binds `listen`. At a unix socket path, whatever is there already is left alone unless it is
 /// a socket nobody answers on (left by a program that is gone), which is replaced; the new
-/// socket is made mode 0600.
+/// socket is made mode 0600 before it appears at `path`: it is bound under a temporary name
+/// in the same folder, given its mode, then renamed into place, so nobody ever sees it with the
+/// mode the umask gave it.
 ///
 /// Errors: the address cannot be bound (in use — for a socket path, a socket something answers
 /// on, or a file that is not a socket —, not local, no permission), or the socket's mode cannot
@@ -145,9 +144,22 @@ pub async fn bind(listen: &HttpListen) -> io::Result<Bound> {
         HttpListen::Tcp(addr) => Ok(Bound::Tcp(tokio::net::TcpListener::bind(addr).await?)),
         HttpListen::Unix(path) => {
             clear_stale_socket(path)?;
-            let listener = tokio::net::UnixListener::bind(path)?;
-            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-            Ok(Bound::Unix(listener))
+            let mut staged = path.as_os_str().to_owned();
+            staged.push(format!(".{}.binding", std::process::id()));
+            let staged = std::path::PathBuf::from(staged);
+            // Left by a daemon of the same pid that died here: nobody can be using it.
+            let _ = std::fs::remove_file(&staged);
+            let listener = tokio::net::UnixListener::bind(&staged)?;
+            let placed = std::fs::set_permissions(
+                &staged,
+                std::os::unix::fs::PermissionsExt::from_mode(0o600),
+            )
+            .and_then(|()| std::fs::rename(&staged, path));
+            if let Err(e) = placed {
+                let _ = std::fs::remove_file(&staged);
+                return Err(e);
+            }
+            Ok(Bound::Unix(listener, path.clone()))
         }
     }
 }
@@ -186,7 +198,7 @@ pub fn remove_socket(listen: &HttpListen) {
 pub fn serve(bound: Bound, observed: Arc<Observed>) -> JoinHandle<()> {
     let local = match &bound {
         Bound::Tcp(l) => l.local_addr().is_ok_and(|a| a.ip().is_loopback()),
-        Bound::Unix(_) => true,
+        Bound::Unix(..) => true,
     };
     let mut app = router(observed);
     if local {
@@ -195,7 +207,7 @@ pub fn serve(bound: Bound, observed: Arc<Observed>) -> JoinHandle<()> {
     tokio::spawn(async move {
         match bound {
             Bound::Tcp(l) => serve::run(l, app).await,
-            Bound::Unix(l) => serve::run(l, app).await,
+            Bound::Unix(l, _) => serve::run(l, app).await,
         }
     })
 }
