@@ -153,7 +153,12 @@ impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0.as_db_error() {
             Some(db) => write!(f, "{db} (SQLSTATE {})", db.code().code()),
-            None => write!(f, "{}", self.0),
+            // The driver's own words ("error connecting to server", "db error") say nothing
+            // of why: add its cause (connection refused, password authentication failed…).
+            None => match std::error::Error::source(&self.0) {
+                Some(cause) => write!(f, "{}: {cause}", self.0),
+                None => write!(f, "{}", self.0),
+            },
         }
     }
 }

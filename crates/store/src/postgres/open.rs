@@ -87,7 +87,7 @@ impl PgStore {
         // the driver's words, instead of after the pool's connection timeout.
         let mut client = config
             .connect(NoTls)
-            .map_err(|e| bad(target.clone())(Box::new(e)))?;
+            .map_err(|e| bad(target.clone())(Box::new(super::PgError(e))))?;
         match schema::migrate(&mut client) {
             Ok(()) => {}
             Err(e @ StoreError::SchemaTooNew { .. }) => return Err(e),
