@@ -305,6 +305,23 @@ fn sweep_leftovers() {
 /// Copies the template, starts the server on a socket in a new temp folder, and waits until it
 /// accepts connections.
 fn start_with(bindir: &Path) -> Result<Cluster, String> {
+    let dir = prepare(bindir)?;
+    let pid = launch(bindir, &dir, false)?;
+    *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = Some((pid, dir.clone()));
+    // SAFETY: `stop_at_exit` is an `extern "C" fn()` that neither unwinds nor returns early;
+    // registering it has no other precondition.
+    if unsafe { libc::atexit(stop_at_exit) } != 0 {
+        stop_at_exit();
+        return Err("atexit refused the stop handler".into());
+    }
+    let cluster = Cluster { dir };
+    wait_ready(&cluster, pid)?;
+    Ok(cluster)
+}
+
+/// A new cluster folder: the template's data folder copied into a new temp folder, given to the
+/// server's account.
+fn prepare(bindir: &Path) -> Result<PathBuf, String> {
     sweep_leftovers();
     let template = template(bindir)?;
     let dir = tempfile::Builder::new()
@@ -322,21 +339,39 @@ fn start_with(bindir: &Path) -> Result<Cluster, String> {
         "copy the template data folder",
     )?;
     hand_over(&dir)?;
-    let log = std::fs::File::create(dir.join("server.log")).map_err(|e| format!("log: {e}"))?;
+    Ok(dir)
+}
+
+/// Starts the server of the cluster in `dir` (its data folder, its socket, its log, appended
+/// to), and returns its pid without waiting for it to accept connections. `durable`: a commit
+/// is acknowledged only once its WAL is written out (`synchronous_commit=on`), so that it
+/// survives a crash of the server (an immediate shutdown); otherwise the last commits
+/// acknowledged may be lost with it, which only a test that never stops its server can allow.
+fn launch(bindir: &Path, dir: &Path, durable: bool) -> Result<i32, String> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))
+        .map_err(|e| format!("log: {e}"))?;
     let log2 = log.try_clone().map_err(|e| format!("log: {e}"))?;
     let mut cmd = server_command(&bindir.join("postgres"), Some("INT"));
     cmd.arg("-D")
-        .arg(&data)
+        .arg(dir.join("data"))
         .arg("-k")
-        .arg(&dir)
+        .arg(dir)
         .args(["-c", "listen_addresses=", "-p", &PORT.to_string()])
-        // Durability is not under test here: a throwaway cluster need not sync.
-        .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+        // The machine does not crash under a test: nothing need reach the disk (fsync). Only a
+        // server that crashes (an immediate shutdown) loses the commits not yet written out.
+        .args(["-c", "fsync=off", "-c"])
+        .arg(format!(
+            "synchronous_commit={}",
+            if durable { "on" } else { "off" }
+        ))
         .args(["-c", "full_page_writes=off", "-c", "max_connections=200"])
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2);
-    // The server is started by a thread that lives as long as the process and waits for it:
+    // The server is started by a thread that lives as long as the server and waits for it:
     // the parent-death signal fires when the starting thread ends, which must not be the end of
     // the test that happened to start the cluster.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -352,21 +387,16 @@ fn start_with(bindir: &Path) -> Result<Cluster, String> {
             }
         })
         .map_err(|e| format!("thread: {e}"))?;
-    let pid = rx
-        .recv()
-        .map_err(|_| "the server thread died".to_string())??;
-    *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = Some((pid, dir.clone()));
-    // SAFETY: `stop_at_exit` is an `extern "C" fn()` that neither unwinds nor returns early;
-    // registering it has no other precondition.
-    if unsafe { libc::atexit(stop_at_exit) } != 0 {
-        stop_at_exit();
-        return Err("atexit refused the stop handler".into());
-    }
-    let cluster = Cluster { dir };
+    rx.recv()
+        .map_err(|_| "the server thread died".to_string())?
+}
+
+/// Waits (60 s at most) until the server `pid` of `cluster` accepts connections.
+fn wait_ready(cluster: &Cluster, pid: i32) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match postgres::Client::connect(&cluster.url("postgres"), postgres::NoTls) {
-            Ok(_) => return Ok(cluster),
+            Ok(_) => return Ok(()),
             Err(e) => {
                 if !alive(pid) || Instant::now() > deadline {
                     let log =
@@ -377,6 +407,105 @@ fn start_with(bindir: &Path) -> Result<Cluster, String> {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
+    }
+}
+
+/// Waits (60 s at most) until process `pid` is gone. Panics past the deadline.
+fn wait_gone(pid: i32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "the server {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A cluster of one test's own, which the test may stop and start (a database outage). Never
+/// shared with another test, so stopping it disturbs nobody else; stopped and deleted when
+/// dropped. Its commits survive an immediate shutdown (`synchronous_commit=on`): a commit the
+/// server acknowledged before it crashed is there after the restart, as on a real server.
+#[derive(Debug)]
+pub struct OwnCluster {
+    cluster: Cluster,
+    bindir: PathBuf,
+    /// The server's pid while it runs.
+    pid: Option<i32>,
+}
+
+impl OwnCluster {
+    /// Starts a new cluster, or `None` (after the loud `SKIPPED` line) when PostgreSQL is not
+    /// installed here.
+    ///
+    /// Panics: as [`database`].
+    pub fn start() -> Option<OwnCluster> {
+        let bindir = match find_bindir() {
+            Ok(d) => d,
+            Err(why) => {
+                if std::env::var(REQUIRE_VAR).as_deref() == Ok("1") {
+                    panic!("PostgreSQL not found ({why}), and {REQUIRE_VAR}=1 requires it");
+                }
+                eprintln!("\n*** SKIPPED: PostgreSQL not found ({why}) ***\n");
+                return None;
+            }
+        };
+        let dir = prepare(&bindir).unwrap_or_else(|e| panic!("PostgreSQL test cluster: {e}"));
+        let mut own = OwnCluster {
+            cluster: Cluster { dir },
+            bindir,
+            pid: None,
+        };
+        own.start_again();
+        Some(own)
+    }
+
+    /// A new empty database on this cluster. Panics if the server refuses (or is stopped).
+    pub fn database(&self) -> Database {
+        self.cluster.create_database()
+    }
+
+    /// Stops the server at once, as `pg_ctl stop -m immediate` does (SIGQUIT: no checkpoint,
+    /// every connection cut; the next start runs crash recovery), and waits until it is gone.
+    pub fn stop_immediate(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            // SAFETY: a plain signal to the server this value started.
+            unsafe {
+                libc::kill(pid, libc::SIGQUIT);
+            }
+            wait_gone(pid);
+        }
+    }
+
+    /// Starts the server again on the same data folder and socket, and waits until it accepts
+    /// connections. Panics if it does not come up.
+    pub fn start_again(&mut self) {
+        assert!(self.pid.is_none(), "the server is running");
+        let pid = launch(&self.bindir, &self.cluster.dir, true)
+            .unwrap_or_else(|e| panic!("PostgreSQL test cluster: {e}"));
+        self.pid = Some(pid);
+        wait_ready(&self.cluster, pid).unwrap_or_else(|e| panic!("PostgreSQL test cluster: {e}"));
+    }
+
+    /// `pg_ctl restart -m immediate`: [`OwnCluster::stop_immediate`], then
+    /// [`OwnCluster::start_again`].
+    pub fn restart_immediate(&mut self) {
+        self.stop_immediate();
+        self.start_again();
+    }
+}
+
+impl Drop for OwnCluster {
+    /// Stops the server (fast shutdown) and deletes its folder.
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            // SAFETY: a plain signal to the server this value started.
+            unsafe {
+                libc::kill(pid, libc::SIGINT);
+            }
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while alive(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.cluster.dir);
     }
 }
 
