@@ -152,6 +152,7 @@ impl Install {
         fill(&state.db_path(), n, now);
         let epoch = store
             .take_over(
+                "local",
                 std::process::id() as i32,
                 &path.display().to_string(),
                 "{}",

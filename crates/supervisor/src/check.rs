@@ -450,7 +450,7 @@ mod tests {
     #[test]
     fn a_claim_from_a_clock_ahead_is_not_young() {
         let (_d, state, store) = setup();
-        let epoch = store.take_over(1, "fleet.toml", "{}", 0).unwrap();
+        let epoch = store.take_over("local", 1, "fleet.toml", "{}", 0).unwrap();
         let id = store
             .enqueue(
                 &store::NewRun {
@@ -475,6 +475,8 @@ mod tests {
                     global_cap: 4,
                     namespace_cap: None,
                     max_parallel: 1,
+                    host_cap: None,
+                    config_version: None,
                 }],
                 claimed_at,
             )

@@ -394,8 +394,9 @@ fn pack_and_claim(
             run_id: r.id,
             project: r.project.clone(),
             namespace: r.namespace.clone(),
-            // Runs do not record a host yet: every active run is this daemon's.
-            host: None,
+            // `None` is this host: its own capacity counts only those; the global and namespace
+            // caps count every host's.
+            host: r.host.clone().filter(|h| *h != config.host),
         })
         .collect();
     // The packers see the merge, never the pool alone: after a restart the pool is empty while
@@ -519,6 +520,8 @@ fn claim_requests(picks: &[Candidate], caps: &Caps, config: &Config) -> Vec<Clai
                     .map(|n| n.max_concurrency as u32)
             },
             max_parallel: config.max_parallel(&c.project),
+            host_cap: config.host_capacity(&config.host).map(|c| c as u32),
+            config_version: None,
         })
         .collect()
 }

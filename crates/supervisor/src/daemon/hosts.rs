@@ -1,0 +1,113 @@
+//! This daemon as one host among several on a shared database: its heartbeat, and its return
+//! after an operator forgot it (`fleet hosts forget`).
+//!
+//! It owns the rule a returning host follows: it writes nothing to the rows of runs taken from
+//! it, stops the commands of those runs (their seats are gone: left running they would exceed a
+//! cap), and takes over again under a new epoch. It must never end or requeue a run itself
+//! here: what remains is settled by the ordinary recovery after the take-over.
+
+use std::time::Instant;
+
+use store::{now_ms, HostInfo, Run, StoreError, HEARTBEAT_EVERY_MS};
+
+use super::cancel::identify_shim;
+use super::state::Daemon;
+use crate::config::HttpListen;
+use crate::sys::signals::Signal;
+
+impl Daemon {
+    /// Records this host's heartbeat when the last one is [`HEARTBEAT_EVERY_MS`] old. Called
+    /// from the loop itself, never from a timer task of its own: a stuck loop must look silent.
+    /// A refusal as fenced is kept in [`Daemon::fenced`], as any write's; other failures are
+    /// logged and tried at the next turn.
+    pub(super) async fn heartbeat(&mut self, last: &mut Option<Instant>) {
+        if last.is_some_and(|at| at.elapsed().as_millis() < HEARTBEAT_EVERY_MS as u128) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let info = HostInfo {
+            config_version: None,
+            config_digest: None,
+            http_addr: match &self.config.http_listen {
+                Some(HttpListen::Tcp(addr)) => Some(format!("http://{addr}")),
+                _ => None,
+            },
+        };
+        let store = self.store.clone();
+        let epoch = self.epoch;
+        let done = tokio::task::spawn_blocking(move || store.heartbeat(epoch, &info, now_ms()))
+            .await
+            .expect("heartbeat panicked");
+        match done {
+            Ok(()) => {}
+            Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
+            Err(e) => tracing::warn!(error = %e, "could not record the heartbeat; trying again"),
+        }
+    }
+
+    /// After a refusal as forgotten: stops the commands of the runs taken from this host,
+    /// takes over again, and has recovery settle the rest. Returns false when the take-over
+    /// failed (the daemon then stops, fenced as before).
+    pub(super) async fn rejoin(&mut self) -> bool {
+        let host = self.config.host.clone();
+        let ours: Vec<(i64, u64)> = self.slots.iter().map(|s| (s.run_id, s.token)).collect();
+        let store = self.store.clone();
+        let rows = tokio::task::spawn_blocking(move || {
+            ours.iter()
+                .map(|(id, _)| store.get_run(*id))
+                .collect::<Result<Vec<Run>, StoreError>>()
+        })
+        .await
+        .expect("reading runs panicked");
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "forgotten: cannot read this host's runs yet; trying again");
+                return true;
+            }
+        };
+        for run in rows {
+            let Some(slot) = self.slots.get_mut(run.id) else {
+                continue;
+            };
+            let still_ours = run.status.is_active()
+                && run.claim_token == slot.token
+                && run.host.as_deref() == Some(host.as_str());
+            if still_ours {
+                continue;
+            }
+            identify_shim(slot, self.state.root());
+            let sent = slot.shim.is_some_and(|s| s.signal(Signal::SIGTERM));
+            tracing::warn!(
+                run = run.id,
+                project = %run.project,
+                status = %run.status,
+                sent_sigterm = sent,
+                "this host was forgotten and the run taken from it: stopping its command here (the database row is left as the operator's forget wrote it)"
+            );
+            self.slots.remove(run.id);
+        }
+        let store = self.store.clone();
+        let caps = crate::caps::caps_json(&self.config);
+        let path = self.config_path.display().to_string();
+        let taken = tokio::task::spawn_blocking(move || {
+            store.take_over(&host, std::process::id() as i32, &path, &caps, now_ms())
+        })
+        .await
+        .expect("take_over panicked");
+        match taken {
+            Ok(epoch) => {
+                tracing::warn!(epoch, "this host was forgotten; rejoined under a new epoch");
+                self.epoch = epoch;
+                self.fenced = None;
+                self.pending.clear();
+                self.recovered = false;
+                true
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "forgotten, and could not take over again: stopping");
+                false
+            }
+        }
+    }
+}
