@@ -51,11 +51,16 @@ fn a_forgotten_host_comes_back_writes_nothing_over_its_lost_run_and_ends_its_com
     let before = h.fleet("b").wait_run(r1, "running with a pid", |r| {
         r["status"] == "running" && r["pid"].is_i64()
     });
-    assert_eq!(host_of(&before), "b", "{before}");
     let pid = before["pid"].as_i64().unwrap() as i32;
     h.wait_until(DEADLINE, "the run's start marker", || {
         read_markers(&h.markers()).iter().any(|m| m.run == r1)
     });
+    let started_on = read_markers(&h.markers())
+        .into_iter()
+        .find(|m| m.run == r1)
+        .unwrap()
+        .host;
+    assert_eq!(started_on, "b", "{before}");
     let _a = h.start("a");
     let _c = h.start("c");
     let old_epoch = h.host_row("a", "b").expect("b in `fleet hosts`")["epoch"]
@@ -104,7 +109,15 @@ fn a_forgotten_host_comes_back_writes_nothing_over_its_lost_run_and_ends_its_com
         },
     );
     let r2 = id_of(&retry);
-    assert_ne!(host_of(&retry), "b", "{retry}");
+    let mut retried_on = String::new();
+    h.wait_until(DEADLINE, "the retry's start marker", || {
+        read_markers(&h.markers())
+            .into_iter()
+            .find(|m| m.run == r2)
+            .map(|m| retried_on = m.host)
+            .is_some()
+    });
+    assert_ne!(retried_on, "b", "{retry}");
     release(&shared, r2);
     let done = h.fleet("a").wait_terminal(r2);
     assert_eq!(status_of(&done), "succeeded", "{done}");
