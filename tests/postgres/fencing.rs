@@ -1,4 +1,4 @@
-//! One daemon per database until hosts land: a second daemon started on the same database
+//! One daemon per host name: a second daemon of the same host started on the same database
 //! (from another state directory) takes over, and the first one, fenced by the epoch, stops
 //! with a message saying so instead of writing over the newer daemon's work.
 
@@ -30,8 +30,8 @@ fn a_second_daemon_on_the_same_database_fences_the_first() {
     assert_eq!(status.code(), Some(1), "{status}\n{}", d1.stderr());
     let said = d1.stderr();
     assert!(
-        said.contains(&format!("newer than this daemon's epoch {epoch1}"))
-            && said.contains("another daemon took it over"),
+        said.contains(&format!("epoch {epoch1} is stale"))
+            && said.contains("daemon was taken over"),
         "the first daemon does not say it was fenced:\n{said}"
     );
 

@@ -151,6 +151,7 @@ impl Daemon {
             log_applied(*run_id, applied);
         }
         self.forget_ended(&outcome.applied).await;
+        self.keep_log_tails(&outcome.applied).await;
         if let Some((err, unapplied)) = outcome.failed {
             self.failed(err, unapplied);
             return;

@@ -8,11 +8,17 @@
 
 use std::time::Instant;
 
-use store::{now_ms, HostInfo, Run, StoreError, HEARTBEAT_EVERY_MS};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use store::{
+    now_ms, Applied, HostInfo, Run, RunId, StoreError, HEARTBEAT_EVERY_MS, LOG_TAIL_BYTES,
+};
 
 use super::cancel::identify_shim;
 use super::state::Daemon;
 use crate::config::HttpListen;
+use crate::shim::rundir::RunDir;
 use crate::sys::signals::Signal;
 
 impl Daemon {
@@ -25,9 +31,10 @@ impl Daemon {
             return;
         }
         *last = Some(Instant::now());
+        let local = std::fs::read(&self.config_path).ok();
         let info = HostInfo {
-            config_version: None,
-            config_digest: None,
+            config_version: self.published_version,
+            config_digest: local.as_deref().map(crate::config::digest),
             http_addr: match &self.config.http_listen {
                 Some(HttpListen::Tcp(addr)) => Some(format!("http://{addr}")),
                 _ => None,
@@ -42,6 +49,45 @@ impl Daemon {
             Ok(()) => {}
             Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
             Err(e) => tracing::warn!(error = %e, "could not record the heartbeat; trying again"),
+        }
+    }
+
+    /// On a shared database: publishes this host's local fleet.toml as the fleet's config —
+    /// at start (`always` false) only when nothing is published yet, after a reload of an
+    /// edited file (`always`) as the next version. A failure is logged; the heartbeat shows
+    /// the version this host published, if any.
+    pub(super) async fn publish_local(&mut self, always: bool) {
+        if self.state.database().is_none() {
+            return;
+        }
+        let Ok(text) = std::fs::read_to_string(&self.config_path) else {
+            return;
+        };
+        let digest = crate::config::digest(text.as_bytes());
+        let store = self.store.clone();
+        let epoch = self.epoch;
+        let done = tokio::task::spawn_blocking(move || match store.published_config()? {
+            Some(p) if !always => Ok(if p.digest == digest {
+                Some(p.version)
+            } else {
+                None
+            }),
+            _ => store
+                .publish_config(epoch, &text, &digest, now_ms())
+                .map(Some),
+        })
+        .await
+        .expect("publishing the config panicked");
+        match done {
+            Ok(Some(version)) => {
+                tracing::info!(version, "the config is published");
+                self.published_version = Some(version);
+            }
+            Ok(None) => tracing::warn!(
+                "this host's fleet.toml differs from the config published for the fleet"
+            ),
+            Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
+            Err(e) => tracing::warn!(error = %e, "could not publish the config"),
         }
     }
 
@@ -110,4 +156,61 @@ impl Daemon {
             }
         }
     }
+
+    /// On a shared database: keeps the end of each ended run's log in the database, so that
+    /// `fleet logs` on another host can show it (the full log stays in this host's run folder).
+    /// A failure is logged and costs only that tail: the run's end is already written. On
+    /// SQLite (one host, the log is here) nothing is stored.
+    pub(super) async fn keep_log_tails(&mut self, applied: &[(RunId, Applied)]) {
+        if self.state.database().is_none() {
+            return;
+        }
+        let ended: Vec<RunId> = applied
+            .iter()
+            .filter_map(|(id, a)| match a {
+                Applied::Done { status, .. } if status.is_terminal() => Some(*id),
+                _ => None,
+            })
+            .collect();
+        if ended.is_empty() {
+            return;
+        }
+        let store = self.store.clone();
+        let root = self.state.root().to_path_buf();
+        let epoch = self.epoch;
+        let done = tokio::task::spawn_blocking(move || {
+            for id in ended {
+                let (tail, cut) = match read_tail(&RunDir::new(&root, id).log_path()) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::debug!(run = id, error = %e, "no log tail to keep");
+                        continue;
+                    }
+                };
+                store.store_log_tail(epoch, id, &tail, cut)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .await
+        .expect("keeping log tails panicked");
+        match done {
+            Ok(()) => {}
+            Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
+            Err(e) => tracing::warn!(error = %e, "could not keep a log tail in the database"),
+        }
+    }
+}
+
+/// The last [`LOG_TAIL_BYTES`] of the file at `path`, and whether it was longer.
+fn read_tail(path: &Path) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    let keep = LOG_TAIL_BYTES as u64;
+    let cut = len > keep;
+    if cut {
+        f.seek(SeekFrom::Start(len - keep))?;
+    }
+    let mut tail = Vec::with_capacity(len.min(keep) as usize);
+    f.take(keep).read_to_end(&mut tail)?;
+    Ok((tail, cut))
 }

@@ -234,7 +234,9 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         health,
         observed,
         notifier: notify::Notifier::from_env(tick),
+        published_version: None,
     };
+    daemon.publish_local(false).await;
     // An edit saved before the watcher started is noticed now: applied at once if it has
     // settled, reloaded like any edit once it has otherwise.
     let reload_due = match daemon.config_view().await {
