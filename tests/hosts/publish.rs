@@ -96,14 +96,6 @@ fn a_lower_namespace_cap_published_mid_flight_holds_on_every_host() {
     for r in h.runs() {
         assert_eq!(status_of(&r), "succeeded", "{r}");
     }
-    // Every host applied the published version (it says so in its heartbeat).
-    h.wait_until(DEADLINE, "every host on the published version", || {
-        h.hosts_json("a")
-            .iter()
-            .all(|r| r["config_version"].as_i64() == Some(version))
-    });
-    eprintln!("fleet hosts --json: {:?}", h.hosts_json("b"));
-
     let all = intervals(&read_markers(&h.markers())).unwrap_or_else(|e| panic!("{e}"));
     let over = starts_over_cap(&all, "n", NEW_CAP, published_at);
     assert!(
@@ -124,5 +116,13 @@ fn a_lower_namespace_cap_published_mid_flight_holds_on_every_host() {
     }) {
         panic!("{e}");
     }
+    // Every host applied the published version (it says so in its heartbeat).
+    h.wait_until(DEADLINE, "every host on the published version", || {
+        h.hosts_json("a")
+            .iter()
+            .all(|r| r["config_version"].as_i64() == Some(version))
+    });
+    eprintln!("fleet hosts --json: {:?}", h.hosts_json("b"));
+
     h.assert_check_ok("a");
 }
