@@ -3,8 +3,8 @@
 1. Dispatch: N runs of `true` (cap 16, 32 projects, tick 1 h) queued with no daemon, then timed
    from the daemons' start until nothing is queued or active: three hosts (three `fleet daemon`s,
    each with its own state directory and host name, one PostgreSQL database) against one host on
-   SQLite (the dispatch measure's drain), alternating, in the same run. The ratio is the
-   throughput of the three hosts over that of the one.
+   SQLite (the dispatch measure's drain), alternating, in the same run; one host on PostgreSQL
+   too, in the notes. The ratio is the throughput of the three hosts over that of the one.
 2. The claim's cost with a deep queue: one host on PostgreSQL drains M runs of `true` (cap 16)
    while B runs sit queued in another namespace whose cap is held by a run that never ends
    (every EVAL still looks at them), against the same drain with nothing else queued. The figure
@@ -147,7 +147,7 @@ def _hosts_drain(h, a, c, n, k, hosts=3, projects=32, cap=16):
         _queue(c, db, f"SELECT 'p' || (i % {projects}), 'default' FROM generate_series(1, {n - 1}) AS i")
         elapsed = _drain(h, c, db, fleets, n)
         try:
-            split = c.sql(db, "SELECT coalesce(host, '?') || ' ' || count(*) FROM runs GROUP BY 1 ORDER BY 1")
+            split = c.sql(db, "SELECT coalesce(host, '?') || ' ' || count(*) FROM runs GROUP BY host ORDER BY host")
         except RuntimeError:
             split = "(no runs.host column)"
         return elapsed, split.replace("\n", ", ")
@@ -222,19 +222,23 @@ def measure(h, a, sz, rows, raw):
 
 def _dispatch(h, a, c, sz, rows, raw):
     n, reps = sz["hosts_runs"], sz["repeat"]
-    three, one, splits = [], [], []
+    three, one, one_pg, splits = [], [], [], []
     for k in range(reps):
-        t, split = _hosts_drain(h, a, c, n, k)
+        t, split = _hosts_drain(h, a, c, n, 2 * k)
         three.append(t)
         splits.append(split)
         one.append(h.fleet_drain(a.fleet, n))
+        # One host on PostgreSQL too: what the database costs apart from the hosts.
+        one_pg.append(_hosts_drain(h, a, c, n, 2 * k + 1, hosts=1)[0])
     t3, t1 = statistics.median(three), statistics.median(one)
-    raw["hosts_dispatch"] = dict(three_hosts_pg=three, one_host_sqlite=one, runs=n, split=splits)
+    raw["hosts_dispatch"] = dict(three_hosts_pg=three, one_host_sqlite=one, one_host_pg=one_pg,
+                                 runs=n, split=splits)
     rows.append(dict(
         measure=f"dispatch of {n:,} `true` (cap 16): three hosts on PostgreSQL vs one host on SQLite",
         fleet=f"{n / t3:.0f} runs/s", anchor=f"SQLite, one host: {n / t1:.0f} runs/s",
         ratio=f"{t1 / t3:.2f}x", target="— (context)", met=None,
         notes=f"median of {reps}; three hosts {h.fmt_list(three, 's')}, one host {h.fmt_list(one, 's')}; "
+              f"one host on PostgreSQL {n / statistics.median(one_pg):.0f} runs/s {h.fmt_list(one_pg, 's')}; "
               f"runs per host (last): {splits[-1]}"))
 
 

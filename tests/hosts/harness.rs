@@ -265,3 +265,30 @@ pub fn thaw(pids: &[i32]) {
         let _ = send_signal(pid, Signal::CONT);
     }
 }
+
+/// The fleet.toml body shared by the scenarios over two namespaces: a global cap, namespace x
+/// (cap `x.0`, `x.1` projects `x0`…) and namespace y (cap `y.0`, `y.1` projects `y0`…), every
+/// project running `cmd` (a TOML array). More projects than each cap: one active run per project.
+pub fn two_namespaces(cmd: &str, global: usize, x: (usize, usize), y: (usize, usize)) -> String {
+    let mut t = format!(
+        "max_concurrency = {global}\n\
+         [namespaces.x]\nmax_concurrency = {}\n\
+         [namespaces.y]\nmax_concurrency = {}\n",
+        x.0, y.0
+    );
+    for (ns, n) in [("x", x.1), ("y", y.1)] {
+        for i in 0..n {
+            t += &format!("[projects.{ns}{i}]\nnamespace = \"{ns}\"\ncommand = {cmd}\n");
+        }
+    }
+    t
+}
+
+/// The project of the `k`-th run over [`two_namespaces`]: every third run in x, the others in
+/// y, round the projects of each.
+pub fn project_for(k: usize, x_projects: usize, y_projects: usize) -> String {
+    match k % 3 {
+        0 => format!("x{}", k % x_projects),
+        _ => format!("y{}", k % y_projects),
+    }
+}

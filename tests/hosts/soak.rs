@@ -37,18 +37,7 @@ fn runs_flow_through_daemon_kills_and_a_database_restart() {
     use_private_bin();
     let Some(h) = Hosts::with_own_cluster(&["a", "b", "c"], |dir| {
         let cmd = sh(&marked(&markers_in(dir), "sleep 0.2"));
-        let mut t = format!(
-            "max_concurrency = {CAP_GLOBAL}\n\
-             [namespaces.x]\nmax_concurrency = {CAP_X}\n\
-             [namespaces.y]\nmax_concurrency = {CAP_Y}\n"
-        );
-        for i in 0..4 {
-            t += &format!("[projects.x{i}]\nnamespace = \"x\"\ncommand = {cmd}\n");
-        }
-        for i in 0..6 {
-            t += &format!("[projects.y{i}]\nnamespace = \"y\"\ncommand = {cmd}\n");
-        }
-        t
+        two_namespaces(&cmd, CAP_GLOBAL, (CAP_X, 4), (CAP_Y, 6))
     }) else {
         return;
     };
@@ -61,14 +50,7 @@ fn runs_flow_through_daemon_kills_and_a_database_restart() {
     let mut kills: BTreeMap<&str, usize> = BTreeMap::new();
     for round in 0..ROUNDS {
         let batch: Vec<String> = (0..PER_ROUND)
-            .map(|i| {
-                let k = round * PER_ROUND + i;
-                if k % 3 == 0 {
-                    format!("x{}", k % 4)
-                } else {
-                    format!("y{}", k % 6)
-                }
-            })
+            .map(|i| project_for(round * PER_ROUND + i, 4, 6))
             .collect();
         ids.extend(enqueue_from_all(&h, &batch));
         // Let some of it run, so that kills land among runs in flight.

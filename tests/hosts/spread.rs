@@ -19,35 +19,15 @@ fn two_hundred_runs_over_three_hosts_keep_every_cap_fleet_wide() {
     use_private_bin();
     let Some(h) = Hosts::new(&["a", "b", "c"], |dir| {
         let cmd = sh(&marked(&markers_in(dir), "sleep 0.3"));
-        let mut t = format!(
-            "max_concurrency = {CAP_GLOBAL}\n\
-             [namespaces.x]\nmax_concurrency = {CAP_X}\n\
-             [namespaces.y]\nmax_concurrency = {CAP_Y}\n\
-             [hosts.c]\nmax_concurrency = {CAP_C}\n"
-        );
-        // One active run per project: more projects than each namespace's cap.
-        for i in 0..4 {
-            t += &format!("[projects.x{i}]\nnamespace = \"x\"\ncommand = {cmd}\n");
-        }
-        for i in 0..7 {
-            t += &format!("[projects.y{i}]\nnamespace = \"y\"\ncommand = {cmd}\n");
-        }
-        t
+        two_namespaces(&cmd, CAP_GLOBAL, (CAP_X, 4), (CAP_Y, 7))
+            + &format!("[hosts.c]\nmax_concurrency = {CAP_C}\n")
     }) else {
         return;
     };
     let _a = h.start("a");
     let _b = h.start("b");
     let _c = h.start("c");
-    let projects: Vec<String> = (0..RUNS)
-        .map(|i| {
-            if i % 3 == 0 {
-                format!("x{}", i % 4)
-            } else {
-                format!("y{}", i % 7)
-            }
-        })
-        .collect();
+    let projects: Vec<String> = (0..RUNS).map(|k| project_for(k, 4, 7)).collect();
     let ids = enqueue_from_all(&h, &projects);
     assert_eq!(ids.len(), RUNS);
 
