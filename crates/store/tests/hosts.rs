@@ -9,29 +9,14 @@ use std::sync::{Arc, Mutex};
 use store::*;
 
 mod common;
-use common::{claim_req, new_run, Db};
+use common::{claim_req, new_run, succeeded, Db};
 
 fn take(s: &Store, host: &str) -> i64 {
     s.take_over(host, 1, "fleet.toml", "{}", now_ms()).unwrap()
 }
 
 fn finish(s: &Store, epoch: i64, run: &Run) -> Result<Vec<Applied>, StoreError> {
-    s.apply(
-        epoch,
-        &[Transition {
-            run_id: run.id,
-            token: run.claim_token,
-            change: Change::Finish {
-                status: RunStatus::Succeeded,
-                exit_code: Some(0),
-                signal: None,
-                reason: None,
-                retry: None,
-                finished_at: None,
-            },
-        }],
-        now_ms(),
-    )
+    s.apply(epoch, &[succeeded(run)], now_ms())
 }
 
 /// Two hosts of different names both write; a second daemon of the same host fences the first
