@@ -196,3 +196,28 @@ impl PgStore {
         .transpose()
     }
 }
+
+impl PgStore {
+    /// [`crate::Store::seat_problems`]: seats held by a run that is not active (freed never, or
+    /// twice over a second claim), and active runs that hold no global seat.
+    pub(crate) fn seat_problems(&self) -> Result<Vec<(RunId, String)>> {
+        let mut conn = self.conn()?;
+        let rows = conn.query(
+            "SELECT s.run_id, format('run %s holds %s seat %s of %L but is %s', s.run_id, \
+                      s.kind, s.seat, s.name, coalesce(r.status, 'unknown to the database')) \
+             FROM cap_seats s LEFT JOIN runs r ON r.id = s.run_id \
+             WHERE s.run_id IS NOT NULL \
+               AND (r.id IS NULL OR r.status NOT IN ('starting','running')) \
+             UNION ALL \
+             SELECT r.id, format('run %s is %s but holds no global seat', r.id, r.status) \
+             FROM runs r WHERE r.status IN ('starting','running') \
+               AND NOT EXISTS (SELECT 1 FROM cap_seats s WHERE s.run_id = r.id \
+                                 AND s.kind = 'global') \
+             ORDER BY 1",
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+    }
+}
