@@ -64,6 +64,9 @@ fn two_hosts_share_the_work_and_read_each_others_logs() {
     let (on_b, _) = ran_on.iter().find(|(_, h)| *h == "b").unwrap();
     let log = a.cmd_ok(&["logs", &on_b.to_string()]);
     assert!(log.contains(&format!("hello from {on_b}")), "{log}");
+    // Fleet-wide from either host: events and seats of both, run folders of its own.
+    assert_check_ok(&a);
+    assert_check_ok(&b);
 }
 
 #[test]
@@ -115,12 +118,17 @@ fn a_forgotten_host_stops_its_stale_command_and_rejoins() {
         "b does not say why it stopped the command:\n{}",
         db.stderr()
     );
+    // `fleet check` on b while the retry runs on a: a's run folders are not b's to check.
+    b.wait_until(DEADLINE, "fleet check on b to pass", || {
+        b.cmd(&["check"]).status.success()
+    });
     std::fs::write(&go, "").unwrap();
     let r = a.wait_terminal(id + 1);
     assert_eq!(status_of(&r), "succeeded", "{r}");
     // Nothing b wrote changed the run taken from it.
     assert_eq!(status_of(&a.run(id)), "lost");
     da.assert_alive();
+    assert_check_ok(&a);
 }
 
 /// The pid the first attempt wrote.

@@ -49,6 +49,9 @@ pub struct HostRow {
     pub config_path: String,
     /// The last reload error there, if its newest config was refused.
     pub reload_error: Option<String>,
+    /// When its take-over or its last reload was recorded (ms UTC): moves at every reload the
+    /// daemon processed, so scripts can wait for an edit to be seen.
+    pub updated_at: Millis,
     /// Its active runs (`starting` or `running` with `host` = its name), counted at the read.
     pub active_runs: u64,
 }
@@ -148,7 +151,7 @@ impl From<HostRow> for crate::DaemonRow {
             config_path: h.config_path,
             caps_json: h.caps_json,
             reload_error: h.reload_error,
-            updated_at: h.heartbeat_at,
+            updated_at: h.updated_at,
         }
     }
 }

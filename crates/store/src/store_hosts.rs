@@ -113,4 +113,16 @@ impl Store {
             Backend::Postgres(db) => db.log_tail(run),
         }
     }
+
+    /// For `fleet check`: every way the cap seats disagree with the runs (PostgreSQL: a seat
+    /// held by a run that is not active, an active run without its global seat), as (run,
+    /// words). Empty on SQLite, whose caps are counts of the run rows themselves.
+    ///
+    /// Errors: the database's.
+    pub fn seat_problems(&self) -> Result<Vec<(RunId, String)>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(Vec::new()),
+            Backend::Postgres(db) => db.seat_problems(),
+        }
+    }
 }

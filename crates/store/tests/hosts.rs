@@ -9,29 +9,14 @@ use std::sync::{Arc, Mutex};
 use store::*;
 
 mod common;
-use common::{claim_req, new_run, Db};
+use common::{claim_req, new_run, succeeded, Db};
 
 fn take(s: &Store, host: &str) -> i64 {
     s.take_over(host, 1, "fleet.toml", "{}", now_ms()).unwrap()
 }
 
 fn finish(s: &Store, epoch: i64, run: &Run) -> Result<Vec<Applied>, StoreError> {
-    s.apply(
-        epoch,
-        &[Transition {
-            run_id: run.id,
-            token: run.claim_token,
-            change: Change::Finish {
-                status: RunStatus::Succeeded,
-                exit_code: Some(0),
-                signal: None,
-                reason: None,
-                retry: None,
-                finished_at: None,
-            },
-        }],
-        now_ms(),
-    )
+    s.apply(epoch, &[succeeded(run)], now_ms())
 }
 
 /// Two hosts of different names both write; a second daemon of the same host fences the first
@@ -314,7 +299,32 @@ fn log_tails_are_kept_and_pruned(db: &Db) {
     ));
 }
 
+/// `fleet check`'s seat reading: nothing after a claim and an end; on PostgreSQL a seat left
+/// held by an ended run (freed never) is reported with the run.
+fn seats_out_of_step_with_runs_are_reported(db: &Db) {
+    let a = db.store();
+    let ea = take(&a, "a");
+    let id = a.enqueue(&new_run("p", "default"), 1).unwrap();
+    let run = a.claim(ea, &[claim_req(id, "default")], 2).unwrap()[0]
+        .run
+        .clone();
+    assert!(a.seat_problems().unwrap().is_empty());
+    finish(&a, ea, &run).unwrap();
+    assert!(a.seat_problems().unwrap().is_empty());
+    if db.is_postgres() {
+        db.exec(
+            "",
+            &format!("UPDATE cap_seats SET run_id = {id} WHERE kind = 'global' AND seat = 3"),
+        );
+        let found = a.seat_problems().unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, id);
+        assert!(found[0].1.contains("succeeded"), "{found:?}");
+    }
+}
+
 both_backends!(
+    seats_out_of_step_with_runs_are_reported,
     hosts_fence_only_their_own_name,
     host_caps_hold_under_concurrent_claims,
     forget_takes_a_hosts_runs_once,

@@ -5,13 +5,14 @@
 //! epoch was forgotten) inside the writing transaction and asks here; it must not decide
 //! fencing on its own. Nothing here may read or write.
 
-use crate::{Change, Millis, Run, RunStatus, StoreError, Transition};
+use crate::error::Result;
+use crate::{Applied, Change, Forgotten, Millis, Run, RunStatus, StoreError, Transition};
 
 /// The columns of a `hosts` row, in the order each backend's host mapping reads them, with the
 /// host's active runs counted last.
 pub(crate) const HOST_COLUMNS: &str =
     "name, epoch, pid, started_at, heartbeat_at, version, config_version, config_digest, \
-     http_addr, forgotten_at, forgotten_by, caps_json, config_path, reload_error, \
+     http_addr, forgotten_at, forgotten_by, caps_json, config_path, reload_error, updated_at, \
      (SELECT count(*) FROM runs r WHERE r.host = hosts.name \
         AND r.status IN ('starting','running'))";
 
@@ -32,7 +33,7 @@ pub(crate) struct EpochFacts {
 /// row holds `ours` and is not forgotten. Two hosts with different names never fence each
 /// other (each holds its own epoch); a take-over of the same host moves its row to a new epoch,
 /// and a forget does too, setting `forgotten`.
-pub(crate) fn fence(ours: i64, facts: EpochFacts) -> Result<String, StoreError> {
+pub(crate) fn fence(ours: i64, facts: EpochFacts) -> Result<String> {
     match facts.holder {
         Some(host) => Ok(host),
         None => Err(StoreError::Fenced {
@@ -46,7 +47,7 @@ pub(crate) fn fence(ours: i64, facts: EpochFacts) -> Result<String, StoreError> 
 /// The transition that ends `run` (active, on a forgotten host) as `lost`, with the retry the
 /// caller's policy chose (`retry`: not before that instant). Applied through the one transition
 /// path, so its seats are freed exactly once, by this end.
-pub(crate) fn lost_by_forget(run: &Run, host: &str, retry: Option<Millis>) -> Transition {
+fn lost_by_forget(run: &Run, host: &str, retry: Option<Millis>) -> Transition {
     Transition {
         run_id: run.id,
         token: run.claim_token,
@@ -61,6 +62,30 @@ pub(crate) fn lost_by_forget(run: &Run, host: &str, retry: Option<Millis>) -> Tr
             finished_at: None,
         },
     }
+}
+
+/// Ends each of `runs` (the forgotten `host`'s active runs, read and locked in the forget's
+/// transaction) `lost` with the retry `plan` chooses, through `apply` (the backend's one
+/// transition path, in that transaction); `epoch` is the host's new one. Returns what was done.
+pub(crate) fn forget_runs(
+    runs: &[Run],
+    host: &str,
+    epoch: i64,
+    plan: &dyn Fn(&Run) -> Option<Millis>,
+    mut apply: impl FnMut(&Transition) -> Result<Applied>,
+) -> Result<Forgotten> {
+    let mut out = Forgotten {
+        epoch,
+        lost: Vec::new(),
+        retried: Vec::new(),
+    };
+    for run in runs {
+        if let Applied::Done { retry, .. } = apply(&lost_by_forget(run, host, plan(run)))? {
+            out.lost.push(run.id);
+            out.retried.extend(retry);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -9,11 +9,10 @@ use super::daemon::{check_epoch, host_from_row};
 use super::runs::{collect_runs, RUN_COLUMNS};
 use super::transitions::apply_one;
 use super::PgStore;
-use crate::decide::hosts::{lost_by_forget, HOST_COLUMNS};
+use crate::decide::hosts::{forget_runs, HOST_COLUMNS};
 use crate::error::Result;
 use crate::{
-    Applied, FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId,
-    StoreError,
+    FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId, StoreError,
 };
 
 impl PgStore {
@@ -97,18 +96,9 @@ impl PgStore {
             ),
             &[&name],
         )?)?;
-        let mut out = Forgotten {
-            epoch,
-            lost: Vec::new(),
-            retried: Vec::new(),
-        };
-        for run in &runs {
-            let t = lost_by_forget(run, name, plan(run));
-            if let Applied::Done { retry, .. } = apply_one(&mut tx, epoch, &t, hooks, now)? {
-                out.lost.push(run.id);
-                out.retried.extend(retry);
-            }
-        }
+        let out = forget_runs(&runs, name, epoch, plan, |t| {
+            apply_one(&mut tx, epoch, t, hooks, now)
+        })?;
         tx.commit()?;
         Ok(out)
     }
@@ -204,5 +194,30 @@ impl PgStore {
             })
         })
         .transpose()
+    }
+}
+
+impl PgStore {
+    /// [`crate::Store::seat_problems`]: seats held by a run that is not active (freed never, or
+    /// twice over a second claim), and active runs that hold no global seat.
+    pub(crate) fn seat_problems(&self) -> Result<Vec<(RunId, String)>> {
+        let mut conn = self.conn()?;
+        let rows = conn.query(
+            "SELECT s.run_id, format('run %s holds %s seat %s of %L but is %s', s.run_id, \
+                      s.kind, s.seat, s.name, coalesce(r.status, 'unknown to the database')) \
+             FROM cap_seats s LEFT JOIN runs r ON r.id = s.run_id \
+             WHERE s.run_id IS NOT NULL \
+               AND (r.id IS NULL OR r.status NOT IN ('starting','running')) \
+             UNION ALL \
+             SELECT r.id, format('run %s is %s but holds no global seat', r.id, r.status) \
+             FROM runs r WHERE r.status IN ('starting','running') \
+               AND NOT EXISTS (SELECT 1 FROM cap_seats s WHERE s.run_id = r.id \
+                                 AND s.kind = 'global') \
+             ORDER BY 1",
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
     }
 }

@@ -34,9 +34,9 @@ impl SqliteStore {
             |r| r.get(0),
         )?;
         tx.execute(
-            "INSERT INTO hosts (name, epoch, pid, started_at, heartbeat_at, version, caps_json, config_path) \
-             VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7) \
-             ON CONFLICT (name) DO UPDATE SET epoch = ?2, pid = ?3, started_at = ?4, heartbeat_at = ?4, \
+            "INSERT INTO hosts (name, epoch, pid, started_at, heartbeat_at, version, caps_json, config_path, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?4) \
+             ON CONFLICT (name) DO UPDATE SET epoch = ?2, pid = ?3, started_at = ?4, heartbeat_at = ?4, updated_at = ?4, \
                version = ?5, caps_json = ?6, config_path = ?7, config_version = NULL, \
                config_digest = NULL, http_addr = NULL, forgotten_at = NULL, forgotten_by = NULL, \
                reload_error = NULL",
@@ -56,12 +56,12 @@ impl SqliteStore {
         epoch: i64,
         caps_json: &str,
         reload_error: Option<&str>,
-        _now: Millis,
+        now: Millis,
     ) -> Result<()> {
         let conn = self.conn()?;
         conn.execute(
-            "UPDATE hosts SET caps_json = ?2, reload_error = ?3 WHERE epoch = ?1",
-            params![epoch, caps_json, reload_error],
+            "UPDATE hosts SET caps_json = ?2, reload_error = ?3, updated_at = ?4 WHERE epoch = ?1",
+            params![epoch, caps_json, reload_error, now],
         )?;
         Ok(())
     }
@@ -110,7 +110,8 @@ pub(super) fn host_from_row(r: &Row<'_>) -> rusqlite::Result<HostRow> {
         caps_json: r.get(11)?,
         config_path: r.get(12)?,
         reload_error: r.get(13)?,
-        active_runs: r.get::<_, i64>(14)? as u64,
+        updated_at: r.get(14)?,
+        active_runs: r.get::<_, i64>(15)? as u64,
     })
 }
 

@@ -11,11 +11,10 @@ use super::daemon::{check_epoch, host_from_row};
 use super::runs::{collect_runs, RUN_COLUMNS};
 use super::transitions::apply_one;
 use super::SqliteStore;
-use crate::decide::hosts::{lost_by_forget, HOST_COLUMNS};
+use crate::decide::hosts::{forget_runs, HOST_COLUMNS};
 use crate::error::Result;
 use crate::{
-    Applied, FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId,
-    StoreError,
+    FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId, StoreError,
 };
 
 impl SqliteStore {
@@ -87,18 +86,9 @@ impl SqliteStore {
             ))?;
             collect_runs(&mut stmt, [name])?
         };
-        let mut out = Forgotten {
-            epoch,
-            lost: Vec::new(),
-            retried: Vec::new(),
-        };
-        for run in &runs {
-            let t = lost_by_forget(run, name, plan(run));
-            if let Applied::Done { retry, .. } = apply_one(&tx, epoch, &t, hooks, now)? {
-                out.lost.push(run.id);
-                out.retried.extend(retry);
-            }
-        }
+        let out = forget_runs(&runs, name, epoch, plan, |t| {
+            apply_one(&tx, epoch, t, hooks, now)
+        })?;
         tx.commit()?;
         Ok(out)
     }

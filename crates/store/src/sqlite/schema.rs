@@ -285,7 +285,8 @@ CREATE TABLE hosts (
     forgotten_epoch INTEGER,
     caps_json       TEXT NOT NULL,
     config_path     TEXT NOT NULL,
-    reload_error    TEXT
+    reload_error    TEXT,
+    updated_at      INTEGER NOT NULL
 ) STRICT;
 ALTER TABLE runs ADD COLUMN host TEXT;
 CREATE INDEX runs_active_host ON runs (host) WHERE status IN ('starting','running');
