@@ -285,10 +285,12 @@ pub fn two_namespaces(cmd: &str, global: usize, x: (usize, usize), y: (usize, us
 }
 
 /// The project of the `k`-th run over [`two_namespaces`]: every third run in x, the others in
-/// y, round the projects of each.
+/// y, each namespace's runs going round all of its projects in turn (so every project, and so
+/// the namespace's whole cap, gets work).
 pub fn project_for(k: usize, x_projects: usize, y_projects: usize) -> String {
+    let xs_before = k / 3;
     match k % 3 {
-        0 => format!("x{}", k % x_projects),
-        _ => format!("y{}", k % y_projects),
+        0 => format!("x{}", xs_before % x_projects),
+        _ => format!("y{}", (k - xs_before - 1) % y_projects),
     }
 }
