@@ -22,11 +22,17 @@ use crate::shim::rundir::RunDir;
 use crate::sys::signals::Signal;
 
 impl Daemon {
-    /// Records this host's heartbeat when the last one is [`HEARTBEAT_EVERY_MS`] old. Called
+    /// On a shared database, records this host's heartbeat when the last one is
+    /// [`HEARTBEAT_EVERY_MS`] old. Called
     /// from the loop itself, never from a timer task of its own: a stuck loop must look silent.
     /// A refusal as fenced is kept in [`Daemon::fenced`], as any write's; other failures are
     /// logged and tried at the next turn.
     pub(super) async fn heartbeat(&mut self, last: &mut Option<Instant>) {
+        // SQLite: one host, whose liveness is its daemon lock (`fleet status`); a write every
+        // 2 s would only wake an idle daemon's EVAL (the change probe sees every commit).
+        if self.state.database().is_none() {
+            return;
+        }
         if last.is_some_and(|at| at.elapsed().as_millis() < HEARTBEAT_EVERY_MS as u128) {
             return;
         }
