@@ -148,3 +148,48 @@ fn first_pid(pids: &Path) -> i32 {
     );
     found.unwrap()
 }
+
+/// One config for the fleet: the first host publishes its file; a second host started with a
+/// different file applies the published one and says its file differs; an edit on the first
+/// host, reloaded, is published as the next version and applied by the second.
+#[test]
+fn the_published_config_is_the_one_in_force_on_every_host() {
+    let Some(url) = database_url() else { return };
+    let projects =
+        |cap: u32| format!("max_concurrency = {cap}\n[projects.p]\ncommand = [\"true\"]\n");
+    let a = host(&url, "a", &projects(3));
+    let b = host(&url, "b", &projects(7));
+    let _da = a.start_daemon();
+    a.wait_until(DEADLINE, "a to publish its config", || {
+        host_entry(&a, "a")["config_version"] == 1
+    });
+    let _db = b.start_daemon();
+    b.wait_until(
+        DEADLINE,
+        "b to apply version 1 and say its file differs",
+        || {
+            let h = host_entry(&b, "b");
+            h["config_version"] == 1 && h["config_differs"] == true
+        },
+    );
+    let status = b.status();
+    assert_eq!(status["published_config_version"], 1, "{status}");
+    assert_eq!(status["local_config_differs"], true, "{status}");
+    // b's caps are the published ones, not its file's.
+    b.wait_until(DEADLINE, "b to show the published global cap", || {
+        b.status()["global"]["max_concurrency"] == 3
+    });
+    // An edit on a, reloaded: the next version, applied by b.
+    let body = std::fs::read_to_string(a.path().join("fleet.toml")).unwrap();
+    a.replace_config(&body.replace("max_concurrency = 3", "max_concurrency = 2"));
+    a.cmd_ok(&["reload"]);
+    b.wait_until(DEADLINE, "b to apply version 2", || {
+        host_entry(&b, "b")["config_version"] == 2
+    });
+    b.wait_until(DEADLINE, "b to show the new global cap", || {
+        b.status()["global"]["max_concurrency"] == 2
+    });
+    // Runs still start on b under the published config (its claims carry version 2).
+    let id = b.enqueue("p");
+    assert_eq!(status_of(&b.wait_terminal(id)), "succeeded");
+}

@@ -30,9 +30,23 @@ pub fn hosts(path: &Path, json: bool) -> Result<()> {
         None => (Vec::new(), None),
     };
     let now = now_ms();
+    // SQLite: one host, which heartbeats not (its daemon lock says whether it runs).
+    let holder = match state.database() {
+        None => Some(state.daemon_holder().ok().flatten()),
+        Some(_) => None,
+    };
     let list: Vec<Value> = hosts
         .iter()
-        .map(|h| row(h, published.as_ref(), now))
+        .map(|h| {
+            let mut v = row(h, published.as_ref(), now);
+            if let Some(holder) = holder {
+                if h.forgotten_at.is_none() {
+                    let alive = holder == Some(h.pid);
+                    v["state"] = json!(if alive { "alive" } else { "silent" });
+                }
+            }
+            v
+        })
         .collect();
     if json {
         console::println(Value::Array(list))
@@ -101,11 +115,16 @@ fn text(list: &[Value]) -> String {
 /// prints what it did. Refuses a host whose heartbeat is younger than [`SILENCE_MS`] unless
 /// `force`.
 ///
-/// Errors: exit 2 for an invalid config or an unknown host; 1 when refused (alive) or the
-/// database fails.
+/// Errors: exit 2 for an invalid config, an unknown host, or a SQLite state directory (one
+/// host, nothing to forget); 1 when refused (alive) or the database fails.
 pub fn forget(path: &Path, name: &str, force: bool) -> Result<()> {
     let config = load(path)?;
     let state = state_of(path)?;
+    if state.database().is_none() {
+        return Err(Failure::input(
+            "hosts forget is for hosts sharing a PostgreSQL database; on SQLite the state directory is one host's (stop its daemon instead)",
+        ));
+    }
     let Some(store) = open_existing_at(&state)? else {
         return Err(Failure::input(format!(
             "no host named {name:?} is known to the database"

@@ -184,6 +184,7 @@ impl Install {
             Vec::new(),
             self.live.clone(),
             EvalGates {
+                config_version: None,
                 sweep_removed: false,
                 fire_schedules: true,
                 claim: true,

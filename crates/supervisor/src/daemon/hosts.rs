@@ -22,11 +22,17 @@ use crate::shim::rundir::RunDir;
 use crate::sys::signals::Signal;
 
 impl Daemon {
-    /// Records this host's heartbeat when the last one is [`HEARTBEAT_EVERY_MS`] old. Called
+    /// On a shared database, records this host's heartbeat when the last one is
+    /// [`HEARTBEAT_EVERY_MS`] old. Called
     /// from the loop itself, never from a timer task of its own: a stuck loop must look silent.
     /// A refusal as fenced is kept in [`Daemon::fenced`], as any write's; other failures are
     /// logged and tried at the next turn.
     pub(super) async fn heartbeat(&mut self, last: &mut Option<Instant>) {
+        // SQLite: one host, whose liveness is its daemon lock (`fleet status`); a write every
+        // 2 s would only wake an idle daemon's EVAL (the change probe sees every commit).
+        if self.state.database().is_none() {
+            return;
+        }
         if last.is_some_and(|at| at.elapsed().as_millis() < HEARTBEAT_EVERY_MS as u128) {
             return;
         }
@@ -88,6 +94,66 @@ impl Daemon {
             ),
             Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
             Err(e) => tracing::warn!(error = %e, "could not publish the config"),
+        }
+    }
+
+    /// On a shared database: applies the published config when its version is not the one in
+    /// force here — parsed and checked exactly as a local file, with this host's own keys
+    /// (`host`, `state_dir`, `database`, `http_listen`, `log_format`) kept. One this build
+    /// cannot read is logged and recorded as the reload error; the last good config stays,
+    /// and the claims, still carrying the old version, claim nothing until a readable one is
+    /// published.
+    pub(super) async fn follow_published(&mut self) {
+        if self.state.database().is_none() {
+            return;
+        }
+        let store = self.store.clone();
+        let published = tokio::task::spawn_blocking(move || store.published_config())
+            .await
+            .expect("reading the published config panicked");
+        let p = match published {
+            Ok(Some(p)) if Some(p.version) != self.published_version => p,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the published config");
+                return;
+            }
+        };
+        match crate::config::Config::parse(&p.text, &self.config_path) {
+            Ok(mut new) => {
+                let here = &self.config;
+                new.host.clone_from(&here.host);
+                new.state_dir.clone_from(&here.state_dir);
+                new.database.clone_from(&here.database);
+                new.http_listen.clone_from(&here.http_listen);
+                new.log_format = here.log_format;
+                if new != **here {
+                    self.config = std::sync::Arc::new(new);
+                    self.observed.set_config(self.config.clone());
+                    self.sweep_removed = true;
+                    // The caps `fleet status` shows are this host's row's.
+                    let (store, epoch) = (self.store.clone(), self.epoch);
+                    let caps = crate::caps::caps_json(&self.config);
+                    let recorded = tokio::task::spawn_blocking(move || {
+                        store.set_daemon_config(epoch, &caps, None, now_ms())
+                    })
+                    .await
+                    .expect("set_daemon_config panicked");
+                    if let Err(e) = recorded {
+                        tracing::warn!(error = %e, "could not record the applied config");
+                    }
+                }
+                tracing::info!(version = p.version, by = %p.published_by, "applied the published config");
+                self.published_version = Some(p.version);
+            }
+            Err(_) if self.published_refused == Some(p.version) => {}
+            Err(errors) => {
+                self.published_refused = Some(p.version);
+                tracing::error!(
+                    version = p.version,
+                    "the published config cannot be used here, the last good one stays (and nothing is claimed until a usable one is published): {errors}"
+                );
+            }
         }
     }
 

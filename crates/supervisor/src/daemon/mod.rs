@@ -235,6 +235,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         observed,
         notifier: notify::Notifier::from_env(tick),
         published_version: None,
+        published_refused: None,
     };
     daemon.publish_local(false).await;
     // An edit saved before the watcher started is noticed now: applied at once if it has
