@@ -23,7 +23,8 @@ Measures:
   6. scrape     `/metrics` of a daemon with 1,000 projects and 100k runs of history, and a drain
                 of 2,000 runs scraped back to back against the same drain unscraped
                 (bench/scrape.py).
-  7. hosts      on PostgreSQL (a throwaway server, found as the tests find it): N runs of `true`
+  (7, claims while pruning, is a bench of its own: cargo bench -p supervisor --bench prune_claim.)
+  8. hosts      on PostgreSQL (a throwaway server, found as the tests find it): N runs of `true`
                 over three hosts against one host on SQLite, and the time per run of a drain
                 with 100k runs queued behind a full cap against none (bench/hosts.py).
 
