@@ -23,6 +23,10 @@ Measures:
   6. scrape     `/metrics` of a daemon with 1,000 projects and 100k runs of history, and a drain
                 of 2,000 runs scraped back to back against the same drain unscraped
                 (bench/scrape.py).
+  (7, claims while pruning, is a bench of its own: cargo bench -p supervisor --bench prune_claim.)
+  8. hosts      on PostgreSQL (a throwaway server, found as the tests find it): N runs of `true`
+                over three hosts against one host on SQLite, and the time per run of a drain
+                with 100k runs queued behind a full cap against none (bench/hosts.py).
 
 --tiny never judges a figure: it fails only when something breaks (exit 1 when a measure raised).
 Nothing here sleeps to synchronise: every wait is a poll with a deadline. Every daemon, pueued and
@@ -43,11 +47,13 @@ SIZES = {
     "full": dict(dispatch_runs=2000, pueue_runs=500, repeat=3, enqueue_calls=500, backlog=100_000,
                  backlog_projects=100, idle_projects=1000, idle_secs=60.0, restart_rows=10_000,
                  restart_queued=100, restart_reps=7, eval_sizes=None, eval_quick=False,
-                 scrape_projects=1000, scrape_history=100_000, scrape_drain=2000),
+                 scrape_projects=1000, scrape_history=100_000, scrape_drain=2000,
+                 hosts_runs=2000, hosts_claims=500, hosts_backlog=100_000),
     "tiny": dict(dispatch_runs=50, pueue_runs=20, repeat=1, enqueue_calls=20, backlog=1000,
                  backlog_projects=10, idle_projects=1000, idle_secs=2.0, restart_rows=1000,
                  restart_queued=20, restart_reps=2, eval_sizes="1000", eval_quick=True,
-                 scrape_projects=100, scrape_history=2000, scrape_drain=50),
+                 scrape_projects=100, scrape_history=2000, scrape_drain=50,
+                 hosts_runs=50, hosts_claims=20, hosts_backlog=1000),
 }
 
 
@@ -805,15 +811,22 @@ def table(rows):
     return "\n".join(out)
 
 
-def measure_scrape(a, sz, rows, raw):
-    # In its own file (bench/scrape.py); it borrows this module's helpers and process tag.
-    sys.path.insert(0, HERE)
-    import scrape
-    scrape.measure(sys.modules[__name__], a, sz, rows, raw)
+def in_own_file(name):
+    """A measure kept in bench/<name>.py; it borrows this module's helpers and process tag."""
+    def measure(a, sz, rows, raw):
+        sys.path.insert(0, HERE)
+        import importlib
+        importlib.import_module(name).measure(sys.modules[__name__], a, sz, rows, raw)
+    return measure
+
+
+measure_scrape = in_own_file("scrape")
+measure_hosts = in_own_file("hosts")
 
 
 MEASURES = {"dispatch": measure_dispatch, "eval": measure_eval, "enqueue": measure_enqueue,
-            "idle": measure_idle, "restart": measure_restart, "scrape": measure_scrape}
+            "idle": measure_idle, "restart": measure_restart, "scrape": measure_scrape,
+            "hosts": measure_hosts}
 
 
 def build(a):

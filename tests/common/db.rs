@@ -32,13 +32,15 @@ impl Fleet {
     }
 }
 
-/// The daemon row's `updated_at`, which the takeover and every reload rewrite (`fleet status
-/// --json` does not show it). Panics if there is no daemon row.
+/// The daemon's host row's `updated_at`, which the takeover and every reload rewrite (`fleet
+/// status --json` does not show it). Panics if there is no host row.
 pub fn daemon_updated_at(f: &Fleet) -> i64 {
     f.db_read_only()
-        .query_row("SELECT updated_at FROM daemon WHERE id = 1", [], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT updated_at FROM hosts ORDER BY epoch DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
         .expect("read the daemon row")
 }
 

@@ -66,9 +66,11 @@ fn status_shows_a_refused_edit_even_when_the_broken_file_names_state_dir() {
     )
     .unwrap();
     f.wait_until(DEADLINE, "the daemon to record the refusal", || {
-        conn.query_row("SELECT reload_error FROM daemon WHERE id = 1", [], |r| {
-            r.get::<_, Option<String>>(0)
-        })
+        conn.query_row(
+            "SELECT reload_error FROM hosts ORDER BY epoch DESC LIMIT 1",
+            [],
+            |r| r.get::<_, Option<String>>(0),
+        )
         .unwrap()
         .is_some()
     });

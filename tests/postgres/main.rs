@@ -8,7 +8,10 @@
 //!   a run in flight across a restart is adopted and keeps its real exit code;
 //! - `commands`: `runs --json`, `status`, `check`, `logs` against PostgreSQL; a bad URL refused at
 //!   load without its password; an unreachable database at daemon start is waited for;
-//! - `fencing`: a second daemon on the same database fences the first, which stops and says why;
+//! - `fencing`: a second daemon of the same host on the same database fences the first, which
+//!   stops and says why;
+//! - `hosts`: two hosts (a, b) share the work without fencing each other and read each other's
+//!   logs; a host forgotten while SIGSTOPped stops its stale command and rejoins;
 //! - `outage`: the database restarted or stopped under a running daemon (a cluster of the test's
 //!   own): no exit lost, nothing claimed while it is down, one log line each way.
 //!
@@ -23,6 +26,7 @@ mod helpers;
 mod commands;
 mod drain;
 mod fencing;
+mod hosts;
 mod outage;
 
 use std::path::Path;

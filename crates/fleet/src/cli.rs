@@ -233,6 +233,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The hosts sharing the database: state (alive, silent, forgotten), epoch, heartbeat age,
+    /// version, config version, active runs; or `forget NAME`.
+    #[command(
+        override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] hosts [--json]\n       fleet [--config <PATH>] [--state-dir <PATH>] hosts forget [--force] <NAME>"
+    )]
+    Hosts {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// `forget NAME`: the host is gone.
+        #[command(subcommand)]
+        action: Option<HostsAction>,
+    },
     /// Hold a project or a namespace: its queued runs wait, its occurrences are skipped.
     #[command(override_usage = "fleet [--config <PATH>] pause [--project | --namespace] <NAME>")]
     Pause {
@@ -296,6 +309,21 @@ enum Command {
     },
 }
 
+/// What `fleet hosts` may do besides listing.
+#[derive(Debug, Subcommand)]
+pub enum HostsAction {
+    /// State that host NAME is gone: its epoch is bumped (its daemon can write nothing more),
+    /// its active runs end `lost` (retried per policy) and their seats are freed, in one
+    /// transaction. Refused while its heartbeat is younger than 10 s, unless --force.
+    Forget {
+        /// The host, as `fleet hosts` names it.
+        name: String,
+        /// Forget it even though its heartbeat is recent (it is alive).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
 impl Command {
     /// Whether the command was asked for JSON: its errors are then JSON too.
     fn json(&self) -> bool {
@@ -303,7 +331,8 @@ impl Command {
             Command::Runs { json, .. }
             | Command::Status { json }
             | Command::Check { json }
-            | Command::Projects { json } => *json,
+            | Command::Projects { json }
+            | Command::Hosts { json, .. } => *json,
             _ => false,
         }
     }
@@ -388,7 +417,7 @@ fn run(cli: Cli) -> Result<()> {
             // These act on the config itself; a second source for the state directory could
             // only disagree with it.
             return Err(Failure::input(
-                "--state-dir is for runs, status, logs, cancel, wait, check, projects and reload; daemon, enqueue, rerun, validate, pause and resume use the config's state_dir",
+                "--state-dir is for runs, status, logs, cancel, wait, check, projects, hosts and reload; daemon, enqueue, rerun, validate, pause and resume use the config's state_dir",
             ));
         }
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
@@ -438,6 +467,12 @@ fn run(cli: Cli) -> Result<()> {
         Command::Completions { shell } => crate::manual::completions(shell, Cli::command()),
         Command::Man { command } => crate::manual::man(Cli::command(), command.as_deref()),
         Command::Projects { json } => crate::projects::projects(&cli.config, json),
+        Command::Hosts { json, action } => match action {
+            None => crate::hosts_cmd::hosts(&cli.config, json),
+            Some(HostsAction::Forget { name, force }) => {
+                crate::hosts_cmd::forget(&cli.config, &name, force)
+            }
+        },
         Command::Pause {
             name,
             project,

@@ -11,6 +11,20 @@ use crate::cli::{invalid, load_for_reading, open_existing_at, state_of, Failure,
 use crate::liveness::Liveness;
 use crate::{console, output};
 
+/// The daemon row of this host (`host`, when the config names it) among the hosts sharing the
+/// database; without a name, the host that took over last.
+fn this_host_row(store: &store::Store, host: Option<&str>) -> Result<Option<store::DaemonRow>> {
+    let Some(host) = host else {
+        return store.daemon_row().map_err(Failure::action);
+    };
+    Ok(store
+        .hosts()
+        .map_err(Failure::action)?
+        .into_iter()
+        .find(|h| h.name == host && h.forgotten_at.is_none())
+        .map(store::DaemonRow::from))
+}
+
 /// `fleet status`: the daemon, the config in force, occupancy.
 pub fn status(path: &Path, json: bool) -> Result<()> {
     let (state, config, errors) = load_for_reading(path)?;
@@ -26,14 +40,17 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
             Failure::action(format!("{}: {e}", state.lock_path().display()))
         }
     })?;
-    let (row, active, schedules, pauses) = match open_existing_at(&state)? {
+    // This host's name: the config's `host` (or the machine's hostname).
+    let this_host = config.as_ref().map(|c| c.host.clone());
+    let (row, active, schedules, pauses, published) = match open_existing_at(&state)? {
         Some(store) => (
-            store.daemon_row().map_err(Failure::action)?,
+            this_host_row(&store, this_host.as_deref())?,
             store.active_runs().map_err(Failure::action)?,
             store.schedules().map_err(Failure::action)?,
             store.paused().map_err(Failure::action)?,
+            store.published_config().map_err(Failure::action)?,
         ),
-        None => (None, Vec::new(), Vec::new(), store::Pauses::default()),
+        None => (None, Vec::new(), Vec::new(), store::Pauses::default(), None),
     };
     let liveness = Liveness::probe(&state, holder);
     let report = output::Status::new(
@@ -47,7 +64,12 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
     )
     .with_schedules(&schedules)
     .with_liveness(&liveness)
-    .with_pauses(&pauses);
+    .with_pauses(&pauses)
+    .with_host(
+        this_host.as_deref(),
+        published.as_ref(),
+        std::fs::read(path).ok(),
+    );
     if json {
         console::println(report.json())?;
     } else {

@@ -36,6 +36,16 @@ pub fn print(text: &str) -> Result<(), Failure> {
         .map_err(stdout_failure)
 }
 
+/// Writes `bytes` to stdout as they are (a log need not be UTF-8), and flushes them.
+///
+/// Errors: [`stdout_failure`].
+pub fn write_bytes(bytes: &[u8]) -> Result<(), Failure> {
+    let mut out = io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(stdout_failure)
+}
+
 /// Writes `line` and a newline to stdout, and flushes it.
 ///
 /// Errors: [`stdout_failure`].

@@ -23,18 +23,31 @@ use crate::console;
 /// How often `--follow` looks for more output.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
+/// Whether a run claimed by `host` ran on this machine: its log is here, or `host` is this
+/// machine's host name (the config's `host`, else the hostname), its log not yet written.
+fn ran_here(path: &Path, host: &str, log: &Path) -> bool {
+    log.exists()
+        || supervisor::config::Config::load(path)
+            .map(|c| c.host == host)
+            .unwrap_or(true)
+}
+
 /// `fleet logs RUN [--follow]`.
 pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
     let state = state_of(path)?;
     let Some(store) = open_existing_at(&state)? else {
         return Err(Failure::input(format!("unknown run id {run}")));
     };
-    store.get_run(run).map_err(|e| match e {
+    let row = store.get_run(run).map_err(|e| match e {
         store::StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {run}")),
         other => Failure::action(other),
     })?;
     let dir = RunDir::new(state.root(), run);
     let log = dir.log_path();
+    // A run another host ran has its log there, not here.
+    if let Some(host) = row.host.as_deref().filter(|h| !ran_here(path, h, &log)) {
+        return crate::remote_log::print(&store, &row, host);
+    }
     // The position in the command's whole output of the next byte to print; `None` until the
     // first copy, which prints the file as it is, marker included.
     let mut position: Option<u64> = None;

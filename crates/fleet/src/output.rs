@@ -137,6 +137,23 @@ impl Status {
         self
     }
 
+    /// Adds this host's name (`host`), the published config's version
+    /// (`published_config_version`, null when nothing is published) and whether the local
+    /// fleet.toml (`local`, its bytes) differs from it (`local_config_differs`).
+    pub fn with_host(
+        mut self,
+        host: Option<&str>,
+        published: Option<&store::Published>,
+        local: Option<Vec<u8>>,
+    ) -> Status {
+        self.value["host"] = json!(host);
+        self.value["published_config_version"] = json!(published.map(|p| p.version));
+        self.value["local_config_differs"] = json!(published
+            .zip(local)
+            .map(|(p, l)| supervisor::config::digest(&l) != p.digest));
+        self
+    }
+
     /// Adds the pauses in force (`paused` in the JSON: `kind`, `name`, `since`, `by` each).
     pub fn with_pauses(mut self, pauses: &store::Pauses) -> Status {
         self.value["paused"] = Value::Array(
@@ -207,6 +224,15 @@ impl Status {
             }
         }
         s += &format!("state dir: {}\n", v["state_dir"].as_str().unwrap_or("?"));
+        if let Some(host) = v["host"].as_str() {
+            s += &format!("host: {host}\n");
+        }
+        if let Some(version) = v["published_config_version"].as_i64() {
+            s += &format!("published config: version {version}\n");
+        }
+        if v["local_config_differs"].as_bool() == Some(true) {
+            s += "this host's fleet.toml differs from the published config (the published one is in force)\n";
+        }
         s += &schedule_warnings(v);
         for p in v["paused"].as_array().into_iter().flatten() {
             let by = p["by"]

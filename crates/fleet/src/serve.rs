@@ -11,6 +11,11 @@ use crate::cli::{load, Failure, Result};
 /// `fleet daemon`. `log_format`: `--log-format`, which overrides the config's `log_format`;
 /// `host`: `--host`, which overrides the config's `host` (already checked to be a valid name).
 pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) -> Result<()> {
+    if let Some(name) = &host {
+        // Before the load: with the flag, the machine's own hostname (the default of `host`)
+        // is never read, so an unusable one cannot fail the load.
+        supervisor::config::name_this_host(name);
+    }
     let config = load(path)?;
     // Now, while this process has one thread: the fork server must be forked before the
     // runtime (or anything else) starts threads, and before the daemon lock is taken.

@@ -88,15 +88,32 @@ pub enum StoreError {
         /// The status asked for.
         to: RunStatus,
     },
-    /// The caller's epoch is not the current one: another daemon took over the state directory
-    /// (a newer epoch), or the database was replaced by an older copy of itself (an older one).
-    #[error("{}", fenced_message(*ours, *current))]
+    /// The caller's epoch is not in force any more: another daemon of the same host took over
+    /// (a newer epoch), an operator forgot the host (`forgotten`), or the database was replaced
+    /// by an older copy of itself (`current` older than `ours`).
+    #[error("{}", fenced_message(*ours, *current, *forgotten))]
     Fenced {
         /// The epoch the caller holds.
         ours: i64,
-        /// The epoch in the database.
+        /// The newest epoch in the database (the global counter).
         current: i64,
+        /// True when the host this epoch belonged to was forgotten by an operator: its runs
+        /// were taken from it, and its daemon may rejoin under a new epoch. False when another
+        /// daemon of the same host took over: the caller must stop.
+        forgotten: bool,
     },
+    /// The claim carried caps of config version `ours`, but version `published` is in force:
+    /// nothing was claimed. The caller applies the published config and packs again.
+    #[error("the claim was packed with config version {ours}, but version {published} is published: nothing claimed")]
+    StaleConfig {
+        /// The version the claim's caps came from.
+        ours: i64,
+        /// The version in the database (0: nothing published).
+        published: i64,
+    },
+    /// No host of that name has ever taken over this database.
+    #[error("no host named {0:?} is known to the database")]
+    UnknownHost(String),
     /// A row holds a value this version does not understand (written by another program).
     #[error("run {run}: column {column} holds {value:?}, which fleet does not understand")]
     Corrupt {
@@ -142,13 +159,17 @@ impl StoreError {
 
 /// What [`StoreError::Fenced`] says: an epoch only grows, so an older one in the database means
 /// the database itself was replaced.
-fn fenced_message(ours: i64, current: i64) -> String {
-    if current < ours {
+fn fenced_message(ours: i64, current: i64, forgotten: bool) -> String {
+    if forgotten {
+        format!(
+            "epoch {ours} was forgotten by an operator (fleet hosts forget): this host's runs were taken from it"
+        )
+    } else if current < ours {
         format!(
             "the database holds epoch {current}, older than this daemon's epoch {ours}: it was replaced by an older copy (a restored backup?)"
         )
     } else {
-        format!("epoch {ours} is stale: the state directory was taken over (epoch {current})")
+        format!("epoch {ours} is stale: this host's daemon was taken over (epoch {current})")
     }
 }
 

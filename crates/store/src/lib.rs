@@ -8,12 +8,15 @@
 //!
 //! - `model`: the row types ([`Run`], [`NewRun`], [`Transition`], [`Event`], …), [`Millis`].
 //! - `activity`: [`ProjectActivity`], each project's runs summed up for `fleet projects`.
+//! - `hosts`: [`HostRow`], [`HostInfo`], [`Forgotten`], [`Published`], [`LogTail`]: many
+//!   hosts on one database, and when a host counts as alive ([`SILENCE_MS`]).
 //! - `paused`: [`HoldKind`], [`Pause`], [`Pauses`]: what `fleet pause` holds.
 //! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]).
 //! - [`status`]: the one run state machine ([`RunStatus`], [`TRANSITIONS`]).
 //! - `operator`: the bulk cancel's selection and result ([`CancelSelection`], [`BulkCancelled`]).
 //! - `summary`: monitoring totals ([`EndedTotal`], [`QueueSummary`]).
 //! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
+//!   `store_hosts`: the same front for the operations of many hosts.
 //! - `decide`: the backend-neutral decisions (a transition's plan, a schedule step, prune
 //!   eligibility, claim caps, a cancel, the run columns' meaning), written once and executed by
 //!   each backend with its own SQL; never names SQL nor a driver.
@@ -59,6 +62,7 @@
 mod activity;
 mod decide;
 mod error;
+mod hosts;
 mod model;
 mod operator;
 mod paused;
@@ -67,11 +71,16 @@ mod prune;
 mod sqlite;
 pub mod status;
 mod store;
+mod store_hosts;
 mod summary;
 pub mod test_clock;
 
 pub use activity::ProjectActivity;
 pub use error::StoreError;
+pub use hosts::{
+    Forgotten, HostInfo, HostRow, HostState, LogTail, Published, HEARTBEAT_EVERY_MS,
+    LOG_TAIL_BYTES, SILENCE_MS,
+};
 pub use model::{
     now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRequest, Claimed, ClockBack, DaemonRow,
     Delayed, Event, FailureHook, FailureHooks, FireRequest, Fired, Millis, NewRun, OverlapPolicy,

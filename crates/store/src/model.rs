@@ -91,6 +91,10 @@ pub struct Run {
     /// run at a time). Two active runs of one project never hold the same seat: the database
     /// refuses it.
     pub seat: u32,
+    /// The host whose daemon claimed it (its current or last claim); `None` for a run never
+    /// claimed, or claimed before the database knew hosts. Only that host's daemon recovers,
+    /// reaps and stops it.
+    pub host: Option<String>,
 }
 
 /// A run to be queued. `Default` is a manual run of no project, for struct update syntax.
@@ -166,6 +170,15 @@ pub struct ClaimRequest {
     /// How many runs of the project may be active at once (its `max_parallel`, at least 1 in a
     /// valid config): the claim takes the lowest free seat below it, or is left out.
     pub max_parallel: u32,
+    /// The claiming host's own capacity (`[hosts.NAME] max_concurrency`), if it has one: a
+    /// third cap, counted over that host's active runs only.
+    pub host_cap: Option<u32>,
+    /// The version of the published config the caps above come from. `Some(v)`: the claim
+    /// claims nothing (error [`StoreError::StaleConfig`](crate::StoreError::StaleConfig)) when
+    /// the database's published version is not `v` (0 when nothing is published), so every
+    /// claim counts against the caps of the version in force. `None`: the claimer does not
+    /// follow published configs (one host on SQLite, tests); no check.
+    pub config_version: Option<i64>,
 }
 
 /// A run this EVAL now owns: `queued → starting` is committed.
@@ -304,6 +317,8 @@ pub struct Event {
 /// The daemon's own row: who holds the state directory and what config is in force.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DaemonRow {
+    /// The host it runs on (its host name).
+    pub host: String,
     /// Its process id.
     pub pid: i32,
     /// Its epoch.

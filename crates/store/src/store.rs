@@ -27,12 +27,12 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// (`tokio::task::spawn_blocking`), never on the runtime.
 #[derive(Clone)]
 pub struct Store {
-    backend: Backend,
+    pub(crate) backend: Backend,
 }
 
 /// The database behind a [`Store`].
 #[derive(Clone)]
-enum Backend {
+pub(crate) enum Backend {
     /// One SQLite file in the state directory.
     Sqlite(SqliteStore),
     /// A PostgreSQL database, which several hosts may share.
@@ -164,7 +164,8 @@ impl Store {
         }
     }
 
-    /// The DB running set: every run the database records as active (`starting` or `running`).
+    /// The DB running set: every run the database records as active (`starting` or `running`),
+    /// on every host.
     pub fn active_runs(&self) -> Result<Vec<Run>> {
         match &self.backend {
             Backend::Sqlite(db) => db.active_runs(),
@@ -225,18 +226,26 @@ impl Store {
         }
     }
 
-    /// Takes over the state directory: increments the epoch and records this daemon's row.
-    /// The caller must already hold the daemon lock. Returns the new epoch.
+    /// Takes over for host `host`: takes the next epoch (the one global counter, so an epoch
+    /// names one incarnation of one host) into that host's row (made if new; a forgotten host
+    /// rejoins). Fences only the previous daemon of the same host: its later writes are
+    /// refused as [`StoreError::Fenced`](crate::StoreError::Fenced). Active runs nobody owns
+    /// (claimed before the database knew hosts) become this host's; on SQLite, where one state
+    /// directory is one host, every active run does. The caller must already hold the daemon
+    /// lock. Returns the new epoch.
+    ///
+    /// Errors: busy database (nothing written).
     pub fn take_over(
         &self,
+        host: &str,
         pid: i32,
         config_path: &str,
         caps_json: &str,
         now: Millis,
     ) -> Result<i64> {
         match &self.backend {
-            Backend::Sqlite(db) => db.take_over(pid, config_path, caps_json, now),
-            Backend::Postgres(db) => db.take_over(pid, config_path, caps_json, now),
+            Backend::Sqlite(db) => db.take_over(host, pid, config_path, caps_json, now),
+            Backend::Postgres(db) => db.take_over(host, pid, config_path, caps_json, now),
         }
     }
 
@@ -254,7 +263,8 @@ impl Store {
         }
     }
 
-    /// The daemon row, if a daemon ever took over this state directory.
+    /// The daemon row: the host that took over last and is not forgotten, if any (on SQLite,
+    /// the one host). With several hosts, [`Store::hosts`] lists them all.
     pub fn daemon_row(&self) -> Result<Option<DaemonRow>> {
         match &self.backend {
             Backend::Sqlite(db) => db.daemon_row(),

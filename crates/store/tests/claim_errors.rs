@@ -9,7 +9,7 @@ use common::Db;
 
 fn a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error(db: &Db) {
     let s = db.store();
-    let epoch = s.take_over(1, "fleet.toml", "{}", 0).unwrap();
+    let epoch = s.take_over("local", 1, "fleet.toml", "{}", 0).unwrap();
     let id = s
         .enqueue(
             &NewRun {
@@ -40,6 +40,8 @@ fn a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error(db: &Db) {
         global_cap: 4,
         namespace_cap: None,
         max_parallel: 1,
+        host_cap: None,
+        config_version: None,
     };
     let err = s
         .claim(epoch, std::slice::from_ref(&req), 2)

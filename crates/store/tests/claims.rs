@@ -103,6 +103,8 @@ fn concurrent_claims_never_exceed_a_cap(db: &Db) {
                         global_cap: 3,
                         namespace_cap: Some(caps(&h.namespace)),
                         max_parallel: 1,
+                        host_cap: None,
+                        config_version: None,
                     })
                     .collect();
                 let claimed = match s.claim(epoch, &asks, RUNS) {
@@ -196,6 +198,8 @@ fn a_full_cap_refuses_the_claim_until_a_run_ends(db: &Db) {
         global_cap: 10,
         namespace_cap: Some(2),
         max_parallel: 1,
+        host_cap: None,
+        config_version: None,
     };
     let ids: Vec<RunId> = (0..3)
         .map(|i| s.enqueue(&new_run(&format!("p{i}"), "n"), i).unwrap())
@@ -213,6 +217,8 @@ fn a_full_cap_refuses_the_claim_until_a_run_ends(db: &Db) {
         global_cap: 2,
         namespace_cap: None,
         max_parallel: 1,
+        host_cap: None,
+        config_version: None,
     };
     assert!(s
         .claim(epoch, std::slice::from_ref(&tight), 8)

@@ -68,6 +68,8 @@ fn an_occurrence_proposed_again_neither_runs_nor_replaces(db: &Db) {
             global_cap: 4,
             namespace_cap: None,
             max_parallel: 1,
+            host_cap: None,
+            config_version: None,
         }],
         3,
     )
@@ -152,7 +154,7 @@ fn delays_set_by_a_clock_that_was_ahead_count_from_now(db: &Db) {
         .is_empty());
     // Fenced like every write that decides when a run may start.
     let s2 = s.clone();
-    s2.take_over(2, "fleet.toml", "{}", now).unwrap();
+    s2.take_over("local", 2, "fleet.toml", "{}", now).unwrap();
     retry_like(&s, "e", now + YEAR, 1_000);
     assert!(matches!(
         s.rebase_delays(epoch, now, tolerance),

@@ -39,6 +39,8 @@ fn claimed(s: &Store, epoch: i64, project: &str, hook_of: Option<RunId>) -> (Run
                 global_cap: 8,
                 namespace_cap: None,
                 max_parallel: 1,
+                host_cap: None,
+                config_version: None,
             }],
             2,
         )

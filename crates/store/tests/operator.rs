@@ -31,6 +31,8 @@ fn fail(s: &Store, epoch: i64, id: RunId, retry: bool) -> Option<RunId> {
                 global_cap: 4,
                 namespace_cap: None,
                 max_parallel: 1,
+                host_cap: None,
+                config_version: None,
             }],
             2,
         )
@@ -87,6 +89,8 @@ fn cancel_selected_takes_its_selection_and_leaves_active_runs_with_queued_only(d
                 global_cap: 4,
                 namespace_cap: None,
                 max_parallel: 1,
+                host_cap: None,
+                config_version: None,
             }],
             2,
         )

@@ -18,7 +18,7 @@ const RACERS: usize = 6;
 /// see it running and both end it, queueing two retries).
 fn one_end_applied_by_several_stores_is_applied_once(db: &Db) {
     let s = db.store();
-    let epoch = s.take_over(1, "fleet.toml", "{}", 0).unwrap();
+    let epoch = s.take_over("local", 1, "fleet.toml", "{}", 0).unwrap();
     let new = NewRun {
         project: "p".into(),
         namespace: "default".into(),
@@ -31,6 +31,8 @@ fn one_end_applied_by_several_stores_is_applied_once(db: &Db) {
         global_cap: 1,
         namespace_cap: Some(1),
         max_parallel: 1,
+        host_cap: None,
+        config_version: None,
     };
     let run = s.claim(epoch, &[ask], 2).unwrap().remove(0).run;
     let end = Transition {
@@ -91,6 +93,8 @@ fn one_end_applied_by_several_stores_is_applied_once(db: &Db) {
         global_cap: 1,
         namespace_cap: Some(1),
         max_parallel: 1,
+        host_cap: None,
+        config_version: None,
     };
     assert_eq!(s.claim(epoch, &[again], 4).unwrap().len(), 1);
 }
@@ -100,7 +104,7 @@ fn one_end_applied_by_several_stores_is_applied_once(db: &Db) {
 /// lock of a schedule step (the second insert of the occurrence's run fails on the unique key).
 fn one_occurrence_fired_by_several_stores_makes_one_run(db: &Db) {
     let s = db.store();
-    let epoch = s.take_over(1, "fleet.toml", "{}", 0).unwrap();
+    let epoch = s.take_over("local", 1, "fleet.toml", "{}", 0).unwrap();
     let req = common::req(None, Some(60_000), OverlapPolicy::Queue);
     let start = Barrier::new(RACERS);
     let fired: Vec<Fired> = std::thread::scope(|scope| {

@@ -56,6 +56,8 @@ fn forbid_skips_while_active_and_records_it(db: &Db) {
             global_cap: 4,
             namespace_cap: None,
             max_parallel: 1,
+            host_cap: None,
+            config_version: None,
         }],
         2,
     )
@@ -90,6 +92,8 @@ fn replace_flags_the_active_run_and_queues_the_new_one(db: &Db) {
             global_cap: 4,
             namespace_cap: None,
             max_parallel: 1,
+            host_cap: None,
+            config_version: None,
         }],
         2,
     )

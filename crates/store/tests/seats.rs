@@ -26,6 +26,8 @@ fn req(id: RunId, ns: &str, max_parallel: u32) -> ClaimRequest {
         global_cap: 100,
         namespace_cap: None,
         max_parallel,
+        host_cap: None,
+        config_version: None,
     }
 }
 

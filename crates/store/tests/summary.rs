@@ -75,6 +75,8 @@ fn totals_count_every_end_once_and_queue_is_summed_per_namespace(db: &Db) {
         global_cap: 4,
         namespace_cap: None,
         max_parallel: 1,
+        host_cap: None,
+        config_version: None,
     };
     let c = s.claim(epoch, &[req(a1)], 100).unwrap();
     s.apply(

@@ -152,6 +152,7 @@ impl Install {
         fill(&state.db_path(), n, now);
         let epoch = store
             .take_over(
+                "local",
                 std::process::id() as i32,
                 &path.display().to_string(),
                 "{}",
@@ -183,6 +184,7 @@ impl Install {
             Vec::new(),
             self.live.clone(),
             EvalGates {
+                config_version: None,
                 sweep_removed: false,
                 fire_schedules: true,
                 claim: true,

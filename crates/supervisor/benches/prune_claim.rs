@@ -115,6 +115,8 @@ fn claim_all(store: &Store, epoch: i64, ids: &[RunId]) -> Vec<Duration> {
                 global_cap: 1_000_000,
                 namespace_cap: None,
                 max_parallel: 1,
+                host_cap: None,
+                config_version: None,
             };
             let t = Instant::now();
             let claimed = store.claim(epoch, &[req], store::now_ms()).expect("claim");
@@ -148,7 +150,7 @@ fn main() {
         t.elapsed().as_secs_f64()
     );
     let epoch = store
-        .take_over(std::process::id() as i32, "bench", "{}", now)
+        .take_over("local", std::process::id() as i32, "bench", "{}", now)
         .unwrap();
 
     let policy = PrunePolicy {

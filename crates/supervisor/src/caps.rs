@@ -8,8 +8,9 @@
 use crate::config::Config;
 
 /// The caps of `config` as a JSON object:
-/// `{"global": N, "namespaces": {"NAME": {"max_concurrency": N, "weight": W}, …}}`
-/// (`namespaces` is empty when the config declares none).
+/// `{"global": N, "namespaces": {"NAME": {"max_concurrency": N, "weight": W}, …}, "host":
+/// {"name": "NAME", "max_concurrency": N}}` (`namespaces` is empty when the config declares
+/// none; the host's `max_concurrency` is null when no `[hosts.NAME]` table caps it).
 pub fn caps_json(config: &Config) -> String {
     let caps = config.caps();
     let namespaces: serde_json::Map<String, serde_json::Value> = caps
@@ -22,5 +23,9 @@ pub fn caps_json(config: &Config) -> String {
             )
         })
         .collect();
-    serde_json::json!({"global": caps.global, "namespaces": namespaces}).to_string()
+    let host = serde_json::json!({
+        "name": config.host,
+        "max_concurrency": config.host_capacity(&config.host),
+    });
+    serde_json::json!({"global": caps.global, "namespaces": namespaces, "host": host}).to_string()
 }

@@ -68,6 +68,9 @@ pub enum ViolationKind {
     /// backup). Never a normal state: a run's row is committed before its folder is made, and a
     /// prune removes the folder before the row. Fleet never removes such a folder itself.
     FolderWithoutRun,
+    /// A cap seat (shared database) held by a run that is not active, or an active run without
+    /// its seat: a seat freed never, or not by the end of its run.
+    SeatMismatch,
 }
 
 impl ViolationKind {
@@ -81,6 +84,7 @@ impl ViolationKind {
             ViolationKind::TwoActiveRuns => "two_active_runs",
             ViolationKind::TwoEnds => "two_ends",
             ViolationKind::FolderWithoutRun => "folder_without_run",
+            ViolationKind::SeatMismatch => "seat_mismatch",
         }
     }
 }
@@ -128,7 +132,18 @@ pub fn plain_list<T: std::fmt::Display>(items: &[T]) -> String {
         .join(", ")
 }
 
+/// Whether `run` was claimed by `host` (this host), or by no named host (a run claimed before
+/// hosts existed, or this host's name unknown): only such runs' folders are on this machine.
+fn ran_here(run: &store::Run, host: Option<&str>) -> bool {
+    match (run.host.as_deref(), host) {
+        (Some(claimer), Some(me)) => claimer == me,
+        _ => true,
+    }
+}
+
 /// Runs every check against one state directory.
+/// On a shared database, the events and the database's rows of every host are checked; run
+/// folders only for this host's runs (they are local).
 ///
 /// Errors: the database cannot be read ([`CheckError::Store`]), or a run folder or run file
 /// exists but cannot be read or parsed ([`CheckError::Unreadable`], naming it): a file that
@@ -144,6 +159,11 @@ pub fn check(
     config: Option<&Config>,
 ) -> Result<Report, CheckError> {
     let mut report = Report::default();
+    // This host: only its runs' folders are here to be checked.
+    let this_host = match config {
+        Some(c) => Some(c.host.clone()),
+        None => crate::config::machine_hostname().ok(),
+    };
     let runs = store.list_runs(&store::RunFilter::default())?;
     let events = store.events_after(0)?;
     report.runs = runs.len();
@@ -229,6 +249,16 @@ pub fn check(
         }
     }
 
+    // The cap seats against the runs (a shared database: seats are freed exactly once, by the
+    // end of the run that holds them).
+    for (run, message) in store.seat_problems()? {
+        report.violations.push(Violation {
+            kind: ViolationKind::SeatMismatch,
+            run_id: Some(run),
+            message,
+        });
+    }
+
     // The database's running set against the shims' locks.
     let by_id: BTreeMap<RunId, &store::Run> = runs.iter().map(|r| (r.id, r)).collect();
     let mut active_by_project: BTreeMap<&str, Vec<(RunId, u32)>> = BTreeMap::new();
@@ -237,6 +267,10 @@ pub fn check(
             .entry(run.project.as_str())
             .or_default()
             .push((run.id, run.seat));
+        // Run folders are local: another host's active run has its shim there, not here.
+        if !ran_here(run, this_host.as_deref()) {
+            continue;
+        }
         let dir = RunDir::new(state.root(), run.id);
         if at(&dir.path().join(LOCK_FILE), dir.is_locked())? {
             continue;
@@ -448,7 +482,7 @@ mod tests {
     #[test]
     fn a_claim_from_a_clock_ahead_is_not_young() {
         let (_d, state, store) = setup();
-        let epoch = store.take_over(1, "fleet.toml", "{}", 0).unwrap();
+        let epoch = store.take_over("local", 1, "fleet.toml", "{}", 0).unwrap();
         let id = store
             .enqueue(
                 &store::NewRun {
@@ -473,6 +507,8 @@ mod tests {
                     global_cap: 4,
                     namespace_cap: None,
                     max_parallel: 1,
+                    host_cap: None,
+                    config_version: None,
                 }],
                 claimed_at,
             )

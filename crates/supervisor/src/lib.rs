@@ -46,7 +46,7 @@ pub mod health;
 pub mod http;
 pub mod prune;
 pub mod report;
-pub(crate) mod retry;
+pub mod retry;
 pub mod schedule;
 pub(crate) mod settle;
 pub mod shim;

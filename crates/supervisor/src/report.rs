@@ -36,6 +36,7 @@ pub fn run_json(r: &Run) -> Value {
         "retry_of": r.retry_of,
         "rerun_of": r.rerun_of,
         "hook_of": r.hook_of,
+        "host": r.host,
     })
 }
 

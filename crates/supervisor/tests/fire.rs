@@ -24,7 +24,7 @@ struct Setup {
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("fleet.db"), Duration::from_secs(1)).unwrap();
-    let epoch = store.take_over(1, "fleet.toml", "{}", T0).unwrap();
+    let epoch = store.take_over("local", 1, "fleet.toml", "{}", T0).unwrap();
     Setup {
         _dir: dir,
         store,
@@ -231,7 +231,10 @@ fn a_stale_epoch_fires_nothing() {
     let s = setup();
     let c = config(TWO);
     fire_due(&s.store, s.epoch, &c, T0).unwrap();
-    let newer = s.store.take_over(2, "fleet.toml", "{}", T0).unwrap();
+    let newer = s
+        .store
+        .take_over("local", 2, "fleet.toml", "{}", T0)
+        .unwrap();
     assert!(newer > s.epoch);
     assert!(fire_due(&s.store, s.epoch, &c, T0 + 10 * S).is_err());
     assert!(runs_of(&s.store, "ten").is_empty());

@@ -15,6 +15,8 @@ pub(crate) enum CapKind {
     Global,
     /// A namespace's cap; its name is the namespace's.
     Namespace,
+    /// A host's own capacity; its name is the host's. Counted over that host's active runs.
+    Host,
 }
 
 impl CapKind {
@@ -23,6 +25,7 @@ impl CapKind {
         match self {
             CapKind::Global => "global",
             CapKind::Namespace => "namespace",
+            CapKind::Host => "host",
         }
     }
 }
@@ -38,9 +41,10 @@ pub(crate) struct Cap<'a> {
     pub(crate) cap: u32,
 }
 
-/// The caps `req` carries, global first: a claim that finds any of them full claims nothing,
-/// so that no cap is exceeded whatever a packer decided.
-pub(crate) fn caps(req: &ClaimRequest) -> Vec<Cap<'_>> {
+/// The caps `req` carries, global first, then its namespace's, then the claiming `host`'s own
+/// capacity: a claim that finds any of them full claims nothing, so that no cap is exceeded
+/// whatever a packer decided.
+pub(crate) fn caps<'a>(req: &'a ClaimRequest, host: &'a str) -> Vec<Cap<'a>> {
     let global = Cap {
         kind: CapKind::Global,
         name: "",
@@ -51,7 +55,25 @@ pub(crate) fn caps(req: &ClaimRequest) -> Vec<Cap<'_>> {
         name: &req.namespace,
         cap,
     });
-    std::iter::once(global).chain(namespace).collect()
+    let own = req.host_cap.map(|cap| Cap {
+        kind: CapKind::Host,
+        name: host,
+        cap,
+    });
+    std::iter::once(global)
+        .chain(namespace)
+        .chain(own)
+        .collect()
+}
+
+/// Whether a claim packed with config version `ours` may claim while `published` (0: nothing
+/// published) is in force: only when they are the same, so that every claim counts against the
+/// caps of the version in force. `None` (a claimer that follows no published config) always may.
+pub(crate) fn stale_config(ours: Option<i64>, published: i64) -> Option<crate::StoreError> {
+    match ours {
+        Some(ours) if ours != published => Some(crate::StoreError::StaleConfig { ours, published }),
+        _ => None,
+    }
 }
 
 /// The lowest seat number below `max_parallel` missing from `taken` (the seats the project's
@@ -92,10 +114,15 @@ mod tests {
             global_cap: 8,
             namespace_cap: None,
             max_parallel: 1,
+            host_cap: None,
+            config_version: None,
         };
-        assert_eq!(caps(&req).len(), 1);
+        assert_eq!(caps(&req, "a").len(), 1);
         req.namespace_cap = Some(2);
-        let c = caps(&req);
+        req.host_cap = Some(3);
+        let c = caps(&req, "a");
+        assert_eq!(c[2].kind, CapKind::Host);
+        assert_eq!(c[2].name, "a");
         assert_eq!(
             c[1],
             Cap {

@@ -17,11 +17,13 @@
 //! queue, skip, replace), `prune` (which runs a prune may take), `run_columns` (the `runs`
 //! column list and what its text columns mean), `clock` (a delay written by a clock that
 //! stepped back, counted again), `claim` (the caps a claim must find room under, a project's
-//! lowest free seat), `cancel` (what cancelling a run of a given status writes).
+//! lowest free seat, a config version in force), `cancel` (what cancelling a run of a given
+//! status writes), `hosts` (which epoch may write, what forgetting a host does to its runs).
 
 pub(crate) mod cancel;
 pub(crate) mod claim;
 pub(crate) mod clock;
+pub(crate) mod hosts;
 pub(crate) mod prune;
 pub(crate) mod run_columns;
 pub(crate) mod schedule;

@@ -12,7 +12,7 @@ use crate::{RunId, RunStatus, StoreError, Trigger};
 pub(crate) const RUN_COLUMNS: &str =
     "id, project, namespace, status, attempt, trigger, occurrence, priority, \
      not_before, enqueued_at, started_at, finished_at, pid, exit_code, signal, reason, \
-     cancel_requested, claim_token, epoch, retry_of, args, env, rerun_of, hook_of, seat";
+     cancel_requested, claim_token, epoch, retry_of, args, env, rerun_of, hook_of, seat, host";
 
 /// A run's `args` column: a JSON array of strings, NULL for none.
 pub(crate) fn encode_args(args: &[String]) -> Option<String> {

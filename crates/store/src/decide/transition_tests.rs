@@ -31,6 +31,7 @@ fn run(status: RunStatus) -> Run {
         rerun_of: None,
         hook_of: None,
         seat: 0,
+        host: None,
     }
 }
 

@@ -17,7 +17,7 @@ use super::events::{insert_event, EventRow};
 use super::paused::held_by;
 use super::runs::{run_from_row, RUN_COLUMNS};
 use super::{is_unique_violation, PgStore};
-use crate::decide::claim::{caps, Cap};
+use crate::decide::claim::{caps, stale_config, Cap};
 use crate::error::Result;
 use crate::{ClaimRequest, Claimed, Millis, RunId, RunStatus};
 
@@ -33,14 +33,24 @@ impl PgStore {
         now: Millis,
     ) -> Result<Vec<Claimed>> {
         let mut conn = self.conn()?;
-        let mut all_caps: Vec<Cap<'_>> = requests.iter().flat_map(caps).collect();
+        // The claiming host's name names its seats; read (and fenced) before the seats are
+        // made, outside the claim's transaction, then checked again inside it.
+        let host = {
+            let mut tx = conn.transaction()?;
+            let host = check_epoch(&mut tx, epoch)?;
+            tx.commit()?;
+            host
+        };
+        let mut all_caps: Vec<Cap<'_>> = requests.iter().flat_map(|r| caps(r, &host)).collect();
         all_caps.sort_unstable();
         all_caps.dedup();
         for c in all_caps {
             provide_seats(&mut *conn, c.kind.as_str(), c.name, c.cap)?;
         }
         let mut tx = conn.transaction()?;
+        // Checked again in the claim's own transaction: the seats were made outside it.
         check_epoch(&mut tx, epoch)?;
+        check_published(&mut tx, requests)?;
         // The runs this transaction may claim: those still queued that no other transaction is
         // claiming right now. Locked here, all at once and without waiting (`SKIP LOCKED`), so
         // two claim batches naming the same runs in different orders never deadlock; a run
@@ -74,7 +84,7 @@ impl PgStore {
                claim_token = ((('x' || substr(md5(gen_random_uuid()::text), 1, 16))::bit(64)::bigint \
                                & 9223372036854775807) | 1), \
                epoch = $3, started_at = $4, finished_at = NULL, pid = NULL, exit_code = NULL, \
-               signal = NULL, seat = $5 \
+               signal = NULL, seat = $5, host = $6 \
              WHERE id = $1 AND status = 'queued' RETURNING {RUN_COLUMNS}"
         );
         let mut out = Vec::with_capacity(requests.len());
@@ -96,8 +106,14 @@ impl PgStore {
             };
             // Dropping the savepoint unreleased rolls this one claim back.
             let mut sp = tx.savepoint("claim")?;
-            let params: [&(dyn postgres::types::ToSql + Sync); 5] =
-                [&req.run_id, &req.namespace, &epoch, &now, &i64::from(seat)];
+            let params: [&(dyn postgres::types::ToSql + Sync); 6] = [
+                &req.run_id,
+                &req.namespace,
+                &epoch,
+                &now,
+                &i64::from(seat),
+                &host,
+            ];
             let run = match sp.query_opt(&sql, &params) {
                 Ok(Some(row)) => run_from_row(&row)?,
                 Ok(None) => continue,
@@ -114,7 +130,7 @@ impl PgStore {
                 Err(e) => return Err(e.into()),
             };
             let mut seated = true;
-            for c in caps(req) {
+            for c in caps(req, &host) {
                 if !take_seat(&mut sp, c.kind.as_str(), c.name, c.cap, run.id)? {
                     tracing::info!(run = run.id, namespace = %req.namespace,
                         "claim refused: no {} seat left", c.kind.as_str());
@@ -142,6 +158,27 @@ impl PgStore {
         }
         tx.commit()?;
         Ok(out)
+    }
+}
+
+/// Refuses the claim with [`crate::StoreError::StaleConfig`] when its requests were packed
+/// with another config version than the published one. The row is read `FOR SHARE` and held
+/// to commit: a publish (which updates it) waits for this claim, and claims after it see it.
+fn check_published(tx: &mut Transaction<'_>, requests: &[ClaimRequest]) -> Result<()> {
+    let Some(ours) = requests.iter().find_map(|r| r.config_version) else {
+        return Ok(());
+    };
+    let published: i64 = tx
+        .query_opt(
+            "SELECT version FROM published_config WHERE id = 1 FOR SHARE",
+            &[],
+        )?
+        .map(|r| r.try_get(0))
+        .transpose()?
+        .unwrap_or(0);
+    match stale_config(Some(ours), published) {
+        Some(stale) => Err(stale),
+        None => Ok(()),
     }
 }
 
@@ -198,9 +235,11 @@ pub(super) fn provide_seats(
 /// A seat skipped because it was locked may make a cap look full for a moment: the claim then
 /// leaves the run queued for a later EVAL (never the other way round).
 ///
-/// A cap lowered while runs hold seats above it: the seats held are counted too, so no seat is
-/// taken while as many runs as the new cap hold seats. (Two claims racing while seats above the
-/// new cap are still held can reach the old cap, never more.)
+/// A cap lowered while runs hold seats at or above it: no seat of that cap is taken at all
+/// until those runs have ended. Counting the seats held is not enough there: two claims racing
+/// (neither sees the other's uncommitted seat) would both see room and take two distinct free
+/// seats below the new cap, reaching the old cap. With no seat >= cap held, every seat held is
+/// below the cap and distinct, so the seats held never outnumber it, whatever races.
 pub(super) fn take_seat(
     tx: &mut Transaction<'_>,
     kind: &str,
@@ -214,6 +253,8 @@ pub(super) fn take_seat(
            WHERE kind = $1 AND name = $2 AND seat < $3 AND run_id IS NULL \
              AND (SELECT count(*) FROM cap_seats h \
                   WHERE h.kind = $1 AND h.name = $2 AND h.run_id IS NOT NULL) < $3 \
+             AND NOT EXISTS (SELECT 1 FROM cap_seats o \
+                  WHERE o.kind = $1 AND o.name = $2 AND o.seat >= $3 AND o.run_id IS NOT NULL) \
            ORDER BY seat LIMIT 1 FOR UPDATE SKIP LOCKED) \
          RETURNING seat",
         &[&kind, &name, &i64::from(cap), &run],

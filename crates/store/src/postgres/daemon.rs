@@ -1,20 +1,27 @@
-//! The daemon row and the epoch, for PostgreSQL: taking over, recording the config in force,
-//! and fencing writes from a daemon that has been taken over.
+//! Hosts and epochs, for PostgreSQL: taking over (a host row), recording the config in force,
+//! and fencing writes from a daemon whose epoch is no longer held.
 //!
-//! The epoch in `meta` only ever grows, by one per take-over. Every write that licenses a side
-//! effect calls [`check_epoch`] first, inside its own transaction.
+//! The counter in `meta` only ever grows, by one per take-over and per forget, so an epoch
+//! names one incarnation of one host. Every write that licenses a side effect calls
+//! [`check_epoch`] first, inside its own transaction: it reads the host row holding the epoch
+//! `FOR SHARE`, so a take-over or a forget of that host (which update the row) waits for the
+//! writes in flight, and hosts of different names never wait on each other.
 
-use postgres::Transaction;
+use postgres::{Row, Transaction};
 
 use super::PgStore;
+use crate::decide::hosts::{fence, EpochFacts, HOST_COLUMNS, VERSION};
 use crate::error::Result;
-use crate::{DaemonRow, Millis, StoreError};
+use crate::{DaemonRow, HostRow, Millis};
 
 impl PgStore {
-    /// [`crate::Store::take_over`]: the epoch bump and the daemon row in one transaction. The
-    /// update's row lock waits for every write holding the epoch `FOR SHARE`.
+    /// [`crate::Store::take_over`]: the epoch bump, the host row, and the active runs no host
+    /// owns yet (claimed before the database knew hosts) made this host's, in one transaction.
+    /// The row update waits for every write of the previous daemon of this host holding it
+    /// `FOR SHARE`.
     pub(crate) fn take_over(
         &self,
+        host: &str,
         pid: i32,
         config_path: &str,
         caps_json: &str,
@@ -29,11 +36,19 @@ impl PgStore {
             )?
             .get(0);
         tx.execute(
-            "INSERT INTO daemon (id, pid, epoch, started_at, config_path, caps_json, reload_error, updated_at) \
-             VALUES (1, $1, $2, $3, $4, $5, NULL, $3) \
-             ON CONFLICT (id) DO UPDATE SET pid = $1, epoch = $2, started_at = $3, config_path = $4, \
-               caps_json = $5, reload_error = NULL, updated_at = $3",
-            &[&i64::from(pid), &epoch, &now, &config_path, &caps_json],
+            "INSERT INTO hosts (name, epoch, pid, started_at, heartbeat_at, version, caps_json, config_path, updated_at) \
+             VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $4) \
+             ON CONFLICT (name) DO UPDATE SET epoch = $2, pid = $3, started_at = $4, heartbeat_at = $4, updated_at = $4, \
+               version = $5, caps_json = $6, config_path = $7, config_version = NULL, \
+               config_digest = NULL, http_addr = NULL, forgotten_at = NULL, forgotten_by = NULL, \
+               reload_error = NULL",
+            &[&host, &epoch, &i64::from(pid), &now, &VERSION, &caps_json, &config_path],
+        )?;
+        // Runs claimed before hosts existed belong to the first host that takes over: on an
+        // upgrade that is the one host there was.
+        tx.execute(
+            "UPDATE runs SET host = $1 WHERE host IS NULL AND status IN ('starting','running')",
+            &[&host],
         )?;
         tx.commit()?;
         Ok(epoch)
@@ -49,29 +64,26 @@ impl PgStore {
     ) -> Result<()> {
         let mut conn = self.conn()?;
         conn.execute(
-            "UPDATE daemon SET caps_json = $2, reload_error = $3, updated_at = $4 WHERE epoch = $1",
+            "UPDATE hosts SET caps_json = $2, reload_error = $3, updated_at = $4 WHERE epoch = $1",
             &[&epoch, &caps_json, &reload_error, &now],
         )?;
         Ok(())
     }
 
-    /// [`crate::Store::daemon_row`].
+    /// [`crate::Store::daemon_row`]: the host that took over last (not forgotten).
     pub(crate) fn daemon_row(&self) -> Result<Option<DaemonRow>> {
         let mut conn = self.conn()?;
         let row = conn.query_opt(
-            "SELECT pid, epoch, started_at, config_path, caps_json, reload_error, updated_at \
-             FROM daemon WHERE id = 1",
+            &format!(
+                "SELECT {HOST_COLUMNS} FROM hosts WHERE forgotten_at IS NULL \
+                 ORDER BY epoch DESC LIMIT 1"
+            ),
             &[],
         )?;
-        Ok(row.map(|r| DaemonRow {
-            pid: r.get::<_, i64>(0) as i32,
-            epoch: r.get(1),
-            started_at: r.get(2),
-            config_path: r.get(3),
-            caps_json: r.get(4),
-            reload_error: r.get(5),
-            updated_at: r.get(6),
-        }))
+        Ok(row
+            .map(|r| host_from_row(&r))
+            .transpose()?
+            .map(DaemonRow::from))
     }
 
     /// [`crate::Store::epoch`].
@@ -83,15 +95,58 @@ impl PgStore {
     }
 }
 
-/// Refuses the caller's transaction with [`StoreError::Fenced`] unless `ours` is the current
-/// epoch. The row is read `FOR SHARE`: held until the caller commits, so no take-over can slip in
-/// between the check and the write it guards (and one in progress is waited for).
-pub(super) fn check_epoch(tx: &mut Transaction<'_>, ours: i64) -> Result<()> {
-    let current: i64 = tx
-        .query_one("SELECT value FROM meta WHERE key = 'epoch' FOR SHARE", &[])?
-        .get(0);
-    if current != ours {
-        return Err(StoreError::Fenced { ours, current });
-    }
-    Ok(())
+/// Maps a row selected as [`HOST_COLUMNS`] to a [`HostRow`].
+pub(super) fn host_from_row(r: &Row) -> Result<HostRow> {
+    Ok(HostRow {
+        name: r.try_get(0)?,
+        epoch: r.try_get(1)?,
+        pid: r.try_get::<_, i64>(2)? as i32,
+        started_at: r.try_get(3)?,
+        heartbeat_at: r.try_get(4)?,
+        version: r.try_get(5)?,
+        config_version: r.try_get(6)?,
+        config_digest: r.try_get(7)?,
+        http_addr: r.try_get(8)?,
+        forgotten_at: r.try_get(9)?,
+        forgotten_by: r.try_get(10)?,
+        caps_json: r.try_get(11)?,
+        config_path: r.try_get(12)?,
+        reload_error: r.try_get(13)?,
+        updated_at: r.try_get(14)?,
+        active_runs: r.try_get::<_, i64>(15)? as u64,
+    })
+}
+
+/// Refuses the caller's transaction with [`crate::StoreError::Fenced`] unless a host row holds
+/// `ours` unforgotten; returns that host's name. The row is read `FOR SHARE`: held until the
+/// caller commits, so no take-over or forget of this host can slip in between the check and
+/// the write it guards (and one in progress is waited for, then seen).
+pub(super) fn check_epoch(tx: &mut Transaction<'_>, ours: i64) -> Result<String> {
+    let holder: Option<String> = tx
+        .query_opt(
+            "SELECT name FROM hosts WHERE epoch = $1 AND forgotten_at IS NULL FOR SHARE",
+            &[&ours],
+        )?
+        .map(|r| r.try_get(0))
+        .transpose()?;
+    let (current, forgotten) = match holder {
+        Some(_) => (ours, false),
+        None => {
+            let r = tx.query_one(
+                "SELECT (SELECT value FROM meta WHERE key = 'epoch'), \
+                   EXISTS (SELECT 1 FROM hosts WHERE forgotten_epoch = $1 \
+                             AND forgotten_at IS NOT NULL)",
+                &[&ours],
+            )?;
+            (r.try_get(0)?, r.try_get(1)?)
+        }
+    };
+    fence(
+        ours,
+        EpochFacts {
+            current,
+            holder,
+            forgotten,
+        },
+    )
 }

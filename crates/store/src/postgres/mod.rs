@@ -15,8 +15,10 @@
 //!   that ends it. Counting active runs and then claiming would let two claimers both see room.
 //! - The partial unique index `runs_one_active_per_project` refuses a second active run of a
 //!   project; each claim runs under a savepoint so that this refusal skips one run, not the batch.
-//! - Writes that need the epoch read it `FOR SHARE`, so a take-over waits for them and they wait
-//!   for a take-over in progress: the same order SQLite's one write lock gives.
+//! - Writes that need the epoch read the host row holding it `FOR SHARE`, so a take-over or a
+//!   forget of that host waits for them and they wait for one in progress: the same order
+//!   SQLite's one write lock gives, per host (hosts of different names never wait on each
+//!   other).
 //! - Transitions lock their run (`FOR UPDATE`) before checking it against the state machine, so
 //!   two writers cannot both pass the check; a schedule's step holds an advisory lock on its
 //!   project, so two hosts firing one schedule at once are served one after the other.
@@ -25,7 +27,8 @@
 //!   ([`is_busy`]).
 //!
 //! Files, one per concern, as in `sqlite`: `open` (pool, migrations, change probe), `schema`,
-//! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon`, `operator`, `paused`, `prune`,
+//! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon` (take over, fencing), `hosts`
+//! (heartbeats, forget, the published config, log tails), `operator`, `paused`, `prune`,
 //! `activity`, `schedules`, `clock`, `summary` (the monitoring reads).
 //!
 //! The decisions are [`crate::decide`]'s, shared with SQLite; nothing here imports from the
@@ -38,6 +41,7 @@ mod counts;
 mod daemon;
 mod eval;
 mod events;
+mod hosts;
 mod open;
 mod operator;
 mod paused;

@@ -46,6 +46,10 @@ impl PgStore {
             .map(|r| r.try_get(0))
             .collect::<std::result::Result<_, _>>()?;
         tx.execute("DELETE FROM events WHERE run_id = ANY($1)", &[&locked])?;
+        tx.execute(
+            "DELETE FROM run_log_tails WHERE run_id = ANY($1)",
+            &[&locked],
+        )?;
         let n = tx.execute("DELETE FROM runs WHERE id = ANY($1)", &[&locked])?;
         tx.commit()?;
         Ok(n as usize)

@@ -63,6 +63,7 @@ pub(super) fn run_from_row(row: &Row) -> Result<Run> {
         rerun_of: row.try_get(22)?,
         hook_of: row.try_get(23)?,
         seat: row.try_get::<_, i64>(24)? as u32,
+        host: row.try_get(25)?,
     })
 }
 

@@ -254,7 +254,59 @@ CREATE TRIGGER runs_queue_head AFTER INSERT OR DELETE
 "#;
 
 /// Every migration's SQL, oldest first. Version N is `ALL[N - 1]`.
-pub(crate) const ALL: &[&str] = &[V1, V2, V3, QUEUE_HEADS];
+
+/// Version 4: many hosts (SQLite's version 9).
+/// - `hosts`: one row per host name, holding its epoch. Epochs stay globally unique: every
+///   take-over and every forget takes the next value of `meta.epoch`, so an epoch names one
+///   incarnation of one host. A write is allowed iff a host row holds its epoch and is not
+///   forgotten; the row is read `FOR SHARE`, so a take-over or a forget of that host waits for
+///   writes in flight, and hosts of different names never wait on each other. The one-row
+///   `daemon` table is left unused.
+/// - `runs.host`: the host whose daemon claimed the run.
+/// - `published_config`: the config in force for the fleet (one row); its version is read
+///   `FOR SHARE` by every claim, so a publish waits for claims in flight and later claims see it.
+/// - `run_log_tails`: the last bytes of an ended run's log, for `fleet logs` on another host.
+pub(crate) const V4: &str = r#"
+CREATE TABLE hosts (
+    name            TEXT COLLATE "C" PRIMARY KEY,
+    epoch           BIGINT NOT NULL UNIQUE,
+    pid             BIGINT NOT NULL,
+    started_at      BIGINT NOT NULL,
+    heartbeat_at    BIGINT NOT NULL,
+    version         TEXT NOT NULL,
+    config_version  BIGINT,
+    config_digest   TEXT,
+    http_addr       TEXT,
+    forgotten_at    BIGINT,
+    forgotten_by    TEXT,
+    forgotten_epoch BIGINT,
+    caps_json       TEXT NOT NULL,
+    config_path     TEXT NOT NULL,
+    reload_error    TEXT,
+    updated_at      BIGINT NOT NULL
+);
+ALTER TABLE runs ADD COLUMN host TEXT;
+CREATE INDEX runs_active_host ON runs (host) WHERE status IN ('starting','running');
+CREATE TABLE published_config (
+    id           INTEGER PRIMARY KEY CHECK (id = 1),
+    version      BIGINT NOT NULL,
+    digest       TEXT NOT NULL,
+    text         TEXT NOT NULL,
+    published_at BIGINT NOT NULL,
+    published_by TEXT NOT NULL
+);
+CREATE TRIGGER published_config_notify AFTER INSERT OR UPDATE OR DELETE ON published_config
+    FOR EACH STATEMENT EXECUTE FUNCTION fleet_notify();
+CREATE TABLE run_log_tails (
+    run_id BIGINT PRIMARY KEY,
+    host   TEXT NOT NULL,
+    tail   BYTEA NOT NULL,
+    cut    BOOLEAN NOT NULL
+);
+"#;
+
+/// Every migration's SQL, oldest first. Version N is `ALL[N - 1]`.
+pub(crate) const ALL: &[&str] = &[V1, V2, V3, V4, QUEUE_HEADS];
 
 /// The advisory lock key the migrations run under (any constant: "fleet" in ASCII). Two hosts
 /// starting at once queue on it; the second finds the schema current.

@@ -43,7 +43,7 @@ impl PgStore {
 /// Applies one transition in the caller's transaction: locks and reads the run and its cancel
 /// request, and applies it
 /// ([`crate::decide::transition::apply`]: the cancel request, the decision, the writes).
-fn apply_one(
+pub(super) fn apply_one(
     tx: &mut Transaction<'_>,
     epoch: i64,
     t: &Transition,

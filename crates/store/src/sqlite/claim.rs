@@ -20,7 +20,7 @@ use super::events::{insert_event, EventRow};
 use super::paused::held_by;
 use super::runs::{run_from_row, RUN_COLUMNS};
 use super::{is_constraint_violation, SqliteStore};
-use crate::decide::claim::{caps, lowest_free_seat, CapKind};
+use crate::decide::claim::{caps, lowest_free_seat, stale_config, CapKind};
 use crate::error::Result;
 use crate::{ClaimRequest, Claimed, Millis, RunStatus};
 
@@ -38,7 +38,20 @@ impl SqliteStore {
     ) -> Result<Vec<Claimed>> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        check_epoch(&tx, epoch)?;
+        let host = check_epoch(&tx, epoch)?;
+        if let Some(ours) = requests.iter().find_map(|r| r.config_version) {
+            let published: i64 = tx
+                .query_row(
+                    "SELECT version FROM published_config WHERE id = 1",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?
+                .unwrap_or(0);
+            if let Some(stale) = stale_config(Some(ours), published) {
+                return Err(stale);
+            }
+        }
         let mut out = Vec::with_capacity(requests.len());
         {
             // The token is random, not a counter: after a restore from a backup, run ids
@@ -46,7 +59,7 @@ impl SqliteStore {
             let sql = format!(
                 "UPDATE runs SET status = 'starting', namespace = ?2, claim_token = ((random() & 9223372036854775807) | 1), \
                    epoch = ?3, started_at = ?4, finished_at = NULL, pid = NULL, exit_code = NULL, signal = NULL, \
-                   seat = ?5 \
+                   seat = ?5, host = ?6 \
                  WHERE id = ?1 AND status = 'queued' RETURNING {RUN_COLUMNS}"
             );
             let mut claim = tx.prepare_cached(&sql)?;
@@ -62,10 +75,15 @@ impl SqliteStore {
                 // BEGIN IMMEDIATE transaction no other connection writes, so the count and the
                 // claim below cannot race (PostgreSQL, where they could, uses seats instead).
                 let (g, n) = occupancy(&tx, &req.namespace)?;
-                let full = caps(req).iter().any(|c| {
+                let on_host = match req.host_cap {
+                    Some(_) => active_on_host(&tx, &host)?,
+                    None => 0,
+                };
+                let full = caps(req, &host).iter().any(|c| {
                     let active = match c.kind {
                         CapKind::Global => g,
                         CapKind::Namespace => n,
+                        CapKind::Host => on_host,
                     };
                     active >= c.cap
                 });
@@ -84,7 +102,7 @@ impl SqliteStore {
                 };
                 let row = claim
                     .query_row(
-                        params![req.run_id, req.namespace, epoch, now, seat],
+                        params![req.run_id, req.namespace, epoch, now, seat, host],
                         run_from_row,
                     )
                     .optional();
@@ -119,6 +137,15 @@ impl SqliteStore {
         tx.commit()?;
         Ok(out)
     }
+}
+
+/// Active runs claimed by `host`, counted on the claim's transaction (its own capacity).
+fn active_on_host(conn: &Connection, host: &str) -> Result<u32> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT COUNT(*) FROM runs WHERE status IN ('starting','running') AND host = ?1",
+        )?
+        .query_row([host], |r| r.get(0))?)
 }
 
 /// The project of run `id` if it is still queued, read on the claim's transaction.

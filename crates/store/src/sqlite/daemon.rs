@@ -1,20 +1,26 @@
-//! The daemon row and the epoch: taking over a state directory, recording the config in
-//! force, and fencing writes from a daemon that has been taken over.
+//! Hosts and epochs, for SQLite: taking over (a host row), recording the config in force, and
+//! fencing writes from a daemon whose epoch is no longer held.
 //!
-//! The epoch in `meta` only ever grows, by one per take-over. Every write that licenses a side
-//! effect (claim, apply, fire a schedule) calls [`check_epoch`] first, inside its own
-//! transaction; nothing here may lower the epoch or write it elsewhere.
+//! The counter in `meta` only ever grows, by one per take-over and per forget. Every write that
+//! licenses a side effect calls [`check_epoch`] first, inside its own transaction; nothing here
+//! may lower the counter or write it elsewhere. One state directory is one host at a time, so
+//! here only the newest epoch writes (whatever the host's name): the daemon lock already keeps
+//! a second daemon out, and this keeps SQLite's behaviour what it was before hosts.
 
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use super::SqliteStore;
+use crate::decide::hosts::{fence, EpochFacts, HOST_COLUMNS, VERSION};
 use crate::error::Result;
-use crate::{DaemonRow, Millis, StoreError};
+use crate::{DaemonRow, HostRow, Millis};
 
 impl SqliteStore {
-    /// [`crate::Store::take_over`]: the epoch bump and the daemon row in one transaction.
+    /// [`crate::Store::take_over`]: the epoch bump, the host row, and every active run made
+    /// this host's, in one transaction (one state directory is one host: runs claimed under
+    /// another name, or before hosts existed, are this daemon's to recover).
     pub(crate) fn take_over(
         &self,
+        host: &str,
         pid: i32,
         config_path: &str,
         caps_json: &str,
@@ -28,11 +34,17 @@ impl SqliteStore {
             |r| r.get(0),
         )?;
         tx.execute(
-            "INSERT INTO daemon (id, pid, epoch, started_at, config_path, caps_json, reload_error, updated_at) \
-             VALUES (1, ?1, ?2, ?3, ?4, ?5, NULL, ?3) \
-             ON CONFLICT (id) DO UPDATE SET pid = ?1, epoch = ?2, started_at = ?3, config_path = ?4, \
-               caps_json = ?5, reload_error = NULL, updated_at = ?3",
-            params![pid, epoch, now, config_path, caps_json],
+            "INSERT INTO hosts (name, epoch, pid, started_at, heartbeat_at, version, caps_json, config_path, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?4) \
+             ON CONFLICT (name) DO UPDATE SET epoch = ?2, pid = ?3, started_at = ?4, heartbeat_at = ?4, updated_at = ?4, \
+               version = ?5, caps_json = ?6, config_path = ?7, config_version = NULL, \
+               config_digest = NULL, http_addr = NULL, forgotten_at = NULL, forgotten_by = NULL, \
+               reload_error = NULL",
+            params![host, epoch, pid, now, VERSION, caps_json, config_path],
+        )?;
+        tx.execute(
+            "UPDATE runs SET host = ?1 WHERE status IN ('starting','running') AND host IS NOT ?1",
+            [host],
         )?;
         tx.commit()?;
         Ok(epoch)
@@ -48,32 +60,26 @@ impl SqliteStore {
     ) -> Result<()> {
         let conn = self.conn()?;
         conn.execute(
-            "UPDATE daemon SET caps_json = ?2, reload_error = ?3, updated_at = ?4 WHERE epoch = ?1",
+            "UPDATE hosts SET caps_json = ?2, reload_error = ?3, updated_at = ?4 WHERE epoch = ?1",
             params![epoch, caps_json, reload_error, now],
         )?;
         Ok(())
     }
 
-    /// [`crate::Store::daemon_row`].
+    /// [`crate::Store::daemon_row`]: the host that took over last (not forgotten).
     pub(crate) fn daemon_row(&self) -> Result<Option<DaemonRow>> {
         let conn = self.conn()?;
-        Ok(conn
+        let row = conn
             .query_row(
-                "SELECT pid, epoch, started_at, config_path, caps_json, reload_error, updated_at FROM daemon WHERE id = 1",
+                &format!(
+                    "SELECT {HOST_COLUMNS} FROM hosts WHERE forgotten_at IS NULL \
+                     ORDER BY epoch DESC LIMIT 1"
+                ),
                 [],
-                |r| {
-                    Ok(DaemonRow {
-                        pid: r.get(0)?,
-                        epoch: r.get(1)?,
-                        started_at: r.get(2)?,
-                        config_path: r.get(3)?,
-                        caps_json: r.get(4)?,
-                        reload_error: r.get(5)?,
-                        updated_at: r.get(6)?,
-                    })
-                },
+                host_from_row,
             )
-            .optional()?)
+            .optional()?;
+        Ok(row.map(DaemonRow::from))
     }
 
     /// [`crate::Store::epoch`].
@@ -87,14 +93,54 @@ impl SqliteStore {
     }
 }
 
-/// Refuses the caller's transaction with [`StoreError::Fenced`] unless `ours` is the current
-/// epoch. Called inside the write's own transaction, so no take-over can slip in between.
-pub(super) fn check_epoch(conn: &Connection, ours: i64) -> Result<()> {
+/// Maps a row selected as [`HOST_COLUMNS`] to a [`HostRow`].
+pub(super) fn host_from_row(r: &Row<'_>) -> rusqlite::Result<HostRow> {
+    Ok(HostRow {
+        name: r.get(0)?,
+        epoch: r.get(1)?,
+        pid: r.get(2)?,
+        started_at: r.get(3)?,
+        heartbeat_at: r.get(4)?,
+        version: r.get(5)?,
+        config_version: r.get(6)?,
+        config_digest: r.get(7)?,
+        http_addr: r.get(8)?,
+        forgotten_at: r.get(9)?,
+        forgotten_by: r.get(10)?,
+        caps_json: r.get(11)?,
+        config_path: r.get(12)?,
+        reload_error: r.get(13)?,
+        updated_at: r.get(14)?,
+        active_runs: r.get::<_, i64>(15)? as u64,
+    })
+}
+
+/// Refuses the caller's transaction with [`crate::StoreError::Fenced`] unless `ours` is the
+/// newest epoch and a host row holds it unforgotten; returns that host's name. Called inside
+/// the write's own transaction, so no take-over or forget can slip in between.
+pub(super) fn check_epoch(conn: &Connection, ours: i64) -> Result<String> {
     let current: i64 = conn
         .prepare_cached("SELECT value FROM meta WHERE key = 'epoch'")?
         .query_row([], |r| r.get(0))?;
-    if current != ours {
-        return Err(StoreError::Fenced { ours, current });
-    }
-    Ok(())
+    let holder: Option<String> = if current == ours {
+        conn.prepare_cached("SELECT name FROM hosts WHERE epoch = ?1 AND forgotten_at IS NULL")?
+            .query_row([ours], |r| r.get(0))
+            .optional()?
+    } else {
+        None
+    };
+    let forgotten = holder.is_none()
+        && conn
+            .prepare_cached(
+                "SELECT 1 FROM hosts WHERE forgotten_epoch = ?1 AND forgotten_at IS NOT NULL",
+            )?
+            .exists([ours])?;
+    fence(
+        ours,
+        EpochFacts {
+            current,
+            holder,
+            forgotten,
+        },
+    )
 }

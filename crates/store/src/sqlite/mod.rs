@@ -21,7 +21,8 @@
 //! Files, one per concern: `open` (pool, pragmas, migrations, change probe), `schema` (the
 //! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
 //! `eval` (the EVAL's read queries and the occupancy count), `paused` (pause and resume),
-//! `activity` (per-project summaries), `daemon` (take over, epoch, fencing), `operator` (the
+//! `activity` (per-project summaries), `daemon` (take over, epoch, fencing), `hosts`
+//! (heartbeats, the host list, forgetting a host, the published config, log tails), `operator` (the
 //! next attempt of a run, the bulk cancel), `prune` (retention: candidates, forgetting, giving
 //! space back), `schedules`, `clock` (delays written by a clock that has since stepped back),
 //! and `summary` (the monitoring reads).
@@ -37,6 +38,7 @@ mod counts;
 mod daemon;
 mod eval;
 mod events;
+mod hosts;
 mod open;
 mod operator;
 mod paused;

@@ -64,11 +64,16 @@ impl SqliteStore {
                 "DELETE FROM events WHERE run_id = ?1
                    AND EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND status IN {ENDED})"
             ))?;
+            let mut tails = tx.prepare_cached(&format!(
+                "DELETE FROM run_log_tails WHERE run_id = ?1
+                   AND EXISTS (SELECT 1 FROM runs WHERE id = ?1 AND status IN {ENDED})"
+            ))?;
             let mut runs = tx.prepare_cached(&format!(
                 "DELETE FROM runs WHERE id = ?1 AND status IN {ENDED}"
             ))?;
             for id in ids {
                 events.execute([id])?;
+                tails.execute([id])?;
                 forgotten += runs.execute([id])?;
             }
         }

@@ -64,6 +64,7 @@ pub(super) fn run_from_row(
         rerun_of: row.get(22)?,
         hook_of: row.get(23)?,
         seat: row.get(24)?,
+        host: row.get(25)?,
     }))
 }
 

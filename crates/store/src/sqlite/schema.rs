@@ -86,7 +86,7 @@ CREATE INDEX events_by_run ON events (run_id, seq);
 "#;
 
 /// Every migration's SQL, oldest first.
-const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, QUEUE_HEADS];
+const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, QUEUE_HEADS];
 
 /// The schema version after every migration ran.
 pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
@@ -329,6 +329,51 @@ BEGIN
     head_of!("NEW"),
     "END;\n"
 );
+
+/// Version 9: many hosts (the same tables as PostgreSQL's version 4, so both backends offer one
+/// interface; on SQLite one state directory is one host).
+/// - `hosts`: one row per host name, holding its epoch (globally unique: every take-over and
+///   every forget takes the next value of `meta.epoch`), its heartbeat and what it reports.
+///   It takes the place of the one-row `daemon` table, which is left unused.
+/// - `runs.host`: the host whose daemon claimed the run.
+/// - `published_config`: the config in force for the fleet (one row).
+/// - `run_log_tails`: the last bytes of an ended run's log, for `fleet logs` on another host.
+pub(crate) const V9: &str = r#"
+CREATE TABLE hosts (
+    name            TEXT PRIMARY KEY,
+    epoch           INTEGER NOT NULL UNIQUE,
+    pid             INTEGER NOT NULL,
+    started_at      INTEGER NOT NULL,
+    heartbeat_at    INTEGER NOT NULL,
+    version         TEXT NOT NULL,
+    config_version  INTEGER,
+    config_digest   TEXT,
+    http_addr       TEXT,
+    forgotten_at    INTEGER,
+    forgotten_by    TEXT,
+    forgotten_epoch INTEGER,
+    caps_json       TEXT NOT NULL,
+    config_path     TEXT NOT NULL,
+    reload_error    TEXT,
+    updated_at      INTEGER NOT NULL
+) STRICT;
+ALTER TABLE runs ADD COLUMN host TEXT;
+CREATE INDEX runs_active_host ON runs (host) WHERE status IN ('starting','running');
+CREATE TABLE published_config (
+    id           INTEGER PRIMARY KEY CHECK (id = 1),
+    version      INTEGER NOT NULL,
+    digest       TEXT NOT NULL,
+    text         TEXT NOT NULL,
+    published_at INTEGER NOT NULL,
+    published_by TEXT NOT NULL
+) STRICT;
+CREATE TABLE run_log_tails (
+    run_id INTEGER PRIMARY KEY,
+    host   TEXT NOT NULL,
+    tail   BLOB NOT NULL,
+    cut    INTEGER NOT NULL
+) STRICT;
+"#;
 
 /// All migrations, oldest first.
 pub(crate) fn migrations() -> Migrations<'static> {

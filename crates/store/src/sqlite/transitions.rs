@@ -42,7 +42,7 @@ impl SqliteStore {
 /// Applies one transition on the caller's transaction: reads the run and its cancel request,
 /// and applies it
 /// ([`crate::decide::transition::apply`]: the cancel request, the decision, the writes).
-fn apply_one(
+pub(super) fn apply_one(
     conn: &Connection,
     epoch: i64,
     t: &Transition,

@@ -89,8 +89,8 @@ impl Db {
     }
 
     /// Another connection takes the lock every claim needs and holds it until the returned
-    /// holder is released: SQLite's write lock (`BEGIN IMMEDIATE`); on PostgreSQL the epoch's
-    /// row (`FOR UPDATE`), which every fenced write reads `FOR SHARE`.
+    /// holder is released: SQLite's write lock (`BEGIN IMMEDIATE`); on PostgreSQL the hosts'
+    /// rows (`FOR UPDATE`), which every fenced write reads `FOR SHARE`.
     pub fn hold_write_lock(&self) -> LockHolder {
         match self {
             Db::Sqlite(dir) => {
@@ -100,7 +100,7 @@ impl Db {
             }
             Db::Postgres(db) => {
                 let mut c = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
-                c.batch_execute("BEGIN; SELECT value FROM meta WHERE key = 'epoch' FOR UPDATE")
+                c.batch_execute("BEGIN; SELECT name FROM hosts FOR UPDATE")
                     .unwrap();
                 LockHolder::Postgres(c)
             }
@@ -112,7 +112,7 @@ impl Db {
 pub enum LockHolder {
     /// SQLite, inside `BEGIN IMMEDIATE`.
     Sqlite(rusqlite::Connection),
-    /// PostgreSQL, inside a transaction holding the epoch row.
+    /// PostgreSQL, inside a transaction holding the hosts' rows.
     Postgres(postgres::Client),
 }
 
@@ -155,7 +155,7 @@ macro_rules! both_backends {
 /// A store on `db`, taken over once: (store, epoch).
 pub fn open(db: &Db) -> (Store, i64) {
     let store = db.store();
-    let epoch = store.take_over(1, "fleet.toml", "{}", 0).unwrap();
+    let epoch = store.take_over("local", 1, "fleet.toml", "{}", 0).unwrap();
     (store, epoch)
 }
 
@@ -199,12 +199,37 @@ pub fn claim_req(id: RunId, ns: &str) -> ClaimRequest {
         global_cap: 4,
         namespace_cap: None,
         max_parallel: 1,
+        host_cap: None,
+        config_version: None,
     }
 }
 
 /// Takes the database over as a daemon would; returns the new epoch.
 #[allow(dead_code)]
 pub fn take_over(s: &Store) -> i64 {
-    s.take_over(std::process::id() as i32, "fleet.toml", "{}", now_ms())
-        .unwrap()
+    s.take_over(
+        "local",
+        std::process::id() as i32,
+        "fleet.toml",
+        "{}",
+        now_ms(),
+    )
+    .unwrap()
+}
+
+/// The transition that ends `run`'s current claim `succeeded` (exit 0).
+#[allow(dead_code)]
+pub fn succeeded(run: &Run) -> Transition {
+    Transition {
+        run_id: run.id,
+        token: run.claim_token,
+        change: Change::Finish {
+            status: RunStatus::Succeeded,
+            exit_code: Some(0),
+            signal: None,
+            reason: None,
+            retry: None,
+            finished_at: None,
+        },
+    }
 }

@@ -9,7 +9,7 @@ fn active_runs_are_counted_up_to_max_parallel() {
     let dir = tempfile::tempdir().unwrap();
     let state = StateDir::new(dir.path());
     let store = state.open_store().unwrap();
-    let epoch = store.take_over(1, "fleet.toml", "{}", 0).unwrap();
+    let epoch = store.take_over("local", 1, "fleet.toml", "{}", 0).unwrap();
     let requests: Vec<store::ClaimRequest> = (0..3)
         .map(|i| {
             let id = store
@@ -29,6 +29,8 @@ fn active_runs_are_counted_up_to_max_parallel() {
                 global_cap: 4,
                 namespace_cap: None,
                 max_parallel: 3,
+                host_cap: None,
+                config_version: None,
             }
         })
         .collect();

@@ -54,6 +54,17 @@ pub fn host_name_problem(name: &str) -> Option<String> {
     }
 }
 
+/// The name `fleet daemon --host` gave this process ([`name_this_host`]).
+static HOST_OVERRIDE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// `fleet daemon --host NAME`: from now on, for this process, [`machine_hostname`] is `name`,
+/// so that a config without a `host` key loads on a machine whose own hostname is unusable
+/// (the flag makes it irrelevant) and every reload names the host the same way. The first call
+/// wins; `name` must be a [`valid_host_name`] (the caller checked it).
+pub fn name_this_host(name: &str) {
+    let _ = HOST_OVERRIDE.set(name.to_string());
+}
+
 /// The machine's hostname (the kernel's node name, as `uname -n` prints it): the host name of
 /// a daemon whose fleet.toml has no `host` key.
 ///
@@ -63,6 +74,9 @@ pub fn host_name_problem(name: &str) -> Option<String> {
 /// container may have none, or `(none)`): the operator must then name the host, never have
 /// fleet make one up that another host could share.
 pub fn machine_hostname() -> Result<String, String> {
+    if let Some(name) = HOST_OVERRIDE.get() {
+        return Ok(name.clone());
+    }
     let uts = nix::sys::utsname::uname().map_err(|e| format!("cannot read the hostname: {e}"))?;
     let name = uts.nodename().to_string_lossy().into_owned();
     match host_name_problem(&name) {
@@ -72,4 +86,13 @@ pub fn machine_hostname() -> Result<String, String> {
              or pass fleet daemon --host NAME"
         )),
     }
+}
+
+/// The digest of a fleet.toml's bytes, as hosts compare them: `sha256:` and 64 hex digits. Two
+/// hosts whose files have the same digest run the same config text.
+pub fn digest(text: &[u8]) -> String {
+    use sha2::Digest;
+    let sum = sha2::Sha256::digest(text);
+    let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }

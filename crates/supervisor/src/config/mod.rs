@@ -42,8 +42,8 @@ pub use cron::{parse_schedule, MACROS};
 pub use database::DatabaseUrl;
 pub use error::{ConfigError, ConfigErrors};
 pub use host::{
-    host_name_problem, machine_hostname, valid_host_name, HostConfig, ANY_HOST, MACHINE_HOSTNAME,
-    MAX_HOST_NAME,
+    digest, host_name_problem, machine_hostname, name_this_host, valid_host_name, HostConfig,
+    ANY_HOST, MACHINE_HOSTNAME, MAX_HOST_NAME,
 };
 pub use model::{
     valid_name, Config, HttpListen, LogFormat, NamespaceConfig, Overlap, ProjectConfig,

@@ -26,19 +26,7 @@ pub(super) fn signal_cancelled(slots: &mut SlotPool, state_dir: &Path, db_active
         if slot.cancel_sent {
             continue;
         }
-        if slot.shim.is_none() {
-            // Adopted before its shim had written `started`, or forked without an answer
-            // from the fork server: the shim has written it by now, if it lives.
-            slot.shim = RunDir::new(state_dir, run.id)
-                .read_started()
-                .ok()
-                .flatten()
-                .filter(|s| s.token == slot.token)
-                .map(|s| ShimIdentity {
-                    pid: s.shim_pid,
-                    start_time: s.shim_start_time,
-                });
-        }
+        identify_shim(slot, state_dir);
         match slot.shim {
             Some(shim) if shim.signal(Signal::SIGTERM) => {
                 tracing::info!(
@@ -51,5 +39,22 @@ pub(super) fn signal_cancelled(slots: &mut SlotPool, state_dir: &Path, db_active
             // Not spawned yet, or not ours to identify: try again next EVAL.
             _ => {}
         }
+    }
+}
+
+/// Looks the shim of `slot` up in its run folder (under `state_dir`) when it is not yet known:
+/// adopted before its shim had written `started`, or forked without an answer from the fork
+/// server. Only a shim that wrote this claim's token counts (pids are recycled).
+pub(super) fn identify_shim(slot: &mut crate::slots::Slot, state_dir: &Path) {
+    if slot.shim.is_none() {
+        slot.shim = RunDir::new(state_dir, slot.run_id)
+            .read_started()
+            .ok()
+            .flatten()
+            .filter(|s| s.token == slot.token)
+            .map(|s| ShimIdentity {
+                pid: s.shim_pid,
+                start_time: s.shim_start_time,
+            });
     }
 }

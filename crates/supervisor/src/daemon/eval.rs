@@ -79,6 +79,9 @@ pub struct EvalGates {
     /// Claim runs. False while a shim spawn that failed for lack of a resource holds claims
     /// back: the queue waits rather than spinning through claims that cannot start.
     pub claim: bool,
+    /// On a shared database, the published config version `config` is (the claims carry it,
+    /// and claim nothing once another version is published); `None` on SQLite.
+    pub config_version: Option<i64>,
 }
 
 /// What the reap decided about the shims that exited.
@@ -99,6 +102,9 @@ impl Daemon {
     /// backoff; a fenced write (a newer daemon took the state directory over) sets
     /// [`Daemon::fenced`], and the loop stops.
     pub(super) async fn eval(&mut self) {
+        // On a shared database the config in force is the published one: a newer version is
+        // applied before anything is packed with the caps of the old.
+        self.follow_published().await;
         // Before anything is decided on the config: is it what the file says now?
         let view = self.config_view().await;
         // A reap decides retries from the project's settings: it waits for an unsettled edit.
@@ -121,6 +127,7 @@ impl Daemon {
             sweep_removed: self.sweep_removed,
             fire_schedules: view.usable(),
             claim: self.spawn_hold_over(),
+            config_version: self.published_version,
         };
         let started = std::time::Instant::now();
         let config = self.config.clone();
@@ -151,6 +158,7 @@ impl Daemon {
             log_applied(*run_id, applied);
         }
         self.forget_ended(&outcome.applied).await;
+        self.keep_log_tails(&outcome.applied).await;
         if let Some((err, unapplied)) = outcome.failed {
             self.failed(err, unapplied);
             return;
@@ -400,8 +408,9 @@ fn pack_and_claim(
             run_id: r.id,
             project: r.project.clone(),
             namespace: r.namespace.clone(),
-            // Runs do not record a host yet: every active run is this daemon's.
-            host: None,
+            // `None` is this host: its own capacity counts only those; the global and namespace
+            // caps count every host's.
+            host: r.host.clone().filter(|h| *h != config.host),
         })
         .collect();
     // The packers see the merge, never the pool alone: after a restart the pool is empty while
@@ -444,7 +453,8 @@ fn pack_and_claim(
     // Read before the claim: once runs are claimed, nothing may stop them being spawned.
     out.next_not_before = store.next_not_before(now)?;
     if gates.claim && !picks.is_empty() {
-        let claimed = store.claim(epoch, &claim_requests(&picks, &caps, config), now)?;
+        let requests = claim_requests(&picks, &caps, config, gates.config_version);
+        let claimed = store.claim(epoch, &requests, now)?;
         for c in &claimed {
             out.db_active.push(c.run.clone());
         }
@@ -510,7 +520,12 @@ fn candidates(heads: Vec<QueueHead>, config: &Config) -> Vec<Candidate> {
 
 /// The claims for the packers' picks, each carrying the caps the database checks it against
 /// (the namespace cap only when the config declares namespaces; the project's `max_parallel`).
-fn claim_requests(picks: &[Candidate], caps: &Caps, config: &Config) -> Vec<ClaimRequest> {
+fn claim_requests(
+    picks: &[Candidate],
+    caps: &Caps,
+    config: &Config,
+    config_version: Option<i64>,
+) -> Vec<ClaimRequest> {
     picks
         .iter()
         .map(|c| ClaimRequest {
@@ -525,6 +540,8 @@ fn claim_requests(picks: &[Candidate], caps: &Caps, config: &Config) -> Vec<Clai
                     .map(|n| n.max_concurrency as u32)
             },
             max_parallel: config.max_parallel(&c.project),
+            host_cap: config.host_capacity(&config.host).map(|c| c as u32),
+            config_version,
         })
         .collect()
 }

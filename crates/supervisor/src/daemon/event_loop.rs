@@ -50,6 +50,7 @@ pub(super) async fn run(
     let mut tick = ticker(daemon.config.tick);
     let mut last_look = Instant::now();
     let mut prune = super::prune_step::PruneStep::new();
+    let mut heartbeat = None;
     loop {
         let due = wake.timer(daemon);
         let by_tick = tokio::select! {
@@ -75,6 +76,10 @@ pub(super) async fn run(
                 );
                 return Err(e);
             }
+        }
+        daemon.heartbeat(&mut heartbeat).await;
+        if !fenced_may_go_on(daemon).await {
+            return Ok(());
         }
         if wake.reload_due.is_some_and(|at| at <= Instant::now()) {
             wake.reload_due = None;
@@ -118,7 +123,7 @@ pub(super) async fn run(
         }
         ticks.last_eval = Some((Instant::now(), store::now_ms()));
         daemon.eval().await;
-        if daemon.fenced.is_some() {
+        if !fenced_may_go_on(daemon).await {
             return Ok(());
         }
         // An EVAL that ended in a backoff (busy or unreachable database) did no work: not a turn.
@@ -132,9 +137,23 @@ pub(super) async fn run(
     }
 }
 
+/// After a write refused as fenced: false when the daemon must stop (another daemon of this
+/// host took over); when an operator forgot this host, it rejoins ([`Daemon::rejoin`]) and
+/// goes on. True when nothing was refused.
+async fn fenced_may_go_on(daemon: &mut Daemon) -> bool {
+    match &daemon.fenced {
+        None => true,
+        Some(store::StoreError::Fenced {
+            forgotten: true, ..
+        }) => daemon.rejoin().await,
+        Some(_) => false,
+    }
+}
+
 /// Whether the state directory at its path is still the one this daemon opened: the same
 /// directory, fleet.db and daemon.lock (device and inode, [`crate::statedir::StateDir::check_opened`]),
-/// and a database that still holds this daemon's epoch. The epoch catches what the inodes
+/// and a database whose epoch counter is not older than this daemon's epoch (on SQLite: is
+/// this daemon's). The epoch catches what the inodes
 /// cannot: a backup restored into the database in place (by SQLite's own restore) holds the
 /// older epoch it was copied at.
 ///
@@ -156,21 +175,27 @@ async fn still_opened(daemon: &Daemon, opened: &Opened) -> Result<(), StateDirEr
         Some(url) => url.target().to_string(),
         None => "fleet.db".to_string(),
     };
+    // On a shared database the counter moves with every other host's take-over: only an
+    // older one says something here; a newer one is for the fencing of this host's own
+    // writes (its heartbeat) to judge.
+    let shared = daemon.state.database().is_some();
     match epoch {
-        Ok(now) if now != daemon.epoch => Err(StateDirError::Replaced {
-            path: daemon.state.root().to_path_buf(),
-            what: if now < daemon.epoch {
-                format!(
+        Ok(now) if now < daemon.epoch || (now > daemon.epoch && !shared) => {
+            Err(StateDirError::Replaced {
+                path: daemon.state.root().to_path_buf(),
+                what: if now < daemon.epoch {
+                    format!(
                     "its database {db} holds epoch {now}, older than this daemon's epoch {}: it was replaced by an older copy (a restored backup?)",
                     daemon.epoch
                 )
-            } else {
-                format!(
+                } else {
+                    format!(
                     "its database {db} holds epoch {now}, newer than this daemon's epoch {}: another daemon took it over",
                     daemon.epoch
                 )
-            },
-        }),
+                },
+            })
+        }
         _ => Ok(()),
     }
 }

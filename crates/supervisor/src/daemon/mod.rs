@@ -32,6 +32,7 @@ mod event_loop;
 mod events;
 mod follow;
 mod hook_env;
+mod hosts;
 mod listener;
 mod notify;
 mod outage;
@@ -137,9 +138,10 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         let store = store.clone();
         let caps = caps_json(&config);
         let path = options.config_path.display().to_string();
+        let host = config.host.clone();
         // Another program may hold the write lock as we start: wait it out, never give up.
         tokio::task::spawn_blocking(move || loop {
-            match store.take_over(std::process::id() as i32, &path, &caps, now_ms()) {
+            match store.take_over(&host, std::process::id() as i32, &path, &caps, now_ms()) {
                 Err(e) if e.is_busy() => {
                     tracing::warn!(error = %e, "the database is busy; retrying the takeover");
                     std::thread::sleep(Duration::from_millis(500));
@@ -150,7 +152,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         .await
         .expect("take_over panicked")?
     };
-    tracing::info!(epoch, state_dir = %state.root().display(), store = %state.store_location(), "took over the state directory");
+    tracing::info!(epoch, host = %config.host, state_dir = %state.root().display(), store = %state.store_location(), "took over the state directory");
     // A database made before incremental vacuum gives its pages back only after one VACUUM.
     // Here, before recovery and the first claim, its pause (the write lock, about a second
     // per 100 MB, once in the database's life) delays nothing.
@@ -235,7 +237,10 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         health,
         observed,
         notifier: notify::Notifier::from_env(tick),
+        published_version: None,
+        published_refused: None,
     };
+    daemon.publish_local(false).await;
     // An edit saved before the watcher started is noticed now: applied at once if it has
     // settled, reloaded like any edit once it has otherwise.
     let reload_due = match daemon.config_view().await {

@@ -72,9 +72,11 @@ impl Daemon {
     pub(super) async fn recover(&mut self) {
         let store = self.store.clone();
         let state = self.state.clone();
-        let result = tokio::task::spawn_blocking(move || settle_active(&store, state.root()))
-            .await
-            .expect("recovery panicked");
+        let host = self.config.host.clone();
+        let result =
+            tokio::task::spawn_blocking(move || settle_active(&store, &host, state.root()))
+                .await
+                .expect("recovery panicked");
         match result {
             Ok(found) => {
                 if let Some(left) = self.config_settling_for(&found).await {
@@ -161,10 +163,11 @@ impl Daemon {
         let wanted = self.unsettled.runs.clone();
         let store = self.store.clone();
         let state = self.state.clone();
+        let host = self.config.host.clone();
         let result = tokio::task::spawn_blocking(move || {
             // Only those still active under the same claim: anything else has moved on.
             let runs: Vec<Run> = store
-                .active_runs()?
+                .active_runs_on(&host)?
                 .into_iter()
                 .filter(|r| wanted.contains(&(r.id, r.claim_token)))
                 .collect();
@@ -304,13 +307,15 @@ impl Daemon {
     }
 }
 
-/// Settles every run the database records as active (blocking: reads the database and the run
-/// folders under `state_dir`, and writes tombstones).
+/// Settles every run the database records as active on `host` (blocking: reads the database
+/// and the run folders under `state_dir`, and writes tombstones). Another host's runs are never
+/// touched here: their run folders are on that host, and only its daemon (or an operator's
+/// `fleet hosts forget`) may end them.
 ///
 /// Errors: the database cannot be read. A run whose files cannot be read (or whose tombstone
 /// cannot be written) is logged and left active, in [`Recovery::unsettled`].
-fn settle_active(store: &Store, state_dir: &Path) -> Result<Recovery, StoreError> {
-    let active = store.active_runs()?;
+fn settle_active(store: &Store, host: &str, state_dir: &Path) -> Result<Recovery, StoreError> {
+    let active = store.active_runs_on(host)?;
     let recovery = settle_runs(&active, state_dir);
     report_unrecorded_shims(state_dir, &active);
     Ok(recovery)

@@ -208,6 +208,10 @@ impl Daemon {
         if let Err(e) = res {
             tracing::warn!(error = %e, "could not record the reload in the database");
         }
+        if applied_new && current {
+            // An operator's act on this host: its file becomes the fleet's next version.
+            self.publish_local(true).await;
+        }
         current
     }
 

@@ -85,4 +85,9 @@ pub(super) struct Daemon {
     pub(super) observed: Arc<Observed>,
     /// What the service manager (systemd) was told, when there is one.
     pub(super) notifier: super::notify::Notifier,
+    /// The published config version this host's local file was published as (shared
+    /// database only), reported with its heartbeat.
+    pub(super) published_version: Option<i64>,
+    /// The published version found unusable here, once logged (not again at every EVAL).
+    pub(super) published_refused: Option<i64>,
 }

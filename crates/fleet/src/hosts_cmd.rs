@@ -1,0 +1,174 @@
+//! `fleet hosts [--json]` and `fleet hosts forget NAME [--force]`: the hosts sharing the
+//! database, and the operator's statement that one of them is gone.
+//!
+//! It owns the one refusal the store leaves to the caller: forgetting a host whose heartbeat
+//! is younger than the silence threshold (a heartbeat seconds ago proves the host alive;
+//! silence proves nothing, so only the operator may decide). It must never end runs itself:
+//! the store's `forget_host` does, in one transaction.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use store::{now_ms, HostRow, HostState, Millis, Published, Run, SILENCE_MS};
+use supervisor::retry::RetryPolicy;
+
+use crate::cli::{load, open_existing_at, state_of, Failure, Result};
+use crate::console;
+
+/// `fleet hosts`: one line per host (or with `json` one JSON array): name, state, epoch,
+/// heartbeat age, fleet version, config version (and whether its local file differs from the
+/// published one), active runs, HTTP address.
+///
+/// Errors: exit 2 for an invalid config; 1 when the database cannot be read.
+pub fn hosts(path: &Path, json: bool) -> Result<()> {
+    let state = state_of(path)?;
+    let (hosts, published) = match open_existing_at(&state)? {
+        Some(store) => (
+            store.hosts().map_err(Failure::action)?,
+            store.published_config().map_err(Failure::action)?,
+        ),
+        None => (Vec::new(), None),
+    };
+    let now = now_ms();
+    // SQLite: one host, which heartbeats not (its daemon lock says whether it runs).
+    let holder = match state.database() {
+        None => Some(state.daemon_holder().ok().flatten()),
+        Some(_) => None,
+    };
+    let list: Vec<Value> = hosts
+        .iter()
+        .map(|h| {
+            let mut v = row(h, published.as_ref(), now);
+            if let Some(holder) = holder {
+                if h.forgotten_at.is_none() {
+                    let alive = holder == Some(h.pid);
+                    v["state"] = json!(if alive { "alive" } else { "silent" });
+                }
+            }
+            v
+        })
+        .collect();
+    if json {
+        console::println(Value::Array(list))
+    } else {
+        console::println(text(&list))
+    }
+}
+
+/// One host as JSON (snake_case fields, times RFC 3339 UTC, ages in seconds).
+fn row(h: &HostRow, published: Option<&Published>, now: Millis) -> Value {
+    let differs = match (published, &h.config_digest) {
+        (Some(p), Some(d)) => Some(*d != p.digest),
+        _ => None,
+    };
+    json!({
+        "name": h.name,
+        "state": h.state(now).as_str(),
+        "epoch": h.epoch,
+        "pid": h.pid,
+        "started_at": store::rfc3339(h.started_at),
+        "heartbeat_at": store::rfc3339(h.heartbeat_at),
+        "heartbeat_age_s": ((now - h.heartbeat_at).max(0) as f64) / 1000.0,
+        "version": h.version,
+        "config_version": h.config_version,
+        "config_differs": differs,
+        "active_runs": h.active_runs,
+        "http_addr": h.http_addr,
+        "forgotten_at": h.forgotten_at.map(store::rfc3339),
+        "forgotten_by": h.forgotten_by,
+    })
+}
+
+/// The table `fleet hosts` prints.
+fn text(list: &[Value]) -> String {
+    if list.is_empty() {
+        return "no hosts (no daemon has taken over this database yet)".into();
+    }
+    let mut lines = vec![format!(
+        "{:<20} {:<9} {:>7} {:>10} {:<9} {:<16} {:>6}  {}",
+        "HOST", "STATE", "EPOCH", "HEARTBEAT", "VERSION", "CONFIG", "ACTIVE", "HTTP"
+    )];
+    for h in list {
+        let config = match (h["config_version"].as_i64(), h["config_differs"].as_bool()) {
+            (Some(v), Some(true)) => format!("v{v} (differs)"),
+            (Some(v), _) => format!("v{v}"),
+            (None, Some(true)) => "differs".to_string(),
+            (None, _) => "-".to_string(),
+        };
+        lines.push(format!(
+            "{:<20} {:<9} {:>7} {:>9.0}s {:<9} {:<16} {:>6}  {}",
+            h["name"].as_str().unwrap_or(""),
+            h["state"].as_str().unwrap_or(""),
+            h["epoch"],
+            h["heartbeat_age_s"].as_f64().unwrap_or(0.0),
+            h["version"].as_str().unwrap_or(""),
+            config,
+            h["active_runs"],
+            h["http_addr"].as_str().unwrap_or("-"),
+        ));
+    }
+    lines.join("\n")
+}
+
+/// `fleet hosts forget NAME`: bumps the host's epoch, ends its active runs `lost` (each retried
+/// per its project's retry policy in the config), frees their seats — one transaction — and
+/// prints what it did. Refuses a host whose heartbeat is younger than [`SILENCE_MS`] unless
+/// `force`.
+///
+/// Errors: exit 2 for an invalid config, an unknown host, or a SQLite state directory (one
+/// host, nothing to forget); 1 when refused (alive) or the database fails.
+pub fn forget(path: &Path, name: &str, force: bool) -> Result<()> {
+    let config = load(path)?;
+    let state = state_of(path)?;
+    if state.database().is_none() {
+        return Err(Failure::input(
+            "hosts forget is for hosts sharing a PostgreSQL database; on SQLite the state directory is one host's (stop its daemon instead)",
+        ));
+    }
+    let Some(store) = open_existing_at(&state)? else {
+        return Err(Failure::input(format!(
+            "no host named {name:?} is known to the database"
+        )));
+    };
+    let hosts = store.hosts().map_err(Failure::action)?;
+    let Some(host) = hosts.iter().find(|h| h.name == name) else {
+        return Err(Failure::input(format!(
+            "no host named {name:?} is known to the database"
+        )));
+    };
+    let now = now_ms();
+    if host.state(now) == HostState::Alive && !force {
+        return Err(Failure::action(format!(
+            "host {name} is alive (its heartbeat is {:.1}s old, under {}s): not forgetting it; silence proves nothing, but a heartbeat this recent proves it runs (--force to forget it anyway)",
+            (now - host.heartbeat_at) as f64 / 1000.0,
+            SILENCE_MS / 1000
+        )));
+    }
+    let plan = |run: &Run| {
+        RetryPolicy::for_project(&config, &run.project).next(
+            store::RunStatus::Lost,
+            run.attempt,
+            now,
+        )
+    };
+    let by = format!("fleet hosts forget (pid {})", std::process::id());
+    let done = store
+        .forget_host(name, &by, &plan, &config.failure_hooks(), now)
+        .map_err(|e| match e {
+            store::StoreError::UnknownHost(_) => Failure::input(e),
+            e => Failure::action(e),
+        })?;
+    let ids = |v: &[i64]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+        }
+    };
+    console::println(format!(
+        "forgot host {name}: its epoch is now {}; runs lost: {}; retries queued: {}",
+        done.epoch,
+        ids(&done.lost),
+        ids(&done.retried)
+    ))
+}

@@ -1,0 +1,81 @@
+//! `fleet logs RUN` for a run another host ran: its log lives in that host's run folder, so it
+//! is read from what the database kept (the tail its daemon stored when the run ended) or,
+//! while the run is active, through that host's HTTP listener (`GET /api/runs/ID/log`).
+//!
+//! It owns the words for every way that can fail (no listener published, listener unreachable)
+//! — each names the host and says where the log can be read. It never reads a local file.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use store::{HostRow, Run, Store};
+
+use crate::cli::{Failure, Result};
+use crate::console;
+
+/// How long a remote listener gets to connect and to answer.
+const REMOTE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Prints the log of `run`, which host `host` ran (not this one).
+///
+/// Errors: exit 1 when the log cannot be read from here: an active run on a host that serves
+/// no `http_listen`, or whose listener cannot be reached or refuses; the database's errors.
+pub fn print(store: &Store, run: &Run, host: &str) -> Result<()> {
+    if run.status.is_terminal() {
+        if let Some(t) = store.log_tail(run.id).map_err(Failure::action)? {
+            if t.cut {
+                console::eprintln(format!(
+                    "(tail of the log kept in the database; the full log is on host {})",
+                    t.host
+                ));
+            }
+            return console::write_bytes(&t.tail);
+        }
+    }
+    let hosts = store.hosts().map_err(Failure::action)?;
+    let addr = hosts
+        .iter()
+        .find(|h: &&HostRow| h.name == host)
+        .and_then(|h| h.http_addr.clone());
+    let Some(addr) = addr else {
+        return Err(Failure::action(format!(
+            "run {} is {} on host {host}, whose log cannot be read from here (it serves no http_listen); run `fleet logs {}` on {host}",
+            run.id,
+            if run.status.is_terminal() { "ended" } else { "running" },
+            run.id
+        )));
+    };
+    let body = http_get(&addr, &format!("/api/runs/{}/log", run.id)).map_err(|e| {
+        Failure::action(format!(
+            "run {} ran on host {host}, whose listener {addr} cannot be read: {e}; run `fleet logs {}` on {host}",
+            run.id, run.id
+        ))
+    })?;
+    console::write_bytes(&body)
+}
+
+/// The body of `GET path` on the listener at `base` (`http://IP:PORT`), HTTP/1.0 so that the
+/// server closes the connection after the body. Errors: in words, for a message.
+fn http_get(base: &str, path: &str) -> std::result::Result<Vec<u8>, String> {
+    let authority = base
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{base} is not an http:// address"))?;
+    let addr: std::net::SocketAddr = authority.parse().map_err(|e| format!("{authority}: {e}"))?;
+    let mut conn = TcpStream::connect_timeout(&addr, REMOTE_TIMEOUT).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(REMOTE_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    write!(conn, "GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut reply = Vec::new();
+    conn.read_to_end(&mut reply).map_err(|e| e.to_string())?;
+    let split = reply
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("no complete HTTP answer")?;
+    let head = String::from_utf8_lossy(&reply[..split]);
+    let status = head.lines().next().unwrap_or("");
+    if status.split_whitespace().nth(1) != Some("200") {
+        return Err(format!("it answered {status:?}"));
+    }
+    Ok(reply[split + 4..].to_vec())
+}

@@ -1,0 +1,157 @@
+//! The row types of many hosts sharing one database: a host's row ([`HostRow`]), what its
+//! heartbeat reports ([`HostInfo`]), what forgetting it did ([`Forgotten`]), the published
+//! config ([`Published`]) and a run's log tail kept in the database ([`LogTail`]).
+//!
+//! Plain data, backend-neutral, like `model`: nothing here may name SQL or read the clock. The
+//! liveness rule ([`HostRow::state`]) is here so that every command reads "alive" the same way.
+
+use crate::{Millis, RunId};
+
+/// A heartbeat younger than this (ms) means the host's daemon is alive; older means silent.
+/// Silence proves nothing (the host's commands may still run): only an operator's `forget`
+/// takes a host's runs from it.
+pub const SILENCE_MS: Millis = 10_000;
+
+/// How long the daemon waits between heartbeats (ms), well under [`SILENCE_MS`].
+pub const HEARTBEAT_EVERY_MS: Millis = 2_000;
+
+/// The largest log tail kept in the database per run (bytes).
+pub const LOG_TAIL_BYTES: usize = 64 * 1024;
+
+/// One host as the database records it: the daemon that holds (or last held) its epoch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostRow {
+    /// Its name (`host` key, `--host`, or the machine's hostname).
+    pub name: String,
+    /// Its epoch: globally unique, bumped by every take-over and every forget.
+    pub epoch: i64,
+    /// Its daemon's process id (on that host).
+    pub pid: i32,
+    /// When that daemon took over (ms UTC).
+    pub started_at: Millis,
+    /// Its last heartbeat (ms UTC).
+    pub heartbeat_at: Millis,
+    /// fleet's version on that host.
+    pub version: String,
+    /// The published config version it applies, if any.
+    pub config_version: Option<i64>,
+    /// The digest of its LOCAL fleet.toml, if reported.
+    pub config_digest: Option<String>,
+    /// Where its HTTP listener is reachable (`http://addr:port`), if it serves one.
+    pub http_addr: Option<String>,
+    /// When an operator forgot it, if they did (and it has not taken over since).
+    pub forgotten_at: Option<Millis>,
+    /// Who forgot it.
+    pub forgotten_by: Option<String>,
+    /// The caps in force there, as JSON written by the supervisor.
+    pub caps_json: String,
+    /// The config file it reads.
+    pub config_path: String,
+    /// The last reload error there, if its newest config was refused.
+    pub reload_error: Option<String>,
+    /// When its take-over or its last reload was recorded (ms UTC): moves at every reload the
+    /// daemon processed, so scripts can wait for an edit to be seen.
+    pub updated_at: Millis,
+    /// Its active runs (`starting` or `running` with `host` = its name), counted at the read.
+    pub active_runs: u64,
+}
+
+/// A host's state as `fleet hosts` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostState {
+    /// Heartbeat younger than [`SILENCE_MS`].
+    Alive,
+    /// Heartbeat older: the daemon may be stopped, stuck or cut off. Its runs keep their seats.
+    Silent,
+    /// An operator forgot it: its runs were ended `lost`, its seats freed.
+    Forgotten,
+}
+
+impl HostState {
+    /// The state as shown and in JSON: `alive`, `silent`, `forgotten`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostState::Alive => "alive",
+            HostState::Silent => "silent",
+            HostState::Forgotten => "forgotten",
+        }
+    }
+}
+
+impl HostRow {
+    /// Its state at `now` (ms UTC).
+    pub fn state(&self, now: Millis) -> HostState {
+        if self.forgotten_at.is_some() {
+            HostState::Forgotten
+        } else if now - self.heartbeat_at < SILENCE_MS {
+            HostState::Alive
+        } else {
+            HostState::Silent
+        }
+    }
+}
+
+/// What a heartbeat records besides its time.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostInfo {
+    /// The published config version applied (None: not following a published config).
+    pub config_version: Option<i64>,
+    /// The digest of the host's local fleet.toml.
+    pub config_digest: Option<String>,
+    /// Its HTTP listener as a URL base, if it serves one.
+    pub http_addr: Option<String>,
+}
+
+/// What [`Store::forget_host`](crate::Store::forget_host) did, in its one transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forgotten {
+    /// The host's new epoch (held by nobody until it takes over again).
+    pub epoch: i64,
+    /// The host's active runs, each now `lost`, its seats freed.
+    pub lost: Vec<RunId>,
+    /// The retries queued for them (new run ids), in the order of `lost`'s runs that got one.
+    pub retried: Vec<RunId>,
+}
+
+/// The config in force for the whole fleet (one row).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Published {
+    /// Its version: 1 for the first publish, one more per change.
+    pub version: i64,
+    /// The digest of `text`, as the publisher computed it.
+    pub digest: String,
+    /// The fleet.toml text itself.
+    pub text: String,
+    /// When it was published (ms UTC).
+    pub published_at: Millis,
+    /// The host that published it.
+    pub published_by: String,
+}
+
+/// The end of a run's log, kept in the database when the run ended, for `fleet logs` on
+/// another host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogTail {
+    /// The host whose daemon ran it (the full log is there).
+    pub host: String,
+    /// The last bytes of the log (at most [`LOG_TAIL_BYTES`]).
+    pub tail: Vec<u8>,
+    /// True when the log was longer than the tail.
+    pub cut: bool,
+}
+
+impl From<HostRow> for crate::DaemonRow {
+    /// The daemon row of a host: what `fleet status` shows of the daemon.
+    fn from(h: HostRow) -> crate::DaemonRow {
+        crate::DaemonRow {
+            host: h.name,
+            pid: h.pid,
+            epoch: h.epoch,
+            started_at: h.started_at,
+            config_path: h.config_path,
+            caps_json: h.caps_json,
+            reload_error: h.reload_error,
+            updated_at: h.updated_at,
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! This daemon as one host among several on a shared database: its heartbeat, and its return
+//! after an operator forgot it (`fleet hosts forget`).
+//!
+//! It owns the rule a returning host follows: it writes nothing to the rows of runs taken from
+//! it, stops the commands of those runs (their seats are gone: left running they would exceed a
+//! cap), and takes over again under a new epoch. It must never end or requeue a run itself
+//! here: what remains is settled by the ordinary recovery after the take-over.
+
+use std::time::Instant;
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use store::{
+    now_ms, Applied, HostInfo, Run, RunId, StoreError, HEARTBEAT_EVERY_MS, LOG_TAIL_BYTES,
+};
+
+use super::cancel::identify_shim;
+use super::state::Daemon;
+use crate::config::HttpListen;
+use crate::shim::rundir::RunDir;
+use crate::sys::signals::Signal;
+
+impl Daemon {
+    /// On a shared database, records this host's heartbeat when the last one is
+    /// [`HEARTBEAT_EVERY_MS`] old. Called
+    /// from the loop itself, never from a timer task of its own: a stuck loop must look silent.
+    /// A refusal as fenced is kept in [`Daemon::fenced`], as any write's; other failures are
+    /// logged and tried at the next turn.
+    pub(super) async fn heartbeat(&mut self, last: &mut Option<Instant>) {
+        // SQLite: one host, whose liveness is its daemon lock (`fleet status`); a write every
+        // 2 s would only wake an idle daemon's EVAL (the change probe sees every commit).
+        if self.state.database().is_none() {
+            return;
+        }
+        if last.is_some_and(|at| at.elapsed().as_millis() < HEARTBEAT_EVERY_MS as u128) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let local = std::fs::read(&self.config_path).ok();
+        let info = HostInfo {
+            config_version: self.published_version,
+            config_digest: local.as_deref().map(crate::config::digest),
+            http_addr: match &self.config.http_listen {
+                Some(HttpListen::Tcp(addr)) => Some(format!("http://{addr}")),
+                _ => None,
+            },
+        };
+        let store = self.store.clone();
+        let epoch = self.epoch;
+        let done = tokio::task::spawn_blocking(move || store.heartbeat(epoch, &info, now_ms()))
+            .await
+            .expect("heartbeat panicked");
+        match done {
+            Ok(()) => {}
+            Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
+            Err(e) => tracing::warn!(error = %e, "could not record the heartbeat; trying again"),
+        }
+    }
+
+    /// On a shared database: publishes this host's local fleet.toml as the fleet's config —
+    /// at start (`always` false) only when nothing is published yet, after a reload of an
+    /// edited file (`always`) as the next version. A failure is logged; the heartbeat shows
+    /// the version this host published, if any.
+    pub(super) async fn publish_local(&mut self, always: bool) {
+        if self.state.database().is_none() {
+            return;
+        }
+        let Ok(text) = std::fs::read_to_string(&self.config_path) else {
+            return;
+        };
+        let digest = crate::config::digest(text.as_bytes());
+        let store = self.store.clone();
+        let epoch = self.epoch;
+        let done = tokio::task::spawn_blocking(move || match store.published_config()? {
+            Some(p) if !always => Ok(if p.digest == digest {
+                Some(p.version)
+            } else {
+                None
+            }),
+            _ => store
+                .publish_config(epoch, &text, &digest, now_ms())
+                .map(Some),
+        })
+        .await
+        .expect("publishing the config panicked");
+        match done {
+            Ok(Some(version)) => {
+                tracing::info!(version, "the config is published");
+                self.published_version = Some(version);
+            }
+            Ok(None) => tracing::warn!(
+                "this host's fleet.toml differs from the config published for the fleet"
+            ),
+            Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
+            Err(e) => tracing::warn!(error = %e, "could not publish the config"),
+        }
+    }
+
+    /// On a shared database: applies the published config when its version is not the one in
+    /// force here — parsed and checked exactly as a local file, with this host's own keys
+    /// (`host`, `state_dir`, `database`, `http_listen`, `log_format`) kept. One this build
+    /// cannot read is logged and recorded as the reload error; the last good config stays,
+    /// and the claims, still carrying the old version, claim nothing until a readable one is
+    /// published.
+    pub(super) async fn follow_published(&mut self) {
+        if self.state.database().is_none() {
+            return;
+        }
+        let store = self.store.clone();
+        let published = tokio::task::spawn_blocking(move || store.published_config())
+            .await
+            .expect("reading the published config panicked");
+        let p = match published {
+            Ok(Some(p)) if Some(p.version) != self.published_version => p,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the published config");
+                return;
+            }
+        };
+        match crate::config::Config::parse(&p.text, &self.config_path) {
+            Ok(mut new) => {
+                let here = &self.config;
+                new.host.clone_from(&here.host);
+                new.state_dir.clone_from(&here.state_dir);
+                new.database.clone_from(&here.database);
+                new.http_listen.clone_from(&here.http_listen);
+                new.log_format = here.log_format;
+                if new != **here {
+                    self.config = std::sync::Arc::new(new);
+                    self.observed.set_config(self.config.clone());
+                    self.sweep_removed = true;
+                    // The caps `fleet status` shows are this host's row's.
+                    let (store, epoch) = (self.store.clone(), self.epoch);
+                    let caps = crate::caps::caps_json(&self.config);
+                    let recorded = tokio::task::spawn_blocking(move || {
+                        store.set_daemon_config(epoch, &caps, None, now_ms())
+                    })
+                    .await
+                    .expect("set_daemon_config panicked");
+                    if let Err(e) = recorded {
+                        tracing::warn!(error = %e, "could not record the applied config");
+                    }
+                }
+                tracing::info!(version = p.version, by = %p.published_by, "applied the published config");
+                self.published_version = Some(p.version);
+            }
+            Err(_) if self.published_refused == Some(p.version) => {}
+            Err(errors) => {
+                self.published_refused = Some(p.version);
+                tracing::error!(
+                    version = p.version,
+                    "the published config cannot be used here, the last good one stays (and nothing is claimed until a usable one is published): {errors}"
+                );
+            }
+        }
+    }
+
+    /// After a refusal as forgotten: stops the commands of the runs taken from this host,
+    /// takes over again, and has recovery settle the rest. Returns false when the take-over
+    /// failed (the daemon then stops, fenced as before).
+    pub(super) async fn rejoin(&mut self) -> bool {
+        let host = self.config.host.clone();
+        let ours: Vec<(i64, u64)> = self.slots.iter().map(|s| (s.run_id, s.token)).collect();
+        let store = self.store.clone();
+        let rows = tokio::task::spawn_blocking(move || {
+            ours.iter()
+                .map(|(id, _)| store.get_run(*id))
+                .collect::<Result<Vec<Run>, StoreError>>()
+        })
+        .await
+        .expect("reading runs panicked");
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "forgotten: cannot read this host's runs yet; trying again");
+                return true;
+            }
+        };
+        for run in rows {
+            let Some(slot) = self.slots.get_mut(run.id) else {
+                continue;
+            };
+            let still_ours = run.status.is_active()
+                && run.claim_token == slot.token
+                && run.host.as_deref() == Some(host.as_str());
+            if still_ours {
+                continue;
+            }
+            identify_shim(slot, self.state.root());
+            let sent = slot.shim.is_some_and(|s| s.signal(Signal::SIGTERM));
+            tracing::warn!(
+                run = run.id,
+                project = %run.project,
+                status = %run.status,
+                sent_sigterm = sent,
+                "this host was forgotten and the run taken from it: stopping its command here (the database row is left as the operator's forget wrote it)"
+            );
+            self.slots.remove(run.id);
+        }
+        let store = self.store.clone();
+        let caps = crate::caps::caps_json(&self.config);
+        let path = self.config_path.display().to_string();
+        let taken = tokio::task::spawn_blocking(move || {
+            store.take_over(&host, std::process::id() as i32, &path, &caps, now_ms())
+        })
+        .await
+        .expect("take_over panicked");
+        match taken {
+            Ok(epoch) => {
+                tracing::warn!(epoch, "this host was forgotten; rejoined under a new epoch");
+                self.epoch = epoch;
+                self.fenced = None;
+                self.pending.clear();
+                self.recovered = false;
+                true
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "forgotten, and could not take over again: stopping");
+                false
+            }
+        }
+    }
+
+    /// On a shared database: keeps the end of each ended run's log in the database, so that
+    /// `fleet logs` on another host can show it (the full log stays in this host's run folder).
+    /// A failure is logged and costs only that tail: the run's end is already written. On
+    /// SQLite (one host, the log is here) nothing is stored.
+    pub(super) async fn keep_log_tails(&mut self, applied: &[(RunId, Applied)]) {
+        if self.state.database().is_none() {
+            return;
+        }
+        let ended: Vec<RunId> = applied
+            .iter()
+            .filter_map(|(id, a)| match a {
+                Applied::Done { status, .. } if status.is_terminal() => Some(*id),
+                _ => None,
+            })
+            .collect();
+        if ended.is_empty() {
+            return;
+        }
+        let store = self.store.clone();
+        let root = self.state.root().to_path_buf();
+        let epoch = self.epoch;
+        let done = tokio::task::spawn_blocking(move || {
+            for id in ended {
+                let (tail, cut) = match read_tail(&RunDir::new(&root, id).log_path()) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::debug!(run = id, error = %e, "no log tail to keep");
+                        continue;
+                    }
+                };
+                store.store_log_tail(epoch, id, &tail, cut)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .await
+        .expect("keeping log tails panicked");
+        match done {
+            Ok(()) => {}
+            Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
+            Err(e) => tracing::warn!(error = %e, "could not keep a log tail in the database"),
+        }
+    }
+}
+
+/// The last [`LOG_TAIL_BYTES`] of the file at `path`, and whether it was longer.
+fn read_tail(path: &Path) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    let keep = LOG_TAIL_BYTES as u64;
+    let cut = len > keep;
+    if cut {
+        f.seek(SeekFrom::Start(len - keep))?;
+    }
+    let mut tail = Vec::with_capacity(len.min(keep) as usize);
+    f.take(keep).read_to_end(&mut tail)?;
+    Ok((tail, cut))
+}

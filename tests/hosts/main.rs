@@ -1,0 +1,30 @@
+//! End-to-end tests of several hosts on one PostgreSQL database: three `fleet daemon`s on this
+//! machine, each with its own state directory and host name (`a`, `b`, `c`), sharing one
+//! database, the way several machines would. Each test gets a new database (the soak: a cluster
+//! of its own, which it restarts) and skips loudly where PostgreSQL is not installed, unless
+//! `FLEET_REQUIRE_POSTGRES=1`.
+//!
+//! The evidence is what the commands themselves wrote (`markers`): a start and an end line per
+//! run, with the host it ran on. Replayed, they must show no run started twice and no cap
+//! exceeded fleet-wide: the global cap, each namespace's, each host's, one run per project.
+//!
+//! - `spread`: 200 runs over two namespaces and three hosts, one host capped;
+//! - `soak`: runs flowing while daemons are SIGKILLed and restarted and the database server
+//!   is restarted (immediate shutdown);
+//! - `fencing`: a frozen host is forgotten, its run retried elsewhere; thawed, it writes nothing
+//!   over the rows it lost, ends its stale command and rejoins;
+//! - `publish`: a lower namespace cap published while runs are active on all hosts: no start
+//!   until the namespace is under the new cap fleet-wide.
+//!
+//! Run with `cargo nextest run --all-features --test hosts`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod harness;
+mod markers;
+
+mod fencing;
+mod publish;
+mod soak;
+mod spread;
