@@ -133,7 +133,8 @@ pub fn plain_list<T: std::fmt::Display>(items: &[T]) -> String {
 }
 
 /// Whether `run` was claimed by `host` (this host), or by no named host (a run claimed before
-/// hosts existed, or this host's name unknown): only such runs' folders are on this machine.
+/// hosts existed), or `host` is `None` (SQLite, or this host's name unknown): only such runs'
+/// folders are on this machine.
 fn ran_here(run: &store::Run, host: Option<&str>) -> bool {
     match (run.host.as_deref(), host) {
         (Some(claimer), Some(me)) => claimer == me,
@@ -159,8 +160,10 @@ pub fn check(
     config: Option<&Config>,
 ) -> Result<Report, CheckError> {
     let mut report = Report::default();
-    // This host: only its runs' folders are here to be checked.
+    // This host: only its runs' folders are here to be checked. SQLite: one state directory
+    // is one host, whatever name its runs were claimed under.
     let this_host = match config {
+        _ if state.database().is_none() => None,
         Some(c) => Some(c.host.clone()),
         None => crate::config::machine_hostname().ok(),
     };

@@ -239,7 +239,11 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         notifier: notify::Notifier::from_env(tick),
         published_version: None,
         published_refused: None,
+        local_digest: None,
     };
+    daemon.local_digest = std::fs::read(&daemon.config_path)
+        .ok()
+        .map(|b| crate::config::digest(&b));
     daemon.publish_local(false).await;
     // An edit saved before the watcher started is noticed now: applied at once if it has
     // settled, reloaded like any edit once it has otherwise.

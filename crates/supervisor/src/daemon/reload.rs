@@ -137,6 +137,19 @@ impl Daemon {
     /// for [`Daemon::config_view`] alone must not pass for a reload in `fleet status`.
     async fn apply_read(&mut self, read: FileRead, always: bool) -> bool {
         let settled = read.settled(SystemTime::now());
+        if self.state.database().is_some() && !always {
+            // Shared database: the config in force is the published one. A look at the file
+            // that finds the text last taken is no edit: nothing to apply nor to publish.
+            let digest = std::fs::read(&self.config_path)
+                .ok()
+                .map(|b| crate::config::digest(&b));
+            if digest.is_some() && digest == self.local_digest {
+                self.config_file.confirmed = settled;
+                self.config_file.refused = None;
+                return true;
+            }
+            self.local_digest = digest;
+        }
         if !self.host_flag
             && read
                 .file_host

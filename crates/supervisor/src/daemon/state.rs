@@ -90,4 +90,7 @@ pub(super) struct Daemon {
     pub(super) published_version: Option<i64>,
     /// The published version found unusable here, once logged (not again at every EVAL).
     pub(super) published_refused: Option<i64>,
+    /// The digest of the local fleet.toml as last taken (shared database): a read of the file
+    /// that finds the same text is no edit, and leaves the published config in force.
+    pub(super) local_digest: Option<String>,
 }
