@@ -61,7 +61,7 @@ fn assert_error(f: &Fleet, args: &[&str], code: i32, names: &str) {
 #[test]
 fn every_json_command_prints_json_errors_included() {
     let f = Fleet::new("[projects.hello]\ncommand = [\"echo\", \"hi\"]\n");
-    let covered: BTreeSet<String> = ["runs", "status", "check", "projects"]
+    let covered: BTreeSet<String> = ["runs", "status", "check", "projects", "hosts"]
         .map(String::from)
         .into();
     assert_eq!(
@@ -89,6 +89,7 @@ fn every_json_command_prints_json_errors_included() {
     assert_error(&f, &["status", "--json", "--bogus-flag"], 2, "--bogus-flag");
     assert_error(&f, &["check", "--json", "extra"], 2, "extra");
     assert_error(&f, &["projects", "--json", "extra"], 2, "extra");
+    assert_error(&f, &["hosts", "--json", "extra"], 2, "extra");
 
     // A config that cannot be read at all.
     let missing = f.file("missing.toml");
@@ -116,4 +117,5 @@ fn every_json_command_prints_json_errors_included() {
     assert!(v.get("error").is_none(), "{v}");
     assert_error(&f, &["runs", "--json"], 2, "timout");
     assert_error(&f, &["check", "--json"], 2, "timout");
+    assert_error(&f, &["hosts", "--json"], 2, "timout");
 }

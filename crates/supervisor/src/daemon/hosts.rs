@@ -54,6 +54,7 @@ impl Daemon {
         match done {
             Ok(()) => {}
             Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
+            Err(e) if self.database_unreachable(&e, "heartbeat") => {}
             Err(e) => tracing::warn!(error = %e, "could not record the heartbeat; trying again"),
         }
     }
@@ -115,7 +116,9 @@ impl Daemon {
             Ok(Some(p)) if Some(p.version) != self.published_version => p,
             Ok(_) => return,
             Err(e) => {
-                tracing::warn!(error = %e, "could not read the published config");
+                if !self.database_unreachable(&e, "reading the published config") {
+                    tracing::warn!(error = %e, "could not read the published config");
+                }
                 return;
             }
         };
@@ -231,13 +234,12 @@ impl Daemon {
         if self.state.database().is_none() {
             return;
         }
-        let ended: Vec<RunId> = applied
-            .iter()
-            .filter_map(|(id, a)| match a {
-                Applied::Done { status, .. } if status.is_terminal() => Some(*id),
-                _ => None,
-            })
-            .collect();
+        // Tails a failed attempt left (the database was away) go first, so none is lost.
+        let mut ended = std::mem::take(&mut self.unkept_tails);
+        ended.extend(applied.iter().filter_map(|(id, a)| match a {
+            Applied::Done { status, .. } if status.is_terminal() => Some(*id),
+            _ => None,
+        }));
         if ended.is_empty() {
             return;
         }
@@ -245,7 +247,7 @@ impl Daemon {
         let root = self.state.root().to_path_buf();
         let epoch = self.epoch;
         let done = tokio::task::spawn_blocking(move || {
-            for id in ended {
+            for (i, &id) in ended.iter().enumerate() {
                 let (tail, cut) = match read_tail(&RunDir::new(&root, id).log_path()) {
                     Ok(t) => t,
                     Err(e) => {
@@ -253,16 +255,24 @@ impl Daemon {
                         continue;
                     }
                 };
-                store.store_log_tail(epoch, id, &tail, cut)?;
+                if let Err(e) = store.store_log_tail(epoch, id, &tail, cut) {
+                    return Err((e, ended[i..].to_vec()));
+                }
             }
-            Ok::<_, StoreError>(())
+            Ok(())
         })
         .await
         .expect("keeping log tails panicked");
         match done {
             Ok(()) => {}
-            Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
-            Err(e) => tracing::warn!(error = %e, "could not keep a log tail in the database"),
+            Err((e @ StoreError::Fenced { .. }, _)) => self.fenced = Some(e),
+            Err((e, unkept)) => {
+                // Kept for the next EVAL's try: the database being away must not cost a tail.
+                if !self.database_unreachable(&e, "keeping log tails") {
+                    tracing::warn!(error = %e, runs = unkept.len(), "could not keep log tails in the database; trying again at the next EVAL");
+                }
+                self.unkept_tails = unkept;
+            }
         }
     }
 }

@@ -226,6 +226,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         events: events.clone(),
         backoff: None,
         outage: None,
+        unkept_tails: Vec::new(),
         reconcile_due: false,
         spawn_hold: None,
         next_due: None,

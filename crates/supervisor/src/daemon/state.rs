@@ -56,6 +56,9 @@ pub(super) struct Daemon {
     /// The database cannot be reached (since a failed operation of the loop): see
     /// [`super::outage`]. `None` while it can.
     pub(super) outage: Option<super::outage::Outage>,
+    /// Ended runs whose log tail could not be kept in a shared database yet (it was away):
+    /// tried again, first, at the next EVAL that keeps tails.
+    pub(super) unkept_tails: Vec<store::RunId>,
     /// An outage ended: the runs the database holds as active under this epoch that nothing
     /// here supervises are settled again after the next EVAL ([`Daemon::reconcile`]).
     pub(super) reconcile_due: bool,
