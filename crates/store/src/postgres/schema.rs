@@ -197,7 +197,7 @@ CREATE TRIGGER runs_count_end AFTER INSERT OR UPDATE OF status ON runs
     FOR EACH ROW EXECUTE FUNCTION fleet_count_end();
 "#;
 
-/// The queue heads (SQLite's `queue_heads` migration): one row per project with queued runs,
+/// Version 5: the queue heads (SQLite's version 10): one row per project with queued runs,
 /// naming its first queued run in `runs_queue` order, delayed or not, with what the EVAL needs
 /// of it; kept by a row trigger on every change to a queued run, which recomputes the one
 /// project's row with one seek in `runs_queue`. The first statement fills it from the queue
@@ -252,8 +252,6 @@ CREATE TRIGGER runs_queue_head AFTER INSERT OR DELETE
     OR UPDATE OF status, priority, not_before, project, namespace ON runs
     FOR EACH ROW EXECUTE FUNCTION fleet_queue_head();
 "#;
-
-/// Every migration's SQL, oldest first. Version N is `ALL[N - 1]`.
 
 /// Version 4: many hosts (SQLite's version 9).
 /// - `hosts`: one row per host name, holding its epoch. Epochs stay globally unique: every
