@@ -36,3 +36,58 @@ fn a_bad_line_before_the_exit_record_hides_nothing() {
         "no ERROR naming run {id} and {said:?}:\n{log}"
     );
 }
+
+/// A finished run's exit record edited to say another end than the database holds: `fleet
+/// check` reports the disagreement (and exits non-zero); a bad line in another run's file is
+/// reported too, by its line number, without the check stopping at it.
+#[test]
+fn check_compares_exit_records_and_goes_past_bad_lines() {
+    let f = Fleet::new(&format!(
+        "[projects.p]\ncommand = {}\n[projects.q]\ncommand = {}\n",
+        sh("exit 3"),
+        sh("exit 0")
+    ));
+    let _d = f.start_daemon();
+    let first = f.enqueue("p");
+    assert_eq!(status_of(&f.wait_terminal(first)), "failed");
+    let second = f.enqueue("q");
+    assert_eq!(status_of(&f.wait_terminal(second)), "succeeded");
+    assert_check_ok(&f);
+
+    // The first run's folder holds a bad line; the second's exit record is edited.
+    let lock = |id: i64| f.state_dir().join(format!("runs/{id}/lock"));
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(lock(first))
+        .unwrap();
+    file.write_all(b"garbage line\n").unwrap();
+    let bad_line = std::fs::read_to_string(lock(first))
+        .unwrap()
+        .lines()
+        .count();
+    let text = std::fs::read_to_string(lock(second)).unwrap();
+    assert!(text.contains("\"code\":0"), "{text}");
+    std::fs::write(lock(second), text.replace("\"code\":0", "\"code\":5")).unwrap();
+
+    let out = f.cmd(&["check"]);
+    assert_ne!(out.code(), Some(0), "{}", out.stdout);
+    let said = format!(
+        "violation: unreadable_file: line {bad_line} of {}: not a run record (",
+        lock(first).display()
+    );
+    assert!(
+        out.stdout.contains(&said),
+        "{said:?} missing:\n{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("column"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with("violation: exit_record_mismatch: ")
+                && l.contains(&format!("run {second} "))
+                && l.contains("exit code 5")),
+        "{}",
+        out.stdout
+    );
+}
