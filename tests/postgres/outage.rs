@@ -188,6 +188,13 @@ fn a_stopped_database_lets_runs_finish_claims_nothing_and_records_their_exits_on
         assert_eq!(f.run(id)["attempt"], 1, "never retried");
     }
     assert_eq!(lines(&f.file("later.start")).len(), later.len());
+    // The recovery line counts the ends that waited, before writing them.
+    let text = d.stderr();
+    let back = text.lines().find(|l| l.contains(BACK_LINE)).unwrap_or("");
+    assert!(
+        back.contains("unwritten=") && !back.contains("unwritten=0"),
+        "{back:?}\n{text}"
+    );
     d.assert_alive();
     eprintln!(
         "drained {:?} after the database came back",

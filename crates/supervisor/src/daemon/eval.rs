@@ -107,6 +107,7 @@ impl Daemon {
         } else {
             Vec::new()
         };
+        let unwritten = self.pending.len();
         let mut batch = std::mem::take(&mut self.pending);
         let slots: BTreeMap<RunId, SlotView> = self
             .slots
@@ -156,7 +157,7 @@ impl Daemon {
             return;
         }
         self.backoff = None;
-        self.database_reachable();
+        self.database_reachable_after(unwritten);
         self.sweep_removed = false;
         let metrics = &self.observed.metrics;
         metrics.claimed(&outcome.claimed, now_ms());
