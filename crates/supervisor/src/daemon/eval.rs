@@ -300,7 +300,7 @@ fn reap(
                     .extend(settle::transition(run_id, token, attempt, &f, policy, now));
             }
             Err(e) => {
-                tracing::error!(run = run_id, error = %e, "cannot read the run's files; will look again");
+                tracing::error!(run = run_id, path = %dir.path().display(), error = %e, "cannot read or lock the run's files; will look again");
                 out.unreadable.push((run_id, token));
             }
         }
