@@ -188,6 +188,13 @@ fn a_stopped_database_lets_runs_finish_claims_nothing_and_records_their_exits_on
         assert_eq!(f.run(id)["attempt"], 1, "never retried");
     }
     assert_eq!(lines(&f.file("later.start")).len(), later.len());
+    // The recovery line counts the ends that waited, before writing them.
+    let text = d.stderr();
+    let back = text.lines().find(|l| l.contains(BACK_LINE)).unwrap_or("");
+    assert!(
+        back.contains("unwritten=") && !back.contains("unwritten=0"),
+        "{back:?}\n{text}"
+    );
     d.assert_alive();
     eprintln!(
         "drained {:?} after the database came back",
@@ -234,4 +241,34 @@ fn an_outage_is_logged_once_when_it_starts_and_once_when_it_ends() {
         .filter(|l| (l.contains("WARN") || l.contains("ERROR")) && !l.contains(DOWN_LINE))
         .count();
     assert_eq!(noisy, 0, "other warnings during the outage:\n{text}");
+}
+
+/// A server that is there but answers nothing (its processes stopped, as on a frozen machine):
+/// `fleet status` fails with a one-line error instead of hanging. (Whether the daemon notices
+/// such a server is not tested here: see the operations guide's outage section.)
+#[test]
+fn a_frozen_server_fails_a_command_instead_of_hanging_it() {
+    let Some((pg, f)) = own_fleet(|dir| {
+        format!(
+            "[projects.q]\ncommand = {}\n",
+            quick_command(&dir.join("q.start"))
+        )
+    }) else {
+        return;
+    };
+    f.enqueue("q");
+    pg.signal_all(libc::SIGSTOP);
+    // Generous: the bound is the open timeout (30 s); without one it never returns.
+    let out = run_with_deadline(
+        {
+            let mut c = f.command();
+            c.arg("status");
+            c
+        },
+        Duration::from_secs(120),
+    );
+    pg.signal_all(libc::SIGCONT);
+    assert_ne!(out.code(), Some(0), "{}", out.stdout);
+    assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("did not answer"), "{}", out.stderr);
 }

@@ -16,6 +16,7 @@ mod common;
 
 mod cancel;
 mod log;
+mod records;
 
 use std::path::Path;
 

@@ -484,6 +484,19 @@ impl OwnCluster {
         wait_ready(&self.cluster, pid).unwrap_or_else(|e| panic!("PostgreSQL test cluster: {e}"));
     }
 
+    /// Sends `signal` to the server and every process it started (its backends and helpers):
+    /// `SIGSTOP` makes a server that is there but answers nothing, as a frozen machine or a
+    /// network black hole does; `SIGCONT` lets it go on. Panics if the server is stopped.
+    pub fn signal_all(&self, signal: i32) {
+        let pid = self.pid.expect("the server is running");
+        for p in std::iter::once(pid).chain(children(pid)) {
+            // SAFETY: a plain signal to the server this value started, or to its children.
+            unsafe {
+                libc::kill(p, signal);
+            }
+        }
+    }
+
     /// `pg_ctl restart -m immediate`: [`OwnCluster::stop_immediate`], then
     /// [`OwnCluster::start_again`].
     pub fn restart_immediate(&mut self) {
@@ -492,9 +505,34 @@ impl OwnCluster {
     }
 }
 
+/// The pids whose parent is `parent`, from `/proc/<pid>/stat` (field 4).
+fn children(parent: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    // The command name (field 2) may hold spaces: fields after its ')'.
+                    let rest = &stat[stat.rfind(')')? + 2..];
+                    rest.split(' ').nth(1)?.parse::<i32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
 impl Drop for OwnCluster {
     /// Stops the server (fast shutdown) and deletes its folder.
     fn drop(&mut self) {
+        if self.pid.is_some() {
+            // A test that failed while the server was frozen: it must run to shut down.
+            self.signal_all(libc::SIGCONT);
+        }
         if let Some(pid) = self.pid.take() {
             // SAFETY: a plain signal to the server this value started.
             unsafe {

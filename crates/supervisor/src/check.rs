@@ -5,9 +5,11 @@
 //! It only reads. It is safe to run while the daemon runs; a run caught between its claim and
 //! its shim taking the lock is given [`STARTING_GRACE_MS`] before it counts as shim-less.
 //!
-//! It never vouches for what it could not read: a run folder, lock or record that exists but
-//! cannot be read (permission denied, not a valid record) fails the whole check, naming the
-//! file ([`CheckError::Unreadable`]); only a file that does not exist is an answer.
+//! It never vouches for what it could not read: a run's lock or record that exists but cannot
+//! be read (permission denied, a line that is not a record) is a finding naming the file and
+//! line ([`ViolationKind::UnreadableFile`]), and the check goes on with the other files; the
+//! database or `runs/` itself unreadable fails the whole check ([`CheckError`]). Only a file
+//! that does not exist is an answer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,6 +19,8 @@ use store::{Millis, RunId, RunStatus, Store, StoreError};
 use crate::config::Config;
 use crate::shim::rundir::{list_run_ids, RunDir, LOCK_FILE, RUNS_DIR, TOMBSTONES_FILE};
 use crate::statedir::StateDir;
+
+mod files;
 
 /// Why `fleet check` could not check.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +75,12 @@ pub enum ViolationKind {
     /// A cap seat (shared database) held by a run that is not active, or an active run without
     /// its seat: a seat freed never, or not by the end of its run.
     SeatMismatch,
+    /// A terminal run whose exit record (of its last claim) stands for another status, exit
+    /// code or signal than the database holds: the recorded end is not the command's real one.
+    ExitRecordMismatch,
+    /// A run's lock or record file exists but cannot be read, or holds a line that is not a
+    /// record: nothing can be vouched for about what it held.
+    UnreadableFile,
 }
 
 impl ViolationKind {
@@ -85,6 +95,8 @@ impl ViolationKind {
             ViolationKind::TwoEnds => "two_ends",
             ViolationKind::FolderWithoutRun => "folder_without_run",
             ViolationKind::SeatMismatch => "seat_mismatch",
+            ViolationKind::ExitRecordMismatch => "exit_record_mismatch",
+            ViolationKind::UnreadableFile => "unreadable_file",
         }
     }
 }
@@ -146,10 +158,10 @@ fn ran_here(run: &store::Run, host: Option<&str>) -> bool {
 /// On a shared database, the events and the database's rows of every host are checked; run
 /// folders only for this host's runs (they are local).
 ///
-/// Errors: the database cannot be read ([`CheckError::Store`]), or a run folder or run file
-/// exists but cannot be read or parsed ([`CheckError::Unreadable`], naming it): a file that
-/// cannot be read is never taken for a missing one, nor a lock that cannot be probed for a free
-/// one.
+/// Errors: the database cannot be read ([`CheckError::Store`]), or `runs/` exists but cannot be
+/// listed ([`CheckError::Unreadable`]). A run's file that cannot be read or parsed is a
+/// [`ViolationKind::UnreadableFile`] finding, naming it, and the check goes on: such a file is
+/// never taken for a missing one, nor a lock that cannot be probed for a free one.
 ///
 /// `config`, when the config could be read, gives each project's `max_parallel`; without it
 /// every project is held to one active run (the default), which can only report too much.
@@ -275,10 +287,15 @@ pub fn check(
             continue;
         }
         let dir = RunDir::new(state.root(), run.id);
-        if at(&dir.path().join(LOCK_FILE), dir.is_locked())? {
-            continue;
+        let lock = dir.path().join(LOCK_FILE);
+        match files::readable(&mut report, run.id, &lock, dir.is_locked()) {
+            Some(false) => {}
+            _ => continue,
         }
-        let exit = at(&dir.records_path(), dir.read_exit())?;
+        let Some(exit) = files::readable(&mut report, run.id, &dir.records_path(), dir.read_exit())
+        else {
+            continue;
+        };
         let ended = matches!(exit, Some(e) if e.token == run.claim_token);
         if ended {
             report.awaiting_finalize.push(run.id);
@@ -335,7 +352,13 @@ pub fn check(
         // The shims' own record of starts: the ground truth the database may never have seen
         // (a late shim that ignored a tombstone would start the command behind its back).
         let dir = RunDir::new(state.root(), id);
-        let Some(started) = at(&dir.records_path(), dir.read_started())? else {
+        let Some(records) = files::records(&mut report, &dir) else {
+            continue;
+        };
+        if let Some(run) = by_id.get(&id).filter(|r| r.status.is_terminal()) {
+            files::compare_exit(&mut report, run, &records);
+        }
+        let Some(started) = records.started else {
             continue;
         };
         let mut tokens = started.history.clone();
@@ -355,8 +378,9 @@ pub fn check(
                 ),
             });
         }
+        let tombstones = dir.path().join(TOMBSTONES_FILE);
         for t in tokens {
-            if at(&dir.path().join(TOMBSTONES_FILE), dir.is_tombstoned(t))? {
+            if files::readable(&mut report, id, &tombstones, dir.is_tombstoned(t)) == Some(true) {
                 report.violations.push(Violation {
                     kind: ViolationKind::DoubleStart,
                     run_id: Some(id),
@@ -369,7 +393,15 @@ pub fn check(
     }
     for &id in &dirs {
         let dir = RunDir::new(state.root(), id);
-        if !at(&dir.path().join(LOCK_FILE), dir.is_locked())? {
+        let Some(locked) = files::readable(
+            &mut report,
+            id,
+            &dir.path().join(LOCK_FILE),
+            dir.is_locked(),
+        ) else {
+            continue;
+        };
+        if !locked {
             // A locked one is reported as a shim without an active run below.
             if !by_id.contains_key(&id) && orphan(store, id)? {
                 report.violations.push(Violation {
@@ -384,7 +416,8 @@ pub fn check(
             }
             continue;
         }
-        let token = at(&dir.records_path(), dir.read_started())?.map(|s| s.token);
+        // Bad lines were reported above; the started record, if one is valid, still counts.
+        let token = dir.records().ok().and_then(|r| r.started).map(|s| s.token);
         let fine = match by_id.get(&id) {
             Some(run) => run.status.is_active() && token.is_none_or(|t| t == run.claim_token),
             None => false,
@@ -405,6 +438,7 @@ pub fn check(
         }
     }
     report.violations.sort_by_key(|v| (v.kind, v.run_id));
+    report.violations.dedup();
     Ok(report)
 }
 

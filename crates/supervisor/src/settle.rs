@@ -31,6 +31,11 @@ pub enum Fate {
     NeverStarted,
     /// The command may have started, and nothing recorded its end.
     Lost,
+    /// The command may have started, and the record file holds no end for this claim but a
+    /// line (or a previous version's record file) that cannot be read, which may have been
+    /// it: the end is unknown, as for [`Fate::Lost`], and the note says why (never "the shim
+    /// died"). The text names the unreadable line.
+    Unreadable(String),
 }
 
 impl Fate {
@@ -41,35 +46,45 @@ impl Fate {
             Fate::Ended(_) => "ended",
             Fate::NeverStarted => "never_started",
             Fate::Lost => "lost",
+            Fate::Unreadable(_) => "unreadable",
         }
     }
 }
 
 /// Reads (and, for a claim that never started, tombstones) the run files of `token`'s claim.
+/// Every line of the record file that is not a record is logged (ERROR, with the run's id, the
+/// file and the line's number) and read past: a valid exit record of the claim counts whatever
+/// bad lines surround it.
 ///
 /// Errors: I/O errors on the run directory, a record that could not be read included (the
 /// caller looks again later: a record that failed to read is not a missing one, and taking it
-/// for one would call a run that ended `lost`, or requeue one that started). A record that was
-/// read but is not a valid one (corrupt) counts as missing for `exit` (so the run is `Lost`,
-/// never a made-up status) and as present for `started` (the command may have started, so the
-/// claim is never requeued).
+/// for one would call a run that ended `lost`, or requeue one that started). When no valid exit
+/// record of the claim is found but something that is not a valid record is (a bad line, a
+/// corrupt previous-version file), that may have been the record that mattered: the fate is
+/// [`Fate::Unreadable`] (the command may have started, so the claim is never requeued, and
+/// never given a made-up status).
 pub fn settle(dir: &RunDir, token: u64) -> io::Result<Fate> {
     let Some(lock) = dir.try_lock()? else {
         return Ok(Fate::Alive);
     };
-    let corrupt = |e: &io::Error| e.kind() == io::ErrorKind::InvalidData;
-    match dir.read_exit() {
-        Ok(Some(exit)) if exit.token == token => return Ok(Fate::Ended(exit)),
-        Ok(_) => {}
-        Err(e) if corrupt(&e) => {}
-        Err(e) => return Err(e),
-    }
-    let started = match dir.read_started() {
-        Ok(record) => record.is_some_and(|s| s.token == token),
-        Err(e) if corrupt(&e) => true,
+    let records = match dir.records() {
+        Ok(r) => r,
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            tracing::error!(run = dir.id(), error = %e, "a record of the run cannot be read");
+            return Ok(Fate::Unreadable(e.to_string()));
+        }
         Err(e) => return Err(e),
     };
-    if started {
+    for bad in &records.bad {
+        tracing::error!(run = dir.id(), "{bad}");
+    }
+    if let Some(exit) = records.exit.filter(|e| e.token == token) {
+        return Ok(Fate::Ended(exit));
+    }
+    if let Some(bad) = records.bad.first() {
+        return Ok(Fate::Unreadable(bad.to_string()));
+    }
+    if records.started.is_some_and(|s| s.token == token) {
         return Ok(Fate::Lost);
     }
     fail::fail_point!("recovery-before-tombstone", |_| std::process::abort());
@@ -138,6 +153,16 @@ pub fn transition(
             exit_code: None,
             signal: None,
             reason: Some("the shim died without recording the command's end".into()),
+            retry: policy.next(RunStatus::Lost, attempt, now),
+            finished_at: None,
+        },
+        Fate::Unreadable(what) => Change::Finish {
+            status: RunStatus::Lost,
+            exit_code: None,
+            signal: None,
+            reason: Some(format!(
+                "the run's end is unknown: its records could not be read ({what})"
+            )),
             retry: policy.next(RunStatus::Lost, attempt, now),
             finished_at: None,
         },

@@ -50,11 +50,10 @@ mod runs;
 mod schedules;
 mod schema;
 mod summary;
+mod timed;
 mod transitions;
 
 use postgres::error::SqlState;
-use postgres::NoTls;
-use r2d2_postgres::PostgresConnectionManager;
 
 pub use open::describe_url;
 pub(crate) use open::PgProbe;
@@ -63,7 +62,7 @@ use crate::error::Result;
 use crate::StoreError;
 
 /// The pooled connection type.
-type Conn = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
+type Conn = r2d2::PooledConnection<timed::TimedManager>;
 
 /// The PostgreSQL backend of one database. Cheap to clone; all clones share one pool.
 #[derive(Clone)]
@@ -97,7 +96,7 @@ impl PgStore {
     }
 }
 
-type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+type Pool = r2d2::Pool<timed::TimedManager>;
 
 /// Owns the pool so that its connections are closed on a thread of their own. Closing a
 /// `postgres` client runs a small runtime of the driver's, which panics ("cannot start a

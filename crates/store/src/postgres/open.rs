@@ -10,12 +10,63 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 use r2d2_postgres::PostgresConnectionManager;
 
+use super::timed::TimedManager;
 use super::{schema, PgStore};
 use crate::error::Result;
 use crate::StoreError;
 
 /// The notice channel every commit that changes a table sends on (see `schema`).
 const CHANNEL: &str = "fleet_changes";
+
+/// The longest a pooled connection's statement may run before the server cancels it: every
+/// statement fleet runs on the pool is a short one (prune deletes in small transactions), so
+/// one running longer means a server in trouble, which then surfaces as an error the daemon's
+/// outage path handles instead of a wait without end.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// TCP keepalives and the TCP user timeout, so that a server gone silent behind a network that
+/// drops packets (no reset ever comes) fails the connection within about
+/// [`TCP_USER_TIMEOUT`] instead of leaving a read waiting for ever; and the server's notices
+/// (`NOTICE`/`WARNING` messages such as "relation already exists") go to the DEBUG log, not
+/// to the operator. On a unix socket the TCP settings do nothing: the statement timeout and the
+/// pool's check-out test (`timed`) bound the waits there.
+fn bound_waits(config: &mut postgres::Config) {
+    config
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(10))
+        .keepalives_interval(Duration::from_secs(5))
+        .keepalives_retries(3)
+        .tcp_user_timeout(TCP_USER_TIMEOUT)
+        .notice_callback(|notice| {
+            tracing::debug!(
+                severity = notice.severity(),
+                "PostgreSQL server said: {}",
+                notice.message()
+            )
+        });
+}
+
+/// How long opening the database (connect, log in, migrate) may take before it counts as
+/// failed. The driver bounds only the socket's connect: a server whose processes are stopped
+/// accepts the connection in the kernel and then never answers, and a command must fail with a
+/// one-line error, not wait for ever. (The thread that waits is left to finish or hang on its
+/// own: it holds nothing but its connection.)
+const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why the first connection failed.
+enum OpenFailed {
+    Connect(super::PgError),
+    Migrate(StoreError),
+}
+
+impl From<super::PgError> for OpenFailed {
+    fn from(e: super::PgError) -> OpenFailed {
+        OpenFailed::Connect(e)
+    }
+}
+
+/// How long sent data may stay unacknowledged before the kernel drops the connection.
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The database a config names, for messages: host, port, database and user, never the
 /// password.
@@ -83,18 +134,47 @@ impl PgStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
+        bound_waits(&mut config);
         // One plain connection first: a server that cannot be reached fails here at once with
         // the driver's words, instead of after the pool's connection timeout.
-        let mut client = config
-            .connect(NoTls)
-            .map_err(|e| bad(target.clone())(Box::new(super::PgError(e))))?;
-        match schema::migrate(&mut client) {
-            Ok(()) => {}
-            Err(e @ StoreError::SchemaTooNew { .. }) => return Err(e),
-            Err(e) => return Err(bad(target)(Box::new(e))),
+        let first = config.clone();
+        let (tx, answered) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("fleet-pg-open".into())
+            .spawn(move || {
+                let result = (|| {
+                    let mut client = first.connect(NoTls).map_err(super::PgError)?;
+                    schema::migrate(&mut client).map_err(OpenFailed::Migrate)?;
+                    Ok::<Client, OpenFailed>(client)
+                })();
+                // The receiver is gone if it stopped waiting: then nobody wants the answer.
+                let _ = tx.send(result);
+            })
+            .map_err(|e| bad(target.clone())(Box::new(e)))?;
+        match answered.recv_timeout(OPEN_TIMEOUT).ok() {
+            Some(Ok(client)) => drop(client),
+            Some(Err(OpenFailed::Migrate(e @ StoreError::SchemaTooNew { .. }))) => return Err(e),
+            Some(Err(OpenFailed::Migrate(e))) => return Err(bad(target)(Box::new(e))),
+            Some(Err(OpenFailed::Connect(e))) => return Err(bad(target)(Box::new(e))),
+            None => {
+                return Err(bad(target)(
+                    format!(
+                        "the server accepted the connection but did not answer within {} s",
+                        OPEN_TIMEOUT.as_secs()
+                    )
+                    .into(),
+                ))
+            }
         }
-        drop(client);
-        let manager = PostgresConnectionManager::new(config.clone(), NoTls);
+        // The statement timeout, for the pool only: a migration may legitimately take longer
+        // on a large database, and it ran above without one.
+        let mut pooled = config.clone();
+        pooled.options(&format!(
+            "-c lock_timeout={} -c statement_timeout={}",
+            busy_timeout.as_millis().max(1),
+            STATEMENT_TIMEOUT.as_millis()
+        ));
+        let manager = TimedManager(PostgresConnectionManager::new(pooled, NoTls));
         let pool = r2d2::Pool::builder()
             .max_size(4)
             .min_idle(Some(1))
@@ -117,7 +197,32 @@ impl PgStore {
     ///
     /// Errors: [`StoreError::Backend`] if the server cannot be reached.
     pub(crate) fn change_probe(&self) -> Result<PgProbe> {
-        let mut conn = self.config.connect(NoTls)?;
+        let config = (*self.config).clone();
+        let (tx, answered) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("fleet-pg-probe".into())
+            .spawn(move || {
+                let _ = tx.send(config.connect(NoTls).map_err(super::PgError));
+            })
+            .map_err(|e| StoreError::Unreachable {
+                context: "database change probe",
+                source: Box::new(e),
+            })?;
+        // Bounded: a server that accepts the connection but never answers (its processes
+        // stopped) would otherwise hold the daemon's loop here for ever.
+        let mut conn = match answered.recv_timeout(super::timed::CHECK_TIMEOUT) {
+            Ok(result) => result.map_err(|e| e.0)?,
+            Err(_) => {
+                return Err(StoreError::Unreachable {
+                    context: "database change probe",
+                    source: format!(
+                        "the server did not answer within {} s",
+                        super::timed::CHECK_TIMEOUT.as_secs()
+                    )
+                    .into(),
+                })
+            }
+        };
         conn.batch_execute(&format!("LISTEN {CHANNEL}"))?;
         Ok(PgProbe {
             conn: Some(conn),
@@ -140,13 +245,14 @@ impl PgProbe {
     ///
     /// Errors: the driver's, if the connection is gone.
     pub(crate) fn changed(&mut self) -> Result<bool> {
-        // A notice is only read off the socket when the connection is used: a trivial
-        // statement makes sure every notice sent before it is in the buffer.
+        // A notice is only read off the socket when the connection is used: a round trip
+        // makes sure every notice sent before it is in the buffer. Bounded in time: a server
+        // that stopped answering must fail the look (the daemon's outage path), not hang it.
         let conn = self
             .conn
             .as_mut()
             .expect("the probe's connection lives until drop");
-        conn.batch_execute("SELECT 1")?;
+        conn.is_valid(super::timed::CHECK_TIMEOUT)?;
         let mut seen = false;
         let mut pending = conn.notifications();
         let mut it = pending.iter();

@@ -318,6 +318,8 @@ const MIGRATION_LOCK: i64 = 0x0066_6c65_6574;
 pub(crate) fn migrate(client: &mut Client) -> Result<()> {
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    // `CREATE … IF NOT EXISTS` on an existing table sends a NOTICE at every start: not news.
+    tx.batch_execute("SET LOCAL client_min_messages = warning")?;
     tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS schema_version (
              version    INTEGER PRIMARY KEY,

@@ -113,6 +113,7 @@ impl Daemon {
         } else {
             Vec::new()
         };
+        let unwritten = self.pending.len();
         let mut batch = std::mem::take(&mut self.pending);
         let slots: BTreeMap<RunId, SlotView> = self
             .slots
@@ -164,7 +165,7 @@ impl Daemon {
             return;
         }
         self.backoff = None;
-        self.database_reachable();
+        self.database_reachable_after(unwritten);
         self.sweep_removed = false;
         let metrics = &self.observed.metrics;
         metrics.claimed(&outcome.claimed, now_ms());
@@ -307,7 +308,7 @@ fn reap(
                     .extend(settle::transition(run_id, token, attempt, &f, policy, now));
             }
             Err(e) => {
-                tracing::error!(run = run_id, error = %e, "cannot read the run's files; will look again");
+                tracing::error!(run = run_id, path = %dir.path().display(), error = %e, "cannot read or lock the run's files; will look again");
                 out.unreadable.push((run_id, token));
             }
         }

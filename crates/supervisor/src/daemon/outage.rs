@@ -79,13 +79,20 @@ impl Daemon {
     /// Called after an operation of the loop reached the database: ends the outage, if one was
     /// in progress, says so once, and asks for the reconciliation of lost claims.
     pub(super) fn database_reachable(&mut self) {
+        self.database_reachable_after(self.pending.len());
+    }
+
+    /// [`Self::database_reachable`], for an operation that already wrote what was waiting:
+    /// `unwritten` is what was waiting when it began (counted after the write it would always
+    /// say 0).
+    pub(super) fn database_reachable_after(&mut self, unwritten: usize) {
         let Some(outage) = self.outage.take() else {
             return;
         };
         tracing::info!(
             down_for = %humantime::format_duration(Duration::from_secs(outage.since.elapsed().as_secs())),
             tries = outage.tries,
-            unwritten = self.pending.len(),
+            unwritten,
             "the database is reachable again; writing what happened meanwhile"
         );
         self.health.set_database_unreachable(None);

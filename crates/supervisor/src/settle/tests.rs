@@ -128,7 +128,7 @@ fn an_unreadable_started_record_is_an_error_and_no_tombstone() {
 fn a_corrupt_started_record_may_have_started_so_it_is_lost() {
     let (_t, dir) = run_dir();
     fs::write(dir.path().join("started"), "{not json").unwrap();
-    assert_eq!(settle(&dir, TOKEN).unwrap(), Fate::Lost);
+    assert!(matches!(settle(&dir, TOKEN).unwrap(), Fate::Unreadable(_)));
     assert!(!dir.path().join("tombstones").exists());
 }
 
@@ -137,7 +137,72 @@ fn a_corrupt_exit_record_is_missing_so_a_started_run_is_lost() {
     let (_t, dir) = run_dir();
     write(&dir, Some(started(TOKEN)), None);
     fs::write(dir.path().join("exit"), "{not json").unwrap();
-    assert_eq!(settle(&dir, TOKEN).unwrap(), Fate::Lost);
+    assert!(matches!(settle(&dir, TOKEN).unwrap(), Fate::Unreadable(_)));
+}
+
+/// Appends a complete line that is not a record to the run's record file.
+fn append_garbage(dir: &RunDir) {
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dir.records_path())
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"garbage line\n").unwrap();
+}
+
+/// A bad line before the exit record hides nothing: the real end counts.
+#[test]
+fn an_exit_record_after_a_bad_line_is_the_end() {
+    let (_t, dir) = run_dir();
+    write(&dir, Some(started(TOKEN)), None);
+    append_garbage(&dir);
+    let e = exit(TOKEN, Outcome::Exited, Some(7), None);
+    write(&dir, None, Some(e.clone()));
+    assert_eq!(settle(&dir, TOKEN).unwrap(), Fate::Ended(e));
+}
+
+/// No exit record but a bad line that may have been it: the end is unknown, and the note says
+/// a record could not be read (naming the line), never that the shim died.
+#[test]
+fn a_bad_line_where_the_exit_may_be_is_unreadable_not_a_dead_shim() {
+    let (_t, dir) = run_dir();
+    write(&dir, Some(started(TOKEN)), None);
+    append_garbage(&dir);
+    let fate = settle(&dir, TOKEN).unwrap();
+    let Fate::Unreadable(what) = &fate else {
+        panic!("{fate:?}")
+    };
+    assert!(what.starts_with("line 2 of "), "{what}");
+    assert!(!tombstoned(&dir));
+    let t = transition(
+        5,
+        TOKEN,
+        1,
+        &fate,
+        RetryPolicy {
+            retries: 0,
+            backoff_ms: 0,
+        },
+        0,
+    )
+    .unwrap();
+    let Change::Finish { status, reason, .. } = t.change else {
+        panic!("{:?}", t.change)
+    };
+    assert_eq!(status, RunStatus::Lost);
+    let reason = reason.unwrap();
+    assert!(reason.contains("could not be read (line 2 of "), "{reason}");
+    assert!(!reason.contains("shim died"), "{reason}");
+}
+
+/// A bad line where the started record may be: the command may have started, so the claim is
+/// never requeued (no tombstone).
+#[test]
+fn a_bad_line_where_the_started_may_be_is_never_requeued() {
+    let (_t, dir) = run_dir();
+    append_garbage(&dir);
+    assert!(matches!(settle(&dir, TOKEN).unwrap(), Fate::Unreadable(_)));
+    assert!(!tombstoned(&dir));
 }
 
 /// The tombstone must be durable before the requeue it licenses: a failed write is an error,
@@ -281,7 +346,7 @@ fn only_a_missing_started_record_requeues() {
 
     // Corrupt: it was written, so the command may have started.
     std::fs::write(&started, "not json").unwrap();
-    assert_eq!(settle(&dir, 1).unwrap(), Fate::Lost);
+    assert!(matches!(settle(&dir, 1).unwrap(), Fate::Unreadable(_)));
     std::fs::remove_file(&started).unwrap();
 
     assert_eq!(settle(&dir, 1).unwrap(), Fate::NeverStarted);

@@ -289,7 +289,17 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     let mut history = match dir.read_started() {
         Ok(Some(old)) if old.history.is_empty() => vec![old.token],
         Ok(Some(old)) => old.history,
-        _ => Vec::new(),
+        Ok(None) => Vec::new(),
+        // The history is for `fleet check`; an unreadable earlier record must not stop this
+        // claim, but it is said, since the history it would have carried is now incomplete.
+        Err(e) => {
+            warn(format_args!(
+                "fleet shim: run {} claim {}: cannot read the earlier started record ({e}); \
+                 its claims are missing from this record's history",
+                a.run_id, a.token
+            ));
+            Vec::new()
+        }
     };
     history.push(a.token);
     let started = StartedRecord {

@@ -12,11 +12,14 @@
 //! failed part-way): that record was never finished, so it never counted — its shim never
 //! spawned the command (a torn `started`) or never released the lock with the status known (a
 //! torn `exit`). Readers skip it, and the next holder of the lock cuts it off before appending.
-//! A complete line that is not a record is corruption, reported as `InvalidData` (the callers
-//! fail closed on it, never guessing).
+//! A complete line that is not a record is corruption: it is kept aside as a [`BadLine`]
+//! (line number and why) and reading goes on, so one bad line never hides the valid records
+//! around it (an `exit` record appended after it must still count). The callers report every
+//! bad line and fail closed when the record they need could be the unreadable one.
 
+use std::fmt;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -132,6 +135,43 @@ pub struct Records {
     pub running: Option<RunningRecord>,
     /// The last `exit` record, if any.
     pub exit: Option<ExitRecord>,
+    /// Every complete line that is not a record, in file order. Any of them may have been a
+    /// record of any kind: a reader that finds no valid record of the kind it needs must not
+    /// take "none" for an answer while this is not empty.
+    pub bad: Vec<BadLine>,
+}
+
+/// A complete line of a record file that is not a record (corruption: a writer writes whole
+/// records, so this is someone else's write or a damaged disk).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadLine {
+    /// The record file.
+    pub path: PathBuf,
+    /// The line's number in the file, from 1.
+    pub line: usize,
+    /// Why it is not a record (the JSON parser's message, without its position inside the
+    /// line).
+    pub reason: String,
+}
+
+impl fmt::Display for BadLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "line {} of {}: not a run record ({})",
+            self.line,
+            self.path.display(),
+            self.reason
+        )
+    }
+}
+
+impl BadLine {
+    /// This bad line as an `InvalidData` error, for a reader that needed the record it may
+    /// have held.
+    pub fn to_error(&self) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, self.to_string())
+    }
 }
 
 /// `record` as one line: its JSON and a `\n`.
@@ -143,33 +183,39 @@ pub fn encode(record: &Record) -> io::Result<Vec<u8>> {
     Ok(line)
 }
 
-/// Reads the records out of the bytes of `path` (named in errors only). Empty lines and an
-/// incomplete last line (see the module docs) are skipped.
-///
-/// Errors: `InvalidData`, naming `path`, for a complete line that is not a record.
-pub fn decode(bytes: &[u8], path: &Path) -> io::Result<Records> {
+/// Reads the records out of the bytes of `path` (named in the bad lines only). Empty lines and
+/// an incomplete last line (see the module docs) are skipped; a complete line that is not a
+/// record goes to [`Records::bad`] and reading goes on past it. Never fails.
+pub fn decode(bytes: &[u8], path: &Path) -> Records {
     let mut records = Records::default();
     let complete = match bytes.iter().rposition(|&b| b == b'\n') {
         Some(end) => &bytes[..end],
-        None => return Ok(records),
+        None => return records,
     };
-    for line in complete.split(|&b| b == b'\n') {
+    for (index, line) in complete.split(|&b| b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let record: Record = serde_json::from_slice(line).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: not a run record: {e}", path.display()),
-            )
-        })?;
-        match record {
-            Record::Started(s) => records.started = Some(s),
-            Record::Running(r) => records.running = Some(r),
-            Record::Exit(e) => records.exit = Some(e),
+        match serde_json::from_slice::<Record>(line) {
+            Ok(Record::Started(s)) => records.started = Some(s),
+            Ok(Record::Running(r)) => records.running = Some(r),
+            Ok(Record::Exit(e)) => records.exit = Some(e),
+            Err(e) => records.bad.push(BadLine {
+                path: path.to_path_buf(),
+                line: index + 1,
+                reason: reason(&e),
+            }),
         }
     }
-    Ok(records)
+    records
+}
+
+/// The parser's message without the " at line L column C" it appends: the position inside
+/// one line means nothing to an operator, who is told the line's number in the file instead.
+fn reason(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    text.strip_suffix(&position).unwrap_or(&text).to_string()
 }
 
 /// Where the complete lines of `bytes` end: the length to keep when cutting off a torn last

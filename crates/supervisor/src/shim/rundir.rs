@@ -41,7 +41,9 @@ use serde::de::DeserializeOwned;
 
 use crate::sys::files;
 
-pub use super::records::{ExitRecord, Outcome, Record, Records, RunningRecord, StartedRecord};
+pub use super::records::{
+    BadLine, ExitRecord, Outcome, Record, Records, RunningRecord, StartedRecord,
+};
 
 /// Name of the folder under the state directory that holds one folder per run.
 pub const RUNS_DIR: &str = "runs";
@@ -69,6 +71,7 @@ pub(super) const FILE_MODE: u32 = 0o600;
 /// The folder of one run: `<state_dir>/runs/<run_id>/`. Creating a value does no I/O.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunDir {
+    id: i64,
     path: PathBuf,
 }
 
@@ -101,8 +104,14 @@ impl RunDir {
     /// The folder of run `run_id` under `state_dir` (`<state_dir>/runs/<run_id>`). No I/O.
     pub fn new(state_dir: &Path, run_id: i64) -> RunDir {
         RunDir {
+            id: run_id,
             path: state_dir.join(RUNS_DIR).join(run_id.to_string()),
         }
+    }
+
+    /// The run's id, for log lines about its files.
+    pub fn id(&self) -> i64 {
+        self.id
     }
 
     /// The run folder's path.
@@ -176,10 +185,12 @@ impl RunDir {
     }
 
     /// The newest record of each kind, from the record file, or for a kind it holds none of,
-    /// from the previous version's file of that record. Nothing there is "no record".
+    /// from the previous version's file of that record. Nothing there is "no record". Lines of
+    /// the record file that are not records are in [`Records::bad`], for the caller to report
+    /// (and to fail closed on when the record it needs is missing).
     ///
-    /// Errors: I/O errors, and `InvalidData` (naming the file) for a record that is not valid
-    /// (never a panic).
+    /// Errors: I/O errors, and `InvalidData` (naming the file) for a previous version's record
+    /// file that is not valid (never a panic).
     pub fn records(&self) -> io::Result<Records> {
         let mut records = self.appended_records()?;
         if records.started.is_none() {
@@ -196,31 +207,42 @@ impl RunDir {
 
     /// Reads the newest `started` record; `Ok(None)` if there is none.
     ///
-    /// Errors: as [`RunDir::records`], for this kind of record.
+    /// Errors: as [`RunDir::records`], and `InvalidData` naming the first bad line when the
+    /// record file holds no valid record of this kind but a line that is not a record (it may
+    /// have been this one: "none" would be a guess).
     pub fn read_started(&self) -> io::Result<Option<StartedRecord>> {
-        match self.appended_records()?.started {
-            Some(s) => Ok(Some(s)),
-            None => self.read_json(STARTED_FILE),
-        }
+        let records = self.appended_records()?;
+        self.or_legacy(records.started, &records.bad, STARTED_FILE)
     }
 
     /// Reads the newest `running` record; `Ok(None)` if there is none.
     ///
-    /// Errors: as [`RunDir::records`], for this kind of record.
+    /// Errors: as [`RunDir::read_started`], for this kind of record.
     pub fn read_running(&self) -> io::Result<Option<RunningRecord>> {
-        match self.appended_records()?.running {
-            Some(r) => Ok(Some(r)),
-            None => self.read_json(RUNNING_FILE),
-        }
+        let records = self.appended_records()?;
+        self.or_legacy(records.running, &records.bad, RUNNING_FILE)
     }
 
     /// Reads the newest `exit` record; `Ok(None)` if there is none.
     ///
-    /// Errors: as [`RunDir::records`], for this kind of record.
+    /// Errors: as [`RunDir::read_started`], for this kind of record.
     pub fn read_exit(&self) -> io::Result<Option<ExitRecord>> {
-        match self.appended_records()?.exit {
-            Some(e) => Ok(Some(e)),
-            None => self.read_json(EXIT_FILE),
+        let records = self.appended_records()?;
+        self.or_legacy(records.exit, &records.bad, EXIT_FILE)
+    }
+
+    /// `found`, or failing that an error for the first of `bad`, or failing that the previous
+    /// version's file `name`.
+    fn or_legacy<T: DeserializeOwned>(
+        &self,
+        found: Option<T>,
+        bad: &[BadLine],
+        name: &str,
+    ) -> io::Result<Option<T>> {
+        match (found, bad.first()) {
+            (Some(r), _) => Ok(Some(r)),
+            (None, Some(line)) => Err(line.to_error()),
+            (None, None) => self.read_json(name),
         }
     }
 
@@ -338,7 +360,7 @@ impl RunDir {
     fn appended_records(&self) -> io::Result<Records> {
         let path = self.records_path();
         match fs::read(&path) {
-            Ok(bytes) => super::records::decode(&bytes, &path),
+            Ok(bytes) => Ok(super::records::decode(&bytes, &path)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Records::default()),
             Err(e) => Err(e),
         }

@@ -110,6 +110,41 @@ fn a_complete_line_that_is_not_a_record_is_invalid_data() {
     );
 }
 
+/// A bad line hides nothing around it: the records before and after it are read, and the bad
+/// line is reported by its number in the file, without the parser's position inside the line.
+#[test]
+fn a_bad_line_is_set_aside_and_the_records_around_it_count() {
+    let (_tmp, dir) = run_dir();
+    let lock = dir.try_lock().unwrap().unwrap();
+    dir.write_started(&lock, &started(3)).unwrap();
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .open(dir.records_path())
+        .unwrap();
+    io::Write::write_all(&mut file, b"garbage line\n").unwrap();
+    let exit = ExitRecord {
+        token: 3,
+        outcome: Outcome::Exited,
+        code: Some(7),
+        signal: None,
+        timed_out: false,
+        term_requested: false,
+        error: None,
+        started_at: None,
+        finished_at: now_rfc3339(),
+    };
+    dir.write_exit(&lock, &exit).unwrap();
+    let all = dir.records().unwrap();
+    assert_eq!(all.started.unwrap().token, 3);
+    assert_eq!(all.exit, Some(exit.clone()));
+    assert_eq!(dir.read_exit().unwrap(), Some(exit));
+    assert_eq!(all.bad.len(), 1);
+    let said = all.bad[0].to_string();
+    assert!(said.starts_with("line 2 of "), "{said}");
+    assert!(said.contains("runs/42/lock: not a run record ("), "{said}");
+    assert!(!said.contains("column"), "{said}");
+}
+
 /// A folder of the previous version (one file per record) reads the same; once the record
 /// file holds a record of a kind, it wins over the old file of that kind.
 #[test]

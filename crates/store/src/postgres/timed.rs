@@ -1,0 +1,39 @@
+//! The pool's connection manager: the driver's own, but a connection is checked, at every
+//! check-out, by a round trip bounded in time on the client's side. It owns that bound and
+//! nothing else; it never runs a statement of fleet's.
+//!
+//! Why: a server that is there but does not answer (its processes stopped, a machine frozen, a
+//! network path that drops packets) answers no statement, and no server-side timeout can fire
+//! in a server that is not running. The driver has no read timeout, so without this a check-out
+//! would hand out a connection whose first statement waits for ever; with it, the check-out
+//! fails within [`CHECK_TIMEOUT`] and the pool's callers get [`crate::StoreError::Unreachable`]
+//! (the daemon's outage path) once the pool's connection timeout passes.
+
+use std::time::Duration;
+
+use postgres::{Client, Error, NoTls};
+use r2d2_postgres::PostgresConnectionManager;
+
+/// How long the check-out round trip may take before the connection counts as broken.
+pub(super) const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// [`PostgresConnectionManager`], with the check-out test bounded by [`CHECK_TIMEOUT`].
+#[derive(Debug)]
+pub(crate) struct TimedManager(pub(super) PostgresConnectionManager<NoTls>);
+
+impl r2d2::ManageConnection for TimedManager {
+    type Connection = Client;
+    type Error = Error;
+
+    fn connect(&self) -> Result<Client, Error> {
+        self.0.connect()
+    }
+
+    fn is_valid(&self, client: &mut Client) -> Result<(), Error> {
+        client.is_valid(CHECK_TIMEOUT)
+    }
+
+    fn has_broken(&self, client: &mut Client) -> bool {
+        client.is_closed()
+    }
+}

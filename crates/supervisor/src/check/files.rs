@@ -1,0 +1,87 @@
+//! The run-file half of `fleet check` that reads records: a file that cannot be read becomes a
+//! finding and the check goes on (one bad file must not hide what the others say), and a
+//! terminal run's exit record is compared with what the database recorded of its end. It only
+//! reads, and never decides what a record means: that is `settle::outcome`'s, the same rule the
+//! daemon applied when it wrote the end.
+
+use std::io;
+use std::path::Path;
+
+use store::{Run, RunId};
+
+use super::{Report, Violation, ViolationKind};
+use crate::settle;
+use crate::shim::rundir::{Records, RunDir};
+
+/// `result`'s value, or `None` after recording an [`ViolationKind::UnreadableFile`] finding for
+/// run `run` naming `path` (an error that names its file already, as a bad record line does, is
+/// not prefixed with it again).
+pub(super) fn readable<T>(
+    report: &mut Report,
+    run: RunId,
+    path: &Path,
+    result: io::Result<T>,
+) -> Option<T> {
+    match result {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let said = e.to_string();
+            let message = if said.contains(&path.display().to_string()) {
+                said
+            } else {
+                format!("cannot read {}: {said}", path.display())
+            };
+            unreadable(report, run, message);
+            None
+        }
+    }
+}
+
+fn unreadable(report: &mut Report, run: RunId, message: String) {
+    report.violations.push(Violation {
+        kind: ViolationKind::UnreadableFile,
+        run_id: Some(run),
+        message,
+    });
+}
+
+/// The records of run folder `dir`, every line of its record file that is not a record
+/// reported as an [`ViolationKind::UnreadableFile`] finding; `None` (reported too) when the
+/// folder's records cannot be read at all.
+pub(super) fn records(report: &mut Report, dir: &RunDir) -> Option<Records> {
+    let records = readable(report, dir.id(), &dir.records_path(), dir.records())?;
+    for bad in &records.bad {
+        unreadable(report, dir.id(), bad.to_string());
+    }
+    Some(records)
+}
+
+/// Reports an [`ViolationKind::ExitRecordMismatch`] when terminal run `run` has an exit record
+/// of its last claim that stands for another status, exit code or signal than the database
+/// holds: the database's end would then not be the command's real one.
+pub(super) fn compare_exit(report: &mut Report, run: &Run, records: &Records) {
+    let Some(exit) = records.exit.as_ref().filter(|e| e.token == run.claim_token) else {
+        return;
+    };
+    let (status, code, signal, _) = settle::outcome(exit);
+    if (status, code, signal) == (run.status, run.exit_code, run.signal) {
+        return;
+    }
+    let show = |v: Option<i32>| v.map_or_else(|| "none".to_string(), |v| v.to_string());
+    report.violations.push(Violation {
+        kind: ViolationKind::ExitRecordMismatch,
+        run_id: Some(run.id),
+        message: format!(
+            "run {} ({}) is {} (exit code {}, signal {}) in the database but its exit record says {} \
+             (exit code {}, signal {})",
+            run.id,
+            run.project,
+            run.status,
+            show(run.exit_code),
+            show(run.signal),
+            status,
+            show(code),
+            show(signal)
+        ),
+    });
+}
