@@ -7,7 +7,7 @@
 use std::io;
 use std::path::Path;
 
-use store::{Run, RunId};
+use store::{Run, RunId, RunStatus};
 
 use super::{Report, Violation, ViolationKind};
 use crate::settle;
@@ -63,6 +63,15 @@ pub(super) fn compare_exit(report: &mut Report, run: &Run, records: &Records) {
     let Some(exit) = records.exit.as_ref().filter(|e| e.token == run.claim_token) else {
         return;
     };
+    // A run declared `lost` without its record — its host forgotten by an operator while the
+    // command still ran — may see its command end later (the returning host stops it): that
+    // record came after the database's end and cannot contradict it. A record from before the
+    // end still can (an end that ignored a real exit).
+    if run.status == RunStatus::Lost
+        && matches!((exit.finished_ms(), run.finished_at), (Some(ended), Some(declared)) if ended > declared)
+    {
+        return;
+    }
     let (status, code, signal, _) = settle::outcome(exit);
     if (status, code, signal) == (run.status, run.exit_code, run.signal) {
         return;
