@@ -376,9 +376,10 @@ pub fn check(
                     kind: ViolationKind::FolderWithoutRun,
                     run_id: Some(id),
                     message: format!(
-                        "run folder {} has no database row (a fleet.db restored from an older backup?); \
+                        "run folder {} has no database row ({} restored from an older backup?); \
                          fleet never removes it: check the database, then move the folder away or delete it by hand",
-                        dir.path().display()
+                        dir.path().display(),
+                        if state.database().is_some() { "the database" } else { "a fleet.db" }
                     ),
                 });
             }
