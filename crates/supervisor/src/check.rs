@@ -64,7 +64,7 @@ pub enum ViolationKind {
     TwoActiveRuns,
     /// A run reached a terminal status more than once.
     TwoEnds,
-    /// A run folder whose run has no database row (e.g. a fleet.db restored from an older
+    /// A run folder whose run has no database row (e.g. a database restored from an older
     /// backup). Never a normal state: a run's row is committed before its folder is made, and a
     /// prune removes the folder before the row. Fleet never removes such a folder itself.
     FolderWithoutRun,
