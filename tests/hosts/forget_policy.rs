@@ -14,7 +14,13 @@ fn forget_retries_by_the_published_config_not_the_local_file() {
         return;
     };
     // Host a starts first: nothing is published, so it publishes its file (retries = 1).
-    drop(h.start("a"));
+    let a = h.start("a");
+    h.wait_until(DEADLINE, "host a to publish its config", || {
+        h.sql()
+            .query_opt("SELECT 1 FROM published_config", &[])
+            .is_ok_and(|r| r.is_some())
+    });
+    drop(a);
     // Host b's local file says no retries; the published config in force says one.
     let b = h.fleet("b");
     let local = std::fs::read_to_string(&b.config).unwrap();
