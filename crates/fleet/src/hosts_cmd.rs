@@ -113,7 +113,8 @@ fn text(list: &[Value]) -> String {
 /// `fleet hosts forget NAME`: bumps the host's epoch, ends its active runs `lost` (each retried
 /// per its project's retry policy in the config), frees their seats — one transaction — and
 /// prints what it did. Refuses a host whose heartbeat is younger than [`SILENCE_MS`] unless
-/// `force`.
+/// `force`. A host already forgotten (and not back since): says when and by whom, writes
+/// nothing, exit 0.
 ///
 /// Errors: exit 2 for an invalid config, an unknown host, or a SQLite state directory (one
 /// host, nothing to forget); 1 when refused (alive) or the database fails.
@@ -144,6 +145,20 @@ pub fn forget(path: &Path, name: &str, force: bool) -> Result<()> {
             SILENCE_MS / 1000
         )));
     }
+    // On a shared database the config in force is the published one: its retry policy and
+    // failure hooks decide what the forgotten runs become, not this host's local file (which
+    // may differ). The local file only when nothing is published yet.
+    let config = match store.published_config().map_err(Failure::action)? {
+        Some(p) => {
+            supervisor::config::Config::published_here(&p.text, path, &config).map_err(|e| {
+                Failure::action(format!(
+                    "the published config (version {}) cannot be used here: {e}",
+                    p.version
+                ))
+            })?
+        }
+        None => config,
+    };
     let plan = |run: &Run| {
         RetryPolicy::for_project(&config, &run.project).next(
             store::RunStatus::Lost,
@@ -152,12 +167,13 @@ pub fn forget(path: &Path, name: &str, force: bool) -> Result<()> {
         )
     };
     let by = format!("fleet hosts forget (pid {})", std::process::id());
-    let done = store
-        .forget_host(name, &by, &plan, &config.failure_hooks(), now)
-        .map_err(|e| match e {
-            store::StoreError::UnknownHost(_) => Failure::input(e),
-            e => Failure::action(e),
-        })?;
+    let done = match store.forget_host(name, &by, &plan, &config.failure_hooks(), now) {
+        Ok(done) => done,
+        // Forgotten already: the operator's intent holds; nothing more is written (exit 0).
+        Err(e @ store::StoreError::AlreadyForgotten { .. }) => return console::println(e),
+        Err(e @ store::StoreError::UnknownHost(_)) => return Err(Failure::input(e)),
+        Err(e) => return Err(Failure::action(e)),
+    };
     let ids = |v: &[i64]| {
         if v.is_empty() {
             "none".to_string()

@@ -1,7 +1,8 @@
 //! `fleet prune [--dry-run]`: applies `keep_runs` and `keep_for` now, all at once, whether or
 //! not a daemon runs (it only forgets ended runs, which no daemon holds anything of; see
 //! `supervisor::prune`). Prints one line per run (let go, or with `--dry-run` that would be),
-//! then a summary.
+//! then a summary. On a shared database, only the runs this host ran (and runs that never
+//! started): each host prunes its own, whose folders are on its disk.
 
 use std::path::Path;
 
@@ -24,6 +25,13 @@ pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
         ));
     };
     let policy = supervisor::prune::policy(&config, store::now_ms());
+    if let Some(host) = &policy.host {
+        // A run's folder is on the host that ran it: other hosts' runs are theirs to prune.
+        console::println(format_args!(
+            "host {host}: pruning the runs this host ran and runs that never started \
+             (other hosts prune their own)"
+        ))?;
+    }
     let verb = if dry_run { "would prune" } else { "pruned" };
     // Each batch's lines go out (flushed) as soon as its rows are forgotten: a prune killed or
     // failing midway has still said what it did.

@@ -114,6 +114,17 @@ pub enum StoreError {
     /// No host of that name has ever taken over this database.
     #[error("no host named {0:?} is known to the database")]
     UnknownHost(String),
+    /// [`crate::Store::forget_host`] of a host already forgotten (and not back since): nothing
+    /// was written, so that its epoch and who forgot it stay as the first forget left them.
+    #[error("host {host} was already forgotten at {} by {by}", crate::rfc3339(*at))]
+    AlreadyForgotten {
+        /// The host.
+        host: String,
+        /// When it was forgotten (UTC ms).
+        at: crate::Millis,
+        /// Who forgot it.
+        by: String,
+    },
     /// A row holds a value this version does not understand (written by another program).
     #[error("run {run}: column {column} holds {value:?}, which fleet does not understand")]
     Corrupt {

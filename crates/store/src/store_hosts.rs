@@ -54,7 +54,9 @@ impl Store {
     /// caller's business.
     ///
     /// Errors: [`StoreError::UnknownHost`](crate::StoreError::UnknownHost) for a name no host
-    /// ever took over with; busy database (nothing written).
+    /// ever took over with; [`StoreError::AlreadyForgotten`](crate::StoreError::AlreadyForgotten)
+    /// for a host forgotten and not back since (nothing written: its epoch and `forgotten_by`
+    /// stay the first forget's); busy database (nothing written).
     pub fn forget_host(
         &self,
         name: &str,

@@ -178,6 +178,30 @@ fn forget_takes_a_hosts_runs_once(db: &Db) {
     ));
 }
 
+/// A second forget of a host already forgotten is refused as such and writes nothing: the
+/// epoch and who forgot it stay the first forget's. A host back since can be forgotten again.
+fn forgetting_a_forgotten_host_writes_nothing(db: &Db) {
+    let a = db.store();
+    take(&a, "a");
+    a.forget_host("a", "first", &|_| None, &FailureHooks::new(), 3)
+        .unwrap();
+    let before = a.hosts().unwrap()[0].clone();
+    match a.forget_host("a", "second", &|_| None, &FailureHooks::new(), 4) {
+        Err(StoreError::AlreadyForgotten { host, at, by }) => {
+            assert_eq!((host.as_str(), at, by.as_str()), ("a", 3, "first"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let after = a.hosts().unwrap()[0].clone();
+    assert_eq!(
+        (after.epoch, after.forgotten_at, after.forgotten_by),
+        (before.epoch, before.forgotten_at, before.forgotten_by)
+    );
+    take(&a, "a");
+    a.forget_host("a", "again", &|_| None, &FailureHooks::new(), 5)
+        .unwrap();
+}
+
 /// A claim packed with an older published version claims nothing; publishing the same text
 /// again changes no version.
 fn a_claim_of_a_stale_config_claims_nothing(db: &Db) {
@@ -328,6 +352,7 @@ both_backends!(
     hosts_fence_only_their_own_name,
     host_caps_hold_under_concurrent_claims,
     forget_takes_a_hosts_runs_once,
+    forgetting_a_forgotten_host_writes_nothing,
     a_claim_of_a_stale_config_claims_nothing,
     a_lowered_cap_is_never_exceeded,
     log_tails_are_kept_and_pruned,

@@ -15,6 +15,7 @@ both_backends!(
     keep_by_age_spares_the_newest_and_per_project_rules_win,
     a_run_a_queued_run_refers_to_is_kept_until_that_run_ends,
     keep_runs_counts_runs_that_started_and_skips_apart,
+    a_host_prunes_only_the_runs_it_ran_and_runs_that_never_started,
 );
 
 /// Marks every run as having started (at 500), as if it had run before it ended.
@@ -108,7 +109,55 @@ fn policy(default: Keep, ended_before: Millis) -> PrunePolicy {
         default,
         projects: BTreeMap::new(),
         ended_before,
+        host: None,
     }
+}
+
+/// On a shared database each run's folder is on the host that ran it: host `a`'s prune must
+/// never select `b`'s runs (their folders would stay on b's disk with no row), but it does
+/// select runs no host ever ran.
+fn a_host_prunes_only_the_runs_it_ran_and_runs_that_never_started(db: &Db) {
+    let (s, _) = common::open(db);
+    let on_a = ended(&s, "p", 3, 1_000);
+    let on_b = ended(&s, "p", 3, 1_000);
+    started(db);
+    let set_host = |ids: &[RunId], host: &str| {
+        let sql = format!(
+            "UPDATE runs SET host = '{host}' WHERE id IN ({})",
+            ids.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        db.exec(&sql, &sql);
+    };
+    set_host(&on_a, "a");
+    set_host(&on_b, "b");
+    let never = ended(&s, "p", 2, 1_000);
+    let keep1 = Keep {
+        newest: Some(1),
+        finished_after: None,
+    };
+    let mut for_a = policy(keep1, 10_000);
+    for_a.host = Some("a".into());
+    let got = ids(&s.prune_candidates(&for_a, 100).unwrap());
+    assert_eq!(
+        got,
+        vec![on_a[0], on_a[1], on_a[2], never[0]],
+        "a's started runs (the project's newest, b's, stays) and a never-started run, never b's"
+    );
+    let mut for_b = policy(keep1, 10_000);
+    for_b.host = Some("b".into());
+    assert_eq!(
+        ids(&s.prune_candidates(&for_b, 100).unwrap()),
+        vec![on_b[0], on_b[1], never[0]],
+        "b's own runs, never a's; b's newest is the project's newest started run"
+    );
+    // Without a host (one host, SQLite): every run, whoever ran it.
+    assert_eq!(
+        ids(&s.prune_candidates(&policy(keep1, 10_000), 100).unwrap()).len(),
+        6
+    );
 }
 
 fn ids(c: &[PruneCandidate]) -> Vec<RunId> {

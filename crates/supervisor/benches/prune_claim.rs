@@ -160,6 +160,7 @@ fn main() {
         },
         projects: Default::default(),
         ended_before: now,
+        host: None,
     };
     // The pruner prunes while `active`, and says when it is `idle` (between two batches, with
     // `active` off), so that no claim of an "alone" block overlaps a batch still finishing.

@@ -68,7 +68,7 @@ pub enum ViolationKind {
     TwoActiveRuns,
     /// A run reached a terminal status more than once.
     TwoEnds,
-    /// A run folder whose run has no database row (e.g. a fleet.db restored from an older
+    /// A run folder whose run has no database row (e.g. a database restored from an older
     /// backup). Never a normal state: a run's row is committed before its folder is made, and a
     /// prune removes the folder before the row. Fleet never removes such a folder itself.
     FolderWithoutRun,
@@ -408,9 +408,10 @@ pub fn check(
                     kind: ViolationKind::FolderWithoutRun,
                     run_id: Some(id),
                     message: format!(
-                        "run folder {} has no database row (a fleet.db restored from an older backup?); \
+                        "run folder {} has no database row ({} restored from an older backup?); \
                          fleet never removes it: check the database, then move the folder away or delete it by hand",
-                        dir.path().display()
+                        dir.path().display(),
+                        if state.database().is_some() { "the database" } else { "a fleet.db" }
                     ),
                 });
             }

@@ -10,6 +10,11 @@
 //! run refers to (hook, retry, rerun), or that are the newest started run of their project are
 //! never touched.
 //!
+//! On a database shared by many hosts, a host prunes only the runs it ran (and runs no host ran,
+//! which have no folder): a run's folder and its shim's lock are on the disk of the host that
+//! ran it, so only that host can remove the folder before the row. `keep_runs` still counts
+//! the project's runs fleet-wide.
+//!
 //! Two pruners (the daemon's step and `fleet prune`) never work at once: each batch holds the
 //! state directory's `prune.lock` (an exclusive `flock`), so they take turns batch by batch and
 //! each selects only what the other has not already let go. A folder found already gone (a
@@ -80,7 +85,8 @@ pub struct Pruned {
 }
 
 /// The policy of `config` at `now` (UTC ms): each project's keys, and the top level's for the
-/// runs of projects no longer in the config.
+/// runs of projects no longer in the config; on a shared database (`database` set), only the
+/// runs `config.host` ran, plus runs that never started.
 pub fn policy(config: &Config, now: Millis) -> PrunePolicy {
     let keep = |r: &Retention| Keep {
         newest: r.keep_runs,
@@ -96,6 +102,9 @@ pub fn policy(config: &Config, now: Millis) -> PrunePolicy {
             .map(|p| (p.name.clone(), keep(&p.retention)))
             .collect(),
         ended_before: now.saturating_sub(GRACE.as_millis() as i64),
+        // On a shared database a run's folder is on the host that ran it: this host prunes
+        // only its own runs (and those no host ran), so that folder and row go together.
+        host: config.database.as_ref().map(|_| config.host.clone()),
     }
 }
 

@@ -26,6 +26,8 @@ pub(crate) struct LetGo<'a> {
     pub(crate) limit: usize,
     /// Runs that started (`true`) or runs that never did (`false`).
     pub(crate) started: bool,
+    /// Only runs this host ran (`runs.host`), if set; see [`PrunePolicy::host`].
+    pub(crate) host: Option<&'a str>,
 }
 
 /// The index reads a backend supplies for [`candidates`], each over ended runs only.
@@ -49,7 +51,9 @@ pub(crate) trait PruneReads {
 /// counted apart, so skips never push real outcomes out of history. The newest started run of a
 /// project is never let go (its last outcome); of the runs that never started, nothing marks a
 /// last one: no id bounds them. With `newest = N`: runs older than the N-th newest; fewer than
-/// N: none by count. Errors: any of the reads'.
+/// N: none by count. With [`PrunePolicy::host`] set (a shared database), the started runs let
+/// go are only those that host ran; the counts stay fleet-wide (`newest = N` keeps the
+/// project's newest N whoever ran them). Errors: any of the reads'.
 pub(crate) fn candidates(
     reads: &mut impl PruneReads,
     policy: &PrunePolicy,
@@ -93,6 +97,13 @@ pub(crate) fn candidates(
                 by_age: keep.finished_after,
                 limit: limit - out.len(),
                 started,
+                // A started run's folder is on the disk of the host that ran it: only that
+                // host may let it go. A run that never started has no folder anywhere.
+                host: if started {
+                    policy.host.as_deref()
+                } else {
+                    None
+                },
             })?;
             out.extend(rows.into_iter().map(|(id, finished_at)| PruneCandidate {
                 id,
@@ -128,8 +139,8 @@ mod tests {
         }
         fn let_go(&mut self, q: &LetGo<'_>) -> Result<Vec<(RunId, Option<Millis>)>> {
             self.asked.push(format!(
-                "{} below {} by_count {:?} started {}",
-                q.project, q.below, q.by_count, q.started
+                "{} below {} by_count {:?} started {} host {:?}",
+                q.project, q.below, q.by_count, q.started, q.host
             ));
             Ok(vec![(1, Some(5)), (2, None)])
         }
@@ -156,7 +167,7 @@ mod tests {
         // N-th newest here, and no age rule: none asked either.
         assert_eq!(
             f.asked,
-            vec!["a below 9 by_count Some(7) started true".to_string()]
+            vec!["a below 9 by_count Some(7) started true host None".to_string()]
         );
         assert_eq!(out.len(), 2);
         assert_eq!(out[1].finished_at, 0);

@@ -71,11 +71,19 @@ impl PgStore {
     ) -> Result<Forgotten> {
         let mut conn = self.conn()?;
         let mut tx = conn.transaction()?;
-        if tx
-            .query_opt("SELECT 1 FROM hosts WHERE name = $1 FOR UPDATE", &[&name])?
-            .is_none()
-        {
+        let Some(row) = tx.query_opt(
+            "SELECT forgotten_at, forgotten_by FROM hosts WHERE name = $1 FOR UPDATE",
+            &[&name],
+        )?
+        else {
             return Err(StoreError::UnknownHost(name.to_string()));
+        };
+        if let Some(at) = row.try_get::<_, Option<Millis>>(0)? {
+            return Err(StoreError::AlreadyForgotten {
+                host: name.to_string(),
+                at,
+                by: row.try_get::<_, Option<String>>(1)?.unwrap_or_default(),
+            });
         }
         let epoch: i64 = tx
             .query_one(

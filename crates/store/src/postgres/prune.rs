@@ -95,6 +95,7 @@ impl PruneReads for Reads<'_> {
                 "SELECT id, finished_at FROM runs \
                  WHERE project = $1 AND id < $2 AND status IN {ENDED} AND finished_at < $3 \
                    AND (started_at IS NOT NULL) = $7 \
+                   AND ($8::text IS NULL OR host = $8::text) \
                    AND (($4::bigint IS NOT NULL AND id < $4::bigint) \
                      OR ($5::bigint IS NOT NULL AND finished_at < $5::bigint)) \
                    AND {NOT_REFERRED} \
@@ -109,6 +110,7 @@ impl PruneReads for Reads<'_> {
                 // `usize::MAX` (no limit) must not wrap to a negative LIMIT.
                 &i64::try_from(q.limit).unwrap_or(i64::MAX),
                 &q.started,
+                &q.host,
             ],
         )?;
         rows.iter()

@@ -63,10 +63,27 @@ impl SqliteStore {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let known = tx
-            .query_row("SELECT 1 FROM hosts WHERE name = ?1", [name], |_| Ok(()))
+            .query_row(
+                "SELECT forgotten_at, forgotten_by FROM hosts WHERE name = ?1",
+                [name],
+                |r| {
+                    Ok((
+                        r.get::<_, Option<Millis>>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                    ))
+                },
+            )
             .optional()?;
-        if known.is_none() {
-            return Err(StoreError::UnknownHost(name.to_string()));
+        match known {
+            None => return Err(StoreError::UnknownHost(name.to_string())),
+            Some((Some(at), by)) => {
+                return Err(StoreError::AlreadyForgotten {
+                    host: name.to_string(),
+                    at,
+                    by: by.unwrap_or_default(),
+                })
+            }
+            Some((None, _)) => {}
         }
         let epoch: i64 = tx.query_row(
             "UPDATE meta SET value = value + 1 WHERE key = 'epoch' RETURNING value",

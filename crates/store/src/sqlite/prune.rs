@@ -46,6 +46,7 @@ impl SqliteStore {
                 "SELECT id, finished_at FROM runs
                  WHERE project = ?1 AND id < ?2 AND status IN {ENDED} AND finished_at < ?3
                    AND (started_at IS NOT NULL) = ?7
+                   AND (?8 IS NULL OR host = ?8)
                    AND ((?4 IS NOT NULL AND id < ?4) OR (?5 IS NOT NULL AND finished_at < ?5))
                    AND {NOT_REFERRED}
                  ORDER BY id LIMIT ?6"
@@ -148,7 +149,8 @@ impl PruneReads for Reads<'_> {
                 q.by_age,
                 // `usize::MAX` (no limit) wraps to -1: SQLite's "no limit".
                 q.limit as i64,
-                q.started
+                q.started,
+                q.host
             ],
             |r| Ok((r.get::<_, RunId>(0)?, r.get::<_, Option<Millis>>(1)?)),
         )?;

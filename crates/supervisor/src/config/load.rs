@@ -57,6 +57,26 @@ impl Config {
         check::check(text, path)
     }
 
+    /// A published config's `text` as it is in force on the host whose own config is `here`:
+    /// parsed and validated as a local file would be (`path` names it in messages), then this
+    /// host's own keys kept from `here` (`host`, `state_dir`, `database`, `http_listen`,
+    /// `log_format`), since those say where this host keeps its state, not how the fleet runs.
+    /// The daemon applies a published version this way, and `fleet hosts forget` reads the
+    /// retry policy and failure hooks in force the same way.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::parse`]: the published text is not a config this build can use.
+    pub fn published_here(text: &str, path: &Path, here: &Config) -> Result<Config, ConfigErrors> {
+        let mut new = Config::parse(text, path)?;
+        new.host.clone_from(&here.host);
+        new.state_dir.clone_from(&here.state_dir);
+        new.database.clone_from(&here.database);
+        new.http_listen.clone_from(&here.http_listen);
+        new.log_format = here.log_format;
+        Ok(new)
+    }
+
     /// The state directory a config file names, found even when the rest of the file is
     /// invalid — so that `fleet status` can show a refused edit, and `fleet runs` keeps working,
     /// while the operator fixes a typo. `None` when the file cannot be read, or its `state_dir`

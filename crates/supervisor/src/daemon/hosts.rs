@@ -122,14 +122,9 @@ impl Daemon {
                 return;
             }
         };
-        match crate::config::Config::parse(&p.text, &self.config_path) {
-            Ok(mut new) => {
+        match crate::config::Config::published_here(&p.text, &self.config_path, &self.config) {
+            Ok(new) => {
                 let here = &self.config;
-                new.host.clone_from(&here.host);
-                new.state_dir.clone_from(&here.state_dir);
-                new.database.clone_from(&here.database);
-                new.http_listen.clone_from(&here.http_listen);
-                new.log_format = here.log_format;
                 if new != **here {
                     self.config = std::sync::Arc::new(new);
                     self.observed.set_config(self.config.clone());
