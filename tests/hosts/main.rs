@@ -14,7 +14,9 @@
 //! - `fencing`: a frozen host is forgotten, its run retried elsewhere; thawed, it writes nothing
 //!   over the rows it lost, ends its stale command and rejoins;
 //! - `publish`: a lower namespace cap published while runs are active on all hosts: no start
-//!   until the namespace is under the new cap fleet-wide.
+//!   until the namespace is under the new cap fleet-wide;
+//! - `reload_rule`: a rewrite of the same bytes publishes nothing; `fleet reload` replaces a
+//!   published config no host can use.
 //!
 //! Run with `cargo nextest run --all-features --test hosts`.
 
@@ -26,5 +28,6 @@ mod markers;
 
 mod fencing;
 mod publish;
+mod reload_rule;
 mod soak;
 mod spread;

@@ -60,9 +60,10 @@ impl Daemon {
     }
 
     /// On a shared database: publishes this host's local fleet.toml as the fleet's config —
-    /// at start (`always` false) only when nothing is published yet, after a reload of an
-    /// edited file (`always`) as the next version. A failure is logged; the heartbeat shows
-    /// the version this host published, if any.
+    /// at start (`always` false) only when nothing is published yet; after an operator's
+    /// reload or an edit of its content (`always`) as the next version whenever its digest
+    /// differs from the published one (the same text is not published twice). A failure is
+    /// logged; the heartbeat shows the version this host published, if any.
     pub(super) async fn publish_local(&mut self, always: bool) {
         if self.state.database().is_none() {
             return;
@@ -79,6 +80,7 @@ impl Daemon {
             } else {
                 None
             }),
+            Some(p) if p.digest == digest => Ok(Some(p.version)),
             _ => store
                 .publish_config(epoch, &text, &digest, now_ms())
                 .map(Some),
