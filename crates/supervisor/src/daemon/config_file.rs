@@ -182,6 +182,7 @@ mod tests {
             loaded: Err(ConfigErrors(Vec::new())),
             after,
             file_host: None,
+            digest: None,
         };
         assert_eq!(read(Some(old), Some(old)).settled(now), Some(old));
         let changed = FileStamp { len: 4, ..old };
