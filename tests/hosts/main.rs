@@ -31,3 +31,4 @@ mod publish;
 mod reload_rule;
 mod soak;
 mod spread;
+mod status_name;
