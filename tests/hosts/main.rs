@@ -29,6 +29,7 @@ mod markers;
 mod fencing;
 mod publish;
 mod reload_rule;
+mod remote_log;
 mod soak;
 mod spread;
 mod status_name;

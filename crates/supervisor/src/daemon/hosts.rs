@@ -17,7 +17,6 @@ use store::{
 
 use super::cancel::identify_shim;
 use super::state::Daemon;
-use crate::config::HttpListen;
 use crate::shim::rundir::RunDir;
 use crate::sys::signals::Signal;
 
@@ -41,10 +40,7 @@ impl Daemon {
         let info = HostInfo {
             config_version: self.published_version,
             config_digest: local.as_deref().map(crate::config::digest),
-            http_addr: match &self.config.http_listen {
-                Some(HttpListen::Tcp(addr)) => Some(format!("http://{addr}")),
-                _ => None,
-            },
+            http_addr: self.http_addr.clone(),
         };
         let store = self.store.clone();
         let epoch = self.epoch;
