@@ -87,6 +87,11 @@ fn a_reload_replaces_a_published_config_no_host_can_use() {
         )
         .unwrap()
         .get::<_, i64>(0);
+    // b says, in `fleet status`, which published version it refuses and who published it.
+    let said = format!("refuses published config version {bad} (by host z)");
+    h.wait_until(DEADLINE, "b's status to name the refused version", || {
+        h.fleet("b").status().to_string().contains(&said)
+    });
     // b's file equals its last good config: the operator's reload still publishes it.
     h.fleet("b").cmd_ok(&["reload"]);
     h.wait_until(DEADLINE, "b's file published over the bad version", || {

@@ -128,10 +128,13 @@ impl Daemon {
                 new.database.clone_from(&here.database);
                 new.http_listen.clone_from(&here.http_listen);
                 new.log_format = here.log_format;
-                if new != **here {
-                    self.config = std::sync::Arc::new(new);
-                    self.observed.set_config(self.config.clone());
-                    self.sweep_removed = true;
+                // A refusal recorded for an earlier version is cleared with the row's caps.
+                if new != **here || self.published_refused.take().is_some() {
+                    if new != **here {
+                        self.config = std::sync::Arc::new(new);
+                        self.observed.set_config(self.config.clone());
+                        self.sweep_removed = true;
+                    }
                     // The caps `fleet status` shows are this host's row's.
                     let (store, epoch) = (self.store.clone(), self.epoch);
                     let caps = crate::caps::caps_json(&self.config);
@@ -150,10 +153,25 @@ impl Daemon {
             Err(_) if self.published_refused == Some(p.version) => {}
             Err(errors) => {
                 self.published_refused = Some(p.version);
-                tracing::error!(
-                    version = p.version,
-                    "the published config cannot be used here, the last good one stays (and nothing is claimed until a usable one is published): {errors}"
+                // Named by its version and publisher: the text is not this host's file.
+                let msg = format!(
+                    "this host refuses published config version {} (by host {}): {errors}",
+                    p.version, p.published_by
                 );
+                tracing::error!(
+                    "{msg}; the last good config stays (and nothing is claimed until a usable one is published)"
+                );
+                // Recorded as the host's reload error, which `fleet status` shows.
+                let (store, epoch) = (self.store.clone(), self.epoch);
+                let caps = crate::caps::caps_json(&self.config);
+                let recorded = tokio::task::spawn_blocking(move || {
+                    store.set_daemon_config(epoch, &caps, Some(&msg), now_ms())
+                })
+                .await
+                .expect("set_daemon_config panicked");
+                if let Err(e) = recorded {
+                    tracing::warn!(error = %e, "could not record the refused config");
+                }
             }
         }
     }
