@@ -16,7 +16,9 @@
 //! - `forget_policy`: a forget retries by the published config, and a second forget writes nothing;
 //! - `prune`: each host prunes only the runs it ran; `fleet check` passes on every host;
 //! - `publish`: a lower namespace cap published while runs are active on all hosts: no start
-//!   until the namespace is under the new cap fleet-wide.
+//!   until the namespace is under the new cap fleet-wide;
+//! - `reload_rule`: a rewrite of the same bytes publishes nothing; `fleet reload` replaces a
+//!   published config no host can use.
 //!
 //! Run with `cargo nextest run --all-features --test hosts`.
 
@@ -30,5 +32,8 @@ mod fencing;
 mod forget_policy;
 mod prune;
 mod publish;
+mod reload_rule;
+mod remote_log;
 mod soak;
 mod spread;
+mod status_name;

@@ -11,18 +11,42 @@ use crate::cli::{invalid, load_for_reading, open_existing_at, state_of, Failure,
 use crate::liveness::Liveness;
 use crate::{console, output};
 
-/// The daemon row of this host (`host`, when the config names it) among the hosts sharing the
-/// database; without a name, the host that took over last.
-fn this_host_row(store: &store::Store, host: Option<&str>) -> Result<Option<store::DaemonRow>> {
+/// The daemon row of this host among the hosts sharing the database. The running daemon's row
+/// is found first by its pid (`holder`, from the state directory's lock), because a daemon
+/// started with `--host NAME` runs under a name its config may not give; among rows with that
+/// pid (hosts on other machines may reuse it) the one whose config path is this one wins.
+/// Without a daemon: the row of `host` (the config's name); without a name, the host that
+/// took over last.
+fn this_host_row(
+    store: &store::Store,
+    host: Option<&str>,
+    holder: Option<i32>,
+    path: &Path,
+) -> Result<Option<store::DaemonRow>> {
     let Some(host) = host else {
         return store.daemon_row().map_err(Failure::action);
     };
-    Ok(store
+    let rows: Vec<store::HostRow> = store
         .hosts()
         .map_err(Failure::action)?
         .into_iter()
-        .find(|h| h.name == host && h.forgotten_at.is_none())
-        .map(store::DaemonRow::from))
+        .filter(|h| h.forgotten_at.is_none())
+        .collect();
+    let same_file = |p: &str| {
+        let canon = |p: &Path| std::fs::canonicalize(p).ok();
+        canon(Path::new(p)).is_some_and(|c| Some(c) == canon(path))
+    };
+    let by_pid: Vec<&store::HostRow> = rows.iter().filter(|h| Some(h.pid) == holder).collect();
+    let found = match by_pid.as_slice() {
+        [one] => Some(*one),
+        many => many
+            .iter()
+            .find(|h| same_file(&h.config_path))
+            .copied()
+            .or_else(|| many.iter().find(|h| h.name == host).copied()),
+    }
+    .or_else(|| rows.iter().find(|h| h.name == host));
+    Ok(found.cloned().map(store::DaemonRow::from))
 }
 
 /// `fleet status`: the daemon, the config in force, occupancy.
@@ -40,11 +64,12 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
             Failure::action(format!("{}: {e}", state.lock_path().display()))
         }
     })?;
-    // This host's name: the config's `host` (or the machine's hostname).
-    let this_host = config.as_ref().map(|c| c.host.clone());
+    // This host's name: the running daemon's (its row, found by its pid), else the config's
+    // `host` (or the machine's hostname).
+    let mut this_host = config.as_ref().map(|c| c.host.clone());
     let (row, active, schedules, pauses, published) = match open_existing_at(&state)? {
         Some(store) => (
-            this_host_row(&store, this_host.as_deref())?,
+            this_host_row(&store, this_host.as_deref(), holder, path)?,
             store.active_runs().map_err(Failure::action)?,
             store.schedules().map_err(Failure::action)?,
             store.paused().map_err(Failure::action)?,
@@ -52,6 +77,9 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         ),
         None => (None, Vec::new(), Vec::new(), store::Pauses::default(), None),
     };
+    if let Some(name) = row.as_ref().map(|r| r.host.clone()) {
+        this_host = Some(name);
+    }
     let liveness = Liveness::probe(&state, holder);
     let report = output::Status::new(
         config.as_ref(),

@@ -96,6 +96,9 @@ pub(super) struct FileRead {
     /// The host name the file itself gives (its `host` key, else the machine's hostname),
     /// before the daemon's own name replaced it in `loaded`.
     pub(super) file_host: Option<String>,
+    /// The digest of the file's bytes as read ([`crate::config::digest`]; `None`: unreadable):
+    /// what says whether its content changed, which a stamp alone (a `touch`) cannot.
+    pub(super) digest: Option<String>,
 }
 
 impl FileRead {
@@ -103,6 +106,7 @@ impl FileRead {
     /// keeps the name it started with, so that what counts as its runs never changes under it.
     pub(super) fn of(path: &Path, host: &str) -> FileRead {
         let before = FileStamp::of(path).ok();
+        let digest = std::fs::read(path).ok().map(|b| crate::config::digest(&b));
         let loaded = Config::load(path);
         let after = FileStamp::of(path).ok();
         let file_host = loaded.as_ref().ok().map(|c| c.host.clone());
@@ -111,6 +115,7 @@ impl FileRead {
             loaded: loaded.map(|c| c.for_host(host.to_string())),
             after,
             file_host,
+            digest,
         }
     }
 
@@ -177,6 +182,7 @@ mod tests {
             loaded: Err(ConfigErrors(Vec::new())),
             after,
             file_host: None,
+            digest: None,
         };
         assert_eq!(read(Some(old), Some(old)).settled(now), Some(old));
         let changed = FileStamp { len: 4, ..old };

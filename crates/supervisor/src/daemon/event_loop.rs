@@ -23,6 +23,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::config_file::RELOAD_SETTLE;
 use super::events::{Event, Inbox};
+use super::reload;
 use super::state::Daemon;
 use crate::statedir::{Opened, StateDirError};
 
@@ -44,6 +45,7 @@ pub(super) async fn run(
     let mut wake = Wakeup {
         reload_due,
         reload_now: false,
+        reload_asked: false,
         stop: None,
     };
     let mut ticks = TickFilter::open(&daemon.store).await;
@@ -86,7 +88,12 @@ pub(super) async fn run(
             wake.reload_now = true;
         }
         if std::mem::take(&mut wake.reload_now) {
-            daemon.reload_config().await;
+            let how = if std::mem::take(&mut wake.reload_asked) {
+                reload::Reload::Asked
+            } else {
+                reload::Reload::Edited
+            };
+            daemon.reload_config(how).await;
         }
         if tick.period() != daemon.config.tick {
             tick = ticker(daemon.config.tick);
@@ -204,8 +211,11 @@ async fn still_opened(daemon: &Daemon, opened: &Opened) -> Result<(), StateDirEr
 struct Wakeup {
     /// A noticed edit of fleet.toml is reloaded at this instant (see [`RELOAD_SETTLE`]).
     reload_due: Option<Instant>,
-    /// A reload was asked for: done before the next EVAL.
+    /// A reload is due: done before the next EVAL.
     reload_now: bool,
+    /// The due reload was asked for by an operator (`fleet reload`, SIGHUP), not only an edit
+    /// the watcher saw: it publishes the local file whenever it differs from the published one.
+    reload_asked: bool,
     /// A stop signal arrived (its name).
     stop: Option<&'static str>,
 }
@@ -218,7 +228,10 @@ impl Wakeup {
             Event::ShimRunning { run_id, token, pid } => daemon.shim_running(run_id, token, pid),
             Event::ShimExited { run_id, token } => daemon.shim_exited(run_id, token),
             Event::Nudge => {}
-            Event::Reload => self.reload_now = true,
+            Event::Reload => {
+                self.reload_now = true;
+                self.reload_asked = true;
+            }
             // Every edit pushes the reload back: it happens once the file has been quiet.
             Event::ConfigEdited => self.reload_due = Some(Instant::now() + RELOAD_SETTLE),
             Event::Stop(signal) => self.stop = Some(signal),

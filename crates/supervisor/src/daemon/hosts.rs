@@ -17,7 +17,6 @@ use store::{
 
 use super::cancel::identify_shim;
 use super::state::Daemon;
-use crate::config::HttpListen;
 use crate::shim::rundir::RunDir;
 use crate::sys::signals::Signal;
 
@@ -41,10 +40,7 @@ impl Daemon {
         let info = HostInfo {
             config_version: self.published_version,
             config_digest: local.as_deref().map(crate::config::digest),
-            http_addr: match &self.config.http_listen {
-                Some(HttpListen::Tcp(addr)) => Some(format!("http://{addr}")),
-                _ => None,
-            },
+            http_addr: self.http_addr.clone(),
         };
         let store = self.store.clone();
         let epoch = self.epoch;
@@ -60,9 +56,10 @@ impl Daemon {
     }
 
     /// On a shared database: publishes this host's local fleet.toml as the fleet's config —
-    /// at start (`always` false) only when nothing is published yet, after a reload of an
-    /// edited file (`always`) as the next version. A failure is logged; the heartbeat shows
-    /// the version this host published, if any.
+    /// at start (`always` false) only when nothing is published yet; after an operator's
+    /// reload or an edit of its content (`always`) as the next version whenever its digest
+    /// differs from the published one (the same text is not published twice). A failure is
+    /// logged; the heartbeat shows the version this host published, if any.
     pub(super) async fn publish_local(&mut self, always: bool) {
         if self.state.database().is_none() {
             return;
@@ -79,6 +76,7 @@ impl Daemon {
             } else {
                 None
             }),
+            Some(p) if p.digest == digest => Ok(Some(p.version)),
             _ => store
                 .publish_config(epoch, &text, &digest, now_ms())
                 .map(Some),
@@ -125,10 +123,13 @@ impl Daemon {
         match crate::config::Config::published_here(&p.text, &self.config_path, &self.config) {
             Ok(new) => {
                 let here = &self.config;
-                if new != **here {
-                    self.config = std::sync::Arc::new(new);
-                    self.observed.set_config(self.config.clone());
-                    self.sweep_removed = true;
+                // A refusal recorded for an earlier version is cleared with the row's caps.
+                if new != **here || self.published_refused.take().is_some() {
+                    if new != **here {
+                        self.config = std::sync::Arc::new(new);
+                        self.observed.set_config(self.config.clone());
+                        self.sweep_removed = true;
+                    }
                     // The caps `fleet status` shows are this host's row's.
                     let (store, epoch) = (self.store.clone(), self.epoch);
                     let caps = crate::caps::caps_json(&self.config);
@@ -147,10 +148,25 @@ impl Daemon {
             Err(_) if self.published_refused == Some(p.version) => {}
             Err(errors) => {
                 self.published_refused = Some(p.version);
-                tracing::error!(
-                    version = p.version,
-                    "the published config cannot be used here, the last good one stays (and nothing is claimed until a usable one is published): {errors}"
+                // Named by its version and publisher: the text is not this host's file.
+                let msg = format!(
+                    "this host refuses published config version {} (by host {}): {errors}",
+                    p.version, p.published_by
                 );
+                tracing::error!(
+                    "{msg}; the last good config stays (and nothing is claimed until a usable one is published)"
+                );
+                // Recorded as the host's reload error, which `fleet status` shows.
+                let (store, epoch) = (self.store.clone(), self.epoch);
+                let caps = crate::caps::caps_json(&self.config);
+                let recorded = tokio::task::spawn_blocking(move || {
+                    store.set_daemon_config(epoch, &caps, Some(&msg), now_ms())
+                })
+                .await
+                .expect("set_daemon_config panicked");
+                if let Err(e) = recorded {
+                    tracing::warn!(error = %e, "could not record the refused config");
+                }
             }
         }
     }

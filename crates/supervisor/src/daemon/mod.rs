@@ -206,13 +206,20 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
                 }
             })?;
             tracing::info!(address = %bound.address(), "serving HTTP (/metrics, /healthz, /api/, /)");
-            Some((crate::http::serve(bound, observed.clone()), listen.clone()))
+            let reachable = bound.reachable_at(&config.host);
+            Some((
+                crate::http::serve(bound, observed.clone()),
+                listen.clone(),
+                reachable,
+            ))
         }
         None => None,
     };
+    let http_addr = http.as_ref().and_then(|(_, _, at)| at.clone());
     let mut daemon = Daemon {
         config,
         host_flag,
+        http_addr,
         config_path: options.config_path,
         shim_program: options.shim_program,
         shim_log: options.shim_log,
@@ -262,7 +269,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     signals.abort();
     control.abort();
     // The address bound at start (a reload may have changed the key, never the listener).
-    let http_socket = http.map(|(task, listen)| {
+    let http_socket = http.map(|(task, listen, _)| {
         task.abort();
         listen
     });

@@ -65,17 +65,33 @@ impl ConfigView {
     }
 }
 
+/// Why the file is read again. On a shared database this decides whether the local file is
+/// published: an operator's explicit reload publishes it whenever it differs from the published
+/// one; an edit seen by the watcher only when the file's content (its digest, never its mtime)
+/// changed since this daemon last read it, so a `touch` or a rewrite of the same bytes on a host
+/// whose file lags publishes nothing; a look taken to answer [`Daemon::config_view`] counts as
+/// a watcher's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reload {
+    /// `fleet reload` or SIGHUP.
+    Asked,
+    /// The watcher saw the file change.
+    Edited,
+    /// A look for [`Daemon::config_view`].
+    Look,
+}
+
 impl Daemon {
     /// Re-reads the config file; applies it if it is valid and keeps the state directory, and
     /// asks the next EVAL to sweep the queued runs of removed projects. Records the caps in
     /// force and the refusal, if any, in the daemon's row (a failure to record is only logged).
-    pub(super) async fn reload_config(&mut self) {
+    pub(super) async fn reload_config(&mut self, how: Reload) {
         let path = self.config_path.clone();
         let host = self.config.host.clone();
         let read = tokio::task::spawn_blocking(move || FileRead::of(&path, &host))
             .await
             .expect("config load panicked");
-        self.apply_read(read, true).await;
+        self.apply_read(read, how).await;
     }
 
     /// Whether the config in force is what the file says now. Costs one `stat` when the file
@@ -104,7 +120,7 @@ impl Daemon {
         let now = SystemTime::now();
         if read.settled(now).is_some() {
             self.config_file.settled();
-            return if self.apply_read(read, false).await {
+            return if self.apply_read(read, Reload::Look).await {
                 ConfigView::Current
             } else {
                 ConfigView::Invalid
@@ -135,20 +151,28 @@ impl Daemon {
     /// (`always`: `fleet reload`, SIGHUP, an edit seen by the watcher), and otherwise only when
     /// what it shows changes (the config applied, or a refusal made or cleared): a look taken
     /// for [`Daemon::config_view`] alone must not pass for a reload in `fleet status`.
-    async fn apply_read(&mut self, read: FileRead, always: bool) -> bool {
+    async fn apply_read(&mut self, read: FileRead, how: Reload) -> bool {
         let settled = read.settled(SystemTime::now());
-        if self.state.database().is_some() && !always {
-            // Shared database: the config in force is the published one. A look at the file
-            // that finds the text last taken is no edit: nothing to apply nor to publish.
-            let digest = std::fs::read(&self.config_path)
-                .ok()
-                .map(|b| crate::config::digest(&b));
-            if digest.is_some() && digest == self.local_digest {
+        let always = how != Reload::Look;
+        let shared = self.state.database().is_some();
+        if shared && how != Reload::Asked {
+            // Shared database: the config in force is the published one. A read that finds
+            // the text last taken (a `touch`, the same bytes written again) is no edit:
+            // nothing to apply nor to publish.
+            if read.digest.is_some() && read.digest == self.local_digest {
+                if how == Reload::Edited {
+                    tracing::info!(
+                        config = %self.config_path.display(),
+                        "the config file was written but its content is unchanged: nothing to apply or publish"
+                    );
+                }
                 self.config_file.confirmed = settled;
                 self.config_file.refused = None;
                 return true;
             }
-            self.local_digest = digest;
+        }
+        if shared {
+            self.local_digest.clone_from(&read.digest);
         }
         if !self.host_flag
             && read
@@ -221,8 +245,9 @@ impl Daemon {
         if let Err(e) = res {
             tracing::warn!(error = %e, "could not record the reload in the database");
         }
-        if applied_new && current {
-            // An operator's act on this host: its file becomes the fleet's next version.
+        if current {
+            // An operator's act on this host (a reload asked for, or new content in its
+            // file): its file becomes the fleet's next version unless it is the published one.
             self.publish_local(true).await;
         }
         current

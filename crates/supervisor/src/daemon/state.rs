@@ -29,6 +29,10 @@ pub(super) struct Daemon {
     /// The daemon's host name ([`Config::host`]) came from `fleet daemon --host`, not from the
     /// file: a reload then never finds it changed.
     pub(super) host_flag: bool,
+    /// Where other hosts reach this daemon's HTTP listener, as bound at start
+    /// ([`crate::http::Bound::reachable_at`]): published with the heartbeat for remote
+    /// `fleet logs`. `None` without a TCP listener.
+    pub(super) http_addr: Option<String>,
     /// Where the config is read from, at reload.
     pub(super) config_path: PathBuf,
     /// The program run as `PROGRAM shim ARGS…` when a shim is exec'd.

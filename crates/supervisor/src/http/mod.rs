@@ -128,6 +128,23 @@ impl Bound {
             Bound::Unix(_, path) => format!("unix:{}", path.display()),
         }
     }
+
+    /// The URL base other hosts reach this listener at (`http://IP:PORT`, with the port
+    /// actually bound, so `:0` never leaks out), or `None` for a unix socket, which no other
+    /// host can reach. A wildcard address (`0.0.0.0`, `::`) is no address to connect to: the
+    /// host's name (`host`, which must then resolve on the other hosts) stands for it.
+    pub fn reachable_at(&self, host: &str) -> Option<String> {
+        match self {
+            Bound::Tcp(l) => l.local_addr().ok().map(|a| {
+                if a.ip().is_unspecified() {
+                    format!("http://{host}:{}", a.port())
+                } else {
+                    format!("http://{a}")
+                }
+            }),
+            Bound::Unix(..) => None,
+        }
+    }
 }
 
 /// Binds `listen`. At a unix socket path, whatever is there already is left alone unless it is
