@@ -113,7 +113,9 @@ impl Daemon {
         } else {
             Vec::new()
         };
-        let unwritten = self.pending.len();
+        // What waits to be written: transitions decided before, and exits seen but not yet
+        // settled (during an outage, the loop may not have reached an EVAL since they came).
+        let unwritten = self.pending.len() + exited.len();
         let mut batch = std::mem::take(&mut self.pending);
         let slots: BTreeMap<RunId, SlotView> = self
             .slots
