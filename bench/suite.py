@@ -236,7 +236,7 @@ class Fleet:
             if not os.path.exists(sock) or not os.path.exists(self.db_path):
                 return False
             try:
-                return self.one("SELECT pid FROM daemon WHERE id = 1") == self.daemon.pid
+                return self.one("SELECT pid FROM hosts ORDER BY epoch DESC LIMIT 1") == self.daemon.pid
             except (sqlite3.OperationalError, TypeError):
                 return False
         wait_for(up, timeout, "the daemon to take the state directory over", alive=self)
