@@ -59,7 +59,8 @@ pub fn requeued(f: &Fleet) -> BTreeSet<i64> {
     requeues(f).into_iter().collect()
 }
 
-/// A run file of run `id` (`started`, `exit`, `tombstones`...).
+/// A file of run `id` in its folder of the earlier layouts (`started`, `exit`, `tombstones`...;
+/// a tombstone is written there too, for late shims of earlier versions).
 pub fn run_file(f: &Fleet, id: i64, name: &str) -> PathBuf {
     f.state_dir().join("runs").join(id.to_string()).join(name)
 }

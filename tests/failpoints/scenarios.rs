@@ -277,8 +277,8 @@ pub fn crash_at(name: &str) {
             d.wait_abort(f);
             let first = ids[0];
             assert!(
-                !run_file(f, first, "").exists(),
-                "run {first}'s folder goes before its row"
+                !run_ids_on_disk(f).contains(&first),
+                "run {first}'s files go before its row"
             );
             assert_eq!(
                 statuses(f).get(&first).map(String::as_str),

@@ -74,12 +74,7 @@ pub fn expected_env(f: &Fleet, failed: &Value) -> BTreeMap<String, String> {
         ),
         (
             "FLEET_FAILED_LOG".to_string(),
-            f.state_dir()
-                .join("runs")
-                .join(id.to_string())
-                .join("log")
-                .display()
-                .to_string(),
+            log_path(f, id).display().to_string(),
         ),
     ]);
     if let Some(code) = failed["exit_code"].as_i64() {

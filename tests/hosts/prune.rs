@@ -1,24 +1,17 @@
-//! Pruning on a shared database: each host prunes only the runs it ran (their folders are on
-//! its disk), never another host's. With `keep_runs = 1`, runs on host a then on host b, a
-//! prune on a removes a's runs, rows and folders together, and leaves b's rows, whose folders
-//! b still has; then b prunes its own. `fleet check` passes on both hosts throughout, and each
-//! host's run folders are exactly its runs' rows.
+//! Pruning on a shared database: each host prunes only the runs it ran (their files are on its
+//! disk), never another host's. With `keep_runs = 1`, runs on host a then on host b, a prune
+//! on a removes a's runs, rows and files together, and leaves b's rows, whose files b still
+//! has; then b prunes its own. `fleet check` passes on both hosts throughout, and each host's
+//! run files are exactly its runs' rows.
 
 use std::collections::BTreeSet;
 
 use crate::common::*;
 use crate::harness::*;
 
-/// The run folders on `host`'s disk.
+/// The runs with files on `host`'s disk.
 fn folders(h: &Hosts, host: &str) -> BTreeSet<i64> {
-    let dir = h.fleet(host).state_dir().join("runs");
-    match std::fs::read_dir(&dir) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeSet::new(),
-        Err(e) => panic!("{}: {e}", dir.display()),
-    }
+    run_ids_on_disk(h.fleet(host))
 }
 
 /// The ids of the rows of the runs `host` ran.

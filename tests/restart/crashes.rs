@@ -173,7 +173,7 @@ fn late_shim_waiting_at_the_lock_finds_the_tombstone() {
 
     let hold = format!("recovery-before-tombstone=sleep({HOLD_MS})");
     let d2 = f.start_daemon_env(&[("FAILPOINTS", &hold)]);
-    let lock = run_dir(&f, id).join("lock");
+    let lock = lock_path(&f, id);
     f.wait_until(DEADLINE, "the late shim to wait at the run's lock", || {
         let waiting = flock_waiters(&lock).contains(&late[0]);
         assert!(

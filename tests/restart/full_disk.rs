@@ -114,10 +114,6 @@ fn a_full_disk_loses_no_real_status() {
     assert_eq!(r["attempt"], 1, "{r}");
     assert_eq!(f.runs().len(), 1, "no retry: {:#?}", f.runs());
     // The log filled the disk; truncate it so `fleet check` and the cleanup have room.
-    std::fs::write(
-        f.state_dir().join("runs").join(id.to_string()).join("log"),
-        "",
-    )
-    .unwrap();
+    std::fs::write(log_path(&f, id), "").unwrap();
     assert_check_ok(&f);
 }

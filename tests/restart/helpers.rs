@@ -48,7 +48,8 @@ pub fn stamp(line: &str) -> u128 {
         .unwrap_or_else(|| panic!("no timestamp in {line:?}"))
 }
 
-/// The run folder of run `id`.
+/// The folder of run `id` in the earlier layouts, where a tombstone is written too (for late
+/// shims of earlier versions).
 pub fn run_dir(f: &Fleet, id: i64) -> PathBuf {
     f.state_dir().join("runs").join(id.to_string())
 }

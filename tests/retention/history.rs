@@ -31,14 +31,9 @@ fn orphan_events(f: &Fleet) -> i64 {
         .unwrap()
 }
 
-/// Run ids that have a folder under runs/.
+/// Run ids that have files under runs/.
 fn folders(f: &Fleet) -> BTreeSet<i64> {
-    match std::fs::read_dir(f.state_dir().join("runs")) {
-        Ok(d) => d
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect(),
-        Err(_) => BTreeSet::new(),
-    }
+    run_ids_on_disk(f)
 }
 
 /// Bytes of the database file, and of its write-ahead log.

@@ -29,7 +29,7 @@ fn ten_times_the_bound_succeeds_and_keeps_the_tail() {
     let max = 64 * 1024;
     let whole = seq_bytes(120_000);
     assert!(whole >= 10 * max, "the command must write 10x the bound");
-    let log_path = f.state_dir().join(format!("runs/{id}/log"));
+    let log_path = log_path(&f, id);
     let on_disk = std::fs::metadata(&log_path).unwrap().len();
     assert!(
         on_disk <= max + MARKER_MAX,

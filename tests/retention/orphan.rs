@@ -11,15 +11,26 @@ fn a_folder_without_a_row_is_a_violation_prune_leaves_alone() {
     f.wait_terminal(id);
     d.kill();
     assert_check_ok(&f);
+    // An earlier version's run folder, and this version's files of another run.
     let orphan = f.state_dir().join("runs").join("99999");
     std::fs::create_dir(&orphan).unwrap();
+    let flat = f.state_dir().join("runs").join("99998.lock");
+    std::fs::write(&flat, "").unwrap();
     let out = f.cmd(&["check", "--json"]);
     assert_eq!(out.code(), Some(1), "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("folder_without_run"), "{}", out.stdout);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let orphans: Vec<i64> = report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["kind"] == "folder_without_run")
+        .map(|v| v["run_id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(orphans, vec![99998, 99999], "{}", out.stdout);
     assert!(out.stdout.contains("by hand"), "{}", out.stdout);
     f.cmd_ok(&["prune"]);
     assert!(
-        orphan.is_dir(),
-        "prune never removes a folder it has no row for"
+        orphan.is_dir() && flat.is_file(),
+        "prune never removes files it has no row for"
     );
 }

@@ -17,16 +17,13 @@ fn rows(f: &Fleet) -> BTreeSet<i64> {
         .collect()
 }
 
-/// Run ids that have a folder under runs/.
+/// Run ids that have files under runs/.
 fn folders(f: &Fleet) -> BTreeSet<i64> {
-    std::fs::read_dir(f.state_dir().join("runs"))
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect()
+    run_ids_on_disk(f)
 }
 
-/// `n` copies of the ended run `model` (row and folder, with a few files in it so that each
-/// removal takes a while), all ended long ago.
+/// `n` copies of the ended run `model` (row, and an earlier version's run folder with a few
+/// files in it so that each removal takes a while), all ended long ago.
 fn backlog(f: &Fleet, model: i64, n: i64, first: i64) {
     let db = f.db();
     db.execute_batch(&format!(

@@ -16,7 +16,7 @@ fn a_bad_line_before_the_exit_record_hides_nothing() {
     let d = f.start_daemon();
     let id = f.enqueue("p");
     f.wait_status(id, "running");
-    let lock = f.state_dir().join(format!("runs/{id}/lock"));
+    let lock = lock_path(&f, id);
     let lines = std::fs::read_to_string(&lock).unwrap().lines().count();
     let mut file = std::fs::OpenOptions::new()
         .append(true)
@@ -54,8 +54,8 @@ fn check_compares_exit_records_and_goes_past_bad_lines() {
     assert_eq!(status_of(&f.wait_terminal(second)), "succeeded");
     assert_check_ok(&f);
 
-    // The first run's folder holds a bad line; the second's exit record is edited.
-    let lock = |id: i64| f.state_dir().join(format!("runs/{id}/lock"));
+    // The first run's lock file holds a bad line; the second's exit record is edited.
+    let lock = |id: i64| lock_path(&f, id);
     let mut file = std::fs::OpenOptions::new()
         .append(true)
         .open(lock(first))

@@ -1,13 +1,14 @@
-//! The upgrade path: runs whose shims are of the previous version — each record in a file of its
-//! own under `runs/<id>/` — still in flight when a daemon of this version takes over, are
+//! The upgrade path: runs whose shims are of an earlier version — a folder per run, `runs/<id>/`,
+//! with the records appended to its `lock` (the version just before this one) or each in a file
+//! of its own (the one before) — still in flight when a daemon of this version takes over, are
 //! adopted and settled with their real exit status; `fleet check`, `fleet logs` and prune read
-//! both layouts.
+//! every layout, and the new daemon's own runs use this version's flat files beside them.
 //!
-//! The previous version's shims are the test-only legacy layout writer
+//! The earlier versions' shims are the test-only earlier-layout writer
 //! (`supervisor::shim::legacy`, selected by `FLEET_TEST_LEGACY_RUN_LAYOUT` in the daemon's
-//! environment, compiled in with the `failpoints` feature): a frozen copy of the previous
-//! writer, instead of a build of the previous commit, which would be a cold build of the
-//! whole workspace. Run with `cargo nextest run --all-features --test upgrade`.
+//! environment, compiled in with the `failpoints` feature): frozen copies of the earlier
+//! writers, instead of builds of earlier commits, each a cold build of the whole workspace.
+//! Run with `cargo nextest run --all-features --test upgrade`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -16,7 +17,7 @@ use std::path::Path;
 
 use common::*;
 
-/// Selects the previous version's run folder layout in a test build's shims.
+/// Selects an earlier version's run layout in a test build's shims: `folder` or `files`.
 const LEGACY: &str = "FLEET_TEST_LEGACY_RUN_LAYOUT";
 
 /// A command that prints a line, waits for `gate` to exist (polling: it is the command that
@@ -52,10 +53,21 @@ fn assert_check_ok(f: &Fleet, when: &str) {
     assert_eq!(out.code(), Some(0), "fleet check {when}: {out:?}");
 }
 
+/// The version just before this one: a folder per run, the records appended to its `lock`.
 #[test]
-fn runs_of_the_previous_layout_are_adopted_and_settled_with_their_real_status() {
+fn runs_of_the_folder_layout_are_adopted_and_settled_with_their_real_status() {
+    upgrade_from("folder");
+}
+
+/// The version before that: a folder per run, a file per record.
+#[test]
+fn runs_of_the_file_per_record_layout_are_adopted_and_settled_with_their_real_status() {
+    upgrade_from("files");
+}
+
+fn upgrade_from(layout: &str) {
     let f = Fleet::with(config);
-    let mut old = f.start_daemon_env(&[(LEGACY, "1")]);
+    let mut old = f.start_daemon_env(&[(LEGACY, layout)]);
     let seven = f.enqueue("seven");
     let zero = f.enqueue("zero");
     let down = f.enqueue("down");
@@ -70,25 +82,43 @@ fn runs_of_the_previous_layout_are_adopted_and_settled_with_their_real_status() 
         (status_of(&r), r["exit_code"].as_i64()),
         ("failed", Some(3))
     );
-    // The old daemon's shims wrote the previous layout: a file per record, nothing appended to
-    // the lock file. (A binary built without the `failpoints` feature ignores the variable and
+    // The old daemon's shims wrote the earlier layout: a folder per run, and nothing of this
+    // version's. (A binary built without the `failpoints` feature ignores the variable and
     // fails here: this test then proves nothing.)
     for id in [seven, zero, down, quick_old] {
-        assert!(
-            run_file(&f, id, "started").is_file(),
-            "run {id}: no legacy `started` file (build with --all-features)"
-        );
-        let lock = std::fs::read(run_file(&f, id, "lock")).unwrap();
-        assert!(lock.is_empty(), "run {id}: records appended to the lock");
+        let lock = std::fs::read(run_file(&f, id, "lock")).unwrap_or_else(|e| {
+            panic!("run {id}: no folder lock ({e}): build with --all-features")
+        });
+        match layout {
+            "folder" => {
+                assert!(
+                    String::from_utf8_lossy(&lock).contains(r#""record":"started""#),
+                    "run {id}: records appended to the folder's lock"
+                );
+                assert!(!run_file(&f, id, "started").exists());
+            }
+            _ => {
+                assert!(run_file(&f, id, "started").is_file(), "run {id}");
+                assert!(lock.is_empty(), "run {id}: records appended to the lock");
+            }
+        }
     }
-    assert!(run_file(&f, quick_old, "exit").is_file());
+    // (The old daemon here is this version's, so the run it settled has a lock file of this
+    // version's too: only the runs in flight are as an earlier version leaves them.)
+    for id in [seven, zero, down] {
+        assert!(
+            !lock_path(&f, id).exists(),
+            "run {id}: this version's lock file"
+        );
+    }
+    assert!(has_record(&f, quick_old, "exit"));
 
     // The upgrade: the old daemon goes (SIGKILL, as abrupt as it gets); one run ends while no
     // daemon runs, the others stay in flight.
     old.kill();
     std::fs::write(f.file("GO-DOWN"), "").unwrap();
     f.wait_until(DEADLINE, "the old shim's exit record", || {
-        run_file(&f, down, "exit").is_file()
+        has_record(&f, down, "exit")
     });
     f.wait_until(DEADLINE, "the ended run's shim to exit", || {
         let shims: Vec<i64> = marked_pids(&f.marker)
@@ -131,16 +161,21 @@ fn runs_of_the_previous_layout_are_adopted_and_settled_with_their_real_status() 
     assert_eq!(f.logs(seven), "seven began\nseven ends\n");
     assert_eq!(f.logs(quick_old), "quick\n");
 
-    // The new daemon's own runs use the new layout, beside the old folders.
+    // The new daemon's own runs use the new layout, beside the old folders: no folder at all.
     let quick_new = f.enqueue("quick");
     let r = f.wait_terminal(quick_new);
     assert_eq!(
         (status_of(&r), r["exit_code"].as_i64()),
         ("failed", Some(3))
     );
-    assert!(!run_file(&f, quick_new, "started").exists());
+    assert!(
+        !run_file(&f, quick_new, "").exists(),
+        "a folder for a new run"
+    );
+    assert!(lock_path(&f, quick_new).is_file());
     let records = run_records(&f, quick_new);
     assert_eq!(records.exit.map(|e| e.code), Some(Some(3)));
+    assert_eq!(f.logs(quick_new), "quick\n");
     assert_check_ok(&f, "after the upgrade");
 
     // Prune reads both: with one run kept per project, the old layout's run of `quick` goes,
@@ -151,6 +186,6 @@ fn runs_of_the_previous_layout_are_adopted_and_settled_with_their_real_status() 
     f.wait_until(DEADLINE, "the old layout's folder pruned", || {
         !run_file(&f, quick_old, "").exists()
     });
-    assert!(run_file(&f, quick_new, "lock").exists(), "newest kept");
+    assert!(lock_path(&f, quick_new).exists(), "newest kept");
     assert_check_ok(&f, "after the prune");
 }

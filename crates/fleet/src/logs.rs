@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use supervisor::shim::logbound::{marker_line, parse_marker, MARKER_MAX_LEN};
-use supervisor::shim::rundir::RunDir;
+use supervisor::shim::runfiles::RunFiles;
 
 use crate::cli::{open_existing_at, state_of, Failure, Result};
 use crate::console;
@@ -23,10 +23,11 @@ use crate::console;
 /// How often `--follow` looks for more output.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
-/// Whether a run claimed by `host` ran on this machine: its log is here, or `host` is this
-/// machine's host name (the config's `host`, else the hostname), its log not yet written.
-fn ran_here(path: &Path, host: &str, log: &Path) -> bool {
-    log.exists()
+/// Whether a run claimed by `host` ran on this machine: its files are here (a command that
+/// never wrote has no log, but its lock file is), or `host` is this machine's host name (the
+/// config's `host`, else the hostname), its files not yet made.
+fn ran_here(path: &Path, host: &str, files: &RunFiles) -> bool {
+    files.exists().unwrap_or(false)
         || supervisor::config::Config::load(path)
             .map(|c| c.host == host)
             .unwrap_or(true)
@@ -42,10 +43,10 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
         store::StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {run}")),
         other => Failure::action(other),
     })?;
-    let dir = RunDir::new(state.root(), run);
+    let dir = RunFiles::new(state.root(), run);
     let log = dir.log_path();
     // A run another host ran has its log there, not here.
-    if let Some(host) = row.host.as_deref().filter(|h| !ran_here(path, h, &log)) {
+    if let Some(host) = row.host.as_deref().filter(|h| !ran_here(path, h, &dir)) {
         return crate::remote_log::print(&store, &row, host);
     }
     // The position in the command's whole output of the next byte to print; `None` until the
@@ -65,7 +66,7 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
             // run that ended forever.
             Ok(r) if r.status.is_active() => dir
                 .read_exit()
-                .map_err(|e| Failure::action(format!("{}: {e}", dir.records_path().display())))?
+                .map_err(|e| Failure::action(format!("{}: {e}", dir.lock_path().display())))?
                 .is_some_and(|e| e.token == r.claim_token),
             _ => false,
         };

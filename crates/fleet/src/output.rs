@@ -350,7 +350,7 @@ pub fn check_text(report: &supervisor::check::Report) -> String {
         };
     }
     s += &format!(
-        "{}: {} runs, {} events, {} run directories checked\n",
+        "{}: {} runs, {} events, files of {} runs checked\n",
         if report.ok() { "ok" } else { "FAILED" },
         report.runs,
         report.events,

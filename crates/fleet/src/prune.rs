@@ -11,7 +11,7 @@ use crate::console;
 
 /// `fleet prune [--dry-run]`.
 ///
-/// Errors: an invalid config (exit 2); the database or a run folder failing (exit 1, naming
+/// Errors: an invalid config (exit 2); the database or a run's files failing (exit 1, naming
 /// it; what was pruned before stays pruned).
 pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
     // The prune failpoint (feature `failpoints`) also stops a hand-run prune midway in tests.
@@ -67,7 +67,7 @@ pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
     console::print(&text)
 }
 
-/// A prune failing midway: exit 1, naming the database or the run folder.
+/// A prune failing midway: exit 1, naming the database or the run's file.
 impl From<supervisor::prune::PruneError> for Failure {
     fn from(e: supervisor::prune::PruneError) -> Failure {
         Failure::action(e)

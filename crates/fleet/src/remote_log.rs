@@ -1,4 +1,4 @@
-//! `fleet logs RUN` for a run another host ran: its log lives in that host's run folder, so it
+//! `fleet logs RUN` for a run another host ran: its log lives in that host's `runs/`, so it
 //! is read from what the database kept (the tail its daemon stored when the run ended) or,
 //! while the run is active, through that host's HTTP listener (`GET /api/runs/ID/log`).
 //!

@@ -71,7 +71,7 @@ pub struct Run {
     /// Which claim of this run is current (0 before the first). Run files carry it, so files
     /// left by an earlier claim are never mistaken for the current one. Random (63 bits), not a
     /// counter: after a database is restored from a backup, run ids and counters repeat, and
-    /// the run folder of an old run with the same id must still not pass for the new claim's
+    /// the run files of an old run with the same id must still not pass for the new claim's
     /// (a counter made a run that never ran look `succeeded` from the old run's exit record).
     pub claim_token: u64,
     /// The epoch of the daemon that last claimed it.

@@ -279,7 +279,7 @@ fn requeue_of_a_cancelled_run_ends_it(db: &Db) {
 }
 
 /// A database restored from a backup repeats run ids; the claim token of the new run with a
-/// reused id must still differ from the old run's, whose files are still in runs/<id>/.
+/// reused id must still differ from the old run's, whose files are still in runs/.
 fn claim_tokens_do_not_repeat_when_run_ids_do(db: &Db) {
     let tokens: Vec<u64> = (0..2)
         .map(|i| {

@@ -12,7 +12,7 @@
 //! `supervisor::prune::prune_batch` back to back (the daemon's own batches, with
 //! `keep_runs = 1`, so that every batch has work) — far more pruning than a daemon ever does
 //! (one step of at most ten batches every 30 ticks). Alternating blocks keep the machine's
-//! drifting load from favouring either side. The run folders do not
+//! drifting load from favouring either side. The run files do not
 //! exist here: removing them happens outside any transaction, so it costs claims CPU only.
 //!
 //! Prints one line per phase (median, p99, max in ms), the ratios, and one JSON line for the

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use store::{Millis, RunId, RunStatus, Store, StoreError};
 
 use crate::config::Config;
-use crate::shim::rundir::{list_run_ids, RunDir, LOCK_FILE, RUNS_DIR, TOMBSTONES_FILE};
+use crate::shim::runfiles::{list_run_ids, RunFiles, RUNS_DIR};
 use crate::statedir::StateDir;
 
 mod files;
@@ -68,9 +68,10 @@ pub enum ViolationKind {
     TwoActiveRuns,
     /// A run reached a terminal status more than once.
     TwoEnds,
-    /// A run folder whose run has no database row (e.g. a database restored from an older
-    /// backup). Never a normal state: a run's row is committed before its folder is made, and a
-    /// prune removes the folder before the row. Fleet never removes such a folder itself.
+    /// Run files (`runs/<id>.*`, or an earlier layout's folder `runs/<id>/`) whose run has no
+    /// database row (e.g. a database restored from an older backup). Never a normal state: a
+    /// run's row is committed before its files are made, and a prune removes the files before
+    /// the row. Fleet never removes such files itself.
     FolderWithoutRun,
     /// A cap seat (shared database) held by a run that is not active, or an active run without
     /// its seat: a seat freed never, or not by the end of its run.
@@ -121,7 +122,7 @@ pub struct Report {
     pub runs: usize,
     /// Events read.
     pub events: usize,
-    /// Run directories read.
+    /// Runs whose files in `runs/` were read (any layout).
     pub run_dirs: usize,
     /// Runs that ended while no daemon was there to record it: their exit record waits for the
     /// next daemon (not a violation).
@@ -146,7 +147,7 @@ pub fn plain_list<T: std::fmt::Display>(items: &[T]) -> String {
 
 /// Whether `run` was claimed by `host` (this host), or by no named host (a run claimed before
 /// hosts existed), or `host` is `None` (SQLite, or this host's name unknown): only such runs'
-/// folders are on this machine.
+/// files are on this machine.
 fn ran_here(run: &store::Run, host: Option<&str>) -> bool {
     match (run.host.as_deref(), host) {
         (Some(claimer), Some(me)) => claimer == me,
@@ -156,7 +157,7 @@ fn ran_here(run: &store::Run, host: Option<&str>) -> bool {
 
 /// Runs every check against one state directory.
 /// On a shared database, the events and the database's rows of every host are checked; run
-/// folders only for this host's runs (they are local).
+/// files only for this host's runs (they are local).
 ///
 /// Errors: the database cannot be read ([`CheckError::Store`]), or `runs/` exists but cannot be
 /// listed ([`CheckError::Unreadable`]). A run's file that cannot be read or parsed is a
@@ -172,7 +173,7 @@ pub fn check(
     config: Option<&Config>,
 ) -> Result<Report, CheckError> {
     let mut report = Report::default();
-    // This host: only its runs' folders are here to be checked. SQLite: one state directory
+    // This host: only its runs' files are here to be checked. SQLite: one state directory
     // is one host, whatever name its runs were claimed under.
     let this_host = match config {
         _ if state.database().is_none() => None,
@@ -282,17 +283,17 @@ pub fn check(
             .entry(run.project.as_str())
             .or_default()
             .push((run.id, run.seat));
-        // Run folders are local: another host's active run has its shim there, not here.
+        // Run files are local: another host's active run has its shim there, not here.
         if !ran_here(run, this_host.as_deref()) {
             continue;
         }
-        let dir = RunDir::new(state.root(), run.id);
-        let lock = dir.path().join(LOCK_FILE);
+        let dir = RunFiles::new(state.root(), run.id);
+        let lock = dir.lock_path();
         match files::readable(&mut report, run.id, &lock, dir.is_locked()) {
             Some(false) => {}
             _ => continue,
         }
-        let Some(exit) = files::readable(&mut report, run.id, &dir.records_path(), dir.read_exit())
+        let Some(exit) = files::readable(&mut report, run.id, &dir.lock_path(), dir.read_exit())
         else {
             continue;
         };
@@ -351,7 +352,7 @@ pub fn check(
     for &id in &dirs {
         // The shims' own record of starts: the ground truth the database may never have seen
         // (a late shim that ignored a tombstone would start the command behind its back).
-        let dir = RunDir::new(state.root(), id);
+        let dir = RunFiles::new(state.root(), id);
         let Some(records) = files::records(&mut report, &dir) else {
             continue;
         };
@@ -378,7 +379,7 @@ pub fn check(
                 ),
             });
         }
-        let tombstones = dir.path().join(TOMBSTONES_FILE);
+        let tombstones = dir.lock_path();
         for t in tokens {
             if files::readable(&mut report, id, &tombstones, dir.is_tombstoned(t)) == Some(true) {
                 report.violations.push(Violation {
@@ -392,13 +393,9 @@ pub fn check(
         }
     }
     for &id in &dirs {
-        let dir = RunDir::new(state.root(), id);
-        let Some(locked) = files::readable(
-            &mut report,
-            id,
-            &dir.path().join(LOCK_FILE),
-            dir.is_locked(),
-        ) else {
+        let dir = RunFiles::new(state.root(), id);
+        let Some(locked) = files::readable(&mut report, id, &dir.lock_path(), dir.is_locked())
+        else {
             continue;
         };
         if !locked {
@@ -408,9 +405,9 @@ pub fn check(
                     kind: ViolationKind::FolderWithoutRun,
                     run_id: Some(id),
                     message: format!(
-                        "run folder {} has no database row ({} restored from an older backup?); \
-                         fleet never removes it: check the database, then move the folder away or delete it by hand",
-                        dir.path().display(),
+                        "run {id}'s files ({}) have no database row ({} restored from an older backup?); \
+                         fleet never removes them: check the database, then move them away or delete them by hand",
+                        dir.describe(),
                         if state.database().is_some() { "the database" } else { "a fleet.db" }
                     ),
                 });
@@ -458,7 +455,7 @@ mod parallel_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shim::rundir::StartedRecord;
+    use crate::shim::runfiles::StartedRecord;
 
     fn started(token: u64, history: Vec<u64>) -> StartedRecord {
         StartedRecord {
@@ -490,7 +487,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(store.enqueue(&new, 0).unwrap(), 1);
-        let run = RunDir::new(state.root(), 1);
+        let run = RunFiles::new(state.root(), 1);
         let lock = run.try_lock().unwrap().unwrap();
         run.write_started(&lock, &started(2, vec![2])).unwrap();
         drop(lock);
@@ -498,6 +495,7 @@ mod tests {
         assert!(ok.ok(), "{:?}", ok.violations);
 
         let lock = run.try_lock().unwrap().unwrap();
+        let lock = run.lock_folder_too(lock).unwrap().unwrap();
         run.write_started(&lock, &started(1, vec![2, 1])).unwrap();
         run.write_tombstone(&lock, 1).unwrap();
         drop(lock);

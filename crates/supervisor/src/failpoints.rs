@@ -49,8 +49,8 @@ pub const DAEMON: &[(&str, &str)] = &[
     ),
     (
         "prune-after-folder-removal",
-        "pruning (daemon or fleet prune) removed a batch's run folders, not yet their rows => \
-         ended runs without folders, which fleet check accepts; the next prune forgets them",
+        "pruning (daemon or fleet prune) removed a batch's run files, not yet their rows => \
+         ended runs without files, which fleet check accepts; the next prune forgets them",
     ),
     (
         "spawn-shim-emfile",

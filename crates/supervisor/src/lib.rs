@@ -6,11 +6,11 @@
 //!
 //! - [`config`]: fleet.toml, read, validated (every problem with file, line and key) and resolved.
 //! - [`daemon`]: the daemon: takeover, recovery, and the EVAL loop, one file per phase.
-//! - `settle` (crate-private): what became of one claim, decided from its run folder (reap and
+//! - [`settle`]: what became of one claim, decided from its run files (reap and
 //!   recovery alike).
 //! - `retry` (crate-private): whether a run that ended gets another attempt, and when.
 //! - `schedule` (crate-private): the cron timetable, and the EVAL step that fires due occurrences.
-//! - [`shim`]: the per-run monitor process, its run folder, and the fork server that forks it.
+//! - [`shim`]: the per-run monitor process, its run files, and the fork server that forks it.
 //! - `slots` (crate-private): the slot pool, the runs this daemon process supervises, in memory.
 //! - [`statedir`]: the state directory's paths and the daemon lock.
 //! - [`control`]: the control socket through which commands nudge the daemon.
@@ -48,7 +48,7 @@ pub mod prune;
 pub mod report;
 pub mod retry;
 pub mod schedule;
-pub(crate) mod settle;
+pub mod settle;
 pub mod shim;
 pub(crate) mod slots;
 pub mod statedir;

@@ -1,25 +1,26 @@
 //! Pruning ended runs by the retention keys (`keep_runs`, `keep_for`): the database rows (run
-//! and events) and the run folder of each run the policy lets go. Used by the daemon (a small
+//! and events) and the files of each run the policy lets go (`runs/<id>.*`). Used by the daemon (a small
 //! step now and then, on a blocking thread) and by `fleet prune` (with or without a daemon).
 //!
-//! Order, for crash safety: the folder goes first, under the run's lock; the rows only after.
-//! A crash in between leaves a row whose folder is gone — an ended run without its log, which
-//! `fleet check` accepts (it needs folders of active runs only) and which the next prune
-//! forgets. The other order could leave a folder no row explains. Runs that are queued or
+//! Order, for crash safety: the files go first, under the run's lock (the lock file itself
+//! last); the rows only after. A crash in between leaves a row whose files are gone — an ended
+//! run without its log, which `fleet check` accepts (it needs the files of active runs only)
+//! and which the next prune forgets. The other order could leave files no row explains. Runs that are queued or
 //! active, whose lock a shim holds, that ended in the last [`GRACE`], that a queued or active
 //! run refers to (hook, retry, rerun), or that are the newest started run of their project are
 //! never touched.
 //!
 //! On a database shared by many hosts, a host prunes only the runs it ran (and runs no host ran,
-//! which have no folder): a run's folder and its shim's lock are on the disk of the host that
-//! ran it, so only that host can remove the folder before the row. `keep_runs` still counts
+//! which have no files): a run's files and its shim's lock are on the disk of the host that
+//! ran it, so only that host can remove the files before the row. `keep_runs` still counts
 //! the project's runs fleet-wide.
 //!
 //! Two pruners (the daemon's step and `fleet prune`) never work at once: each batch holds the
 //! state directory's `prune.lock` (an exclusive `flock`), so they take turns batch by batch and
-//! each selects only what the other has not already let go. A folder found already gone (a
-//! crash mid-prune, or anything else) counts as removed; a folder that will not empty (a file
-//! appearing inside it while it goes) is tried again, then left for a later prune.
+//! each selects only what the other has not already let go. Files found already gone (a crash
+//! mid-prune, or anything else) count as removed; an earlier layout's folder that will not
+//! empty (a file appearing inside it while it goes) is tried again, then left for a later
+//! prune.
 //!
 //! Deleting rows of ended runs is safe while a daemon runs: nothing in a daemon's memory refers
 //! to an ended run, and rows go in short write transactions (at most [`FORGET_CHUNK`] runs),
@@ -32,9 +33,9 @@ use std::time::Duration;
 use store::{Keep, Millis, PruneCandidate, PrunePolicy, RunId, Store, StoreError};
 
 use crate::config::{Config, Retention};
-use crate::shim::rundir::RunDir;
+use crate::shim::runfiles::RunFiles;
 
-/// The most runs one batch selects and removes the folders of.
+/// The most runs one batch selects and removes the files of.
 pub const BATCH: usize = 200;
 
 /// The most runs one write transaction forgets: a claim waits at most for one such
@@ -58,10 +59,10 @@ pub enum PruneError {
     /// The database refused (busy past its timeout, or failing).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// A run folder could not be removed.
+    /// A run's files could not be removed.
     #[error("{path}: {source}")]
-    Folder {
-        /// The run folder.
+    Files {
+        /// The run's lock file (its other files are beside it).
         path: std::path::PathBuf,
         /// Why.
         #[source]
@@ -69,8 +70,8 @@ pub enum PruneError {
     },
 }
 
-/// How many times a run folder that would not empty (ENOTEMPTY: something appeared inside it
-/// while it was removed) is tried again before it is left for a later prune.
+/// How many times an earlier layout's run folder that would not empty (ENOTEMPTY: something
+/// appeared inside it while it was removed) is tried again before it is left for a later prune.
 const REMOVE_TRIES: usize = 3;
 
 /// What one prune did (or, dry, would do).
@@ -79,7 +80,7 @@ pub struct Pruned {
     /// The runs this pruner let go (dry run: that would be), oldest first within each project:
     /// their rows are forgotten by this pruner.
     pub runs: Vec<PruneCandidate>,
-    /// Runs the policy lets go but whose lock a shim still holds, or whose folder would not
+    /// Runs the policy lets go but whose lock a shim still holds, or whose earlier layout's folder would not
     /// empty: left for later.
     pub locked: Vec<RunId>,
 }
@@ -102,18 +103,18 @@ pub fn policy(config: &Config, now: Millis) -> PrunePolicy {
             .map(|p| (p.name.clone(), keep(&p.retention)))
             .collect(),
         ended_before: now.saturating_sub(GRACE.as_millis() as i64),
-        // On a shared database a run's folder is on the host that ran it: this host prunes
-        // only its own runs (and those no host ran), so that folder and row go together.
+        // On a shared database a run's files are on the host that ran it: this host prunes
+        // only its own runs (and those no host ran), so that files and row go together.
         host: config.database.as_ref().map(|_| config.host.clone()),
     }
 }
 
-/// One batch: up to [`BATCH`] runs `policy` lets go, each folder removed (under its lock), then
+/// One batch: up to [`BATCH`] runs `policy` lets go, each one's files removed (under its lock), then
 /// their rows forgotten, [`FORGET_CHUNK`] runs per transaction, [`FORGET_PAUSE`] apart. Blocks
 /// (sleeps): call it on a blocking thread. `dry_run`: only says which.
 ///
-/// Errors: the database ([`PruneError::Store`]); a folder that cannot be removed
-/// ([`PruneError::Folder`]; the runs whose folders went before it are forgotten first).
+/// Errors: the database ([`PruneError::Store`]); a file that cannot be removed
+/// ([`PruneError::Files`]; the runs whose files went before it are forgotten first).
 pub fn prune_batch(
     state_root: &Path,
     store: &Store,
@@ -126,8 +127,8 @@ pub fn prune_batch(
         return Ok(out);
     }
     let lock_path = state_root.join("prune.lock");
-    // Held to the end of the batch: selection, folders and rows are one pruner's turn.
-    let _turn = take_turn(&lock_path).map_err(|source| PruneError::Folder {
+    // Held to the end of the batch: selection, files and rows are one pruner's turn.
+    let _turn = take_turn(&lock_path).map_err(|source| PruneError::Files {
         path: lock_path.clone(),
         source,
     })?;
@@ -135,16 +136,16 @@ pub fn prune_batch(
     let mut gone: Vec<RunId> = Vec::new();
     let mut failure = None;
     for c in candidates {
-        let dir = RunDir::new(state_root, c.id);
-        match remove_folder(&dir) {
+        let files = RunFiles::new(state_root, c.id);
+        match remove_files(&files) {
             Ok(true) => {
                 gone.push(c.id);
                 out.runs.push(c);
             }
             Ok(false) => out.locked.push(c.id),
             Err(source) => {
-                failure = Some(PruneError::Folder {
-                    path: dir.path().to_path_buf(),
+                failure = Some(PruneError::Files {
+                    path: files.lock_path(),
                     source,
                 });
                 break;
@@ -152,7 +153,7 @@ pub fn prune_batch(
         }
     }
     if !gone.is_empty() {
-        // A crash here leaves rows whose folders are gone: the next prune forgets them.
+        // A crash here leaves rows whose files are gone: the next prune forgets them.
         fail::fail_point!("prune-after-folder-removal", |_| std::process::abort());
         for (i, chunk) in gone.chunks(FORGET_CHUNK).enumerate() {
             if i > 0 {
@@ -239,32 +240,19 @@ fn take_turn(path: &Path) -> io::Result<std::fs::File> {
     Ok(file)
 }
 
-/// Removes the run folder if no shim holds its lock: `Ok(true)` removed (or already gone),
-/// `Ok(false)` a shim holds the lock, or the folder would not empty after [`REMOVE_TRIES`].
-fn remove_folder(dir: &RunDir) -> io::Result<bool> {
-    if !dir.path().exists() {
+/// Removes the run's files if no shim holds its lock: `Ok(true)` removed (or already gone),
+/// `Ok(false)` a shim holds the lock, or an earlier layout's folder would not empty after
+/// [`REMOVE_TRIES`].
+fn remove_files(files: &RunFiles) -> io::Result<bool> {
+    if !files.exists()? {
         return Ok(true);
     }
     // Holding the lock while removing: a shim of this run cannot start in between.
-    let lock = match dir.try_lock() {
-        Ok(Some(lock)) => lock,
-        Ok(None) => return Ok(false),
+    match files.try_lock() {
+        Ok(Some(lock)) => files.remove(lock, REMOVE_TRIES),
+        Ok(None) => Ok(false),
         // Gone between the look and the lock: nothing left to remove.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
-        Err(e) => return Err(e),
-    };
-    let mut removed = Ok(false);
-    for _ in 0..REMOVE_TRIES {
-        removed = match std::fs::remove_dir_all(dir.path()) {
-            Ok(()) => Ok(true),
-            // Gone, in whole or in part, under us: what is gone is fine.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
-            // Something appeared inside while it went: try again, then leave it for later.
-            Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => continue,
-            Err(e) => Err(e),
-        };
-        break;
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(e),
     }
-    drop(lock);
-    removed
 }

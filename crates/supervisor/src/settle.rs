@@ -18,7 +18,7 @@ use std::io;
 use store::{Change, Millis, RunStatus, Transition};
 
 use crate::retry::RetryPolicy;
-use crate::shim::rundir::{ExitRecord, Outcome, RunDir};
+use crate::shim::runfiles::{ExitRecord, Outcome, RunFiles};
 
 /// What the run files say about one claim of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,41 +56,53 @@ impl Fate {
 /// file and the line's number) and read past: a valid exit record of the claim counts whatever
 /// bad lines surround it.
 ///
-/// Errors: I/O errors on the run directory, a record that could not be read included (the
+/// Errors: I/O errors on the run's files, a record that could not be read included (the
 /// caller looks again later: a record that failed to read is not a missing one, and taking it
 /// for one would call a run that ended `lost`, or requeue one that started). When no valid exit
 /// record of the claim is found but something that is not a valid record is (a bad line, a
 /// corrupt previous-version file), that may have been the record that mattered: the fate is
 /// [`Fate::Unreadable`] (the command may have started, so the claim is never requeued, and
 /// never given a made-up status).
-pub fn settle(dir: &RunDir, token: u64) -> io::Result<Fate> {
-    let Some(lock) = dir.try_lock()? else {
+pub fn settle(dir: &RunFiles, token: u64) -> io::Result<Fate> {
+    let Some(mut lock) = dir.try_lock()? else {
         return Ok(Fate::Alive);
     };
-    let records = match dir.records() {
-        Ok(r) => r,
-        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-            tracing::error!(run = dir.id(), error = %e, "a record of the run cannot be read");
-            return Ok(Fate::Unreadable(e.to_string()));
+    loop {
+        let records = match dir.records() {
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                tracing::error!(run = dir.id(), error = %e, "a record of the run cannot be read");
+                return Ok(Fate::Unreadable(e.to_string()));
+            }
+            Err(e) => return Err(e),
+        };
+        for bad in &records.bad {
+            tracing::error!(run = dir.id(), "{bad}");
         }
-        Err(e) => return Err(e),
-    };
-    for bad in &records.bad {
-        tracing::error!(run = dir.id(), "{bad}");
+        if let Some(exit) = records.exit.filter(|e| e.token == token) {
+            return Ok(Fate::Ended(exit));
+        }
+        if let Some(bad) = records.bad.first() {
+            return Ok(Fate::Unreadable(bad.to_string()));
+        }
+        if records.started.is_some_and(|s| s.token == token) {
+            return Ok(Fate::Lost);
+        }
+        if !lock.covers_folder() {
+            // A late shim of an earlier version looks for its tombstone in the run's folder
+            // only: the tombstone goes there too, under that lock. Such a shim may have taken
+            // it (then it is alive) or used it (then its records are read again, above).
+            lock = match dir.lock_folder_too(lock)? {
+                Some(both) => both,
+                None => return Ok(Fate::Alive),
+            };
+            continue;
+        }
+        fail::fail_point!("recovery-before-tombstone", |_| std::process::abort());
+        dir.write_tombstone(&lock, token)?;
+        fail::fail_point!("recovery-after-tombstone", |_| std::process::abort());
+        return Ok(Fate::NeverStarted);
     }
-    if let Some(exit) = records.exit.filter(|e| e.token == token) {
-        return Ok(Fate::Ended(exit));
-    }
-    if let Some(bad) = records.bad.first() {
-        return Ok(Fate::Unreadable(bad.to_string()));
-    }
-    if records.started.is_some_and(|s| s.token == token) {
-        return Ok(Fate::Lost);
-    }
-    fail::fail_point!("recovery-before-tombstone", |_| std::process::abort());
-    dir.write_tombstone(&lock, token)?;
-    fail::fail_point!("recovery-after-tombstone", |_| std::process::abort());
-    Ok(Fate::NeverStarted)
 }
 
 /// The terminal status, exit code, signal and reason an exit record stands for.

@@ -2,7 +2,7 @@
 //! and the exclusive lock that makes one daemon the one runner of an install.
 //!
 //! It owns paths and the daemon lock only: it must never read or write a run's files (that is
-//! `shim::rundir`) nor hold the database beyond opening it.
+//! `shim::runfiles`) nor hold the database beyond opening it.
 //!
 //! Two rules run through it. Whether a daemon holds the directory is the lock's to say, never a
 //! pid's: a daemon that died (even one its parent has not reaped yet, a zombie) holds no lock.

@@ -1,6 +1,6 @@
 //! Process-level tests of the shim: they run the real shim code as its own process (this test
 //! binary re-executed with `--fleet-test-shim`, see [`RUN_AS_SHIM`]) on real commands, and check
-//! the run folder, the log, the lock and the processes left behind.
+//! the run's files, the log, the lock and the processes left behind.
 //!
 //! No sleeping for synchronisation: every wait polls a condition against a deadline.
 
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use supervisor::shim::rundir::{Outcome, RunDir, RunningRecord};
+use supervisor::shim::runfiles::{Outcome, RunFiles, RunningRecord};
 use supervisor::shim::ShimArgs;
 use supervisor::sys::signals::Signal;
 
@@ -91,8 +91,8 @@ impl Fixture {
         }
     }
 
-    fn dir(&self) -> RunDir {
-        RunDir::new(&self.state, 1)
+    fn dir(&self) -> RunFiles {
+        RunFiles::new(&self.state, 1)
     }
 }
 
@@ -141,7 +141,7 @@ fn finish(mut shim: Child) -> (ExitStatus, String, String) {
     (status, out, err)
 }
 
-fn wait_running(dir: &RunDir, token: u64) -> RunningRecord {
+fn wait_running(dir: &RunFiles, token: u64) -> RunningRecord {
     poll("the running record", || {
         dir.read_running().unwrap().filter(|r| r.token == token)
     })
@@ -207,7 +207,7 @@ fn started_record_is_written_before_the_command_runs() {
     let f = Fixture::new();
     let dir = f.dir();
     // The command copies the record file as it finds it when it runs.
-    let started_path = dir.records_path();
+    let started_path = dir.lock_path();
     let seen = f.work.join("seen");
     let script = r#"cat "$1" > "$2""#;
     let args = f.args(
@@ -362,6 +362,7 @@ fn tombstoned_claim_never_runs_the_command() {
     // blocks on the lock, then must find the tombstone.
     let lock = dir.try_lock().unwrap().expect("lock");
     let shim = spawn_shim(&f.args(7, &["sh", "-c", "touch marker"]), &[]);
+    let lock = dir.lock_folder_too(lock).unwrap().expect("both locks");
     dir.write_tombstone(&lock, 7).unwrap();
     drop(lock);
     let (status, out, err) = finish(shim);
@@ -389,7 +390,7 @@ fn lock_is_held_while_running_and_not_inherited_by_the_command() {
     let shim = spawn_shim(&f.args(4, &["sleep", "30"]), &[]);
     let running = wait_running(&dir, 4);
     assert!(dir.is_locked().unwrap());
-    let lock_path = fs::canonicalize(dir.path().join("lock")).unwrap();
+    let lock_path = fs::canonicalize(dir.lock_path()).unwrap();
     for fd in fs::read_dir(format!("/proc/{}/fd", running.pid)).unwrap() {
         let target = fs::read_link(fd.unwrap().path()).unwrap_or_default();
         assert_ne!(target, lock_path, "the command inherited the lock");
@@ -512,11 +513,11 @@ fn every_claim_appends_to_the_log() {
 fn every_claim_start_stays_in_the_started_history() {
     let f = Fixture::new();
     let dir = f.dir();
-    dir.create().unwrap();
-    // A started record of claim 1 with no history (an older version's), as if its run was
-    // requeued afterwards.
+    // A started record of claim 1 with no history (an older version's, in its folder), as if
+    // its run was requeued afterwards.
+    fs::create_dir_all(dir.folder()).unwrap();
     fs::write(
-        dir.path().join("started"),
+        dir.folder().join("started"),
         r#"{"token":1,"shim_pid":1,"shim_start_time":1,"at":"2024-01-01T00:00:00.000Z"}"#,
     )
     .unwrap();
@@ -539,14 +540,14 @@ fn bad_arguments_exit_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad arguments"));
 }
 
-/// Crashes injected at the shim's failpoints leave the run folder in the state the register
+/// Crashes injected at the shim's failpoints leave the run's files in the state the register
 /// (`supervisor::shim::FAILPOINTS`) tells recovery to expect.
 /// Run with `cargo test -p supervisor --features failpoints`.
 #[cfg(feature = "failpoints")]
 mod failpoints {
     use super::*;
 
-    fn crash_at(point: &str) -> (Fixture, RunDir) {
+    fn crash_at(point: &str) -> (Fixture, RunFiles) {
         let f = Fixture::new();
         let fp = format!("{point}=return");
         let args = f.args(3, &["sh", "-c", "touch marker; exit 4"]);
@@ -577,14 +578,14 @@ mod failpoints {
         let (f, dir) = crash_at("shim-started-record-torn");
         assert!(dir.read_started().unwrap().is_none());
         assert!(!f.work.join("marker").exists());
-        let torn = fs::read(dir.records_path()).unwrap();
+        let torn = fs::read(dir.lock_path()).unwrap();
         assert!(
             !torn.is_empty() && !torn.ends_with(b"\n"),
             "a torn line is left"
         );
         let (status, _, err) = finish(spawn_shim(&f.args(4, &["true"]), &[]));
         assert!(status.success(), "{err}");
-        let text = fs::read_to_string(dir.records_path()).unwrap();
+        let text = fs::read_to_string(dir.lock_path()).unwrap();
         assert_eq!(text.lines().count(), 3, "started, running, exit: {text}");
         assert_eq!(dir.read_exit().unwrap().unwrap().token, 4);
 
@@ -673,6 +674,7 @@ mod failpoints {
             .try_lock()
             .unwrap()
             .expect("the delayed shim has not locked yet");
+        let lock = dir.lock_folder_too(lock).unwrap().expect("both locks");
         dir.write_tombstone(&lock, 9).unwrap();
         drop(lock);
         let (status, _, err) = finish(shim);
@@ -680,6 +682,37 @@ mod failpoints {
         assert!(err.contains("given up by recovery"), "{err}");
         assert!(!f.work.join("marker").exists());
         assert!(dir.read_started().unwrap().is_none());
+    }
+
+    /// A shim of each earlier version, late (forked by a daemon of that version, not yet at its
+    /// lock when this version's recovery gives its claim up), finds the tombstone where it
+    /// looks — its run's folder, which it makes itself — and does not start the command.
+    #[test]
+    fn a_late_shim_of_an_earlier_layout_finds_the_tombstone() {
+        for layout in ["folder", "files"] {
+            let f = Fixture::new();
+            let dir = f.dir();
+            let args = f.args(9, &["sh", "-c", "touch marker"]);
+            let shim = spawn_shim(
+                &args,
+                &[
+                    ("FAILPOINTS", "shim-before-lock=sleep(3000)"),
+                    ("FLEET_TEST_LEGACY_RUN_LAYOUT", layout),
+                ],
+            );
+            assert!(!dir.folder().exists(), "{layout}: the shim has not begun");
+            // Recovery, as `settle` does it.
+            assert_eq!(
+                supervisor::settle::settle(&dir, 9).unwrap(),
+                supervisor::settle::Fate::NeverStarted,
+                "{layout}"
+            );
+            let (status, _, err) = finish(shim);
+            assert!(status.success(), "{layout}: {err}");
+            assert!(err.contains("given up by recovery"), "{layout}: {err}");
+            assert!(!f.work.join("marker").exists(), "{layout}: started");
+            assert!(dir.read_started().unwrap().is_none(), "{layout}");
+        }
     }
 }
 

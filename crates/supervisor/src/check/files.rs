@@ -11,7 +11,7 @@ use store::{Run, RunId, RunStatus};
 
 use super::{Report, Violation, ViolationKind};
 use crate::settle;
-use crate::shim::rundir::{Records, RunDir};
+use crate::shim::runfiles::{Records, RunFiles};
 
 /// `result`'s value, or `None` after recording an [`ViolationKind::UnreadableFile`] finding for
 /// run `run` naming `path` (an error that names its file already, as a bad record line does, is
@@ -45,11 +45,11 @@ fn unreadable(report: &mut Report, run: RunId, message: String) {
     });
 }
 
-/// The records of run folder `dir`, every line of its record file that is not a record
-/// reported as an [`ViolationKind::UnreadableFile`] finding; `None` (reported too) when the
-/// folder's records cannot be read at all.
-pub(super) fn records(report: &mut Report, dir: &RunDir) -> Option<Records> {
-    let records = readable(report, dir.id(), &dir.records_path(), dir.records())?;
+/// The records of the run `dir`, every line of its lock files that is not a record reported
+/// as an [`ViolationKind::UnreadableFile`] finding; `None` (reported too) when the run's records
+/// cannot be read at all.
+pub(super) fn records(report: &mut Report, dir: &RunFiles) -> Option<Records> {
+    let records = readable(report, dir.id(), &dir.lock_path(), dir.records())?;
     for bad in &records.bad {
         unreadable(report, dir.id(), bad.to_string());
     }

@@ -10,13 +10,13 @@ use std::path::Path;
 
 use store::Run;
 
-use crate::shim::rundir::RunDir;
+use crate::shim::runfiles::RunFiles;
 use crate::slots::{ShimIdentity, SlotPool};
 use crate::sys::signals::Signal;
 
 /// Signals the shims of the runs in `db_active` (the DB running set) whose cancel was requested
 /// and whose slot is in `slots`, once each (a slot remembers it was signalled). A shim not yet
-/// identified is looked up in its run folder (`state_dir`); one still unknown is tried again
+/// identified is looked up in its run's files (`state_dir`); one still unknown is tried again
 /// after the next EVAL.
 pub(super) fn signal_cancelled(slots: &mut SlotPool, state_dir: &Path, db_active: &[Run]) {
     for run in db_active.iter().filter(|r| r.cancel_requested) {
@@ -42,12 +42,12 @@ pub(super) fn signal_cancelled(slots: &mut SlotPool, state_dir: &Path, db_active
     }
 }
 
-/// Looks the shim of `slot` up in its run folder (under `state_dir`) when it is not yet known:
+/// Looks the shim of `slot` up in its run's files (under `state_dir`) when it is not yet known:
 /// adopted before its shim had written `started`, or forked without an answer from the fork
 /// server. Only a shim that wrote this claim's token counts (pids are recycled).
 pub(super) fn identify_shim(slot: &mut crate::slots::Slot, state_dir: &Path) {
     if slot.shim.is_none() {
-        slot.shim = RunDir::new(state_dir, slot.run_id)
+        slot.shim = RunFiles::new(state_dir, slot.run_id)
             .read_started()
             .ok()
             .flatten()

@@ -42,7 +42,7 @@ use super::state::Daemon;
 use crate::config::Config;
 use crate::retry::RetryPolicy;
 use crate::settle::{self, Fate};
-use crate::shim::rundir::RunDir;
+use crate::shim::runfiles::RunFiles;
 
 /// What the blocking half of an EVAL hands back.
 #[derive(Default)]
@@ -277,7 +277,7 @@ impl Daemon {
     }
 }
 
-/// The reap (blocking: reads run folders under `state_dir`, may write a tombstone): settles each
+/// The reap (blocking: reads run files under `state_dir`, may write a tombstone): settles each
 /// shim in `exited` whose claim is still the one in `slots`, and decides its transition (retry
 /// instants from `now`, milliseconds since the epoch, UTC). Exits of an older claim, or of a run
 /// no longer supervised, are ignored.
@@ -299,7 +299,7 @@ fn reap(
         if slot_token != token {
             continue;
         }
-        let dir = RunDir::new(state_dir, run_id);
+        let dir = RunFiles::new(state_dir, run_id);
         match settle::settle(&dir, token) {
             // The shim's report pipe can reach end-of-file an instant before the kernel drops
             // its lock (a crashed shim's descriptors close in order): wait for the lock, as for
@@ -310,7 +310,7 @@ fn reap(
                     .extend(settle::transition(run_id, token, attempt, &f, policy, now));
             }
             Err(e) => {
-                tracing::error!(run = run_id, path = %dir.path().display(), error = %e, "cannot read or lock the run's files; will look again");
+                tracing::error!(run = run_id, path = %dir.lock_path().display(), error = %e, "cannot read or lock the run's files; will look again");
                 out.unreadable.push((run_id, token));
             }
         }

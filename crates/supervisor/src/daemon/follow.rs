@@ -15,7 +15,7 @@ use store::RunId;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::events::{Event, Events};
-use crate::shim::rundir::RunDir;
+use crate::shim::runfiles::RunFiles;
 
 /// Follows one shim this daemon started: its `running PID` line, then its end — the report
 /// pipe's end-of-file (every copy of the write end is the shim's), and for an exec'd shim, which
@@ -47,13 +47,12 @@ pub(super) async fn watch_shim(
 /// report pipe closed an instant before the kernel dropped its lock. A plain thread, not the
 /// blocking pool: it may wait for days, and must never hold up the runtime's shutdown.
 pub(super) fn watch_lock(state_dir: &Path, run_id: RunId, token: u64, events: Events) {
-    let dir = RunDir::new(state_dir, run_id);
+    let dir = RunFiles::new(state_dir, run_id);
     let _ = std::thread::Builder::new()
         .name(format!("adopted-{run_id}"))
         .spawn(move || {
-            if let Ok(lock) = dir.lock_blocking() {
-                drop(lock);
-            }
+            // An error leaves nothing to wait on: the settling that follows looks again.
+            let _ = dir.wait_released();
             let _ = events.send(Event::ShimExited { run_id, token });
         });
 }

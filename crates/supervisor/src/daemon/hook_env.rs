@@ -9,7 +9,7 @@ use std::path::Path;
 
 use store::Run;
 
-use crate::shim::rundir::RunDir;
+use crate::shim::runfiles::RunFiles;
 
 /// Every variable this module sets; each is removed from a run's environment when it has no
 /// value, so that a daemon itself started by a fleet hook does not pass its own on.
@@ -23,10 +23,11 @@ pub const FAILED_VARS: [&str; 6] = [
 ];
 
 /// The environment changes for `run`: for a failure hook's run (`hook_of` set), the failed run's
-/// id, project, status, exit code, signal and log path (`state_dir`'s run folder); `failed` is
+/// id, project, status, exit code, signal and log path (under `state_dir`'s `runs/`); `failed` is
 /// its row, when it could be read (without it, only the id and the log path are known). An exit
 /// code or signal the failed run does not have is removed, as is every variable for a run that
-/// is not a hook's.
+/// is not a hook's. A failed run whose command wrote nothing has no log file: an empty one is
+/// made then, where the run's files are (not an error if it cannot be), so that the hook can read the path it is given.
 pub fn failed_run_env(
     state_dir: &Path,
     run: &Run,
@@ -40,7 +41,7 @@ pub fn failed_run_env(
             failed.map(|f| f.status.to_string()),
             failed.and_then(|f| f.exit_code).map(|c| c.to_string()),
             failed.and_then(|f| f.signal).map(|s| s.to_string()),
-            Some(RunDir::new(state_dir, id).log_path().display().to_string()),
+            Some(failed_log(state_dir, id)),
         ],
     };
     FAILED_VARS
@@ -48,4 +49,15 @@ pub fn failed_run_env(
         .zip(values)
         .map(|(k, v)| (OsString::from(k), v.map(OsString::from)))
         .collect()
+}
+
+/// The path of run `id`'s log, made (empty) if the command never wrote one.
+fn failed_log(state_dir: &Path, id: store::RunId) -> String {
+    let files = RunFiles::new(state_dir, id);
+    // Only where the run's files are (another host's run has them there); an error is
+    // ignored: the hook still gets the path, and reads nothing there either way.
+    if files.lock_path().exists() {
+        let _ = files.open_log();
+    }
+    files.log_path().display().to_string()
 }

@@ -17,7 +17,7 @@ use store::{
 
 use super::cancel::identify_shim;
 use super::state::Daemon;
-use crate::shim::rundir::RunDir;
+use crate::shim::runfiles::RunFiles;
 use crate::sys::signals::Signal;
 
 impl Daemon {
@@ -238,7 +238,7 @@ impl Daemon {
     }
 
     /// On a shared database: keeps the end of each ended run's log in the database, so that
-    /// `fleet logs` on another host can show it (the full log stays in this host's run folder).
+    /// `fleet logs` on another host can show it (the full log stays in this host's `runs/`).
     /// A failure is logged and costs only that tail: the run's end is already written. On
     /// SQLite (one host, the log is here) nothing is stored.
     pub(super) async fn keep_log_tails(&mut self, applied: &[(RunId, Applied)]) {
@@ -259,7 +259,7 @@ impl Daemon {
         let epoch = self.epoch;
         let done = tokio::task::spawn_blocking(move || {
             for (i, &id) in ended.iter().enumerate() {
-                let (tail, cut) = match read_tail(&RunDir::new(&root, id).log_path()) {
+                let (tail, cut) = match read_tail(&RunFiles::new(&root, id).log_path()) {
                     Ok(t) => t,
                     Err(e) => {
                         tracing::debug!(run = id, error = %e, "no log tail to keep");
@@ -290,7 +290,12 @@ impl Daemon {
 
 /// The last [`LOG_TAIL_BYTES`] of the file at `path`, and whether it was longer.
 fn read_tail(path: &Path) -> std::io::Result<(Vec<u8>, bool)> {
-    let mut f = std::fs::File::open(path)?;
+    // A command that never wrote has no log: its tail is empty, and kept as such.
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), false)),
+        Err(e) => return Err(e),
+    };
     let len = f.metadata()?.len();
     let keep = LOG_TAIL_BYTES as u64;
     let cut = len > keep;

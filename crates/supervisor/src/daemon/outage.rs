@@ -4,7 +4,7 @@
 //! An operation that fails with [`StoreError::is_unreachable`] starts an outage. Meanwhile the
 //! daemon claims nothing (every EVAL and recovery fails before its claim), keeps its shims
 //! running and follows them as ever, keeps the transitions their exits call for in
-//! [`Daemon::pending`] (decided from the run folders, written once the database is back: an exit
+//! [`Daemon::pending`] (decided from the run files, written once the database is back: an exit
 //! status is never lost, and the state machine refuses a second write of it), and tries again
 //! after a pause that doubles from [`FIRST_PAUSE`] up to [`MAX_PAUSE`]. It logs one line when the
 //! outage starts and one when it ends, never one per try, and health reports it

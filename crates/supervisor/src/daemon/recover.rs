@@ -26,7 +26,7 @@ use super::follow::watch_lock;
 use super::state::Daemon;
 use crate::retry::RetryPolicy;
 use crate::settle::{self, Fate};
-use crate::shim::rundir::RunDir;
+use crate::shim::runfiles::RunFiles;
 use crate::slots::{ShimIdentity, Slot};
 
 /// What recovery decided, before any of it is applied.
@@ -308,8 +308,8 @@ impl Daemon {
 }
 
 /// Settles every run the database records as active on `host` (blocking: reads the database
-/// and the run folders under `state_dir`, and writes tombstones). Another host's runs are never
-/// touched here: their run folders are on that host, and only its daemon (or an operator's
+/// and the run files under `state_dir`, and writes tombstones). Another host's runs are never
+/// touched here: their run files are on that host, and only its daemon (or an operator's
 /// `fleet hosts forget`) may end them.
 ///
 /// Errors: the database cannot be read. A run whose files cannot be read (or whose tombstone
@@ -329,7 +329,7 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
     let mut settled = Vec::new();
     let mut unsettled = Vec::new();
     for run in runs {
-        let dir = RunDir::new(state_dir, run.id);
+        let dir = RunFiles::new(state_dir, run.id);
         let fate = match settle::settle(&dir, run.claim_token) {
             Ok(f) => f,
             Err(e) => {
@@ -380,12 +380,12 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
 /// `fleet check`.
 fn report_unrecorded_shims(state_dir: &Path, active: &[Run]) {
     let active_ids: BTreeSet<RunId> = active.iter().map(|r| r.id).collect();
-    let ids = match crate::shim::rundir::list_run_ids(state_dir) {
+    let ids = match crate::shim::runfiles::list_run_ids(state_dir) {
         Ok(ids) => ids,
         Err(e) => {
             // Not "no shims": unread, which is said.
-            let runs = state_dir.join(crate::shim::rundir::RUNS_DIR);
-            tracing::warn!(error = %e, path = %runs.display(), "cannot list the run folders; shims the database does not know of go unreported");
+            let runs = state_dir.join(crate::shim::runfiles::RUNS_DIR);
+            tracing::warn!(error = %e, path = %runs.display(), "cannot list the run files; shims the database does not know of go unreported");
             return;
         }
     };
@@ -393,7 +393,7 @@ fn report_unrecorded_shims(state_dir: &Path, active: &[Run]) {
         if active_ids.contains(&id) {
             continue;
         }
-        match RunDir::new(state_dir, id).is_locked() {
+        match RunFiles::new(state_dir, id).is_locked() {
             Ok(true) => tracing::warn!(run = id, "a live shim holds a run the database does not record as active; left alone (see `fleet check`)"),
             Ok(false) => {}
             Err(e) => tracing::warn!(run = id, error = %e, "cannot probe the run's lock; left alone (see `fleet check`)"),

@@ -19,7 +19,7 @@ use store::{now_ms, rfc3339, Millis, Run, RunFilter, RunId, RunStatus, StoreErro
 use super::{unavailable, Observed};
 use crate::health::Verdict;
 use crate::report::{run_json, time_json};
-use crate::shim::rundir::RunDir;
+use crate::shim::runfiles::RunFiles;
 
 /// The most runs one `/api/runs` answer lists.
 const MAX_LIMIT: u32 = 1000;
@@ -237,7 +237,7 @@ pub(super) fn read_log(
     id: RunId,
     offset: u64,
 ) -> std::io::Result<(Vec<u8>, u64, u64)> {
-    let path = RunDir::new(state_dir, id).log_path();
+    let path = RunFiles::new(state_dir, id).log_path();
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0, 0)),

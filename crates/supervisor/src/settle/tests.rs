@@ -7,18 +7,24 @@ use std::fs;
 use store::{Change, RunStatus};
 
 use super::*;
-use crate::shim::rundir::{now_rfc3339, StartedRecord, STARTED_FILE};
+use crate::shim::runfiles::{now_rfc3339, StartedRecord, STARTED_FILE};
 
 const TOKEN: u64 = 7;
 
-fn run_dir() -> (tempfile::TempDir, RunDir) {
+fn run_dir() -> (tempfile::TempDir, RunFiles) {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = RunDir::new(tmp.path(), 1);
-    dir.create().unwrap();
+    let dir = RunFiles::new(tmp.path(), 1);
+    dir.create_runs_dir().unwrap();
     (tmp, dir)
 }
 
-/// A started record of claim `token` (also used by the run folder's tests).
+/// The path of file `name` in the run's folder of an earlier layout, the folder made.
+fn in_folder(dir: &RunFiles, name: &str) -> std::path::PathBuf {
+    fs::create_dir_all(dir.folder()).unwrap();
+    dir.folder().join(name)
+}
+
+/// A started record of claim `token` (also used by the run files' tests).
 pub(crate) fn started(token: u64) -> StartedRecord {
     StartedRecord {
         token,
@@ -44,7 +50,7 @@ fn exit(token: u64, outcome: Outcome, code: Option<i32>, signal: Option<i32>) ->
 }
 
 /// Writes the records as a shim would, under the run's lock, and lets the lock go.
-fn write(dir: &RunDir, s: Option<StartedRecord>, e: Option<ExitRecord>) {
+fn write(dir: &RunFiles, s: Option<StartedRecord>, e: Option<ExitRecord>) {
     let lock = dir.try_lock().unwrap().unwrap();
     if let Some(s) = s {
         dir.write_started(&lock, &s).unwrap();
@@ -54,8 +60,9 @@ fn write(dir: &RunDir, s: Option<StartedRecord>, e: Option<ExitRecord>) {
     }
 }
 
-fn tombstoned(dir: &RunDir) -> bool {
-    dir.is_tombstoned(TOKEN).unwrap()
+/// Whether a tombstone of claim [`TOKEN`] was written (read past any bad line).
+fn tombstoned(dir: &RunFiles) -> bool {
+    dir.records().unwrap().tombstones.contains(&TOKEN)
 }
 
 #[test]
@@ -63,7 +70,7 @@ fn a_held_lock_is_alive_and_nothing_is_written() {
     let (_t, dir) = run_dir();
     let _held = dir.try_lock().unwrap().unwrap();
     assert_eq!(settle(&dir, TOKEN).unwrap(), Fate::Alive);
-    assert!(!dir.path().join("tombstones").exists());
+    assert!(!in_folder(&dir, "tombstones").exists());
 }
 
 #[test]
@@ -110,7 +117,7 @@ fn no_started_record_of_the_claim_is_tombstoned_and_never_started() {
 fn an_unreadable_exit_record_is_an_error_not_lost() {
     let (_t, dir) = run_dir();
     write(&dir, Some(started(TOKEN)), None);
-    fs::create_dir(dir.path().join("exit")).unwrap();
+    fs::create_dir(in_folder(&dir, "exit")).unwrap();
     assert!(settle(&dir, TOKEN).is_err());
 }
 
@@ -119,33 +126,33 @@ fn an_unreadable_exit_record_is_an_error_not_lost() {
 #[test]
 fn an_unreadable_started_record_is_an_error_and_no_tombstone() {
     let (_t, dir) = run_dir();
-    fs::create_dir(dir.path().join("started")).unwrap();
+    fs::create_dir(in_folder(&dir, "started")).unwrap();
     assert!(settle(&dir, TOKEN).is_err());
-    assert!(!dir.path().join("tombstones").exists());
+    assert!(!in_folder(&dir, "tombstones").exists());
 }
 
 #[test]
 fn a_corrupt_started_record_may_have_started_so_it_is_lost() {
     let (_t, dir) = run_dir();
-    fs::write(dir.path().join("started"), "{not json").unwrap();
+    fs::write(in_folder(&dir, "started"), "{not json").unwrap();
     assert!(matches!(settle(&dir, TOKEN).unwrap(), Fate::Unreadable(_)));
-    assert!(!dir.path().join("tombstones").exists());
+    assert!(!in_folder(&dir, "tombstones").exists());
 }
 
 #[test]
 fn a_corrupt_exit_record_is_missing_so_a_started_run_is_lost() {
     let (_t, dir) = run_dir();
     write(&dir, Some(started(TOKEN)), None);
-    fs::write(dir.path().join("exit"), "{not json").unwrap();
+    fs::write(in_folder(&dir, "exit"), "{not json").unwrap();
     assert!(matches!(settle(&dir, TOKEN).unwrap(), Fate::Unreadable(_)));
 }
 
 /// Appends a complete line that is not a record to the run's record file.
-fn append_garbage(dir: &RunDir) {
+fn append_garbage(dir: &RunFiles) {
     let mut file = fs::OpenOptions::new()
         .append(true)
         .create(true)
-        .open(dir.records_path())
+        .open(dir.lock_path())
         .unwrap();
     std::io::Write::write_all(&mut file, b"garbage line\n").unwrap();
 }
@@ -210,7 +217,7 @@ fn a_bad_line_where_the_started_may_be_is_never_requeued() {
 #[test]
 fn a_tombstone_that_cannot_be_written_is_an_error() {
     let (_t, dir) = run_dir();
-    fs::create_dir(dir.path().join("tombstones")).unwrap();
+    fs::create_dir(in_folder(&dir, "tombstones")).unwrap();
     assert!(settle(&dir, TOKEN).is_err());
 }
 
@@ -332,9 +339,8 @@ fn transition_for_each_fate() {
 #[test]
 fn only_a_missing_started_record_requeues() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = RunDir::new(tmp.path(), 1);
-    dir.create().unwrap();
-    let started = dir.path().join(STARTED_FILE);
+    let dir = RunFiles::new(tmp.path(), 1);
+    let started = in_folder(&dir, STARTED_FILE);
 
     // Cannot be read (here: a folder where the file should be).
     std::fs::create_dir(&started).unwrap();

@@ -14,7 +14,7 @@ use std::time::Duration;
 /// command line ([`ShimArgs::to_args`] / [`ShimArgs::from_args`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShimArgs {
-    /// The state directory; the run folder is `<state_dir>/runs/<run_id>/`.
+    /// The state directory; the run's files are `<state_dir>/runs/<run_id>.*`.
     pub state_dir: PathBuf,
     /// The run's id.
     pub run_id: i64,

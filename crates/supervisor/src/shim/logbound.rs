@@ -6,12 +6,15 @@
 //! need after a failure). At every instant the file holds at most `max` bytes of output plus the
 //! marker line.
 //!
-//! Compaction writes the marker and the kept tail to a side file (`log.compacting`) and renames
-//! it over the log: a shim killed at any point leaves either the old log or the new one, both
-//! readable (a leftover side file is overwritten by the next compaction and removed with the
-//! run folder). Each compaction keeps half the bound, so the copying costs at most one extra
-//! write of every byte the command writes (amortized), and a log under the bound is never
-//! copied.
+//! Compaction writes the marker and the kept tail to a side file (the log's name and
+//! `.compacting`) and renames it over the log: a shim killed at any point leaves either the old
+//! log or the new one, both readable (a leftover side file is overwritten by the next
+//! compaction and removed with the run's other files). Each compaction keeps half the bound, so
+//! the copying costs at most one extra write of every byte the command writes (amortized), and
+//! a log under the bound is never copied.
+//!
+//! The log file is made when the first output arrives: a command that writes nothing leaves no
+//! log (one file fewer to create per run; readers take a missing log for an empty one).
 //!
 //! Readers that follow the log (`fleet logs --follow`) use [`parse_marker`]: the dropped count
 //! tells them where in the command's whole output the file now starts, so they neither repeat
@@ -25,13 +28,10 @@ use std::path::PathBuf;
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
-use super::rundir::{RunDir, FILE_MODE};
+use super::runfiles::{RunFiles, FILE_MODE};
 use crate::sys::files;
 use crate::sys::readiness::{self, SignalReader};
 use crate::sys::signals::{BlockedSignals, Signal};
-
-/// The side file a compaction writes before it renames it over the log.
-pub const COMPACTING_FILE: &str = "log.compacting";
 
 /// The smallest `max_log_size` accepted (bytes): below this a compaction would run every few
 /// lines.
@@ -83,8 +83,8 @@ impl BoundedLog {
     /// output. A log left by an earlier claim of the run is continued: its marker, if any, is
     /// read back, and its output counts against the bound.
     ///
-    /// Errors: I/O errors (e.g. the run folder does not exist).
-    pub fn open(dir: &RunDir, max: u64) -> io::Result<BoundedLog> {
+    /// Errors: I/O errors (e.g. `runs/` does not exist).
+    pub fn open(dir: &RunFiles, max: u64) -> io::Result<BoundedLog> {
         let path = dir.log_path();
         let mut file = OpenOptions::new()
             .read(true)
@@ -95,7 +95,7 @@ impl BoundedLog {
         let len = file.metadata()?.len();
         let (marker_len, dropped) = read_marker(&mut file)?;
         Ok(BoundedLog {
-            side: dir.path().join(COMPACTING_FILE),
+            side: RunFiles::compacting_path(&path),
             path,
             file,
             held: len - marker_len,
@@ -188,7 +188,7 @@ impl BoundedLog {
 /// one-line message for the log and the exit record.
 pub(super) fn command_output(
     max_log_size: Option<u64>,
-    dir: &RunDir,
+    dir: &RunFiles,
     signals: &BlockedSignals,
 ) -> Result<(OwnedFd, Option<LogPump>), String> {
     let cannot_open = |e: io::Error| {
@@ -220,28 +220,35 @@ const READS_PER_TURN: usize = 16;
 #[derive(Debug)]
 pub(super) struct LogPump {
     pipe: Option<OwnedFd>,
-    log: BoundedLog,
+    /// The run's files, for the log's first opening.
+    files: RunFiles,
+    /// The bound, bytes.
+    max: u64,
+    /// The log, once the first output made (or reopened) it.
+    log: Option<BoundedLog>,
     signals: SignalReader,
     buf: Vec<u8>,
     write_failed: bool,
 }
 
 impl LogPump {
-    /// Opens the log of `dir` with the bound `max` (bytes) and a close-on-exec pipe; returns
-    /// the pump and the pipe's write end, to become the command's stdout and stderr.
+    /// A pump into the log of `dir` with the bound `max` (bytes), through a close-on-exec pipe;
+    /// returns the pump and the pipe's write end, to become the command's stdout and stderr.
+    /// The log itself is opened (made, if new) at the first output.
     ///
-    /// Errors: the log cannot be opened; no descriptors left.
+    /// Errors: no descriptors left.
     pub(super) fn new(
-        dir: &RunDir,
+        dir: &RunFiles,
         max: u64,
         signals: &BlockedSignals,
     ) -> io::Result<(LogPump, OwnedFd)> {
-        let log = BoundedLog::open(dir, max)?;
         let (read, write) = files::pipe()?;
         readiness::set_nonblocking(&read)?;
         let pump = LogPump {
             pipe: Some(read),
-            log,
+            files: dir.clone(),
+            max,
+            log: None,
             signals: SignalReader::new(signals)?,
             buf: vec![0u8; 64 * 1024],
             write_failed: false,
@@ -284,7 +291,15 @@ impl LogPump {
                     return;
                 }
                 Ok(n) => {
-                    if let Err(e) = self.log.append(&self.buf[..n]) {
+                    let written = match &mut self.log {
+                        Some(log) => log.append(&self.buf[..n]),
+                        None => BoundedLog::open(&self.files, self.max).and_then(|mut log| {
+                            let done = log.append(&self.buf[..n]);
+                            self.log = Some(log);
+                            done
+                        }),
+                    };
+                    if let Err(e) = written {
                         if !self.write_failed {
                             self.write_failed = true;
                             super::warn(format_args!(
@@ -327,9 +342,9 @@ fn read_marker(file: &mut File) -> io::Result<(u64, u64)> {
 mod tests {
     use super::*;
 
-    fn log_in(dir: &tempfile::TempDir, max: u64) -> (RunDir, BoundedLog) {
-        let run = RunDir::new(dir.path(), 1);
-        run.create().unwrap();
+    fn log_in(dir: &tempfile::TempDir, max: u64) -> (RunFiles, BoundedLog) {
+        let run = RunFiles::new(dir.path(), 1);
+        run.create_runs_dir().unwrap();
         let log = BoundedLog::open(&run, max).unwrap();
         (run, log)
     }

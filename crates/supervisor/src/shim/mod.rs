@@ -1,5 +1,5 @@
 //! The shim: a tiny per-run monitor (`fleet shim ARGS...`, hidden) that owns one run's command,
-//! outlives a daemon crash, and records the command's exit status in the run folder.
+//! outlives a daemon crash, and records the command's exit status in the run's files.
 //!
 //! The daemon starts the shim in its own session with stdout a pipe to the daemon, stderr
 //! inherited, and the command's environment already set — by an exec of `fleet shim` ([`main`])
@@ -28,7 +28,7 @@
 //! and a signal mask only protects the thread that set it. [`main`] runs before any tokio runtime
 //! exists; nothing here starts a thread.
 //!
-//! The folder owns the shim whole: [`args`] its arguments, [`rundir`] the run folder it writes,
+//! The folder owns the shim whole: [`args`] its arguments, [`runfiles`] the run's files it writes,
 //! [`records`] the records' format, `write` their retried writes, `legacy` (test builds only)
 //! the previous version's layout, [`forkserver`] the process that forks it without an exec. Its system calls go through
 //! [`crate::sys`]. The points where tests inject crashes into it are registered, with what
@@ -74,7 +74,7 @@ pub mod legacy;
 pub mod log;
 pub mod logbound;
 pub mod records;
-pub mod rundir;
+pub mod runfiles;
 mod write;
 
 pub use args::ShimArgs;
@@ -91,14 +91,14 @@ use std::time::{Duration, Instant};
 use crate::failpoints::scenario as failpoint_scenario;
 use crate::sys::signals::{self, BlockedSignals, Signal};
 use crate::sys::{files, process};
-use rundir::{now_rfc3339, ExitRecord, Outcome, Record, RunDir, RunningRecord, StartedRecord};
+use runfiles::{now_rfc3339, ExitRecord, Outcome, Record, RunFiles, RunningRecord, StartedRecord};
 use write::{write_durably, write_exit, write_record};
 
 /// Process exit status of the shim when it ran to the end (the command's own status is in the
 /// `exit` record), or when the claim was tombstoned.
 const EXIT_OK: i32 = 0;
 /// Process exit status when the shim could not do its job (lock, records) — recovery reads the
-/// run folder to learn what happened.
+/// run's files to learn what happened.
 const EXIT_FAILED: i32 = 1;
 /// Process exit status for bad arguments.
 const EXIT_USAGE: i32 = 2;
@@ -114,10 +114,10 @@ const SHIM_SIGNALS: [Signal; 4] = [
 /// Runs the shim for the arguments that follow `fleet shim`, and returns the process exit status
 /// to use: 0 when the command's fate is recorded in the `exit` record (whatever the command's
 /// own status) or when the claim was tombstoned; 1 when the shim could not do its job (it says
-/// why on stderr; recovery reads the run folder); 2 for bad arguments.
+/// why on stderr; recovery reads the run's files); 2 for bad arguments.
 ///
 /// Never returns before the `exit` record is durable, except for a tombstoned claim (nothing was
-/// started) and setup failures (the run folder, the lock, the tombstones: nothing was started
+/// started) and setup failures (the run's lock, the tombstones: nothing was started
 /// either). A record that cannot be written (`started`, `exit`: a full disk, a failing one) is
 /// retried with backoff while the shim keeps the lock, for as long as it takes: giving up would
 /// turn a real exit status into `lost`.
@@ -266,8 +266,9 @@ fn supervise_claim(args: &ShimArgs, signals: &BlockedSignals) -> i32 {
 
 fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     crash_point!("shim-before-lock");
-    let dir = RunDir::new(&a.state_dir, a.run_id);
-    dir.create()?;
+    let dir = RunFiles::new(&a.state_dir, a.run_id);
+    #[cfg(feature = "failpoints")]
+    let dir = legacy::files_for_shim(dir);
     let lock = dir.lock_blocking()?;
     crash_point!("shim-after-lock");
 
@@ -310,9 +311,9 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
         history,
     };
     // Durable before the spawn: the claim is only "maybe started" once this is on disk. Retried
-    // rather than given up: a shim that exits here could leave a `started` record the rename
-    // made visible but the fsync of the folder did not confirm, and the run would end `lost`
-    // although its command never started.
+    // rather than given up: a shim that exits here could leave a `started` record the append
+    // made visible but the sync did not confirm, and the run would end `lost` although its
+    // command never started.
     let started = Record::Started(started);
     write_durably(a, "started", || {
         io_failpoint!("shim-started-record-fails");
@@ -396,7 +397,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
 /// the log and the exit record.
 fn spawn_command(
     a: &ShimArgs,
-    dir: &RunDir,
+    dir: &RunFiles,
     shim_pid: i32,
     signals: &BlockedSignals,
 ) -> Result<(Child, Option<logbound::LogPump>), String> {

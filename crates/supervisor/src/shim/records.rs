@@ -1,7 +1,7 @@
-//! A run's records — `started`, `running`, `exit` — and their on-disk form: one JSON line each,
-//! appended to the run's lock file (see [`super::rundir`]). This module owns the format (how a
-//! record is encoded, how a file of them is read back, what a torn or corrupt line means); it
-//! never opens a file and never decides a run's fate.
+//! A run's records — `started`, `running`, `exit`, and recovery's `tombstone` — and their
+//! on-disk form: one JSON line each, appended to the run's lock file (see [`super::runfiles`]).
+//! This module owns the format (how a record is encoded, how a file of them is read back, what a
+//! torn or corrupt line means); it never opens a file and never decides a run's fate.
 //!
 //! Why lines appended to the lock file rather than one file per record: the shim holds that
 //! file already, so a record costs one write (and, where it must survive a machine crash, one
@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 /// started, which is what lets recovery requeue the same attempt instead of calling it `lost`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartedRecord {
-    /// The claim this shim serves (see [`super::rundir`]: every record carries its claim).
+    /// The claim this shim serves (see [`super::runfiles`]: every record carries its claim).
     pub token: u64,
     /// The shim's pid.
     pub shim_pid: i32,
@@ -38,7 +38,7 @@ pub struct StartedRecord {
     pub shim_start_time: u64,
     /// When the record was written, RFC 3339 UTC.
     pub at: String,
-    /// The token of every claim whose shim wrote a started record in this folder, this one
+    /// The token of every claim whose shim wrote a started record for this run, this one
     /// last. A run is one attempt, and a claim is requeued only when it provably never
     /// started, so more than one token here — or a tombstoned one — means the command was
     /// started twice: `fleet check` reports it. Carried in the record itself, so keeping this
@@ -112,6 +112,18 @@ impl ExitRecord {
     }
 }
 
+/// Written by recovery, durably, once it gave up a claim whose command provably never started
+/// (the lock free, no `started` record of it), while holding the run's lock, before it requeues
+/// the run: a shim of that claim that takes the lock later finds it and does not start the
+/// command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TombstoneRecord {
+    /// The claim given up.
+    pub token: u64,
+    /// When it was given up, RFC 3339 UTC.
+    pub at: String,
+}
+
 /// One line of a run's record file: which record, and its fields (the tag is the `record`
 /// key: `{"record":"started","token":…}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +135,8 @@ pub enum Record {
     Running(RunningRecord),
     /// See [`ExitRecord`].
     Exit(ExitRecord),
+    /// See [`TombstoneRecord`].
+    Tombstone(TombstoneRecord),
 }
 
 /// The newest record of each kind found in a run's record file. A run claimed more than once
@@ -135,6 +149,8 @@ pub struct Records {
     pub running: Option<RunningRecord>,
     /// The last `exit` record, if any.
     pub exit: Option<ExitRecord>,
+    /// The token of every `tombstone` record, in file order: claims recovery gave up.
+    pub tombstones: Vec<u64>,
     /// Every complete line that is not a record, in file order. Any of them may have been a
     /// record of any kind: a reader that finds no valid record of the kind it needs must not
     /// take "none" for an answer while this is not empty.
@@ -200,6 +216,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Records {
             Ok(Record::Started(s)) => records.started = Some(s),
             Ok(Record::Running(r)) => records.running = Some(r),
             Ok(Record::Exit(e)) => records.exit = Some(e),
+            Ok(Record::Tombstone(t)) => records.tombstones.push(t.token),
             Err(e) => records.bad.push(BadLine {
                 path: path.to_path_buf(),
                 line: index + 1,

@@ -10,7 +10,7 @@ use std::time::Duration;
 #[cfg(feature = "failpoints")]
 use super::legacy;
 use super::log;
-use super::rundir::{ExitRecord, Record, RunDir, RunLock};
+use super::runfiles::{ExitRecord, Record, RunFiles, RunLock};
 use super::ShimArgs;
 
 /// How long the shim waits before it tries again to write a record it could not write (a full
@@ -23,7 +23,7 @@ const RECORD_RETRY_MAX: Duration = Duration::from_secs(5);
 /// is gone, and its status exists nowhere else.
 pub(super) fn write_exit(
     a: &ShimArgs,
-    dir: &RunDir,
+    dir: &RunFiles,
     lock: &RunLock,
     record: &ExitRecord,
 ) -> io::Result<()> {
@@ -38,17 +38,21 @@ pub(super) fn write_exit(
     Ok(())
 }
 
-/// Writes one record, appended to the run's record file (or, in a test build asked for it, in
-/// the previous version's layout: see [`legacy`]).
-pub(super) fn write_record(dir: &RunDir, lock: &RunLock, record: Record) -> io::Result<()> {
+/// Writes one record, appended to the run's lock file (or, in a test build asked for it, in an
+/// earlier version's layout: see [`legacy`]). A shim writes no tombstone: `InvalidInput`.
+pub(super) fn write_record(dir: &RunFiles, lock: &RunLock, record: Record) -> io::Result<()> {
     #[cfg(feature = "failpoints")]
-    if legacy::enabled() {
-        return legacy::write(dir, lock, &record);
+    if let Some(done) = legacy::write(dir, lock, &record) {
+        return done;
     }
     match record {
         Record::Started(r) => dir.write_started(lock, &r),
         Record::Running(r) => dir.write_running(lock, &r),
         Record::Exit(r) => dir.write_exit(lock, &r),
+        Record::Tombstone(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a shim never writes a tombstone",
+        )),
     }
 }
 

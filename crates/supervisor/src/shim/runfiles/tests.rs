@@ -1,0 +1,463 @@
+//! Unit tests of a run's files: records, lock, tombstones, log, and the earlier layouts.
+
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+fn run_dir() -> (tempfile::TempDir, RunFiles) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = RunFiles::new(tmp.path(), 42);
+    (tmp, dir)
+}
+
+/// The names in `runs/`, sorted.
+fn names_in_runs(tmp: &tempfile::TempDir) -> Vec<String> {
+    let mut names: Vec<_> = fs::read_dir(tmp.path().join(RUNS_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn new_does_no_io_and_runs_is_made_0700() {
+    let (tmp, dir) = run_dir();
+    assert_eq!(dir.lock_path(), tmp.path().join("runs/42.lock"));
+    assert_eq!(dir.log_path(), tmp.path().join("runs/42.log"));
+    assert_eq!(dir.folder(), tmp.path().join("runs/42"));
+    assert!(!tmp.path().join("runs").exists());
+    assert!(!dir.exists().unwrap());
+    let lock = dir.lock_blocking().unwrap();
+    let mode = fs::metadata(tmp.path().join("runs"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700);
+    let mode = fs::metadata(dir.lock_path()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(dir.exists().unwrap());
+    drop(lock);
+    dir.create_runs_dir().unwrap(); // idempotent
+}
+
+#[test]
+fn records_round_trip_and_missing_is_none() {
+    let (tmp, dir) = run_dir();
+    assert_eq!(dir.read_started().unwrap(), None);
+    assert_eq!(dir.read_running().unwrap(), None);
+    assert_eq!(dir.read_exit().unwrap(), None);
+    let lock = dir.try_lock().unwrap().unwrap();
+    let started = StartedRecord {
+        token: 3,
+        shim_pid: 77,
+        shim_start_time: 12345,
+        at: now_rfc3339(),
+        history: vec![],
+    };
+    let running = RunningRecord {
+        token: 3,
+        pid: 78,
+        at: now_rfc3339(),
+    };
+    let exit = ExitRecord {
+        token: 3,
+        outcome: Outcome::SpawnFailed,
+        code: None,
+        signal: None,
+        timed_out: false,
+        term_requested: true,
+        error: Some("nope".into()),
+        started_at: None,
+        finished_at: now_rfc3339(),
+    };
+    dir.write_started(&lock, &started).unwrap();
+    dir.write_running(&lock, &running).unwrap();
+    dir.write_exit(&lock, &exit).unwrap();
+    assert_eq!(dir.read_started().unwrap(), Some(started));
+    assert_eq!(dir.read_running().unwrap(), Some(running));
+    assert_eq!(dir.read_exit().unwrap(), Some(exit));
+    let raw = fs::read_to_string(dir.lock_path()).unwrap();
+    assert!(raw.contains(r#""record":"exit""#), "{raw}");
+    assert!(raw.contains(r#""outcome":"spawn_failed""#), "{raw}");
+    // The records live in the lock file, and the run has no folder: one file in all.
+    assert_eq!(names_in_runs(&tmp), vec!["42.lock".to_string()]);
+}
+
+/// The settle tests' started record of claim `token`.
+use crate::settle::tests::started;
+
+/// A writer that died mid-line left a torn record: readers skip it, and the next holder of the
+/// lock cuts it off before appending, so the file never holds two records run together.
+#[test]
+fn a_torn_last_line_is_skipped_then_cut_off() {
+    let (_tmp, dir) = run_dir();
+    let lock = dir.try_lock().unwrap().unwrap();
+    dir.write_started(&lock, &started(1)).unwrap();
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(dir.lock_path())
+        .unwrap();
+    f.write_all(br#"{"record":"exit","token":1,"outc"#).unwrap();
+    assert_eq!(dir.read_exit().unwrap(), None, "a torn exit is no exit");
+    assert_eq!(dir.read_started().unwrap().unwrap().token, 1);
+    dir.write_started(&lock, &started(2)).unwrap();
+    let text = fs::read_to_string(dir.lock_path()).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(!text.contains("outc"), "{text}");
+    assert_eq!(dir.read_started().unwrap().unwrap().token, 2);
+}
+
+/// A complete line that is not a record is corruption: an error naming the file, never a
+/// record made up or skipped.
+#[test]
+fn a_complete_line_that_is_not_a_record_is_invalid_data() {
+    let (_tmp, dir) = run_dir();
+    dir.create_runs_dir().unwrap();
+    fs::write(dir.lock_path(), b"{\"record\":\"exit\"}\n").unwrap();
+    let e = dir.read_exit().unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    assert!(e.to_string().contains("runs/42.lock"), "{e}");
+    assert_eq!(
+        dir.read_started().unwrap_err().kind(),
+        io::ErrorKind::InvalidData
+    );
+}
+
+/// A bad line hides nothing around it: the records before and after it are read, and the bad
+/// line is reported by its number in the file, without the parser's position inside the line.
+#[test]
+fn a_bad_line_is_set_aside_and_the_records_around_it_count() {
+    let (_tmp, dir) = run_dir();
+    let lock = dir.try_lock().unwrap().unwrap();
+    dir.write_started(&lock, &started(3)).unwrap();
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .open(dir.lock_path())
+        .unwrap();
+    io::Write::write_all(&mut file, b"garbage line\n").unwrap();
+    let exit = ExitRecord {
+        token: 3,
+        outcome: Outcome::Exited,
+        code: Some(7),
+        signal: None,
+        timed_out: false,
+        term_requested: false,
+        error: None,
+        started_at: None,
+        finished_at: now_rfc3339(),
+    };
+    dir.write_exit(&lock, &exit).unwrap();
+    let all = dir.records().unwrap();
+    assert_eq!(all.started.unwrap().token, 3);
+    assert_eq!(all.exit, Some(exit.clone()));
+    assert_eq!(dir.read_exit().unwrap(), Some(exit));
+    assert_eq!(all.bad.len(), 1);
+    let said = all.bad[0].to_string();
+    assert!(said.starts_with("line 2 of "), "{said}");
+    assert!(said.contains("runs/42.lock: not a run record ("), "{said}");
+    assert!(!said.contains("column"), "{said}");
+}
+
+/// The earlier layouts read the same: a folder whose `lock` holds the records (the version
+/// just before), and one file per record (the one before that); a record of a kind in the
+/// run's own lock file wins over both, and the folder's `lock` wins over the files.
+#[test]
+fn the_earlier_layouts_are_read_and_the_flat_records_win() {
+    let (_tmp, dir) = run_dir();
+    fs::create_dir_all(dir.folder()).unwrap();
+    let old = started(1);
+    fs::write(
+        dir.folder().join(STARTED_FILE),
+        serde_json::to_vec(&old).unwrap(),
+    )
+    .unwrap();
+    fs::write(
+        dir.folder().join(RUNNING_FILE),
+        br#"{"token":1,"pid":55,"at":"2024-01-01T00:00:00.000Z"}"#,
+    )
+    .unwrap();
+    assert_eq!(dir.read_started().unwrap(), Some(old.clone()));
+    assert_eq!(dir.read_running().unwrap().unwrap().pid, 55);
+    assert_eq!(dir.read_exit().unwrap(), None);
+    // The folder's lock file with records, as the version just before wrote it.
+    let folder_lock = dir.folder().join(LOCK_FILE);
+    let mut line = super::super::records::encode(&Record::Started(started(2))).unwrap();
+    line.extend(super::super::records::encode(&Record::Exit(exit_of(2, 4))).unwrap());
+    fs::write(&folder_lock, &line).unwrap();
+    assert_eq!(dir.read_started().unwrap().unwrap().token, 2);
+    assert_eq!(dir.read_exit().unwrap().unwrap().code, Some(4));
+    assert_eq!(
+        dir.read_running().unwrap().unwrap().pid,
+        55,
+        "from its own file"
+    );
+    // The run's own lock file, newest of all.
+    let lock = dir.try_lock().unwrap().unwrap();
+    dir.write_started(&lock, &started(3)).unwrap();
+    let all = dir.records().unwrap();
+    assert_eq!(all.started.unwrap().token, 3);
+    assert_eq!(all.exit.unwrap().token, 2, "no newer exit record");
+    assert_eq!(all.running.unwrap().token, 1, "no newer running record");
+}
+
+/// An exit record of claim `token` with `code`.
+fn exit_of(token: u64, code: i32) -> ExitRecord {
+    ExitRecord {
+        token,
+        outcome: Outcome::Exited,
+        code: Some(code),
+        signal: None,
+        timed_out: false,
+        term_requested: false,
+        error: None,
+        started_at: None,
+        finished_at: now_rfc3339(),
+    }
+}
+
+#[test]
+fn corrupt_json_is_an_error_not_a_panic() {
+    let (_tmp, dir) = run_dir();
+    fs::create_dir_all(dir.folder()).unwrap();
+    fs::write(dir.folder().join(STARTED_FILE), b"{\"token\": 1, \"shim").unwrap();
+    fs::write(dir.folder().join(EXIT_FILE), b"[]").unwrap();
+    let e = dir.read_started().unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    assert_eq!(
+        dir.read_exit().unwrap_err().kind(),
+        io::ErrorKind::InvalidData
+    );
+}
+
+#[test]
+fn lock_is_exclusive_and_released_on_drop() {
+    let (_tmp, dir) = run_dir();
+    assert!(!dir.is_locked().unwrap(), "no lock file means not locked");
+    let lock = dir.try_lock().unwrap().expect("free lock");
+    assert!(dir.is_locked().unwrap());
+    assert!(dir.try_lock().unwrap().is_none());
+    drop(lock);
+    assert!(!dir.is_locked().unwrap());
+    let again = dir.lock_blocking().unwrap();
+    assert_eq!(again.path(), dir.lock_path());
+    assert!(!again.covers_folder());
+}
+
+/// A shim of an earlier version holds its folder's lock: the run is locked, nobody else takes
+/// it, and waiting for its release waits for that lock.
+#[test]
+fn an_earlier_layouts_lock_counts() {
+    let (_tmp, dir) = run_dir();
+    fs::create_dir_all(dir.folder()).unwrap();
+    let old_shim = open_lock_file(&dir.folder().join(LOCK_FILE), true).unwrap();
+    assert!(files::try_lock_exclusive(&old_shim).unwrap());
+    assert!(dir.is_locked().unwrap());
+    assert!(
+        dir.try_lock().unwrap().is_none(),
+        "the folder's lock is held"
+    );
+    let waiter = {
+        let dir = dir.clone();
+        std::thread::spawn(move || dir.wait_released().unwrap())
+    };
+    drop(old_shim);
+    waiter.join().unwrap();
+    let lock = dir.try_lock().unwrap().unwrap();
+    assert!(
+        lock.covers_folder(),
+        "an existing folder lock is taken with the run's"
+    );
+}
+
+#[test]
+fn lock_file_is_close_on_exec() {
+    let (_tmp, dir) = run_dir();
+    let lock = dir.try_lock().unwrap().unwrap();
+    assert!(crate::sys::files::is_close_on_exec(&lock.file).unwrap());
+}
+
+/// A tombstone goes to both places a shim may look — the run's lock file and the earlier
+/// layout's `tombstones` — and needs both locks; a late shim of an earlier version that took
+/// the folder's lock first wins (the claim is then alive, not tombstoned).
+#[test]
+fn tombstones_go_to_both_layouts_under_both_locks() {
+    let (tmp, dir) = run_dir();
+    assert!(!dir.is_tombstoned(5).unwrap());
+    let lock = dir.try_lock().unwrap().unwrap();
+    let e = dir.write_tombstone(&lock, 5).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    assert!(!dir.folder().exists());
+    // An earlier shim holds the folder's lock: no tombstone may be written.
+    fs::create_dir_all(dir.folder()).unwrap();
+    let old_shim = open_lock_file(&dir.folder().join(LOCK_FILE), true).unwrap();
+    assert!(files::try_lock_exclusive(&old_shim).unwrap());
+    assert!(dir.lock_folder_too(lock).unwrap().is_none());
+    drop(old_shim);
+    fs::remove_dir_all(dir.folder()).unwrap();
+
+    let lock = dir.try_lock().unwrap().unwrap();
+    let lock = dir.lock_folder_too(lock).unwrap().unwrap();
+    assert!(lock.covers_folder());
+    dir.write_tombstone(&lock, 5).unwrap();
+    dir.write_tombstone(&lock, 9).unwrap();
+    assert!(dir.is_tombstoned(5).unwrap());
+    assert!(dir.is_tombstoned(9).unwrap());
+    assert!(!dir.is_tombstoned(6).unwrap());
+    assert_eq!(dir.records().unwrap().tombstones, vec![5, 9]);
+    assert_eq!(
+        fs::read_to_string(dir.folder().join(TOMBSTONES_FILE)).unwrap(),
+        "5\n9\n"
+    );
+    assert_eq!(names_in_runs(&tmp), vec!["42", "42.lock"]);
+    drop(lock);
+    // Each place alone is enough: the earlier layout's file …
+    fs::write(dir.lock_path(), b"").unwrap();
+    assert!(dir.is_tombstoned(5).unwrap());
+    // … and the run's lock file.
+    let lock = dir.try_lock().unwrap().unwrap();
+    let lock = dir.lock_folder_too(lock).unwrap().unwrap();
+    dir.write_tombstone(&lock, 11).unwrap();
+    fs::remove_file(dir.folder().join(TOMBSTONES_FILE)).unwrap();
+    assert!(dir.is_tombstoned(11).unwrap());
+    assert!(!dir.is_tombstoned(5).unwrap());
+}
+
+/// The earlier layout's tombstones file: a torn last token is no tombstone, the next append
+/// does not glue onto it, and a line that is not a token fails closed.
+#[test]
+fn folder_tombstones_survive_torn_lines() {
+    let (_tmp, dir) = run_dir();
+    let lock = dir.try_lock().unwrap().unwrap();
+    let lock = dir.lock_folder_too(lock).unwrap().unwrap();
+    dir.write_tombstone(&lock, 5).unwrap();
+    fs::write(dir.lock_path(), b"").unwrap();
+    // A crashed writer left "12" of "123" without its newline: not a tombstone for 12 …
+    let path = dir.folder().join(TOMBSTONES_FILE);
+    let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(b"12").unwrap();
+    assert!(!dir.is_tombstoned(12).unwrap());
+    // … and the next append does not glue onto it.
+    dir.write_tombstone(&lock, 7).unwrap();
+    fs::write(dir.lock_path(), b"").unwrap();
+    assert!(dir.is_tombstoned(7).unwrap());
+    assert!(
+        dir.is_tombstoned(12).unwrap(),
+        "the torn line is now complete"
+    );
+    assert!(!dir.is_tombstoned(127).unwrap());
+    fs::write(&path, b"5\nbanana\n").unwrap();
+    assert_eq!(
+        dir.is_tombstoned(6).unwrap_err().kind(),
+        io::ErrorKind::InvalidData
+    );
+}
+
+/// A bad line in the lock file may have been a tombstone: a claim not found tombstoned there
+/// is an error (the shim refuses to start), never "not tombstoned".
+#[test]
+fn a_bad_line_fails_the_tombstone_check_closed() {
+    let (_tmp, dir) = run_dir();
+    dir.create_runs_dir().unwrap();
+    fs::write(
+        dir.lock_path(),
+        b"{\"record\":\"tombstone\",\"token\":3,\"at\":\"x\"}\nnope\n",
+    )
+    .unwrap();
+    assert!(dir.is_tombstoned(3).unwrap(), "found before the bad line");
+    assert_eq!(
+        dir.is_tombstoned(4).unwrap_err().kind(),
+        io::ErrorKind::InvalidData
+    );
+}
+
+#[test]
+fn writes_require_this_runs_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = RunFiles::new(tmp.path(), 1);
+    let b = RunFiles::new(tmp.path(), 2);
+    let lock_a = a.try_lock().unwrap().unwrap();
+    let lock_a = a.lock_folder_too(lock_a).unwrap().unwrap();
+    let e = b.write_tombstone(&lock_a, 1).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    let e = b.write_started(&lock_a, &started(1)).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    assert!(!b.is_tombstoned(1).unwrap());
+    assert!(!b.exists().unwrap());
+}
+
+/// A lock file or tombstones that cannot be read are errors, never "not locked" (the shim would
+/// pass for dead) or "not tombstoned" (a late shim would start a requeued run): fail closed.
+#[test]
+fn unreadable_lock_or_tombstones_are_errors() {
+    let (_tmp, dir) = run_dir();
+    fs::create_dir_all(dir.lock_path()).unwrap();
+    assert!(dir.is_locked().is_err(), "a lock that cannot be opened");
+    assert!(
+        dir.is_tombstoned(1).is_err(),
+        "a lock file that cannot be read"
+    );
+    fs::remove_dir(dir.lock_path()).unwrap();
+    fs::create_dir_all(dir.folder().join(LOCK_FILE)).unwrap();
+    assert!(
+        dir.is_locked().is_err(),
+        "an earlier lock that cannot be opened"
+    );
+    fs::remove_dir(dir.folder().join(LOCK_FILE)).unwrap();
+    fs::create_dir(dir.folder().join(TOMBSTONES_FILE)).unwrap();
+    assert!(
+        dir.is_tombstoned(1).is_err(),
+        "tombstones that cannot be read"
+    );
+}
+
+#[test]
+fn list_run_ids_lists_every_layout_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    assert_eq!(list_run_ids(tmp.path()).unwrap(), Vec::<i64>::new());
+    for id in [10, 2] {
+        drop(RunFiles::new(tmp.path(), id).lock_blocking().unwrap());
+    }
+    RunFiles::new(tmp.path(), 2).open_log().unwrap();
+    fs::create_dir(tmp.path().join("runs/33")).unwrap();
+    fs::create_dir(tmp.path().join("runs/10")).unwrap();
+    fs::write(tmp.path().join("runs/5.log"), b"a log alone").unwrap();
+    fs::create_dir(tmp.path().join("runs/notanumber")).unwrap();
+    fs::write(tmp.path().join("runs/7"), b"a file").unwrap();
+    fs::write(tmp.path().join("runs/8.lock.tmp"), b"").unwrap();
+    fs::write(tmp.path().join("runs/x.lock"), b"").unwrap();
+    assert_eq!(list_run_ids(tmp.path()).unwrap(), vec![2, 5, 10, 33]);
+}
+
+#[test]
+fn log_is_appended_and_an_earlier_layouts_log_is_the_log() {
+    let (_tmp, dir) = run_dir();
+    dir.create_runs_dir().unwrap();
+    dir.open_log().unwrap().write_all(b"one\n").unwrap();
+    dir.open_log().unwrap().write_all(b"two\n").unwrap();
+    assert_eq!(fs::read_to_string(dir.log_path()).unwrap(), "one\ntwo\n");
+    let mode = fs::metadata(dir.log_path()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & !0o600, 0);
+    assert!(dir.log_path().ends_with("runs/42.log"));
+    fs::create_dir_all(dir.folder()).unwrap();
+    fs::write(dir.folder().join(LOG_FILE), b"old\n").unwrap();
+    assert_eq!(dir.log_path(), dir.folder().join(LOG_FILE));
+}
+
+/// Removal under the lock takes every file of the run, the earlier layout's folder included,
+/// and leaves other runs alone.
+#[test]
+fn remove_takes_every_file() {
+    let (tmp, dir) = run_dir();
+    let other = RunFiles::new(tmp.path(), 420);
+    drop(other.lock_blocking().unwrap());
+    let lock = dir.try_lock().unwrap().unwrap();
+    dir.write_started(&lock, &started(1)).unwrap();
+    dir.open_log().unwrap().write_all(b"x\n").unwrap();
+    fs::write(RunFiles::compacting_path(&dir.log_path()), b"y").unwrap();
+    let lock = dir.lock_folder_too(lock).unwrap().unwrap();
+    dir.write_tombstone(&lock, 9).unwrap();
+    assert!(dir.remove(lock, 3).unwrap());
+    assert!(!dir.exists().unwrap());
+    assert_eq!(names_in_runs(&tmp), vec!["420.lock".to_string()]);
+}
