@@ -303,8 +303,69 @@ CREATE TABLE run_log_tails (
 );
 "#;
 
+/// Version 6: the queue-heads trigger rewrites a project's row only when the head may have
+/// changed. Version 5 deleted and re-inserted the row at every change to a queued run; in one
+/// transaction that inserts many runs of a project (a bulk enqueue by another program, say),
+/// each rewrite left a row version the next one had to step over — PostgreSQL cannot clean up
+/// versions its own open transaction made — so such an insert took time quadratic in its size
+/// (100,000 runs: past ten minutes). Now:
+/// - a run that becomes queued (inserted, requeued, or moved to the project) is *offered*: it
+///   replaces the head only if it comes first (higher priority, or the same and a lower id),
+///   or is the head itself (its other columns changed), or the project has none;
+/// - a change to the head itself, or the head leaving the queue, recomputes the row with one
+///   seek in `runs_queue`, as before; a change to any other queued run writes nothing.
+/// The per-project advisory lock stays (see version 5), taken before the head is read.
+pub(crate) const V6: &str = r#"
+CREATE FUNCTION fleet_queue_head_offer(p TEXT, r_id BIGINT, r_ns TEXT, r_pri BIGINT, r_nb BIGINT)
+    RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    h_id  BIGINT;
+    h_pri BIGINT;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('fleet queue head ' || p, 0));
+    SELECT run_id, priority INTO h_id, h_pri FROM queue_heads WHERE project = p;
+    IF NOT FOUND THEN
+        INSERT INTO queue_heads (project, run_id, namespace, priority, not_before)
+            VALUES (p, r_id, r_ns, r_pri, r_nb);
+    ELSIF r_pri > h_pri OR (r_pri = h_pri AND r_id < h_id) THEN
+        UPDATE queue_heads SET run_id = r_id, namespace = r_ns, priority = r_pri,
+            not_before = r_nb WHERE project = p;
+    END IF;
+END $$;
+CREATE FUNCTION fleet_queue_head_left(p TEXT, r_id BIGINT) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('fleet queue head ' || p, 0));
+    IF EXISTS (SELECT 1 FROM queue_heads WHERE project = p AND run_id = r_id) THEN
+        PERFORM fleet_queue_head_of(p);
+    END IF;
+END $$;
+CREATE OR REPLACE FUNCTION fleet_queue_head() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.status = 'queued' THEN
+            PERFORM fleet_queue_head_offer(NEW.project, NEW.id, NEW.namespace, NEW.priority,
+                                           NEW.not_before);
+        END IF;
+    ELSIF TG_OP = 'DELETE' THEN
+        IF OLD.status = 'queued' THEN
+            PERFORM fleet_queue_head_left(OLD.project, OLD.id);
+        END IF;
+    ELSE
+        -- The head changed or left: recompute (which also sees NEW, if still queued there).
+        IF OLD.status = 'queued' THEN
+            PERFORM fleet_queue_head_left(OLD.project, OLD.id);
+        END IF;
+        IF NEW.status = 'queued' THEN
+            PERFORM fleet_queue_head_offer(NEW.project, NEW.id, NEW.namespace, NEW.priority,
+                                           NEW.not_before);
+        END IF;
+    END IF;
+    RETURN NULL;
+END $$;
+"#;
+
 /// Every migration's SQL, oldest first. Version N is `ALL[N - 1]`.
-pub(crate) const ALL: &[&str] = &[V1, V2, V3, V4, QUEUE_HEADS];
+pub(crate) const ALL: &[&str] = &[V1, V2, V3, V4, QUEUE_HEADS, V6];
 
 /// The advisory lock key the migrations run under (any constant: "fleet" in ASCII). Two hosts
 /// starting at once queue on it; the second finds the schema current.
