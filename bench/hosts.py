@@ -19,7 +19,7 @@ table says so), unless `FLEET_REQUIRE_POSTGRES=1`, where that is an error.
 Called by suite.py with the suite module itself (`h`) for its helpers, so that both share one
 process tag and one cleanup.
 """
-import glob, os, shutil, statistics, subprocess, tempfile, time
+import glob, os, shutil, signal, statistics, subprocess, tempfile, time
 
 ROLE = "fleet"
 PORT = 5432
@@ -105,7 +105,16 @@ class Cluster:
 
     def close(self):
         if self.proc is not None:
+            # SIGINT: PostgreSQL's fast shutdown, which ends the backends too (SIGTERM would wait
+            # for their clients); then anything left of the server's process group goes, so that
+            # no backend outlives the measure (one busy on a statement would skew the next).
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGINT)
             self.h.stop(self.proc, grace=30)
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

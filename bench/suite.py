@@ -724,27 +724,32 @@ def measure_restart(a, sz, rows, raw):
     f, first, done_ids = restart_template(a, n, q)
     try:
         results = {}
-        for variant in ("rows", "rows+folders"):
-            if variant == "rows+folders":
-                # A daemon that ran these runs left one folder each under runs/ (nothing prunes
-                # them); recovery looks at every folder, so it is measured with them too.
-                runs_dir = os.path.join(f.state, "runs")
+        runs_dir = os.path.join(f.state, "runs")
+        for variant in ("rows", "rows+files"):
+            if variant == "rows+files":
+                # A daemon that ran these runs left their files under runs/ (nothing prunes
+                # them: `<id>.lock` and `<id>.log` each); recovery looks at every run there, so
+                # it is measured with them too.
                 os.makedirs(runs_dir, mode=0o700, exist_ok=True)
                 for rid in done_ids:
-                    d = os.path.join(runs_dir, str(rid))
-                    os.mkdir(d, 0o700)
-                    for name in ("lock", "log"):
-                        os.close(os.open(os.path.join(d, name), os.O_CREAT | os.O_WRONLY, 0o600))
+                    for suffix in (".lock", ".log"):
+                        path = os.path.join(runs_dir, f"{rid}{suffix}")
+                        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
             samples = []
             for _ in range(reps):
                 samples.append(restart_once(f, first))
-                # Remove the folders of the runs this restart claimed: the template has none.
+                # Remove the files of the runs this restart claimed: the template has none.
                 for rid in range(first, first + q):
-                    shutil.rmtree(os.path.join(f.state, "runs", str(rid)), ignore_errors=True)
+                    for suffix in (".lock", ".log"):
+                        try:
+                            os.remove(os.path.join(runs_dir, f"{rid}{suffix}"))
+                        except FileNotFoundError:
+                            pass
+                    shutil.rmtree(os.path.join(runs_dir, str(rid)), ignore_errors=True)
             results[variant] = samples
             polled = [s[0] for s in samples]
             med = statistics.median(polled) * 1e3
-            label = f"{n:,} rows" if variant == "rows" else f"{n:,} rows and {len(done_ids):,} run folders"
+            label = f"{n:,} rows" if variant == "rows" else f"{n:,} rows and the files of {len(done_ids):,} runs"
             evs = [s[1] * 1e3 for s in samples if s[1] is not None]
             rows.append(dict(measure=f"restart: `fleet daemon` start to first claim, {label} ({q} queued)",
                              fleet=f"{med:.0f} ms", anchor="target 200 ms", ratio=f"{med / 200:.2f}x",
