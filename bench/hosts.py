@@ -171,7 +171,8 @@ def _hosts_drain(h, a, c, n, k, hosts=3, projects=32, cap=16):
 
 def _backlog_drain(h, a, c, m, backlog, k, projects=32, cap=16):
     """One host: `m` runs of `true` in namespace default, with `backlog` queued in namespace
-    held (cap 1, taken by a run that sleeps) behind them."""
+    held (cap 1, taken by a run that sleeps) behind them. Returns the drain's time and the
+    time the backlog's one INSERT took (s)."""
     db = f"backlog{k}"
     c.create(db)
     extra = ('[namespaces.held]\nmax_concurrency = 1\n'
@@ -180,7 +181,9 @@ def _backlog_drain(h, a, c, m, backlog, k, projects=32, cap=16):
     f = h.Fleet(a.fleet, _body(c.url(db), "h0", projects, cap + 1, extra))
     try:
         hold = str(f.enqueue("hold"))
+        tq = time.monotonic()
         _queue(c, db, f"SELECT 'waiting', 'held' FROM generate_series(1, {backlog}) AS i")
+        queued = time.monotonic() - tq
         f.start()
         h.wait_for(lambda: c.sql(db, "SELECT count(*) FROM runs WHERE project = 'hold' AND status = 'running'") == "1",
                    120, "the run holding the namespace", interval=0.05, alive=f)
@@ -200,7 +203,7 @@ def _backlog_drain(h, a, c, m, backlog, k, projects=32, cap=16):
         f.cli("cancel", hold)
         h.wait_for(lambda: c.sql(db, f"SELECT count(*) FROM runs WHERE status IN ('starting','running')") == "0",
                    120, "the holding run to end", interval=0.05, alive=f)
-        return elapsed
+        return elapsed, queued
     finally:
         f.close()
 
@@ -253,14 +256,18 @@ def _dispatch(h, a, c, sz, rows, raw):
 
 def _claims(h, a, c, sz, rows, raw):
     m, backlog, reps = sz["hosts_claims"], sz["hosts_backlog"], sz["repeat"]
-    deep, shallow = [], []
+    deep, shallow, inserts = [], [], []
     for k in range(reps):
-        deep.append(_backlog_drain(h, a, c, m, backlog, 2 * k))
-        shallow.append(_backlog_drain(h, a, c, m, 0, 2 * k + 1))
+        t, queued = _backlog_drain(h, a, c, m, backlog, 2 * k)
+        deep.append(t)
+        inserts.append(queued)
+        shallow.append(_backlog_drain(h, a, c, m, 0, 2 * k + 1)[0])
     d, s = statistics.median(deep), statistics.median(shallow)
-    raw["hosts_claims"] = dict(deep=deep, shallow=shallow, runs=m, backlog=backlog)
+    raw["hosts_claims"] = dict(deep=deep, shallow=shallow, runs=m, backlog=backlog,
+                               backlog_insert=inserts)
     rows.append(dict(
         measure=f"claim on PostgreSQL: time per run draining {m:,} `true`, {backlog:,} queued behind a full cap vs none",
         fleet=f"{d / m * 1000:.2f} ms", anchor=f"none queued: {s / m * 1000:.2f} ms",
         ratio=f"{d / s:.2f}x", target="— (context)", met=None,
-        notes=f"median of {reps}; drains {h.fmt_list(deep, 's')} vs {h.fmt_list(shallow, 's')}; one host"))
+        notes=f"median of {reps}; drains {h.fmt_list(deep, 's')} vs {h.fmt_list(shallow, 's')}; one host; "
+              f"the backlog queued in one INSERT in {h.fmt_list(inserts, 's')}"))
