@@ -18,6 +18,8 @@
 //! - `ended_while_down`: a command that ended while no daemon ran is settled with its real status;
 //! - `busy_database`: a held write lock slows the daemon down, never makes it start a run twice;
 //! - `one_daemon`: a second daemon on the same state directory is refused;
+//! - `removed_files`: a running run whose lock file was removed by hand ends `lost` and blocks
+//!   nothing;
 //! - `crashes`: crashes injected at failpoints never start a run twice (a late shim, whether it
 //!   arrives before the tombstone or waits at the lock while recovery writes it, never starts).
 
@@ -32,3 +34,4 @@ mod db_only;
 mod ended_while_down;
 mod full_disk;
 mod one_daemon;
+mod removed_files;

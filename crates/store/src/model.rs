@@ -217,6 +217,12 @@ pub enum Change {
     /// `starting → queued`, same attempt: recovery proved the command never started. If a cancel
     /// was requested meanwhile, the run ends `cancelled` instead: requeueing it would only have
     /// it claimed, signalled and requeued again.
+    ///
+    /// A run the database holds as `running` did start (its shim reported the command's pid):
+    /// "never started" then means its files were removed or replaced under it, and the run ends
+    /// `lost` instead, with no retry (its command may still be running, unsupervised: another
+    /// attempt could run beside it) and its failure hook queued. Never an error: an error here
+    /// would stop every EVAL after it, for every project.
     Requeue {
         /// Why, in words (kept in the event).
         reason: String,

@@ -109,6 +109,8 @@ pub(crate) struct CancelRequest<'a> {
 /// a `Finish` names a status that is not terminal — a run is never moved where the one state
 /// machine does not allow.
 ///
+/// A `Requeue` of a run recorded `running` ends it `lost` (see [`Change::Requeue`]).
+///
 /// A cancel, once accepted, is final: a `Requeue` of a run with a cancel request ends it
 /// `cancelled` instead (requeueing would only have it claimed, signalled and requeued again),
 /// and a `Finish` queues no retry whatever the retry policy asked. A failed end with no retry
@@ -125,6 +127,29 @@ pub(crate) fn plan_transition(
             "run {} is at claim {}, the transition is for claim {}",
             run.id, run.claim_token, t.token
         )));
+    }
+    // A run recorded `running` started: a requeue ("it never started") cannot be right for it.
+    if let Change::Requeue { .. } = &t.change {
+        if run.status == RunStatus::Running {
+            let lost = Transition {
+                run_id: t.run_id,
+                token: t.token,
+                change: Change::Finish {
+                    status: RunStatus::Lost,
+                    exit_code: None,
+                    signal: None,
+                    reason: Some(
+                        "recorded running, but its run files hold no start of this claim \
+                         (removed or replaced?): its end is unknown, and its command may \
+                         still be running; not retried"
+                            .into(),
+                    ),
+                    retry: None,
+                    finished_at: None,
+                },
+            };
+            return plan_transition(run, &lost, cancel, hooks, now);
+        }
     }
     let cancelled_before_start = matches!(t.change, Change::Requeue { .. }) && run.cancel_requested;
     let to = match &t.change {

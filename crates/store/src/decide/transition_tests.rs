@@ -135,6 +135,29 @@ fn a_requeue_goes_back_to_queued_and_frees_the_seat() {
     assert!(p.retry.is_none() && p.hook.is_none());
 }
 
+/// A run recorded `running` started: "never started" (its run files removed under it) ends it
+/// `lost`, not retried (its command may still run) and with its failure hook; never an error
+/// that would stop every EVAL.
+#[test]
+fn a_requeue_of_a_running_run_ends_it_lost_without_a_retry() {
+    let p = plan(plan_transition(
+        &run(RunStatus::Running),
+        &requeue(),
+        None,
+        &hooks(),
+        1000,
+    ));
+    assert_eq!(p.to, RunStatus::Lost);
+    assert!(
+        matches!(&p.write, RunWrite::End { status: RunStatus::Lost, note: Some(n), .. }
+            if n.contains("recorded running")),
+        "{:?}",
+        p.write
+    );
+    assert!(p.frees_seats);
+    assert!(p.retry.is_none() && p.hook.is_some());
+}
+
 #[test]
 fn a_cancel_requested_requeue_becomes_cancelled() {
     let mut r = run(RunStatus::Starting);

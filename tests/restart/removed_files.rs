@@ -1,0 +1,60 @@
+//! A running run's lock file removed under it (by hand: the operator's mistake), then a restart:
+//! its records are gone, so it looks never started, but the database saw it running. It ends
+//! `lost` (not retried: nothing says its command is over), and the rest of the fleet goes on —
+//! it must never stop every EVAL, nor be requeued and run twice.
+
+use crate::common::*;
+use crate::helpers::*;
+
+#[test]
+fn a_running_run_whose_files_were_removed_ends_lost_and_blocks_nothing() {
+    let f = Fleet::with(|dir| {
+        format!(
+            "max_concurrency = 1\n\
+             [projects.held]\ncommand = {}\nretries = 2\n\
+             [projects.other]\ncommand = [\"true\"]\n",
+            gated_command(
+                &dir.join("held.start"),
+                &dir.join("GO"),
+                &dir.join("held.end"),
+                0
+            )
+        )
+    });
+    let mut d1 = f.start_daemon();
+    let held = f.enqueue("held");
+    f.wait_run(held, "running with a pid", |r| {
+        r["status"] == "running" && r["pid"].is_i64()
+    });
+    d1.kill();
+    std::fs::remove_file(lock_path(&f, held)).unwrap();
+    std::fs::write(f.file("GO"), "").unwrap();
+    f.wait_until(DEADLINE, "the shim and the command to exit", || {
+        others(&f, &[]).is_empty()
+    });
+
+    let _d2 = f.start_daemon();
+    let r = f.wait_terminal(held);
+    assert_eq!(status_of(&r), "lost", "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("recorded running"),
+        "{r}"
+    );
+    // The global cap of 1 was held by it: freed, the other project's run goes through.
+    let other = f.enqueue("other");
+    assert_eq!(status_of(&f.wait_terminal(other)), "succeeded");
+    assert_eq!(
+        lines(&f.file("held.start")),
+        [format!("start {held}")],
+        "started once, and never retried"
+    );
+    let runs = f.runs();
+    assert_eq!(
+        runs.iter().filter(|r| r["project"] == "held").count(),
+        1,
+        "no retry: {runs:#?}"
+    );
+}
