@@ -5,11 +5,12 @@
 //! - `log_bound`: a command that writes ten times its log's bound ends `succeeded`, its log
 //!   stays under the bound plus the marker line, and `fleet logs` (and `--follow`) show the
 //!   marker and never repeat a line.
-//! - `history`: `keep_runs` under a schedule and hundreds of runs (rows, folders and the
+//! - `history`: `keep_runs` under a schedule and hundreds of runs (rows, run files and the
 //!   database stay bounded), a crash inside pruning, `keep_for` on an injected clock, and
 //!   `fleet prune --dry-run`.
-//! - `orphan`: a run folder without a row is a `fleet check` violation; prune leaves it.
+//! - `orphan`: run files without a row are a `fleet check` violation; prune leaves them.
 //! - `race`: `fleet prune` racing the daemon's prune step over one backlog.
+//! - `unremovable`: a run whose files cannot be removed is kept and named; the rest is pruned.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -18,3 +19,4 @@ mod history;
 mod log_bound;
 mod orphan;
 mod race;
+mod unremovable;

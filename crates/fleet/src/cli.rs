@@ -277,7 +277,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Apply keep_runs and keep_for now: forget old ended runs and remove their folders.
+    /// Apply keep_runs and keep_for now: forget old ended runs and remove their files.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] prune [--dry-run]")]
     Prune {
         /// Only list the runs that would be pruned.

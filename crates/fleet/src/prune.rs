@@ -1,8 +1,9 @@
 //! `fleet prune [--dry-run]`: applies `keep_runs` and `keep_for` now, all at once, whether or
 //! not a daemon runs (it only forgets ended runs, which no daemon holds anything of; see
 //! `supervisor::prune`). Prints one line per run (let go, or with `--dry-run` that would be),
-//! then a summary. On a shared database, only the runs this host ran (and runs that never
-//! started): each host prunes its own, whose folders are on its disk.
+//! then a summary. A run whose files cannot be removed is kept and named, the others pruned,
+//! and the exit status is 1. On a shared database, only the runs this host ran (and runs that
+//! never started): each host prunes its own, whose files are on its disk.
 
 use std::path::Path;
 
@@ -11,8 +12,8 @@ use crate::console;
 
 /// `fleet prune [--dry-run]`.
 ///
-/// Errors: an invalid config (exit 2); the database or a run's files failing (exit 1, naming
-/// it; what was pruned before stays pruned).
+/// Errors: an invalid config (exit 2); the database failing, or a run's files that cannot be
+/// removed (exit 1, naming it; the other runs are pruned, and what was pruned stays pruned).
 pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
     // The prune failpoint (feature `failpoints`) also stops a hand-run prune midway in tests.
     let _failpoints = supervisor::failpoints::scenario().map_err(Failure::input)?;
@@ -26,7 +27,7 @@ pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
     };
     let policy = supervisor::prune::policy(&config, store::now_ms());
     if let Some(host) = &policy.host {
-        // A run's folder is on the host that ran it: other hosts' runs are theirs to prune.
+        // A run's files are on the host that ran it: other hosts' runs are theirs to prune.
         console::println(format_args!(
             "host {host}: pruning the runs this host ran and runs that never started \
              (other hosts prune their own)"
@@ -64,7 +65,18 @@ pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
         "{verb} {n} run{}\n",
         if n == 1 { "" } else { "s" }
     ));
-    console::print(&text)
+    console::print(&text)?;
+    // The others were pruned; the ones left say why, and the exit status says something is
+    // wrong (naming the first file).
+    for f in pruned.failed.iter().skip(1) {
+        console::eprintln(format_args!("fleet: {f}"));
+    }
+    match pruned.failed.first() {
+        Some(f) => Err(Failure::action(format!(
+            "{f} (kept; the others were pruned)"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// A prune failing midway: exit 1, naming the database or the run's file.

@@ -83,6 +83,32 @@ pub struct Pruned {
     /// Runs the policy lets go but whose lock a shim still holds, or whose earlier layout's folder would not
     /// empty: left for later.
     pub locked: Vec<RunId>,
+    /// Runs the policy lets go but whose files could not be removed (a file that cannot be
+    /// read or unlinked): left, rows and all, for a later prune; the others go on without them.
+    pub failed: Vec<Unremovable>,
+}
+
+/// A run whose files a prune could not remove, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unremovable {
+    /// The run.
+    pub run_id: RunId,
+    /// Its lock file (its other files are beside it).
+    pub path: std::path::PathBuf,
+    /// The error, in words.
+    pub error: String,
+}
+
+impl std::fmt::Display for Unremovable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "run {}: cannot remove its files ({}): {}",
+            self.run_id,
+            self.path.display(),
+            self.error
+        )
+    }
 }
 
 /// The policy of `config` at `now` (UTC ms): each project's keys, and the top level's for the
@@ -113,8 +139,11 @@ pub fn policy(config: &Config, now: Millis) -> PrunePolicy {
 /// their rows forgotten, [`FORGET_CHUNK`] runs per transaction, [`FORGET_PAUSE`] apart. Blocks
 /// (sleeps): call it on a blocking thread. `dry_run`: only says which.
 ///
-/// Errors: the database ([`PruneError::Store`]); a file that cannot be removed
-/// ([`PruneError::Files`]; the runs whose files went before it are forgotten first).
+/// A run whose files cannot be removed is listed in [`Pruned::failed`] and kept, and the batch
+/// goes on with the others: one damaged file must not stop all pruning.
+///
+/// Errors: the database ([`PruneError::Store`]); the pruners' lock file cannot be taken
+/// ([`PruneError::Files`]).
 pub fn prune_batch(
     state_root: &Path,
     store: &Store,
@@ -134,7 +163,6 @@ pub fn prune_batch(
     })?;
     let candidates = store.prune_candidates(policy, BATCH)?;
     let mut gone: Vec<RunId> = Vec::new();
-    let mut failure = None;
     for c in candidates {
         let files = RunFiles::new(state_root, c.id);
         match remove_files(&files) {
@@ -143,13 +171,11 @@ pub fn prune_batch(
                 out.runs.push(c);
             }
             Ok(false) => out.locked.push(c.id),
-            Err(source) => {
-                failure = Some(PruneError::Files {
-                    path: files.lock_path(),
-                    source,
-                });
-                break;
-            }
+            Err(e) => out.failed.push(Unremovable {
+                run_id: c.id,
+                path: files.lock_path(),
+                error: e.to_string(),
+            }),
         }
     }
     if !gone.is_empty() {
@@ -172,16 +198,15 @@ pub fn prune_batch(
             }
         }
     }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(out),
-    }
+    Ok(out)
 }
 
 /// Every batch until nothing more is let go (or, dry, every run that would be). For `fleet
 /// prune`. `on_batch` is called with each batch as soon as its rows are forgotten (dry: once,
 /// with every run), so that what was done is known even if a later batch fails or the process
 /// is killed.
+///
+/// Runs whose files could not be removed are in [`Pruned::failed`] (each once), the rest pruned.
 ///
 /// Errors: as [`prune_batch`] and whatever `on_batch` returns; what earlier batches did stays
 /// done.
@@ -197,7 +222,7 @@ pub fn prune_all<E: From<PruneError>>(
             runs: store
                 .prune_candidates(policy, usize::MAX)
                 .map_err(PruneError::from)?,
-            locked: Vec::new(),
+            ..Pruned::default()
         };
         on_batch(&all)?;
         return Ok(all);
@@ -209,12 +234,17 @@ pub fn prune_all<E: From<PruneError>>(
         if !done {
             on_batch(&Pruned {
                 runs: batch.runs.clone(),
-                locked: Vec::new(),
+                ..Pruned::default()
             })?;
         }
         all.runs.extend(batch.runs);
         all.locked.extend(batch.locked);
-        // Only locked runs left (or nothing): they stay for a later prune.
+        for f in batch.failed {
+            if !all.failed.iter().any(|g| g.run_id == f.run_id) {
+                all.failed.push(f);
+            }
+        }
+        // Only locked or unremovable runs left (or nothing): they stay for a later prune.
         if done {
             break;
         }

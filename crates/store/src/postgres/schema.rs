@@ -314,6 +314,7 @@ CREATE TABLE run_log_tails (
 ///   or is the head itself (its other columns changed), or the project has none;
 /// - a change to the head itself, or the head leaving the queue, recomputes the row with one
 ///   seek in `runs_queue`, as before; a change to any other queued run writes nothing.
+///
 /// The per-project advisory lock stays (see version 5), taken before the head is read.
 pub(crate) const V6: &str = r#"
 CREATE FUNCTION fleet_queue_head_offer(p TEXT, r_id BIGINT, r_ns TEXT, r_pri BIGINT, r_nb BIGINT)

@@ -51,8 +51,15 @@ impl PruneStep {
             let mut total = 0;
             for _ in 0..BATCHES_PER_STEP {
                 match prune::prune_batch(&root, &store, &policy, false) {
-                    Ok(p) if p.runs.is_empty() => break,
-                    Ok(p) => total += p.runs.len(),
+                    Ok(p) => {
+                        for f in &p.failed {
+                            tracing::warn!(run = f.run_id, path = %f.path.display(), error = %f.error, "cannot remove the files of a run to prune; it is kept, the others pruned");
+                        }
+                        if p.runs.is_empty() {
+                            break;
+                        }
+                        total += p.runs.len();
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "pruning ended runs failed; trying again later");
                         break;

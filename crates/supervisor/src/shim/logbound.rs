@@ -91,6 +91,8 @@ impl BoundedLog {
             .append(true)
             .create(true)
             .mode(FILE_MODE)
+            // A link planted in the log's place is not followed (see `RunFiles::open_log`).
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)?;
         let len = file.metadata()?.len();
         let (marker_len, dropped) = read_marker(&mut file)?;
@@ -159,6 +161,7 @@ impl BoundedLog {
             .create(true)
             .truncate(true)
             .mode(FILE_MODE)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&self.side)?;
         side.write_all(marker.as_bytes())?;
         side.write_all(kept)?;

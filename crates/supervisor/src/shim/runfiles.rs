@@ -179,15 +179,23 @@ impl RunFiles {
         self.runs.join(format!("{}{LOCK_SUFFIX}", self.id))
     }
 
-    /// The run's files for a message: `<state_dir>/runs/<id>.*`, and the earlier layout's
-    /// folder when it exists.
+    /// The run's files for a message: `<state_dir>/runs/<id>.*` when any of its flat files
+    /// exists, and the earlier layout's folder when it exists (the flat pattern when neither
+    /// does).
     pub fn describe(&self) -> String {
-        let flat = self.runs.join(format!("{}.*", self.id));
+        let flat = self
+            .runs
+            .join(format!("{}.*", self.id))
+            .display()
+            .to_string();
         let folder = self.folder();
-        if folder.is_dir() {
-            format!("{} and {}/", flat.display(), folder.display())
-        } else {
-            flat.display().to_string()
+        let has_flat = [self.lock_path(), self.flat_log_path()]
+            .iter()
+            .any(|p| p.exists());
+        match (has_flat, folder.is_dir()) {
+            (true, true) => format!("{flat} and {}/", folder.display()),
+            (false, true) => format!("{}/", folder.display()),
+            _ => flat,
         }
     }
 
@@ -261,11 +269,14 @@ impl RunFiles {
         if lock.folder.is_some() {
             return Ok(Some(lock));
         }
-        match DirBuilder::new().mode(DIR_MODE).create(self.folder()) {
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        let folder = self.folder();
+        match DirBuilder::new().mode(DIR_MODE).create(&folder) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(naming(&folder, e)),
             _ => {}
         }
-        let f = self.open_folder_lock(true)?;
+        let f = self
+            .open_folder_lock(true)
+            .map_err(|e| naming(&folder.join(LOCK_FILE), e))?;
         if !files::try_lock_exclusive(&f)? {
             return Ok(None);
         }
@@ -478,23 +489,9 @@ impl RunFiles {
         self.sync_parent()?;
         let folder = self.folder();
         let path = folder.join(TOMBSTONES_FILE);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(FILE_MODE)
-            .open(&path)?;
-        let mut existing = Vec::new();
-        file.read_to_end(&mut existing)?;
-        let mut line = String::new();
-        // Terminate a torn line left by a crashed writer, so this token stays on its own line.
-        if existing.last().is_some_and(|&b| b != b'\n') {
-            line.push('\n');
-        }
-        line.push_str(&format!("{token}\n"));
-        file.write_all(line.as_bytes())?;
-        file.sync_all()?;
-        sync_dir(&folder)
+        append_token(&path, token)
+            .and_then(|()| sync_dir(&folder))
+            .map_err(|e| naming(&path, e))
     }
 
     /// Appends the `started` record and makes it durable (`fdatasync` of the lock file, then
@@ -538,8 +535,8 @@ impl RunFiles {
     }
 
     /// Opens the run's log ([`RunFiles::log_path`]) for appending, creating it with mode 0600 if
-    /// missing. Append, because a run may be claimed more than once and every claim's output
-    /// is kept.
+    /// missing; a symbolic link in its place is an error (`ELOOP`), never followed. Append,
+    /// because a run may be claimed more than once and every claim's output is kept.
     ///
     /// Errors: I/O errors (e.g. `runs/` does not exist).
     pub fn open_log(&self) -> io::Result<File> {
@@ -547,6 +544,7 @@ impl RunFiles {
             .append(true)
             .create(true)
             .mode(FILE_MODE)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(self.log_path())
     }
 
@@ -714,13 +712,14 @@ fn or_bad<T>(found: Option<T>, bad: &[BadLine]) -> io::Result<Option<T>> {
 fn open_lock_file(path: &Path, create: bool) -> io::Result<File> {
     // O_CLOEXEC (std sets it anyway; spelled out because it is load-bearing): the command must
     // not inherit the lock, or it would keep holding it after the shim died and recovery would
-    // believe the shim alive.
+    // believe the shim alive. O_NOFOLLOW: a link planted in its place is an error, never a
+    // file elsewhere that the records would be appended to.
     OpenOptions::new()
         .read(true)
         .write(true)
         .create(create)
         .mode(FILE_MODE)
-        .custom_flags(libc::O_CLOEXEC)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(path)
 }
 
@@ -740,13 +739,13 @@ pub fn list_run_ids(state_dir: &Path) -> io::Result<Vec<i64>> {
         let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let id: Option<i64> = if let Some(stem) = name
+        let id = if let Some(stem) = name
             .strip_suffix(LOCK_SUFFIX)
             .or_else(|| name.strip_suffix(LOG_SUFFIX))
         {
-            stem.parse().ok()
+            run_id(stem)
         } else if entry.file_type()?.is_dir() {
-            name.parse().ok()
+            run_id(name)
         } else {
             None
         };
@@ -755,6 +754,13 @@ pub fn list_run_ids(state_dir: &Path) -> io::Result<Vec<i64>> {
     ids.sort_unstable();
     ids.dedup();
     Ok(ids)
+}
+
+/// The run id a name in `runs/` stands for: a positive integer written as fleet writes it
+/// (no sign, no leading zero), else `None` — `-5`, `+7` or `007` are someone else's files.
+fn run_id(name: &str) -> Option<i64> {
+    let id: i64 = name.parse().ok()?;
+    (id > 0 && id.to_string() == name).then_some(id)
 }
 
 /// Now, as RFC 3339 UTC with milliseconds (the format of every `at` field).
@@ -780,6 +786,33 @@ fn clean_end(file: &File) -> io::Result<u64> {
     let keep = super::records::complete_len(&all) as u64;
     file.set_len(keep)?;
     Ok(keep)
+}
+
+/// Appends `token` on its own line to the earlier layout's tombstones file `path`, synced.
+fn append_token(path: &Path, token: u64) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut existing = Vec::new();
+    file.read_to_end(&mut existing)?;
+    let mut line = String::new();
+    // Terminate a torn line left by a crashed writer, so this token stays on its own line.
+    if existing.last().is_some_and(|&b| b != b'\n') {
+        line.push('\n');
+    }
+    line.push_str(&format!("{token}\n"));
+    file.write_all(line.as_bytes())?;
+    file.sync_all()
+}
+
+/// `e`, its message prefixed with `path`: for an error of a step whose file the caller's own
+/// message does not name.
+fn naming(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 /// `unlink`, a missing file being fine.

@@ -426,6 +426,16 @@ fn list_run_ids_lists_every_layout_once() {
     fs::write(tmp.path().join("runs/7"), b"a file").unwrap();
     fs::write(tmp.path().join("runs/8.lock.tmp"), b"").unwrap();
     fs::write(tmp.path().join("runs/x.lock"), b"").unwrap();
+    for stray in [
+        "-5.lock",
+        "+6.lock",
+        "007.lock",
+        "0.lock",
+        "9.log.compacting",
+    ] {
+        fs::write(tmp.path().join("runs").join(stray), b"").unwrap();
+    }
+    fs::create_dir(tmp.path().join("runs/011")).unwrap();
     assert_eq!(list_run_ids(tmp.path()).unwrap(), vec![2, 5, 10, 33]);
 }
 
@@ -460,4 +470,33 @@ fn remove_takes_every_file() {
     assert!(dir.remove(lock, 3).unwrap());
     assert!(!dir.exists().unwrap());
     assert_eq!(names_in_runs(&tmp), vec!["420.lock".to_string()]);
+}
+
+/// Messages name the files a run has: its flat files, its earlier layout's folder, or both.
+#[test]
+fn describe_names_what_exists() {
+    let (tmp, dir) = run_dir();
+    let flat = format!("{}", tmp.path().join("runs/42.*").display());
+    let folder = format!("{}/", tmp.path().join("runs/42").display());
+    assert_eq!(dir.describe(), flat);
+    fs::create_dir_all(dir.folder()).unwrap();
+    assert_eq!(dir.describe(), folder);
+    drop(dir.lock_blocking().unwrap());
+    assert_eq!(dir.describe(), format!("{flat} and {folder}"));
+}
+
+/// A symbolic link planted where a run's log or lock file goes is not followed: the command's
+/// output and the records never land in whatever it points at.
+#[test]
+fn links_in_place_of_run_files_are_not_followed() {
+    let (tmp, dir) = run_dir();
+    dir.create_runs_dir().unwrap();
+    let target = tmp.path().join("elsewhere");
+    fs::write(&target, b"").unwrap();
+    std::os::unix::fs::symlink(&target, dir.log_path()).unwrap();
+    assert!(dir.open_log().is_err());
+    std::os::unix::fs::symlink(&target, dir.lock_path()).unwrap();
+    assert!(dir.lock_blocking().is_err());
+    assert!(dir.try_lock().is_err());
+    assert_eq!(fs::read(&target).unwrap(), b"");
 }
