@@ -104,9 +104,20 @@ fn transitions_follow_the_state_machine(db: &Db) {
     s.apply(epoch, &[run(Change::Running { pid: Some(42) })], 3)
         .unwrap();
     assert_eq!(s.get_run(id).unwrap().pid, Some(42));
-    // running -> queued is not a transition.
+    // A finish to a status that is not an end is not a transition.
     let err = s
-        .apply(epoch, &[run(Change::Requeue { reason: "x".into() })], 4)
+        .apply(
+            epoch,
+            &[run(Change::Finish {
+                status: RunStatus::Queued,
+                exit_code: None,
+                signal: None,
+                reason: None,
+                retry: None,
+                finished_at: None,
+            })],
+            4,
+        )
         .unwrap_err();
     assert!(matches!(err, StoreError::IllegalTransition { .. }), "{err}");
     let done = s
