@@ -317,7 +317,18 @@ impl Daemon {
 fn settle_active(store: &Store, host: &str, state_dir: &Path) -> Result<Recovery, StoreError> {
     let active = store.active_runs_on(host)?;
     let recovery = settle_runs(&active, state_dir);
-    report_unrecorded_shims(state_dir, &active);
+    // Off the way to the first claim: it probes the lock of every run with files here (as many
+    // as the history kept), and only warns.
+    let active_ids: BTreeSet<RunId> = active.iter().map(|r| r.id).collect();
+    let dir = state_dir.to_path_buf();
+    let ids = active_ids.clone();
+    if std::thread::Builder::new()
+        .name("unrecorded-shims".into())
+        .spawn(move || report_unrecorded_shims(&dir, &ids))
+        .is_err()
+    {
+        report_unrecorded_shims(state_dir, &active_ids);
+    }
     Ok(recovery)
 }
 
@@ -378,8 +389,7 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
 /// Warns about every live shim (its run's lock held) of a run the database does not record as
 /// active. Never acts on one: which of the two is wrong is for an operator to judge, with
 /// `fleet check`.
-fn report_unrecorded_shims(state_dir: &Path, active: &[Run]) {
-    let active_ids: BTreeSet<RunId> = active.iter().map(|r| r.id).collect();
+fn report_unrecorded_shims(state_dir: &Path, active_ids: &BTreeSet<RunId>) {
     let ids = match crate::shim::runfiles::list_run_ids(state_dir) {
         Ok(ids) => ids,
         Err(e) => {
