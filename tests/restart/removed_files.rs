@@ -1,7 +1,8 @@
-//! A running run's lock file removed under it (by hand: the operator's mistake), then a restart:
-//! its records are gone, so it looks never started, but the database saw it running. It ends
-//! `lost` (not retried: nothing says its command is over), and the rest of the fleet goes on —
-//! it must never stop every EVAL, nor be requeued and run twice.
+//! A running run's lock file removed under it (by hand: the operator's mistake), then restarts:
+//! its records are gone, so it looks never started, but the database saw it running. While its
+//! command's process group is still there it stays active, holding its seat; once the command
+//! is gone it ends `lost` (not retried), and the rest of the fleet goes on — it must never stop
+//! every EVAL, nor be requeued and run twice.
 
 use crate::common::*;
 use crate::helpers::*;
@@ -28,6 +29,13 @@ fn a_running_run_whose_files_were_removed_ends_lost_and_blocks_nothing() {
     });
     d1.kill();
     std::fs::remove_file(lock_path(&f, held)).unwrap();
+    // While its command still runs, the run stays active, holding the global cap of 1: the
+    // other project's run waits (proof that EVALs ran: the daemon answers and claims nothing).
+    let mut d2 = f.start_daemon();
+    let waiting = f.enqueue("other");
+    assert_stays_queued(&f, waiting, "the run without files still holds the cap");
+    assert_eq!(status_of(&f.run(held)), "running", "{}", f.diagnostics());
+    d2.kill();
     std::fs::write(f.file("GO"), "").unwrap();
     f.wait_until(DEADLINE, "the shim and the command to exit", || {
         others(&f, &[]).is_empty()
@@ -43,7 +51,8 @@ fn a_running_run_whose_files_were_removed_ends_lost_and_blocks_nothing() {
             .contains("recorded running"),
         "{r}"
     );
-    // The global cap of 1 was held by it: freed, the other project's run goes through.
+    // The global cap of 1 was held by it: freed, the other project's runs go through.
+    assert_eq!(status_of(&f.wait_terminal(waiting)), "succeeded");
     let other = f.enqueue("other");
     assert_eq!(status_of(&f.wait_terminal(other)), "succeeded");
     assert_eq!(

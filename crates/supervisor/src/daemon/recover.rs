@@ -341,6 +341,13 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
     let mut unsettled = Vec::new();
     for run in runs {
         let dir = RunFiles::new(state_dir, run.id);
+        if files_gone_under_a_live_command(run, &dir) {
+            // Settling now would find "never started" and end it lost while its command still
+            // runs, its seat free for another run beside it: it stays active until it ends.
+            tracing::warn!(run = run.id, project = %run.project, pgid = run.pid, "the run's files are gone, but its command's process group is still there; leaving it active until it ends");
+            unsettled.push((run.id, run.claim_token));
+            continue;
+        }
         let fate = match settle::settle(&dir, run.claim_token) {
             Ok(f) => f,
             Err(e) => {
@@ -384,6 +391,20 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
         settled,
         unsettled,
     }
+}
+
+/// Whether `run`, recorded `running` with its command's pid (its process group id), has no lock
+/// file left here in any layout (removed by hand) while that process group still exists.
+/// Unsure is "yes": the run then stays active a while longer, which holds its seat and decides
+/// nothing.
+fn files_gone_under_a_live_command(run: &Run, dir: &RunFiles) -> bool {
+    let Some(pgid) = run.pid.filter(|_| run.status == RunStatus::Running) else {
+        return false;
+    };
+    let gone = |p: std::path::PathBuf| matches!(std::fs::symlink_metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    gone(dir.lock_path())
+        && gone(dir.folder().join(crate::shim::runfiles::LOCK_FILE))
+        && crate::sys::process::group_exists(pgid).unwrap_or(true)
 }
 
 /// Warns about every live shim (its run's lock held) of a run the database does not record as

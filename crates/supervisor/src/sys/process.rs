@@ -109,6 +109,18 @@ pub fn signal_group(pgid: i32, signal: Signal) -> io::Result<bool> {
     }
 }
 
+/// Whether any process is in the process group `pgid` (positive): `kill(-pgid, 0)`, where EPERM
+/// (someone else's process) counts as one. Sends nothing.
+///
+/// Errors: `pgid` is not positive (`InvalidInput`).
+pub fn group_exists(pgid: i32) -> io::Result<bool> {
+    match rustix::process::test_kill_process_group(to_pid(pgid)?) {
+        Ok(()) | Err(rustix::io::Errno::PERM) => Ok(true),
+        Err(rustix::io::Errno::SRCH) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Whether the child `pid` has exited, without reaping it (WNOWAIT), so that its pid — and so
 /// its process group id — stays reserved and may still be signalled safely afterwards.
 /// Retries on EINTR.
