@@ -83,14 +83,14 @@ use std::ffi::OsString;
 use std::fmt;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
-use std::os::fd::OwnedFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use crate::failpoints::scenario as failpoint_scenario;
 use crate::sys::signals::{self, BlockedSignals, Signal};
-use crate::sys::{files, process};
+use crate::sys::{files, process, spawn};
 use runfiles::{now_rfc3339, ExitRecord, Outcome, Record, RunFiles, RunningRecord, StartedRecord};
 use write::{write_durably, write_exit, write_record};
 
@@ -322,7 +322,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     })?;
     crash_point!("shim-after-started");
 
-    let (mut child, mut pump) = match spawn_command(a, &dir, shim_pid, signals) {
+    let (pid, mut pump) = match spawn_command(a, &dir, shim_pid, signals) {
         Ok(spawned) => spawned,
         Err(message) => {
             // Best effort: the log is where operators look; the exit record is what counts.
@@ -345,7 +345,6 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
         }
     };
     let spawned = Instant::now();
-    let pid = child.id() as i32;
     let started_at = now_rfc3339();
     let running = RunningRecord {
         token: a.token,
@@ -366,7 +365,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
         let _ = out.flush();
     }
 
-    let ended = supervise(&mut child, a, spawned, signals, pump.as_mut())?;
+    let ended = supervise(pid, a, spawned, signals, pump.as_mut())?;
     crash_point!("shim-after-exit");
 
     let (outcome, code, signal) = match (ended.status.code(), ended.status.signal()) {
@@ -393,52 +392,30 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
 }
 
 /// Spawns the command, with its output going to the log: through a [`logbound::LogPump`] when
-/// the log has a bound, straight to the file otherwise. `Err` carries the one-line message for
-/// the log and the exit record.
+/// the log has a bound, straight to the file otherwise. Returns the command's pid. `Err`
+/// carries the one-line message for the log and the exit record.
+///
+/// The command starts clean and tied to the shim ([`spawn::spawn_tied`]): an empty signal mask
+/// and default dispositions (a daemon started from a script with SIGINT ignored must not pass
+/// that on), its own process group (so that a timeout or cancel reaches its children too, and
+/// the group can be swept when it ends), and the parent-death signal, so that it never
+/// outlives its shim.
 fn spawn_command(
     a: &ShimArgs,
     dir: &RunFiles,
     shim_pid: i32,
     signals: &BlockedSignals,
-) -> Result<(Child, Option<logbound::LogPump>), String> {
+) -> Result<(i32, Option<logbound::LogPump>), String> {
     let (log, pump) = logbound::command_output(a.max_log_size, dir, signals)?;
     let log_err = log
         .try_clone()
         .map_err(|e| format!("fleet: could not duplicate the run's log descriptor: {e}"))?;
-    let mut cmd = Command::new(&a.argv[0]);
-    cmd.args(&a.argv[1..])
-        .current_dir(&a.cwd)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        // Its own process group, so that a timeout or cancel reaches the command's children
-        // too (kill(-pgid)), and so that the group can be swept after the command ends.
-        .process_group(0);
-    for (key, value) in &a.env {
-        match value {
-            Some(v) => cmd.env(key, v),
-            None => cmd.env_remove(key),
-        };
-    }
-    // The failpoint configuration is the shim's, not the command's (last, so that the exec'd
-    // and the forked shim treat it alike).
-    cmd.env_remove("FAILPOINTS");
-    #[cfg(feature = "failpoints")]
-    cmd.env_remove(legacy::ENV);
-    // Between fork and exec, the command's process:
-    // * clears the signal mask: std resets SIGPIPE to its default before exec but NOT the mask
-    //   (verified with Rust 1.95: a `sleep` spawned from the shim had SIGTERM and SIGCHLD
-    //   blocked and ignored a cancel). Shells unblock at startup, other programs do not, so the
-    //   mask the shim set for sigtimedwait is cleared. SIGPIPE is reset too, in case std ever
-    //   stops doing it. Test: `command_starts_with_a_clean_signal_state`;
-    // * resets every disposition: "ignore" survives exec too, and a daemon started in the
-    //   background of a script (SIGINT, SIGQUIT ignored) would pass it to every command, which
-    //   then could not be stopped the usual way;
-    // * must not outlive the shim: a parent-death signal, tied to the forking thread — the
-    //   shim's only thread, which lives as long as the shim — and an immediate exit if the shim
-    //   died before that took effect (the signal would never come).
-    process::spawn_clean_and_tied_to(&mut cmd, shim_pid);
-    let child = cmd.spawn().map_err(|e| {
+    let null = OpenOptions::new()
+        .read(true)
+        .open("/dev/null")
+        .map_err(|e| format!("fleet: could not open /dev/null for the command's input: {e}"))?;
+    let env = command_env(a);
+    let could_not_start = |e: io::Error| {
         if e.kind() == io::ErrorKind::ArgumentListTooLong {
             // Name the command and the limit it passed; never copy the oversized arguments
             // into the log and the run's reason.
@@ -454,11 +431,36 @@ fn spawn_command(
             a.argv,
             a.cwd.display()
         )
-    })?;
-    // The pipe's write ends are the command's now: the shim's copies (in `cmd`) must go, or
-    // the pump would never see end-of-file.
-    drop(cmd);
-    Ok((child, pump))
+    };
+    let cmd = spawn::PreparedCommand::new(&a.argv, &env, &a.cwd).map_err(could_not_start)?;
+    let fds = spawn::StdFds {
+        stdin: null.as_fd(),
+        stdout: log.as_fd(),
+        stderr: log_err.as_fd(),
+    };
+    let pid = spawn::spawn_tied(&cmd, fds, shim_pid).map_err(could_not_start)?;
+    // The pipe's write ends are the command's now: the shim's copies must go, or the pump
+    // would never see end-of-file.
+    drop((log, log_err, null));
+    Ok((pid, pump))
+}
+
+/// The command's environment: the shim's own (the daemon's, with the run's variables already
+/// set when the shim was exec'd), with the run's changes applied, and without the failpoint
+/// configuration, which is the shim's, not the command's (removed last, so that the exec'd and
+/// the forked shim treat it alike).
+fn command_env(a: &ShimArgs) -> Vec<(OsString, OsString)> {
+    let mut env: std::collections::BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    for (key, value) in &a.env {
+        match value {
+            Some(v) => env.insert(key.clone(), v.clone()),
+            None => env.remove(key),
+        };
+    }
+    env.remove(std::ffi::OsStr::new("FAILPOINTS"));
+    #[cfg(feature = "failpoints")]
+    env.remove(std::ffi::OsStr::new(legacy::ENV));
+    env.into_iter().collect()
 }
 
 /// What the wait loop learnt.
@@ -472,13 +474,14 @@ struct Ended {
 /// Waits for the command, passing on termination requests and enforcing the timeout and kill
 /// grace; then kills what is left of its process group and reaps it.
 fn supervise(
-    child: &mut Child,
+    pid: i32,
     a: &ShimArgs,
     spawned: Instant,
     signals: &BlockedSignals,
     mut pump: Option<&mut logbound::LogPump>,
 ) -> io::Result<Ended> {
-    let pgid = child.id() as i32;
+    // The command leads its own process group.
+    let pgid = pid;
     // `None` when there is no timeout, when it already fired, or when it is too far to express.
     let mut timeout_at = a.timeout.and_then(|t| spawned.checked_add(t));
     let mut terminating = false;
@@ -525,7 +528,7 @@ fn supervise(
     // The leader is a zombie, not reaped: its pid, hence the group id, cannot be reused yet, so
     // this SIGKILL reaches only processes the command left in its group (e.g. a grandchild).
     signal_group(pgid, Signal::SIGKILL);
-    let status = child.wait()?;
+    let status = spawn::wait_child(pid)?;
     // Whatever the group wrote before it went is in the pipe: into the log before the exit
     // record, so that a run recorded as ended has its whole log.
     if let Some(p) = pump {

@@ -15,7 +15,7 @@
 //! What this layer must never do: decide anything. It knows nothing of runs, claims or shims;
 //! it imports nothing else from the crate, so every other module may use it without a cycle.
 //!
-//! Some of these functions run in a child between `fork` and `exec` (a `pre_exec` hook), where
+//! Some of these functions run in a child between `fork` (or [`spawn`]'s clone) and `exec`, where
 //! only async-signal-safe calls are allowed; each such function says so in its documentation,
 //! and keeps to system calls and the C library's async-signal-safe functions (no allocation, no
 //! lock).
@@ -26,6 +26,8 @@
 //!   size limit.
 //! * [`files`]: `flock` locks, pipes, closing inherited descriptors, access checks, and whether
 //!   a pipe's reader is gone.
+//! * [`spawn`]: starting a run's command from the shim with a `vfork`-style clone, clean (mask,
+//!   dispositions), in its own process group and tied to the shim by the parent-death signal.
 //! * [`fdpass`]: `SOCK_SEQPACKET` socket pairs, and messages that carry a descriptor
 //!   (`SCM_RIGHTS`).
 //! * [`readiness`]: waiting on a pipe and on blocked signals at once (`signalfd`, `poll`), and
@@ -36,3 +38,4 @@ pub mod files;
 pub mod process;
 pub mod readiness;
 pub mod signals;
+pub mod spawn;

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use rustix::process::{Pid, WaitIdOptions, WaitOptions};
 
-use super::signals::{self, Signal};
+use super::signals::Signal;
 
 /// Which side of a [`fork`] the caller is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,37 +259,6 @@ pub fn spawn_in_new_session(cmd: &mut Command) {
     // calls are allowed (the spawner may have other threads); setsid(2) is one, and the hook
     // neither allocates nor takes a lock.
     unsafe { cmd.pre_exec(new_session) };
-}
-
-/// Makes the process `cmd` spawns start clean and tied to its spawner, between fork and exec:
-///
-/// * an empty signal mask, and every disposition at its default (SIGPIPE included): both
-///   survive exec, and a command must not inherit a blocked SIGTERM or an ignored SIGINT;
-/// * the parent-death signal ([`die_with_parent`]), so the command is killed when the thread
-///   that spawned it ends;
-/// * and if the spawner (whose pid is `parent`) already died before that took effect, the child
-///   exits at once with status 127: the signal would never come.
-///
-/// Every call there is async-signal-safe.
-pub fn spawn_clean_and_tied_to(cmd: &mut Command, parent: i32) {
-    // SAFETY: the hook runs in the child between fork and exec and makes only async-signal-safe
-    // calls (sigprocmask, signal, rt_sigaction, prctl, getppid, _exit; SIGRTMAX reads a value
-    // the C library fixed at startup); it allocates nothing and takes no lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            // The mask survives exec (std resets SIGPIPE's disposition but not the mask), and
-            // only shells unblock at startup; a failure here leaves the mask as it was, as the
-            // hook always did.
-            let _ = signals::unblock_all();
-            // SIGPIPE (which Rust's own start-up ignores) included.
-            signals::restore_all_defaults();
-            die_with_parent()?;
-            if parent_pid() != parent {
-                exit_now(127);
-            }
-            Ok(())
-        })
-    };
 }
 
 fn to_pid(raw: i32) -> io::Result<Pid> {
