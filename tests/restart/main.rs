@@ -20,6 +20,9 @@
 //! - `one_daemon`: a second daemon on the same state directory is refused;
 //! - `removed_files`: a running run whose lock file was removed by hand ends `lost` and blocks
 //!   nothing;
+//! - `orphaned`: a run whose shim died while its command's process group lives on stays active
+//!   (not retried beside it) until the group is empty, with the daemon running and across a
+//!   restart;
 //! - `crashes`: crashes injected at failpoints never start a run twice (a late shim, whether it
 //!   arrives before the tombstone or waits at the lock while recovery writes it, never starts).
 
@@ -34,4 +37,5 @@ mod db_only;
 mod ended_while_down;
 mod full_disk;
 mod one_daemon;
+mod orphaned;
 mod removed_files;

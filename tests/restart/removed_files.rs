@@ -67,3 +67,65 @@ fn a_running_run_whose_files_were_removed_ends_lost_and_blocks_nothing() {
         "no retry: {runs:#?}"
     );
 }
+
+/// A run whose lock file became a folder while its shim ran: when the shim ends, the reap
+/// cannot open the file, and looks again at every EVAL. It says so at the first failure and
+/// then at doubling intervals — not at every EVAL (every tick) for as long as it lasts — and
+/// once the path is a file again the run is settled and that is said too.
+#[test]
+fn an_unreadable_run_file_is_logged_at_doubling_intervals() {
+    let f = Fleet::with(|dir| {
+        format!(
+            "[projects.held]\ncommand = {}\n[projects.other]\ncommand = [\"true\"]\n",
+            gated_command(
+                &dir.join("held.start"),
+                &dir.join("GO"),
+                &dir.join("held.end"),
+                0
+            )
+        )
+    });
+    let d = f.start_daemon();
+    let held = f.enqueue("held");
+    f.wait_run(held, "running with a pid", |r| {
+        r["status"] == "running" && r["pid"].is_i64()
+    });
+    let lock = lock_path(&f, held);
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::create_dir(&lock).unwrap();
+    std::fs::write(f.file("GO"), "").unwrap();
+    f.wait_until(DEADLINE, "the shim and the command to exit", || {
+        others(&f, &[d.pid()]).is_empty()
+    });
+    let complaints = || {
+        d.stderr()
+            .matches("cannot read or lock the run's files")
+            .count()
+    };
+    f.wait_until(DEADLINE, "the reap to fail", || complaints() > 0);
+    // Twenty EVALs at least, each of which looks at the run again.
+    eval_barrier(&f, 20);
+    let n = complaints();
+    assert!(
+        (1..=6).contains(&n),
+        "{n} complaints in 20 EVALs: one, then at the 2nd, 4th, 8th, 16th failure\n{}",
+        d.stderr()
+    );
+    assert_eq!(
+        status_of(&f.run(held)),
+        "running",
+        "left active while unreadable"
+    );
+
+    std::fs::remove_dir(&lock).unwrap();
+    let r = f.wait_terminal(held);
+    assert_eq!(
+        status_of(&r),
+        "lost",
+        "its exit record went with the removed file: {r}"
+    );
+    f.wait_until(DEADLINE, "the recovery to be said", || {
+        d.stderr().contains("the run's files can be read again")
+    });
+    assert_check_ok(&f);
+}

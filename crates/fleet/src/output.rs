@@ -305,6 +305,7 @@ pub fn check_json(report: &supervisor::check::Report) -> String {
         })).collect::<Vec<_>>(),
         "checked": {"runs": report.runs, "events": report.events, "run_dirs": report.run_dirs},
         "awaiting_finalize": report.awaiting_finalize,
+        "orphaned": report.orphaned.iter().map(|(run, pgid)| json!({"run_id": run, "pgid": pgid})).collect::<Vec<_>>(),
         "note": null,
     })
     .to_string()
@@ -318,6 +319,7 @@ pub fn check_nothing_json(note: &str) -> String {
         "violations": [],
         "checked": {"runs": 0, "events": 0, "run_dirs": 0},
         "awaiting_finalize": [],
+        "orphaned": [],
         "note": note,
     })
     .to_string()
@@ -348,6 +350,12 @@ pub fn check_text(report: &supervisor::check::Report) -> String {
                 supervisor::check::plain_list(ids)
             )
         };
+    }
+    for (run, pgid) in &report.orphaned {
+        s += &format!(
+            "note: run {run}'s shim is gone but its command's process group {pgid} still runs; \
+             the daemon kills it, and the run stays active until the group is empty\n"
+        );
     }
     s += &format!(
         "{}: {} runs, {} events, files of {} runs checked\n",

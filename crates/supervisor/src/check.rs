@@ -59,7 +59,8 @@ pub enum ViolationKind {
     DoubleStart,
     /// A claim took a namespace or the global count over the cap in force at that moment.
     OverCap,
-    /// The database records a run as active but no shim holds its lock, and none recorded its end.
+    /// The database records a run as active but no shim holds its lock, none recorded its end,
+    /// and nothing of its command's process group runs (else it is [`Report::orphaned`]).
     ActiveWithoutShim,
     /// A live shim holds the lock of a run the database does not hold as active (for that claim).
     ShimWithoutActiveRun,
@@ -127,6 +128,11 @@ pub struct Report {
     /// Runs that ended while no daemon was there to record it: their exit record waits for the
     /// next daemon (not a violation).
     pub awaiting_finalize: Vec<RunId>,
+    /// Active runs whose shim is gone while their command's process group still has processes
+    /// (run, process group): the daemon kills the group, keeps the run active until the group
+    /// is empty, then ends it `lost` (not a violation: nothing is lost yet, and nothing runs
+    /// twice).
+    pub orphaned: Vec<(RunId, i32)>,
 }
 
 impl Report {
@@ -307,6 +313,21 @@ pub fn check(
         let young = run.status == RunStatus::Starting
             && (now - run.started_at.unwrap_or(now)).abs() < STARTING_GRACE_MS;
         if young {
+            continue;
+        }
+        // The command's group, identified by its session (the shim's pid) too.
+        let orphaned = match (dir.read_running(), dir.read_started()) {
+            (Ok(Some(running)), Ok(Some(started)))
+                if running.token == run.claim_token && started.token == run.claim_token =>
+            {
+                crate::sys::process::group_alive_in_session(running.pid, started.shim_pid)
+                    .unwrap_or(false)
+                    .then_some(running.pid)
+            }
+            _ => None,
+        };
+        if let Some(pgid) = orphaned {
+            report.orphaned.push((run.id, pgid));
             continue;
         }
         report.violations.push(Violation {

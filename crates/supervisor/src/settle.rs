@@ -31,6 +31,21 @@ pub enum Fate {
     NeverStarted,
     /// The command may have started, and nothing recorded its end.
     Lost,
+    /// The shim is gone without recording the command's end, but processes of the command's
+    /// process group still run: children the shim's death did not take with it (its
+    /// parent-death signal reaches the command alone). The group is identified by its number
+    /// (the command's pid, from the claim's `running` record) and its session (the shim's pid,
+    /// from its `started` record: the shim leads a session of its own), never by the number
+    /// alone ([`crate::sys::process::group_alive_in_session`]). The run is not over: it must not
+    /// end, nor be retried beside what is left of it, until the group is empty. The caller
+    /// ends the group, as the shim would have, and waits; then the run settles as
+    /// [`Fate::Lost`].
+    Orphaned {
+        /// The command's process group.
+        pgid: i32,
+        /// Its session: the shim's pid.
+        sid: i32,
+    },
     /// The command may have started, and the record file holds no end for this claim but a
     /// line (or a previous version's record file) that cannot be read, which may have been
     /// it: the end is unknown, as for [`Fate::Lost`], and the note says why (never "the shim
@@ -39,13 +54,15 @@ pub enum Fate {
 }
 
 impl Fate {
-    /// Its name in the daemon's log: `alive`, `ended`, `never_started` or `lost`.
+    /// Its name in the daemon's log: `alive`, `ended`, `never_started`, `lost`, `orphaned` or
+    /// `unreadable`.
     pub fn name(&self) -> &'static str {
         match self {
             Fate::Alive => "alive",
             Fate::Ended(_) => "ended",
             Fate::NeverStarted => "never_started",
             Fate::Lost => "lost",
+            Fate::Orphaned { .. } => "orphaned",
             Fate::Unreadable(_) => "unreadable",
         }
     }
@@ -62,7 +79,9 @@ impl Fate {
 /// record of the claim is found but something that is not a valid record is (a bad line, a
 /// corrupt previous-version file), that may have been the record that mattered: the fate is
 /// [`Fate::Unreadable`] (the command may have started, so the claim is never requeued, and
-/// never given a made-up status).
+/// never given a made-up status). Either way, when the claim's `running` record names a
+/// command whose process group still has processes, the fate is [`Fate::Orphaned`] instead:
+/// the run is not over.
 pub fn settle(dir: &RunFiles, token: u64) -> io::Result<Fate> {
     let Some(mut lock) = dir.try_lock()? else {
         return Ok(Fate::Alive);
@@ -81,6 +100,11 @@ pub fn settle(dir: &RunFiles, token: u64) -> io::Result<Fate> {
         }
         if let Some(exit) = records.exit.filter(|e| e.token == token) {
             return Ok(Fate::Ended(exit));
+        }
+        // From here the end is unknown: the shim is gone (its lock was free) without an exit
+        // record of this claim. What its command started may still run.
+        if let Some((pgid, sid)) = orphaned_group(&records.running, &records.started, token) {
+            return Ok(Fate::Orphaned { pgid, sid });
         }
         if let Some(bad) = records.bad.first() {
             return Ok(Fate::Unreadable(bad.to_string()));
@@ -103,6 +127,21 @@ pub fn settle(dir: &RunFiles, token: u64) -> io::Result<Fate> {
         fail::fail_point!("recovery-after-tombstone", |_| std::process::abort());
         return Ok(Fate::NeverStarted);
     }
+}
+
+/// The command's process group and its session, from the claim's `running` and `started`
+/// records, when processes of that group still run ([`Fate::Orphaned`]). An error reading
+/// `/proc` counts as none: the run is then settled as if nothing were left.
+fn orphaned_group(
+    running: &Option<crate::shim::records::RunningRecord>,
+    started: &Option<crate::shim::records::StartedRecord>,
+    token: u64,
+) -> Option<(i32, i32)> {
+    let pgid = running.as_ref().filter(|r| r.token == token)?.pid;
+    let sid = started.as_ref().filter(|s| s.token == token)?.shim_pid;
+    crate::sys::process::group_alive_in_session(pgid, sid)
+        .unwrap_or(false)
+        .then_some((pgid, sid))
 }
 
 /// The terminal status, exit code, signal and reason an exit record stands for.
@@ -144,7 +183,8 @@ pub fn outcome(exit: &ExitRecord) -> (RunStatus, Option<i32>, Option<i32>, Optio
     }
 }
 
-/// The database transition for a settled fate; `None` for [`Fate::Alive`]. The retry it asks
+/// The database transition for a settled fate; `None` for [`Fate::Alive`] and
+/// [`Fate::Orphaned`] (the run stays active). The retry it asks
 /// for (from `policy`) is dropped by the store when the run's cancel was requested: an accepted
 /// cancel is final.
 pub fn transition(
@@ -156,7 +196,7 @@ pub fn transition(
     now: Millis,
 ) -> Option<Transition> {
     let change = match fate {
-        Fate::Alive => return None,
+        Fate::Alive | Fate::Orphaned { .. } => return None,
         Fate::NeverStarted => Change::Requeue {
             reason: "the command never started; queued again, same attempt".into(),
         },

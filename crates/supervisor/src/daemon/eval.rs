@@ -3,7 +3,8 @@
 //! [`super::recover`].)
 //!
 //! Decisions and effects are cut where the code allows it:
-//! - [`reap`] settles the shims that exited and decides their transitions (from the run files);
+//! - [`reap`](super::reap) settles the shims that exited and decides their transitions (from
+//!   the run files);
 //! - [`eval_blocking`] writes them, fires schedules, lists queued runs of projects the config
 //!   does not know, packs the merged running set against the queue heads and claims the picks;
 //! - [`Daemon::eval`] runs both on a blocking thread, then applies the outcome to the slot pool,
@@ -26,7 +27,6 @@
 //! never see the slot pool alone — only its merge with the DB running set.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::time::Duration;
 
 use packer::{merge, packer_for, Candidate, Caps, RunningSet};
@@ -37,12 +37,11 @@ use store::{
 use tokio::time::Instant;
 
 use super::cancel::signal_cancelled;
-use super::follow::watch_lock;
+use super::follow::{watch_group, watch_lock};
+use super::reap::{reap, SlotView};
 use super::state::Daemon;
 use crate::config::Config;
 use crate::retry::RetryPolicy;
-use crate::settle::{self, Fate};
-use crate::shim::runfiles::RunFiles;
 
 /// What the blocking half of an EVAL hands back.
 #[derive(Default)]
@@ -83,19 +82,6 @@ pub struct EvalGates {
     /// and claim nothing once another version is published); `None` on SQLite.
     pub config_version: Option<i64>,
 }
-
-/// What the reap decided about the shims that exited.
-struct Reaped {
-    /// The transitions their run files call for.
-    transitions: Vec<Transition>,
-    /// Shims whose run files could not be read: looked at again at the next EVAL.
-    unreadable: Vec<(RunId, u64)>,
-    /// Shims whose report pipe ended while their lock is still held: waited for.
-    still_locked: Vec<(RunId, u64)>,
-}
-
-/// What the reap needs to know about a slot: its claim's token, its attempt, its retry policy.
-type SlotView = (u64, u32, RetryPolicy);
 
 impl Daemon {
     /// One EVAL. A store error leaves what is still unwritten in [`Daemon::pending`] and sets a
@@ -138,24 +124,32 @@ impl Daemon {
         let state = self.state.clone();
         let epoch = self.epoch;
 
-        let (outcome, unreadable, still_locked) = tokio::task::spawn_blocking(move || {
+        let (outcome, reaped) = tokio::task::spawn_blocking(move || {
             let now = now_ms();
-            let reaped = reap(state.root(), exited, &slots, now);
-            batch.extend(reaped.transitions);
+            let mut reaped = reap(state.root(), exited, &slots, now);
+            batch.append(&mut reaped.transitions);
             fail::fail_point!("daemon-before-finalize", |_| std::process::abort());
             (
                 eval_blocking(&store, epoch, &config, batch, live, gates, now),
-                reaped.unreadable,
-                reaped.still_locked,
+                reaped,
             )
         })
         .await
         .expect("EVAL panicked");
         fail::fail_point!("daemon-after-finalize", |_| std::process::abort());
 
-        self.exited.extend(unreadable);
-        for (run_id, token) in still_locked {
+        self.note_unreadable(&reaped.unreadable);
+        self.exited.extend(
+            reaped
+                .unreadable
+                .into_iter()
+                .map(|(id, token, _)| (id, token)),
+        );
+        for (run_id, token) in reaped.still_locked {
             watch_lock(self.state.root(), run_id, token, self.events.clone());
+        }
+        for (run_id, token, pgid, sid) in reaped.orphaned {
+            watch_group(pgid, Some(sid), run_id, token, self.events.clone());
         }
         for (run_id, applied) in &outcome.applied {
             log_applied(*run_id, applied);
@@ -275,47 +269,6 @@ impl Daemon {
             .await
             .expect("get_run panicked")
     }
-}
-
-/// The reap (blocking: reads run files under `state_dir`, may write a tombstone): settles each
-/// shim in `exited` whose claim is still the one in `slots`, and decides its transition (retry
-/// instants from `now`, milliseconds since the epoch, UTC). Exits of an older claim, or of a run
-/// no longer supervised, are ignored.
-fn reap(
-    state_dir: &Path,
-    exited: Vec<(RunId, u64)>,
-    slots: &BTreeMap<RunId, SlotView>,
-    now: Millis,
-) -> Reaped {
-    let mut out = Reaped {
-        transitions: Vec::new(),
-        unreadable: Vec::new(),
-        still_locked: Vec::new(),
-    };
-    for (run_id, token) in exited {
-        let Some(&(slot_token, attempt, policy)) = slots.get(&run_id) else {
-            continue;
-        };
-        if slot_token != token {
-            continue;
-        }
-        let dir = RunFiles::new(state_dir, run_id);
-        match settle::settle(&dir, token) {
-            // The shim's report pipe can reach end-of-file an instant before the kernel drops
-            // its lock (a crashed shim's descriptors close in order): wait for the lock, as for
-            // an adopted run.
-            Ok(Fate::Alive) => out.still_locked.push((run_id, token)),
-            Ok(f) => {
-                out.transitions
-                    .extend(settle::transition(run_id, token, attempt, &f, policy, now));
-            }
-            Err(e) => {
-                tracing::error!(run = run_id, path = %dir.lock_path().display(), error = %e, "cannot read or lock the run's files; will look again");
-                out.unreadable.push((run_id, token));
-            }
-        }
-    }
-    out
 }
 
 /// The blocking half of an EVAL: write the reaped transitions (`batch`), fire due schedule

@@ -3,7 +3,9 @@
 //! A shim this daemon started reports on a pipe ([`watch_shim`]): a `running PID` line once its
 //! command started, then the pipe's end-of-file when it is gone. A shim that is not our child and
 //! has no pipe to us (a run adopted at startup), or whose pipe closed an instant before the
-//! kernel dropped its lock, is followed through its run's lock instead ([`watch_lock`]).
+//! kernel dropped its lock, is followed through its run's lock instead ([`watch_lock`]). A run
+//! whose shim died while processes of its command's group live on is followed through that
+//! group ([`watch_group`]).
 //!
 //! Used by `spawn` (a new shim), `recover` (adopted runs) and `eval` (a shim whose pipe ended
 //! with its lock still held). This module only watches and sends [`Event`]s: it must never touch
@@ -53,6 +55,38 @@ pub(super) fn watch_lock(state_dir: &Path, run_id: RunId, token: u64, events: Ev
         .spawn(move || {
             // An error leaves nothing to wait on: the settling that follows looks again.
             let _ = dir.wait_released();
+            let _ = events.send(Event::ShimExited { run_id, token });
+        });
+}
+
+/// How often [`watch_group`] looks whether an orphaned command's process group is empty, at
+/// most (it starts at [`GROUP_POLL_FIRST`] and doubles: a group just sent SIGKILL is gone
+/// within milliseconds, one left alone may run for hours).
+const GROUP_POLL_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+/// The first wait of [`watch_group`].
+const GROUP_POLL_FIRST: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Waits, on a plain thread, for the process group `pgid` of session `sid` — what is left of
+/// `run_id`'s command after its shim died — to have no running process left
+/// ([`crate::sys::process::group_alive_in_session`]), then reports the shim exited, so that the
+/// run is settled again (and ends `lost`). With no `sid` (a run whose files, which name the
+/// shim, were removed) any process of the group number counts. Polls, from [`GROUP_POLL_FIRST`] up to
+/// [`GROUP_POLL_MAX`] apart: nothing lets a process that is not their parent wait for the end
+/// of a group's processes. A plain thread, for the reasons of [`watch_lock`].
+pub(super) fn watch_group(pgid: i32, sid: Option<i32>, run_id: RunId, token: u64, events: Events) {
+    let _ = std::thread::Builder::new()
+        .name(format!("orphaned-{run_id}"))
+        .spawn(move || {
+            let mut wait = GROUP_POLL_FIRST;
+            // An unreadable /proc ends the wait: settling looks at the group again.
+            let alive = || match sid {
+                Some(sid) => crate::sys::process::group_alive_in_session(pgid, sid),
+                None => crate::sys::process::group_exists(pgid),
+            };
+            while alive().unwrap_or(false) {
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(GROUP_POLL_MAX);
+            }
             let _ = events.send(Event::ShimExited { run_id, token });
         });
 }

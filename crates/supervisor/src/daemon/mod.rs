@@ -37,6 +37,7 @@ mod listener;
 mod notify;
 mod outage;
 mod prune_step;
+mod reap;
 mod recover;
 mod reload;
 mod spawn;
@@ -230,6 +231,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         slots: SlotPool::new(),
         pending: Vec::new(),
         exited: Vec::new(),
+        reap_failures: Default::default(),
         events: events.clone(),
         backoff: None,
         outage: None,

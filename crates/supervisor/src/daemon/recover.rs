@@ -22,7 +22,7 @@ use std::time::Duration;
 use store::{now_ms, Run, RunId, RunStatus, Store, StoreError, Transition};
 use tokio::time::Instant;
 
-use super::follow::watch_lock;
+use super::follow::{watch_group, watch_lock};
 use super::state::Daemon;
 use crate::retry::RetryPolicy;
 use crate::settle::{self, Fate};
@@ -40,6 +40,11 @@ struct Recovery {
     settled: Vec<(Run, Fate)>,
     /// Runs whose files could not be read or written: (run, claim token).
     unsettled: Vec<(RunId, u64)>,
+    /// Runs whose shim is gone while their command's process group lives on
+    /// ([`Fate::Orphaned`]: the group was sent SIGKILL), or whose files are gone while their
+    /// command's process group lives on, with that group and its session when known: kept
+    /// active, followed until the group is empty.
+    orphaned: Vec<(Run, i32, Option<i32>)>,
 }
 
 /// Active runs recovery could not settle: their run files could not be read, or a tombstone
@@ -52,6 +57,9 @@ pub(super) struct Unsettled {
     runs: Vec<(RunId, u64)>,
     /// When to try again, and the wait that led there (it doubles, up to [`RESETTLE_MAX`]).
     retry: Option<(Instant, Duration)>,
+    /// Attempts in a row that left runs unsettled: logged at the 1st, 2nd, 4th, 8th…, so that
+    /// a file that stays unreadable does not fill the log every [`RESETTLE_MAX`].
+    attempts: u64,
 }
 
 impl Unsettled {
@@ -258,9 +266,11 @@ impl Daemon {
             mut transitions,
             settled,
             unsettled,
+            orphaned,
         } = found;
         transitions.extend(self.decide(settled));
         self.adopt(adopt);
+        self.keep_orphaned(orphaned);
         (transitions, unsettled)
     }
 
@@ -268,22 +278,23 @@ impl Daemon {
     fn adopt(&mut self, adopt: Vec<(Run, Option<ShimIdentity>)>) {
         for (run, shim) in adopt {
             tracing::info!(run = run.id, project = %run.project, "adopted a live run");
-            self.slots.insert(Slot {
-                run_id: run.id,
-                project: run.project.clone(),
-                namespace: run.namespace.clone(),
-                token: run.claim_token,
-                attempt: run.attempt,
-                shim,
-                cancel_sent: false,
-                adopted: true,
-            });
+            self.slots.insert(adopted_slot(&run, shim));
             watch_lock(
                 self.state.root(),
                 run.id,
                 run.claim_token,
                 self.events.clone(),
             );
+        }
+    }
+
+    /// Puts the orphaned runs (shim gone, command's process group still there) in the slot
+    /// pool, with no shim to signal, and follows each through its process group: the run ends
+    /// `lost` once the group is empty, never while something it started still runs.
+    fn keep_orphaned(&mut self, orphaned: Vec<(Run, i32, Option<i32>)>) {
+        for (run, pgid, sid) in orphaned {
+            self.slots.insert(adopted_slot(&run, None));
+            watch_group(pgid, sid, run.id, run.claim_token, self.events.clone());
         }
     }
 
@@ -295,15 +306,35 @@ impl Daemon {
             return;
         }
         let wait = last.map_or(RESETTLE_FIRST, |w| (w * 2).min(RESETTLE_MAX));
-        tracing::warn!(
-            runs = ?runs.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
-            retry_in = ?wait,
-            "runs left active: their files could not be read or written; settling them again later"
-        );
+        let attempts = self.unsettled.attempts + 1;
+        if attempts.is_power_of_two() {
+            tracing::warn!(
+                runs = ?runs.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+                retry_in = ?wait,
+                attempts,
+                "runs left active: their files could not be read or written; settling them again later (logged again at the 2nd, 4th, 8th… attempt)"
+            );
+        }
         self.unsettled = Unsettled {
             runs,
             retry: Some((Instant::now() + wait, wait)),
+            attempts,
         };
+    }
+}
+
+/// The slot of a run recovery takes over from a previous daemon (adopted, or orphaned with no
+/// `shim`).
+fn adopted_slot(run: &Run, shim: Option<ShimIdentity>) -> Slot {
+    Slot {
+        run_id: run.id,
+        project: run.project.clone(),
+        namespace: run.namespace.clone(),
+        token: run.claim_token,
+        attempt: run.attempt,
+        shim,
+        cancel_sent: false,
+        adopted: true,
     }
 }
 
@@ -339,13 +370,15 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
     let mut transitions = Vec::new();
     let mut settled = Vec::new();
     let mut unsettled = Vec::new();
+    let mut orphaned = Vec::new();
     for run in runs {
         let dir = RunFiles::new(state_dir, run.id);
-        if files_gone_under_a_live_command(run, &dir) {
+        if let Some(pgid) = files_gone_under_a_live_command(run, &dir) {
             // Settling now would find "never started" and end it lost while its command still
-            // runs, its seat free for another run beside it: it stays active until it ends.
-            tracing::warn!(run = run.id, project = %run.project, pgid = run.pid, "the run's files are gone, but its command's process group is still there; leaving it active until it ends");
-            unsettled.push((run.id, run.claim_token));
+            // runs, its seat free for another run beside it: it stays active until the group
+            // is empty, followed as an orphaned run is.
+            tracing::warn!(run = run.id, project = %run.project, pgid, "the run's files are gone, but its command's process group is still there; leaving it active until it ends");
+            orphaned.push((run.clone(), pgid, None));
             continue;
         }
         let fate = match settle::settle(&dir, run.claim_token) {
@@ -356,6 +389,11 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
                 continue;
             }
         };
+        if let Fate::Orphaned { pgid, sid } = fate {
+            super::reap::end_orphaned(run.id, pgid);
+            orphaned.push((run.clone(), pgid, Some(sid)));
+            continue;
+        }
         if fate == Fate::Alive {
             let started = dir
                 .read_started()
@@ -390,21 +428,23 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
         transitions,
         settled,
         unsettled,
+        orphaned,
     }
 }
 
-/// Whether `run`, recorded `running` with its command's pid (its process group id), has no lock
-/// file left here in any layout (removed by hand) while that process group still exists.
-/// Unsure is "yes": the run then stays active a while longer, which holds its seat and decides
-/// nothing.
-fn files_gone_under_a_live_command(run: &Run, dir: &RunFiles) -> bool {
-    let Some(pgid) = run.pid.filter(|_| run.status == RunStatus::Running) else {
-        return false;
-    };
+/// The process group of `run` when the run is recorded `running` with its command's pid (its
+/// process group id), has no lock file left here in any layout (removed by hand), and that
+/// process group still exists. Unsure is "yes": the run then stays active a while longer, which
+/// holds its seat and decides nothing.
+fn files_gone_under_a_live_command(run: &Run, dir: &RunFiles) -> Option<i32> {
+    let pgid = run
+        .pid
+        .filter(|&p| p > 0 && run.status == RunStatus::Running)?;
     let gone = |p: std::path::PathBuf| matches!(std::fs::symlink_metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
-    gone(dir.lock_path())
+    let live = gone(dir.lock_path())
         && gone(dir.folder().join(crate::shim::runfiles::LOCK_FILE))
-        && crate::sys::process::group_exists(pgid).unwrap_or(true)
+        && crate::sys::process::group_exists(pgid).unwrap_or(true);
+    live.then_some(pgid)
 }
 
 /// Warns about every live shim (its run's lock held) of a run the database does not record as

@@ -52,6 +52,9 @@ pub(super) struct Daemon {
     pub(super) pending: Vec<Transition>,
     /// Shims that exited since the last EVAL: (run, token).
     pub(super) exited: Vec<(RunId, u64)>,
+    /// Runs whose files the reap failed to read, with how many times in a row: their errors
+    /// are logged at doubling intervals, not at every EVAL.
+    pub(super) reap_failures: std::collections::BTreeMap<RunId, u64>,
     /// For shim watchers and waiters, and for a nudge to itself.
     pub(super) events: Events,
     /// After a failed EVAL or recovery (busy or unreachable database): no EVAL before this

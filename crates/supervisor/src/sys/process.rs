@@ -121,6 +121,47 @@ pub fn group_exists(pgid: i32) -> io::Result<bool> {
     }
 }
 
+/// Whether a process that has not exited (not a zombie) is in process group `pgid` of session
+/// `sid`: a scan of `/proc` (fields 3, 5 and 6 of each `stat`). The pair identifies the group
+/// where its number alone does not: once a group is empty its number may be reused by any
+/// process that leads a group of its own, but not inside the same session, whose leader (`sid`)
+/// would have to be a reuse as well. Zombies are left out: they run nothing, and may wait long
+/// for a parent that does not reap them (a pid namespace whose first process never does).
+///
+/// Errors: `/proc` cannot be listed. A process that ends during the scan is skipped.
+pub fn group_alive_in_session(pgid: i32, sid: i32) -> io::Result<bool> {
+    if pgid <= 0 || sid <= 0 {
+        return Ok(false);
+    }
+    for entry in std::fs::read_dir("/proc")? {
+        let Some(pid) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some((state, group, session)) = stat_ids(pid) {
+            if group == pgid && session == sid && !matches!(state, 'Z' | 'X' | 'x') {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Fields 3 (state letter), 5 (process group) and 6 (session) of `/proc/<pid>/stat`, parsed
+/// after the last `)` as [`stat`] does.
+fn stat_ids(pid: i32) -> Option<(char, i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let group = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    Some((state, group, session))
+}
+
 /// Whether the child `pid` has exited, without reaping it (WNOWAIT), so that its pid — and so
 /// its process group id — stays reserved and may still be signalled safely afterwards.
 /// Retries on EINTR.
@@ -320,6 +361,40 @@ mod tests {
         assert!(!is_running(pid, started), "a zombie counts as dead");
         child.wait().unwrap();
         assert!(!is_running(pid, started));
+    }
+
+    /// A group is found alive by its number and its session, never by its number alone, and a
+    /// zombie does not count.
+    #[test]
+    fn a_group_is_alive_while_a_member_runs_in_its_session() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        spawn_in_new_session(&mut cmd);
+        let mut child = cmd.spawn().unwrap();
+        // It leads its own session and group: both ids are its pid.
+        let pid = child.id() as i32;
+        assert!(group_alive_in_session(pid, pid).unwrap());
+        assert!(
+            !group_alive_in_session(pid, pid + 1).unwrap(),
+            "another session"
+        );
+        assert!(
+            !group_alive_in_session(pid + 1, pid).unwrap(),
+            "another group"
+        );
+        child.kill().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !has_exited(pid).unwrap() {
+            assert!(std::time::Instant::now() < deadline, "`sleep` never ended");
+            std::thread::yield_now();
+        }
+        // A zombie now (not reaped): no member that runs.
+        assert!(
+            !group_alive_in_session(pid, pid).unwrap(),
+            "a zombie is not alive"
+        );
+        child.wait().unwrap();
+        assert!(!group_alive_in_session(pid, pid).unwrap());
     }
 
     #[test]

@@ -52,8 +52,7 @@ impl PreparedCommand {
     /// Prepares `argv` (the program first) to run in `cwd` with exactly the environment `env`.
     ///
     /// Errors (`InvalidInput`, nothing started): `argv` is empty, or an argument, an
-    /// environment entry or `cwd` contains a NUL byte, or an environment name is empty or holds
-    /// `=`.
+    /// environment entry or `cwd` contains a NUL byte.
     pub fn new(
         argv: &[OsString],
         env: &[(OsString, OsString)],
@@ -70,11 +69,9 @@ impl PreparedCommand {
         let env = env
             .iter()
             .map(|(k, v)| {
-                if k.is_empty() || k.as_bytes().contains(&b'=') {
-                    return Err(invalid(format!(
-                        "environment name {k:?} is empty or holds '='"
-                    )));
-                }
+                // Names are passed as they come, as std's `Command` does: the inherited
+                // environment may hold one that starts with `=`, and the config refuses such
+                // names for the run's own variables.
                 if k == "PATH" {
                     path = Some(v.as_bytes());
                 }
@@ -241,9 +238,11 @@ extern "C" fn child(plan: *mut libc::c_void) -> libc::c_int {
 /// Only in the child of [`spawn_tied`]'s clone, with `plan` as built there.
 unsafe fn prepare_and_exec(plan: &Plan) -> libc::c_int {
     // The mask and the dispositions are this process's own (no CLONE_SIGHAND): changing them
-    // leaves the shim's untouched. A failure leaves the mask as it was, as std's hook did.
-    let _ = signals::unblock_all();
+    // leaves the shim's untouched. Dispositions first, so that no handler the shim inherited
+    // could run here, in memory shared with it, once the mask opens. A failure leaves the mask
+    // as it was, as std's hook did.
     signals::restore_all_defaults();
+    let _ = signals::unblock_all();
     // SAFETY: plain system calls on values the parent prepared: C strings and null-terminated
     // arrays of them that live until the exec, and descriptors the parent holds open.
     unsafe {
@@ -368,8 +367,9 @@ mod tests {
         let nul = OsString::from("a\0b");
         assert!(PreparedCommand::new(&[], &[], cwd).is_err());
         assert!(PreparedCommand::new(std::slice::from_ref(&nul), &[], cwd).is_err());
-        let env = [(OsString::from("A=B"), OsString::from("c"))];
-        assert!(PreparedCommand::new(&["true".into()], &env, cwd).is_err());
+        // An inherited name may start with `=`: passed on, not refused.
+        let env = [(OsString::from("=weird"), OsString::from("c"))];
+        assert!(PreparedCommand::new(&["true".into()], &env, cwd).is_ok());
         let env = [(OsString::from("A"), nul)];
         assert!(PreparedCommand::new(&["true".into()], &env, cwd).is_err());
     }
