@@ -320,7 +320,8 @@ pub fn check(
             (Ok(Some(running)), Ok(Some(started)))
                 if running.token == run.claim_token && started.token == run.claim_token =>
             {
-                crate::sys::process::group_alive_in_session(running.pid, started.shim_pid)
+                let session = (started.shim_pid, started.shim_start_time);
+                crate::sys::process::group_alive(running.pid, Some(session))
                     .unwrap_or(false)
                     .then_some(running.pid)
             }

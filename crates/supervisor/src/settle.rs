@@ -36,7 +36,8 @@ pub enum Fate {
     /// parent-death signal reaches the command alone). The group is identified by its number
     /// (the command's pid, from the claim's `running` record) and its session (the shim's pid,
     /// from its `started` record: the shim leads a session of its own), never by the number
-    /// alone ([`crate::sys::process::group_alive_in_session`]). The run is not over: it must not
+    /// alone, and the shim's start time tells a reused session number apart
+    /// ([`crate::sys::process::group_alive`]). The run is not over: it must not
     /// end, nor be retried beside what is left of it, until the group is empty. The caller
     /// ends the group, as the shim would have, and waits; then the run settles as
     /// [`Fate::Lost`].
@@ -45,6 +46,8 @@ pub enum Fate {
         pgid: i32,
         /// Its session: the shim's pid.
         sid: i32,
+        /// The shim's start time (clock ticks since boot; 0 when it was not known).
+        shim_start: u64,
     },
     /// The command may have started, and the record file holds no end for this claim but a
     /// line (or a previous version's record file) that cannot be read, which may have been
@@ -103,8 +106,14 @@ pub fn settle(dir: &RunFiles, token: u64) -> io::Result<Fate> {
         }
         // From here the end is unknown: the shim is gone (its lock was free) without an exit
         // record of this claim. What its command started may still run.
-        if let Some((pgid, sid)) = orphaned_group(&records.running, &records.started, token) {
-            return Ok(Fate::Orphaned { pgid, sid });
+        if let Some((pgid, sid, shim_start)) =
+            orphaned_group(&records.running, &records.started, token)
+        {
+            return Ok(Fate::Orphaned {
+                pgid,
+                sid,
+                shim_start,
+            });
         }
         if let Some(bad) = records.bad.first() {
             return Ok(Fate::Unreadable(bad.to_string()));
@@ -136,12 +145,13 @@ fn orphaned_group(
     running: &Option<crate::shim::records::RunningRecord>,
     started: &Option<crate::shim::records::StartedRecord>,
     token: u64,
-) -> Option<(i32, i32)> {
+) -> Option<(i32, i32, u64)> {
     let pgid = running.as_ref().filter(|r| r.token == token)?.pid;
-    let sid = started.as_ref().filter(|s| s.token == token)?.shim_pid;
-    crate::sys::process::group_alive_in_session(pgid, sid)
+    let started = started.as_ref().filter(|s| s.token == token)?;
+    let session = (started.shim_pid, started.shim_start_time);
+    crate::sys::process::group_alive(pgid, Some(session))
         .unwrap_or(false)
-        .then_some((pgid, sid))
+        .then_some((pgid, session.0, session.1))
 }
 
 /// The terminal status, exit code, signal and reason an exit record stands for.

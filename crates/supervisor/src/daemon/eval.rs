@@ -148,8 +148,8 @@ impl Daemon {
         for (run_id, token) in reaped.still_locked {
             watch_lock(self.state.root(), run_id, token, self.events.clone());
         }
-        for (run_id, token, pgid, sid) in reaped.orphaned {
-            watch_group(pgid, Some(sid), run_id, token, self.events.clone());
+        for (run_id, token, pgid, session) in reaped.orphaned {
+            watch_group(pgid, Some(session), run_id, token, self.events.clone());
         }
         for (run_id, applied) in &outcome.applied {
             log_applied(*run_id, applied);

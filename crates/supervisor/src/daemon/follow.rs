@@ -66,23 +66,26 @@ const GROUP_POLL_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 /// The first wait of [`watch_group`].
 const GROUP_POLL_FIRST: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// Waits, on a plain thread, for the process group `pgid` of session `sid` — what is left of
-/// `run_id`'s command after its shim died — to have no running process left
-/// ([`crate::sys::process::group_alive_in_session`]), then reports the shim exited, so that the
-/// run is settled again (and ends `lost`). With no `sid` (a run whose files, which name the
-/// shim, were removed) any process of the group number counts. Polls, from [`GROUP_POLL_FIRST`] up to
+/// Waits, on a plain thread, for the process group `pgid` within `session` (the shim's pid and
+/// start time) — what is left of `run_id`'s command after its shim died — to have no running
+/// process left ([`crate::sys::process::group_alive`]), then reports the shim exited, so that
+/// the run is settled again (and ends `lost`). With no `session` (a run whose files, which name
+/// the shim, were removed) any running process of the group number counts. Polls, from [`GROUP_POLL_FIRST`] up to
 /// [`GROUP_POLL_MAX`] apart: nothing lets a process that is not their parent wait for the end
 /// of a group's processes. A plain thread, for the reasons of [`watch_lock`].
-pub(super) fn watch_group(pgid: i32, sid: Option<i32>, run_id: RunId, token: u64, events: Events) {
+pub(super) fn watch_group(
+    pgid: i32,
+    session: Option<crate::sys::process::Session>,
+    run_id: RunId,
+    token: u64,
+    events: Events,
+) {
     let _ = std::thread::Builder::new()
         .name(format!("orphaned-{run_id}"))
         .spawn(move || {
             let mut wait = GROUP_POLL_FIRST;
             // An unreadable /proc ends the wait: settling looks at the group again.
-            let alive = || match sid {
-                Some(sid) => crate::sys::process::group_alive_in_session(pgid, sid),
-                None => crate::sys::process::group_exists(pgid),
-            };
+            let alive = || crate::sys::process::group_alive(pgid, session);
             while alive().unwrap_or(false) {
                 std::thread::sleep(wait);
                 wait = (wait * 2).min(GROUP_POLL_MAX);

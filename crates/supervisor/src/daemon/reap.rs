@@ -27,9 +27,9 @@ pub(super) struct Reaped {
     /// Shims whose report pipe ended while their lock is still held: waited for.
     pub(super) still_locked: Vec<(RunId, u64)>,
     /// Shims that died while their command's process group lives on (`Fate::Orphaned`): run,
-    /// token, process group, session. Their runs stay active; the group was sent SIGKILL and is
-    /// waited for.
-    pub(super) orphaned: Vec<(RunId, u64, i32, i32)>,
+    /// token, process group, session (the shim's pid and start time). Their runs stay active;
+    /// the group was sent SIGKILL and is waited for.
+    pub(super) orphaned: Vec<(RunId, u64, i32, crate::sys::process::Session)>,
 }
 
 /// What the reap needs to know about a slot: its claim's token, its attempt, its retry policy.
@@ -94,9 +94,13 @@ pub(super) fn reap(
             Ok(Fate::Alive) => out.still_locked.push((run_id, token)),
             // The shim died, and what its command started runs on: the run stays active (its
             // slot and seats held) until that is gone.
-            Ok(Fate::Orphaned { pgid, sid }) => {
+            Ok(Fate::Orphaned {
+                pgid,
+                sid,
+                shim_start,
+            }) => {
                 end_orphaned(run_id, pgid);
-                out.orphaned.push((run_id, token, pgid, sid));
+                out.orphaned.push((run_id, token, pgid, (sid, shim_start)));
             }
             Ok(f) => {
                 out.transitions
@@ -120,7 +124,7 @@ pub(super) fn reap(
 pub(super) fn end_orphaned(run_id: RunId, pgid: i32) {
     match crate::sys::process::signal_group(pgid, crate::sys::signals::Signal::SIGKILL) {
         Ok(_) => {
-            tracing::warn!(run = run_id, pgid, "the run's shim is gone but processes of its command's group were still running: killed them (SIGKILL); the run ends lost once they are gone");
+            tracing::warn!(run = run_id, pgid, "the run's shim is gone but its command, or processes it started in its group, were still running: killed them (SIGKILL); the run ends lost once they are gone");
         }
         Err(e) => {
             tracing::warn!(

@@ -44,7 +44,7 @@ struct Recovery {
     /// ([`Fate::Orphaned`]: the group was sent SIGKILL), or whose files are gone while their
     /// command's process group lives on, with that group and its session when known: kept
     /// active, followed until the group is empty.
-    orphaned: Vec<(Run, i32, Option<i32>)>,
+    orphaned: Vec<(Run, i32, Option<crate::sys::process::Session>)>,
 }
 
 /// Active runs recovery could not settle: their run files could not be read, or a tombstone
@@ -291,10 +291,10 @@ impl Daemon {
     /// Puts the orphaned runs (shim gone, command's process group still there) in the slot
     /// pool, with no shim to signal, and follows each through its process group: the run ends
     /// `lost` once the group is empty, never while something it started still runs.
-    fn keep_orphaned(&mut self, orphaned: Vec<(Run, i32, Option<i32>)>) {
-        for (run, pgid, sid) in orphaned {
+    fn keep_orphaned(&mut self, orphaned: Vec<(Run, i32, Option<crate::sys::process::Session>)>) {
+        for (run, pgid, session) in orphaned {
             self.slots.insert(adopted_slot(&run, None));
-            watch_group(pgid, sid, run.id, run.claim_token, self.events.clone());
+            watch_group(pgid, session, run.id, run.claim_token, self.events.clone());
         }
     }
 
@@ -389,9 +389,14 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
                 continue;
             }
         };
-        if let Fate::Orphaned { pgid, sid } = fate {
+        if let Fate::Orphaned {
+            pgid,
+            sid,
+            shim_start,
+        } = fate
+        {
             super::reap::end_orphaned(run.id, pgid);
-            orphaned.push((run.clone(), pgid, Some(sid)));
+            orphaned.push((run.clone(), pgid, Some((sid, shim_start))));
             continue;
         }
         if fate == Fate::Alive {
@@ -443,7 +448,7 @@ fn files_gone_under_a_live_command(run: &Run, dir: &RunFiles) -> Option<i32> {
     let gone = |p: std::path::PathBuf| matches!(std::fs::symlink_metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
     let live = gone(dir.lock_path())
         && gone(dir.folder().join(crate::shim::runfiles::LOCK_FILE))
-        && crate::sys::process::group_exists(pgid).unwrap_or(true);
+        && crate::sys::process::group_alive(pgid, None).unwrap_or(true);
     live.then_some(pgid)
 }
 

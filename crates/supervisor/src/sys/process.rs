@@ -109,29 +109,33 @@ pub fn signal_group(pgid: i32, signal: Signal) -> io::Result<bool> {
     }
 }
 
-/// Whether any process is in the process group `pgid` (positive): `kill(-pgid, 0)`, where EPERM
-/// (someone else's process) counts as one. Sends nothing.
-///
-/// Errors: `pgid` is not positive (`InvalidInput`).
-pub fn group_exists(pgid: i32) -> io::Result<bool> {
-    match rustix::process::test_kill_process_group(to_pid(pgid)?) {
-        Ok(()) | Err(rustix::io::Errno::PERM) => Ok(true),
-        Err(rustix::io::Errno::SRCH) => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
+/// A session as [`group_alive`] identifies it: its id (the pid of its leader) and the leader's
+/// start time (clock ticks since boot; 0 when unknown).
+pub type Session = (i32, u64);
 
-/// Whether a process that has not exited (not a zombie) is in process group `pgid` of session
-/// `sid`: a scan of `/proc` (fields 3, 5 and 6 of each `stat`). The pair identifies the group
-/// where its number alone does not: once a group is empty its number may be reused by any
-/// process that leads a group of its own, but not inside the same session, whose leader (`sid`)
-/// would have to be a reuse as well. Zombies are left out: they run nothing, and may wait long
-/// for a parent that does not reap them (a pid namespace whose first process never does).
+/// Whether a process that still runs is in process group `pgid` — within the session of
+/// `session`, when given: the session's id (the pid of its leader) and that leader's start time
+/// (clock ticks since boot, as [`start_time`] reads it; 0 when unknown). A scan of `/proc`
+/// (fields 3, 5 and 6 of each `stat`).
+///
+/// The pair identifies a group where its number alone does not: once a group is empty its
+/// number may be reused by any process that leads a group of its own, but a match inside the
+/// same session needs the session's number reused as well — and a process alive under that
+/// number with another start time than the leader's says it was: then nothing counts.
+///
+/// A zombie does not count (it runs nothing, and may wait long for a parent that does not reap
+/// it, as under a pid namespace's first process that never does), unless only its main thread
+/// ended and others still run (`/proc/PID/task` lists more than it).
 ///
 /// Errors: `/proc` cannot be listed. A process that ends during the scan is skipped.
-pub fn group_alive_in_session(pgid: i32, sid: i32) -> io::Result<bool> {
-    if pgid <= 0 || sid <= 0 {
+pub fn group_alive(pgid: i32, session: Option<Session>) -> io::Result<bool> {
+    if pgid <= 0 || session.is_some_and(|(sid, _)| sid <= 0) {
         return Ok(false);
+    }
+    if let Some((sid, leader_start)) = session {
+        if leader_start != 0 && start_time(sid).is_some_and(|t| t != leader_start) {
+            return Ok(false);
+        }
     }
     for entry in std::fs::read_dir("/proc")? {
         let Some(pid) = entry?
@@ -141,10 +145,20 @@ pub fn group_alive_in_session(pgid: i32, sid: i32) -> io::Result<bool> {
         else {
             continue;
         };
-        if let Some((state, group, session)) = stat_ids(pid) {
-            if group == pgid && session == sid && !matches!(state, 'Z' | 'X' | 'x') {
-                return Ok(true);
-            }
+        let Some((state, group, in_session)) = stat_ids(pid) else {
+            continue;
+        };
+        if group != pgid || session.is_some_and(|(sid, _)| sid != in_session) {
+            continue;
+        }
+        let runs = match state {
+            'X' | 'x' => false,
+            // The main thread's exit leaves the process a zombie while its other threads run.
+            'Z' => std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|t| t.count() > 1),
+            _ => true,
+        };
+        if runs {
+            return Ok(true);
         }
     }
     Ok(false)
@@ -373,14 +387,20 @@ mod tests {
         let mut child = cmd.spawn().unwrap();
         // It leads its own session and group: both ids are its pid.
         let pid = child.id() as i32;
-        assert!(group_alive_in_session(pid, pid).unwrap());
+        let leader = start_time(pid).expect("the leader's start time");
+        assert!(group_alive(pid, Some((pid, leader))).unwrap());
+        assert!(group_alive(pid, None).unwrap());
         assert!(
-            !group_alive_in_session(pid, pid + 1).unwrap(),
+            !group_alive(pid, Some((pid + 1, 0))).unwrap(),
             "another session"
         );
         assert!(
-            !group_alive_in_session(pid + 1, pid).unwrap(),
+            !group_alive(pid + 1, Some((pid, leader))).unwrap(),
             "another group"
+        );
+        assert!(
+            !group_alive(pid, Some((pid, leader + 1))).unwrap(),
+            "the session's number reused: its leader has another start time"
         );
         child.kill().unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -390,11 +410,41 @@ mod tests {
         }
         // A zombie now (not reaped): no member that runs.
         assert!(
-            !group_alive_in_session(pid, pid).unwrap(),
+            !group_alive(pid, Some((pid, leader))).unwrap(),
             "a zombie is not alive"
         );
+        assert!(!group_alive(pid, None).unwrap(), "a zombie is not alive");
         child.wait().unwrap();
-        assert!(!group_alive_in_session(pid, pid).unwrap());
+        assert!(!group_alive(pid, Some((pid, leader))).unwrap());
+    }
+
+    /// A process whose main thread ended while another thread runs shows as a zombie in its
+    /// `stat`: it still counts.
+    #[test]
+    fn a_process_whose_main_thread_ended_is_alive() {
+        let script = "import ctypes, threading, time\n\
+                      threading.Thread(target=time.sleep, args=(30,)).start()\n\
+                      ctypes.CDLL(None).pthread_exit(None)\n";
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", script]);
+        spawn_in_new_session(&mut cmd);
+        let mut child = cmd.spawn().unwrap();
+        let pid = child.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while stat(pid).map(|(state, _)| state) != Some('Z') {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the main thread never ended"
+            );
+            std::thread::yield_now();
+        }
+        assert!(!has_exited(pid).unwrap(), "a thread still runs");
+        let leader = start_time(pid).unwrap();
+        assert!(group_alive(pid, Some((pid, leader))).unwrap());
+        assert!(group_alive(pid, None).unwrap());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!group_alive(pid, None).unwrap());
     }
 
     #[test]
