@@ -2,10 +2,14 @@
 //! invalid but that its runs will meet (exit 0): a command the kernel will refuse to exec
 //! because its arguments or environment are past the kernel's limits; a host projects are
 //! placed on that no `[hosts.NAME]` table declares (maybe a typo); a project placed only on
-//! other hosts while the database is SQLite, which no other host shares (it would never run).
+//! other hosts while the database is SQLite, which no other host shares (it would never run); a
+//! command whose program is a file the kernel cannot execute by itself (a script without its
+//! `#!` line, which fleet hands to no shell).
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
 use supervisor::config::{Config, ProjectConfig};
 use supervisor::exec_limits::{self, TooLong};
@@ -19,6 +23,7 @@ pub fn validate(path: &Path) -> Result<()> {
         Ok(config) => {
             let mut warnings = warnings(&config, exec_limits::arg_max());
             warnings.extend(host_warnings(&config));
+            warnings.extend(script_warnings(&config));
             for w in &warnings {
                 console::eprintln(format_args!("warning: {w}"));
             }
@@ -111,6 +116,57 @@ fn host_warnings(config: &Config) -> Vec<String> {
     out
 }
 
+/// One line per project whose program, as its runs would find it (a path holding `/` against
+/// its `cwd`, else the first executable file on its `PATH` — the project's `env`, else this
+/// process's), is a file that starts neither with `#!` nor as an ELF binary: the kernel refuses
+/// to execute it (`Exec format error`), and fleet runs no shell in its place. A program that is
+/// not found says nothing here (it may be installed before the runs start).
+fn script_warnings(config: &Config) -> Vec<String> {
+    let file = config.path.display();
+    let mut out = Vec::new();
+    for (name, project) in &config.projects {
+        let Some(program) = project.command.first().and_then(|p| found(project, p)) else {
+            continue;
+        };
+        let mut head = [0u8; 4];
+        // A file this process may not read is left alone: its runs may still read it.
+        let Ok(n) = std::fs::File::open(&program).and_then(|mut f| f.read(&mut head)) else {
+            continue;
+        };
+        if head[..n].starts_with(b"#!") || head[..n] == *b"\x7fELF" {
+            continue;
+        }
+        out.push(format!(
+            "{file}: projects.{name}.command: {} has no `#!` line and is not a binary: its runs \
+             will fail to start (Exec format error); fleet runs no shell for it: add a `#!` line, \
+             or write [\"sh\", {:?}]",
+            program.display(),
+            program.display().to_string()
+        ));
+    }
+    out
+}
+
+/// Where a run of `project` finds `program`, as `execvp` looks (see [`script_warnings`]):
+/// `None` when no executable regular file is there.
+fn found(project: &ProjectConfig, program: &str) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        // Without its `.` components, for the message.
+        let path: PathBuf = project.cwd.join(program).components().collect();
+        return executable(&path).then_some(path);
+    }
+    let path = match project.env.get("PATH") {
+        Some(p) => OsString::from(p),
+        None => std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into()),
+    };
+    std::env::split_paths(&path)
+        .map(|dir| project.cwd.join(dir).join(program))
+        .find(|p| executable(p))
+}
+
 /// The changes a run of `project` makes to the daemon's environment: its `env`, then fleet's
 /// own variables, with values as long as they may get.
 fn run_environment(project: &ProjectConfig) -> Vec<(OsString, Option<OsString>)> {
@@ -130,4 +186,47 @@ fn run_environment(project: &ProjectConfig) -> Vec<(OsString, Option<OsString>)>
         env.push((k.into(), Some(v.into())));
     }
     env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn executable(path: &Path, text: &[u8]) {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// A script without `#!`, by path or on the project's `PATH`, is named; one with it, a
+    /// binary, and a program not found are not.
+    #[test]
+    fn a_script_without_its_interpreter_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        executable(&dir.path().join("bare.sh"), b"echo hi\n");
+        executable(&bin.join("bare-on-path"), b"echo hi\n");
+        executable(&dir.path().join("good.sh"), b"#!/bin/sh\necho hi\n");
+        let text = format!(
+            "[projects.a]\ncommand = [\"./bare.sh\"]\n\
+             [projects.b]\ncommand = [\"bare-on-path\"]\nenv = {{ PATH = {:?} }}\n\
+             [projects.c]\ncommand = [\"./good.sh\"]\n\
+             [projects.d]\ncommand = [\"true\"]\n\
+             [projects.e]\ncommand = [\"./not-there\"]\n",
+            bin.display().to_string()
+        );
+        let path = dir.path().join("fleet.toml");
+        std::fs::write(&path, &text).unwrap();
+        let config = Config::load(&path).unwrap();
+        let w = script_warnings(&config);
+        assert_eq!(w.len(), 2, "{w:#?}");
+        assert!(
+            w[0].contains("projects.a.command") && w[0].contains("bare.sh"),
+            "{w:#?}"
+        );
+        assert!(
+            w[1].contains("projects.b.command") && w[1].contains("bare-on-path"),
+            "{w:#?}"
+        );
+    }
 }
