@@ -315,18 +315,11 @@ pub fn check(
         if young {
             continue;
         }
-        // The command's group, identified by its session (the shim's pid) too.
-        let orphaned = match (dir.read_running(), dir.read_started()) {
-            (Ok(Some(running)), Ok(Some(started)))
-                if running.token == run.claim_token && started.token == run.claim_token =>
-            {
-                let session = (started.shim_pid, started.shim_start_time);
-                crate::sys::process::group_alive(running.pid, Some(session))
-                    .unwrap_or(false)
-                    .then_some(running.pid)
-            }
-            _ => None,
-        };
+        // What is left of the command, as the daemon would find it (`Fate::Orphaned`).
+        let orphaned = dir.records().ok().and_then(|r| {
+            crate::settle::orphaned_group(&r.running, &r.started, run.claim_token)
+                .map(|(pgid, ..)| pgid)
+        });
         if let Some(pgid) = orphaned {
             report.orphaned.push((run.id, pgid));
             continue;

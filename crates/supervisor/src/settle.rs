@@ -140,8 +140,9 @@ pub fn settle(dir: &RunFiles, token: u64) -> io::Result<Fate> {
 
 /// The command's process group and its session, from the claim's `running` and `started`
 /// records, when processes of that group still run ([`Fate::Orphaned`]). An error reading
-/// `/proc` counts as none: the run is then settled as if nothing were left.
-fn orphaned_group(
+/// `/proc` counts as none: the run is then settled as if nothing were left. Returns the group,
+/// the session (the shim's pid) and the shim's start time. `fleet check` asks the same.
+pub fn orphaned_group(
     running: &Option<crate::shim::records::RunningRecord>,
     started: &Option<crate::shim::records::StartedRecord>,
     token: u64,

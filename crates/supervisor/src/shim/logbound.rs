@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
-use super::runfiles::{RunFiles, FILE_MODE};
+use super::runfiles::{self, RunFiles, FILE_MODE};
 use crate::sys::files;
 use crate::sys::readiness::{self, SignalReader};
 use crate::sys::signals::{BlockedSignals, Signal};
@@ -86,14 +86,7 @@ impl BoundedLog {
     /// Errors: I/O errors (e.g. `runs/` does not exist).
     pub fn open(dir: &RunFiles, max: u64) -> io::Result<BoundedLog> {
         let path = dir.log_path();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(FILE_MODE)
-            // A link planted in the log's place is not followed (see `RunFiles::open_log`).
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)?;
+        let mut file = runfiles::open_appending(&path, true)?;
         let len = file.metadata()?.len();
         let (marker_len, dropped) = read_marker(&mut file)?;
         Ok(BoundedLog {

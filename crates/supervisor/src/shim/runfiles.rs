@@ -546,12 +546,7 @@ impl RunFiles {
     ///
     /// Errors: I/O errors (e.g. `runs/` does not exist).
     pub fn open_log(&self) -> io::Result<File> {
-        OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(FILE_MODE)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(self.log_path())
+        open_appending(&self.log_path(), false)
     }
 
     /// Removes every file of the run — its log and a compaction's side file, the earlier
@@ -794,15 +789,25 @@ fn clean_end(file: &File) -> io::Result<u64> {
     Ok(keep)
 }
 
-/// Appends `token` on its own line to the earlier layout's tombstones file `path`, synced.
-fn append_token(path: &Path, token: u64) -> io::Result<()> {
-    let mut file = OpenOptions::new()
-        .read(true)
+/// Opens `path` for appending (and reading too, with `read`), creating it with mode 0600 if
+/// missing: the way every appended-to file of a run is opened. A symbolic link in its place is
+/// an error (`ELOOP`), never followed, so that a link planted there cannot send a run's output
+/// or records elsewhere.
+///
+/// Errors: I/O errors (e.g. the folder does not exist).
+pub(super) fn open_appending(path: &Path, read: bool) -> io::Result<File> {
+    OpenOptions::new()
+        .read(read)
         .append(true)
         .create(true)
         .mode(FILE_MODE)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
+        .open(path)
+}
+
+/// Appends `token` on its own line to the earlier layout's tombstones file `path`, synced.
+fn append_token(path: &Path, token: u64) -> io::Result<()> {
+    let mut file = open_appending(path, true)?;
     let mut existing = Vec::new();
     file.read_to_end(&mut existing)?;
     let mut line = String::new();
