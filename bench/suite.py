@@ -14,8 +14,10 @@ target/bench/results.md (raw figures to target/bench/results.json).
 Measures:
   1. dispatch   N runs of `true` under a cap of 16, queued to terminal, against `xargs -P16` and
                 pueue (installed from crates.io into target/bench-tools on first use).
-  2. eval       the criterion bench `cargo bench -p supervisor --bench eval` (EVAL cost at 1k,
-                10k, 100k queued), read from target/criterion/eval/<N>/new/estimates.json.
+  2. eval       the bench `cargo bench -p supervisor --bench eval` (EVAL cost at 1k, 10k, 100k
+                queued): criterion's medians, one size after the other, read from
+                target/criterion/eval/<N>/new/estimates.json (context), and the judged ratio
+                from the same bench's interleaved rounds (eval-interleaved.json in the out dir).
   3. enqueue    per-call wall time of 500 sequential `fleet enqueue`, daemon running, with 0 and
                 with 100k runs queued behind a full namespace cap; the daemon's RSS at 100k.
   4. idle       CPU share of an idle daemon (1,000 projects, nothing queued, 60 s, default tick).
@@ -502,10 +504,18 @@ def measure_eval(a, sz, rows, raw):
     open(log, "w").close()
     est, quick = {}, set()
 
+    inter_path = os.path.join(a.out_dir, "eval-interleaved.json")
+    inter = {}
+
     def bench(ns, quick_mode):
-        """One `cargo bench` over the sizes `ns`; reads their median estimates (ns)."""
+        """One `cargo bench` over the sizes `ns`; reads their criterion median estimates (ns),
+        and, when `ns` is every size, the interleaved medians the same bench prints after
+        criterion's (see the top of crates/supervisor/benches/eval.rs)."""
         argv = ["cargo", "bench", "-p", "supervisor", "--bench", "eval"] + (["--", "--quick"] if quick_mode else [])
-        env = child_env(FLEET_BENCH_SIZES=",".join(map(str, ns)))
+        env = child_env(FLEET_BENCH_SIZES=",".join(map(str, ns)),
+                        FLEET_BENCH_INTERLEAVED_OUT=inter_path)
+        if os.path.exists(inter_path):
+            os.unlink(inter_path)
         print(f"  FLEET_BENCH_SIZES={env['FLEET_BENCH_SIZES']} {' '.join(argv)} (log: {log}) ...",
               file=sys.stderr, flush=True)
         t0 = time.time()
@@ -521,28 +531,36 @@ def measure_eval(a, sz, rows, raw):
                 est[n] = json.load(f)["median"]["point_estimate"]
             if quick_mode:
                 quick.add(n)
+        if tuple(ns) == tuple(sizes):
+            if not os.path.exists(inter_path):
+                raise RuntimeError(f"the bench ran but did not write {inter_path}")
+            with open(inter_path) as f:
+                for e in json.load(f):
+                    inter[e["queued"]] = e
 
-    if sz["eval_quick"]:
-        bench(sizes, True)
-    else:
-        small, big = [n for n in sizes if n < 100_000], [n for n in sizes if n >= 100_000]
-        if small:
-            bench(small, False)
-        if big:
-            # criterion's full sampling (30 samples) of an EVAL that grows with the queue would
-            # take longer than the whole suite may: --quick when the largest small size already
-            # costs over 50 ms an EVAL.
-            bench(big, bool(small) and est[max(small)] > 50e6)
+    # One run for every size: the interleaved rounds need every install at once. (An EVAL that
+    # grew with the queue gets fewer criterion samples and rounds from the bench itself.)
+    bench(sizes, sz["eval_quick"])
     raw["eval_ns"] = est
+    raw["eval_interleaved"] = inter
     base = est[sizes[0]]
     for n in sizes[1:]:
         ratio = est[n] / base
-        main = n == 100_000
-        rows.append(dict(measure=f"EVAL cost, {n:,} queued vs {sizes[0]:,} (criterion median)",
+        rows.append(dict(measure=f"EVAL cost, {n:,} queued vs {sizes[0]:,} (criterion median, one size after the other)",
                          fleet=fmt_ns(est[n]), anchor=f"{sizes[0]:,} queued: {fmt_ns(base)}",
-                         ratio=f"{ratio:.2f}x", target="≤ 1.1x" if main else "— (context)",
-                         met=(ratio <= 1.1) if main else None,
-                         notes="criterion --quick (the full sampling would not fit the budget)" if n in quick else ""))
+                         ratio=f"{ratio:.2f}x", target="— (context)", met=None,
+                         notes="criterion --quick" if n in quick else ""))
+    # The judged figure: the same EVAL timed in rounds that visit every size, so that the disk's
+    # drift between sizes (every EVAL ends with an fsync) lands on all of them alike.
+    ibase = inter[sizes[0]]
+    for n in sizes[1:]:
+        e = inter[n]
+        main = n == 100_000
+        rows.append(dict(measure=f"EVAL cost, {n:,} queued vs {sizes[0]:,} (interleaved, median of {e['rounds']} rounds)",
+                         fleet=fmt_ns(e["median_ns"]), anchor=f"{sizes[0]:,} queued: {fmt_ns(ibase['median_ns'])}",
+                         ratio=f"{e['ratio_to_first']:.2f}x", target="≤ 1.1x" if main else "— (context)",
+                         met=(e["ratio_to_first"] <= 1.1) if main else None,
+                         notes="tiny: 20 rounds (--quick)" if sz["eval_quick"] else ""))
     if len(sizes) == 1:
         rows.append(dict(measure=f"EVAL cost, {sizes[0]:,} queued (criterion median)", fleet=fmt_ns(base),
                          anchor="—", ratio="—", target="—", met=None, notes="tiny: one size only"))
