@@ -14,6 +14,11 @@ use std::time::Duration;
 /// daemon spin.
 pub const MIN_TICK: Duration = Duration::from_millis(100);
 
+/// The shortest `starting_deadline` accepted. A running daemon fires an occurrence on the EVAL
+/// that follows its instant, some milliseconds late; a deadline shorter than that lag would
+/// skip every occurrence as missed, not only those the daemon was down for.
+pub const MIN_STARTING_DEADLINE: Duration = Duration::from_secs(1);
+
 /// The namespace of a project that names none. Always known, even when not declared; when
 /// undeclared it is capped by the global cap alone.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -271,7 +276,8 @@ pub struct ProjectConfig {
     pub schedule: Option<String>,
     /// A validated IANA time zone name; `None` means UTC.
     pub timezone: Option<String>,
-    /// How late a missed schedule occurrence may still start; `None` means no limit.
+    /// How late a missed schedule occurrence may still start, at least
+    /// [`MIN_STARTING_DEADLINE`]; `None` means no limit.
     pub starting_deadline: Option<Duration>,
     /// What an occurrence does while a run of the project is active.
     pub overlap: Overlap,

@@ -13,7 +13,7 @@ use toml::de::{DeTable, DeValue};
 use super::{describe, key_segment, Checker, Key, Value};
 use crate::config::model::{
     DEFAULT_KILL_GRACE, DEFAULT_MAX_PARALLEL, DEFAULT_NAMESPACE, DEFAULT_RETRIES,
-    DEFAULT_RETRY_BACKOFF,
+    DEFAULT_RETRY_BACKOFF, MIN_STARTING_DEADLINE,
 };
 use crate::config::paths::resolve_against;
 use crate::config::{parse_schedule, Overlap, ProjectConfig, Retention};
@@ -317,9 +317,27 @@ impl Checker<'_> {
         Some(s.to_string())
     }
 
-    /// `starting_deadline`: a duration, may be zero (absent means no limit).
+    /// `starting_deadline`: a duration of at least [`MIN_STARTING_DEADLINE`] (absent means no
+    /// limit). A running daemon sees an occurrence some milliseconds after its instant, so a
+    /// shorter deadline would skip every occurrence as missed, not only those the daemon was
+    /// down for.
     fn starting_deadline(&mut self, v: &Value<'_>, key: &str) -> Option<Duration> {
-        self.expect_duration(v, key, true)
+        let d = self.expect_duration(v, key, true)?;
+        if d < MIN_STARTING_DEADLINE {
+            self.error(
+                v.span(),
+                key,
+                format!(
+                    "{:?} is under {}: a running daemon sees an occurrence a few milliseconds \
+                     after its instant, so every occurrence would be skipped as missed; \
+                     \"1s\" starts only those caught on time",
+                    humantime::format_duration(d).to_string(),
+                    humantime::format_duration(MIN_STARTING_DEADLINE)
+                ),
+            );
+            return None;
+        }
+        Some(d)
     }
 
     /// `max_parallel`: an integer from 1 to `u32::MAX` (0 would never start the project; a

@@ -59,11 +59,25 @@ fn tick_must_be_positive_and_durations_must_parse() {
 
     // zero is fine where it means something
     let c = Config::parse(
-        &project("kill_grace = \"0s\"\nretry_backoff = \"0s\"\nstarting_deadline = \"0s\""),
+        &project("kill_grace = \"0s\"\nretry_backoff = \"0s\""),
         path(),
     )
     .unwrap();
     assert_eq!(c.project("p").unwrap().kill_grace, Duration::ZERO);
+
+    // A starting deadline under a second would skip occurrences a running daemon sees on time.
+    for short in ["0s", "500ms", "999ms"] {
+        let (line, key) = one(
+            &project(&format!("starting_deadline = \"{short}\"")),
+            "every occurrence would be skipped",
+        );
+        assert_eq!((line, key.as_str()), (3, "projects.p.starting_deadline"));
+    }
+    let c = Config::parse(&project("starting_deadline = \"1s\""), path()).unwrap();
+    assert_eq!(
+        c.project("p").unwrap().starting_deadline,
+        Some(Duration::from_secs(1))
+    );
 }
 
 #[test]
