@@ -89,6 +89,11 @@ pub fn send_signal(pid: i32, sig: Signal) -> std::io::Result<()> {
     rustix::process::kill_process(pid_of(pid), sig).map_err(std::io::Error::from)
 }
 
+/// Sends `sig` to every process of process group `pgid`, as an operator's `kill -- -PGID`.
+pub fn signal_group(pgid: i32, sig: Signal) -> std::io::Result<()> {
+    rustix::process::kill_process_group(pid_of(pgid), sig).map_err(std::io::Error::from)
+}
+
 /// Whether process `pid` is gone: `kill(pid, 0)` says ESRCH, or it is only a zombie left for
 /// init to reap (in a container, pid 1 may never reap it).
 pub fn process_gone(pid: i32) -> bool {

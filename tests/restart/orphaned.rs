@@ -4,6 +4,11 @@
 //! The daemon (running, or at its next start) kills what is left of the group, identified by
 //! its number and its session (the shim's), then ends the run `lost` and retries it. While no
 //! daemon runs, `fleet check` lists the run as orphaned, not as a violation.
+//!
+//! When the run's files were removed or overwritten by hand before the shim died, they no
+//! longer name the group: the number the database recorded for the command does. The run is
+//! then held — its seat kept, nothing retried or started beside the child — but the group is
+//! not signalled (a number alone may have been reused), until the operator ends it.
 
 use std::path::Path;
 
@@ -87,6 +92,13 @@ fn assert_lost_then_retried(f: &Fleet, held: i64, waiting: i64, child: i32) {
     assert_eq!(status_of(&r), "lost", "{r}");
     assert!(process_gone(child), "the run ended while its child ran");
     assert_eq!(status_of(&f.wait_terminal(waiting)), "succeeded");
+    assert_retried_once_alone(f, held);
+    assert_check_ok(f);
+}
+
+/// Run `held` was retried once, the retry succeeded, and it did not run beside the first
+/// attempt's child (its command would have said `child alive`).
+fn assert_retried_once_alone(f: &Fleet, held: i64) {
     let runs = f.runs();
     let retry = runs
         .iter()
@@ -100,7 +112,6 @@ fn assert_lost_then_retried(f: &Fleet, held: i64, waiting: i64, child: i32) {
         [format!("start {held}"), format!("start {retry}")],
         "the retry ran once, and not beside the child"
     );
-    assert_check_ok(f);
 }
 
 #[test]
@@ -143,4 +154,103 @@ fn recovery_kills_what_is_left_of_a_run_whose_shim_died() {
     let _d2 = f.start_daemon();
     let waiting = f.enqueue("other");
     assert_lost_then_retried(&f, held, waiting, p.child);
+}
+
+/// The daemon's warning for a run held by its recorded group number alone.
+const UNIDENTIFIED: &str = "do not name its command's process group";
+
+/// `fleet check --json`'s report.
+fn check_report(f: &Fleet) -> serde_json::Value {
+    serde_json::from_str(&f.cmd(&["check", "--json"]).stdout).unwrap()
+}
+
+/// Run `held`'s command's group, known by number only, keeps the run active and the cap of 1
+/// taken, and nothing signals the child. Then the operator ends the group, and the run ends
+/// `lost`.
+fn assert_held_until_the_group_is_ended(f: &Fleet, held: i64, waiting: i64, p: &Procs) {
+    assert_stays_queued(
+        f,
+        waiting,
+        "the run whose group lives on still holds the cap",
+    );
+    assert_eq!(status_of(&f.run(held)), "running", "{}", f.diagnostics());
+    assert!(
+        !process_gone(p.child),
+        "a group known by number only was signalled"
+    );
+    signal_group(p.command, Signal::KILL).unwrap();
+    let r = f.wait_terminal(held);
+    assert_eq!(status_of(&r), "lost", "{r}");
+    assert_eq!(status_of(&f.wait_terminal(waiting)), "succeeded");
+}
+
+/// Every file of run `id` in `runs/` (the lock and record file, the log, …).
+fn run_files(f: &Fleet, id: i64) -> Vec<std::path::PathBuf> {
+    let prefix = format!("{id}.");
+    std::fs::read_dir(f.state_dir().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix))
+        })
+        .collect()
+}
+
+#[test]
+fn a_shim_killed_after_its_files_were_removed_keeps_its_run_while_the_group_lives() {
+    let f = fleet();
+    let d = f.start_daemon();
+    let held = f.enqueue("held");
+    let p = running(&f, held);
+    let files = run_files(&f, held);
+    assert!(!files.is_empty());
+    for file in files {
+        std::fs::remove_file(file).unwrap();
+    }
+    let waiting = f.enqueue("other");
+    kill_shim(&f, &p);
+    f.wait_until(DEADLINE, "the daemon to say why it holds the run", || {
+        d.stderr().contains(UNIDENTIFIED)
+    });
+    // Not a violation: the run's command is still there, by the number the database recorded.
+    let report = check_report(&f);
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["orphaned"][0]["run_id"], held, "{report}");
+    assert_eq!(report["orphaned"][0]["pgid"], p.command, "{report}");
+    assert_held_until_the_group_is_ended(&f, held, waiting, &p);
+    assert_eq!(lines(&f.file("starts")), [format!("start {held}")]);
+    assert_check_ok(&f);
+}
+
+#[test]
+fn recovery_holds_a_run_whose_file_was_overwritten_while_its_group_lives() {
+    let f = fleet();
+    let mut d1 = f.start_daemon();
+    let held = f.enqueue("held");
+    let p = running(&f, held);
+    d1.kill();
+    std::fs::write(lock_path(&f, held), "garbage\n").unwrap();
+    kill_shim(&f, &p);
+    // The file is what is wrong, and `fleet check` says so — not that the run lost its shim.
+    let report = check_report(&f);
+    let kinds: Vec<&str> = report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["unreadable_file"], "{report}");
+    let d2 = f.start_daemon();
+    let waiting = f.enqueue("other");
+    f.wait_until(DEADLINE, "the daemon to say why it holds the run", || {
+        d2.stderr().contains(UNIDENTIFIED)
+    });
+    assert_held_until_the_group_is_ended(&f, held, waiting, &p);
+    // Its end is unknown (the records are unreadable): lost, and retried — only now that
+    // nothing of the first attempt runs.
+    assert_retried_once_alone(&f, held);
+    // Still one finding: the file the operator overwrote.
+    assert_eq!(check_report(&f)["violations"].as_array().unwrap().len(), 1);
 }

@@ -353,8 +353,9 @@ pub fn check_text(report: &supervisor::check::Report) -> String {
     }
     for (run, pgid) in &report.orphaned {
         s += &format!(
-            "note: run {run}'s shim is gone but its command's process group {pgid} still runs; \
-             the daemon kills it, and the run stays active until the group is empty\n"
+            "note: run {run}'s shim is gone, or its files no longer show it, but its command's \
+             process group {pgid} still runs; the run stays active until the group is empty \
+             (the daemon kills the group when the run's files identify it)\n"
         );
     }
     s += &format!(

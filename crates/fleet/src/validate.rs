@@ -119,13 +119,29 @@ fn host_warnings(config: &Config) -> Vec<String> {
 /// One line per project whose program, as its runs would find it (a path holding `/` against
 /// its `cwd`, else the first executable file on its `PATH` — the project's `env`, else this
 /// process's), is a file that starts neither with `#!` nor as an ELF binary: the kernel refuses
-/// to execute it (`Exec format error`), and fleet runs no shell in its place. A program that is
-/// not found says nothing here (it may be installed before the runs start).
+/// to execute it (`Exec format error`), and fleet runs no shell in its place. And one per
+/// project whose program is not found there at all: its runs would fail to start, unless it is
+/// installed before they do (or the daemon's `PATH` differs from this process's), so it is a
+/// warning, not an error.
 fn script_warnings(config: &Config) -> Vec<String> {
     let file = config.path.display();
     let mut out = Vec::new();
     for (name, project) in &config.projects {
-        let Some(program) = project.command.first().and_then(|p| found(project, p)) else {
+        let Some(wanted) = project.command.first() else {
+            continue;
+        };
+        let Some(program) = found(project, wanted) else {
+            let place = if wanted.contains('/') {
+                format!("at {}", project.cwd.join(wanted).display())
+            } else if project.env.contains_key("PATH") {
+                "on the PATH of its env".to_string()
+            } else {
+                "on this PATH".to_string()
+            };
+            out.push(format!(
+                "{file}: projects.{name}.command: no executable file {wanted:?} {place}: its runs \
+                 will fail to start unless it is installed before they do"
+            ));
             continue;
         };
         let mut head = [0u8; 4];
@@ -197,8 +213,8 @@ mod tests {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
-    /// A script without `#!`, by path or on the project's `PATH`, is named; one with it, a
-    /// binary, and a program not found are not.
+    /// A script without `#!`, by path or on the project's `PATH`, is named, and so is a
+    /// program not found; one with `#!` and a binary are not.
     #[test]
     fn a_script_without_its_interpreter_line_is_named() {
         let dir = tempfile::tempdir().unwrap();
@@ -219,13 +235,19 @@ mod tests {
         std::fs::write(&path, &text).unwrap();
         let config = Config::load(&path).unwrap();
         let w = script_warnings(&config);
-        assert_eq!(w.len(), 2, "{w:#?}");
+        assert_eq!(w.len(), 3, "{w:#?}");
         assert!(
             w[0].contains("projects.a.command") && w[0].contains("bare.sh"),
             "{w:#?}"
         );
         assert!(
             w[1].contains("projects.b.command") && w[1].contains("bare-on-path"),
+            "{w:#?}"
+        );
+        assert!(
+            w[2].contains("projects.e.command")
+                && w[2].contains("no executable file \"./not-there\"")
+                && w[2].contains("will fail to start"),
             "{w:#?}"
         );
     }

@@ -128,10 +128,11 @@ pub struct Report {
     /// Runs that ended while no daemon was there to record it: their exit record waits for the
     /// next daemon (not a violation).
     pub awaiting_finalize: Vec<RunId>,
-    /// Active runs whose shim is gone while their command's process group still has processes
-    /// (run, process group): the daemon kills the group, keeps the run active until the group
-    /// is empty, then ends it `lost` (not a violation: nothing is lost yet, and nothing runs
-    /// twice).
+    /// Active runs whose shim is gone, or whose files no longer show it (removed by hand),
+    /// while their command's process group still has processes (run, process group): the
+    /// daemon keeps the run active until the group is empty — killing the group first when
+    /// the run's files identify it, [`crate::settle::Fate::Orphaned`] — then ends it `lost`
+    /// (not a violation: nothing is lost yet, and nothing runs twice).
     pub orphaned: Vec<(RunId, i32)>,
 }
 
@@ -315,11 +316,24 @@ pub fn check(
         if young {
             continue;
         }
-        // What is left of the command, as the daemon would find it (`Fate::Orphaned`).
-        let orphaned = dir.records().ok().and_then(|r| {
-            crate::settle::orphaned_group(&r.running, &r.started, run.claim_token)
-                .map(|(pgid, ..)| pgid)
-        });
+        // What is left of the command, as the daemon would find it (`Fate::Orphaned`): named
+        // by the run files, or, when they cannot name it, by the pid the database recorded.
+        let records = dir.records().ok();
+        let orphaned = records
+            .as_ref()
+            .and_then(|r| {
+                crate::settle::orphaned_group(&r.running, &r.started, run.claim_token)
+                    .map(|(pgid, ..)| pgid)
+            })
+            .or_else(|| {
+                let running_of_claim = records.as_ref().is_some_and(|r| {
+                    r.running
+                        .as_ref()
+                        .is_some_and(|x| x.token == run.claim_token)
+                });
+                let recorded = run.pid.filter(|_| run.status == RunStatus::Running);
+                crate::settle::recorded_group(running_of_claim, recorded)
+            });
         if let Some(pgid) = orphaned {
             report.orphaned.push((run.id, pgid));
             continue;

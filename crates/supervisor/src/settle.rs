@@ -7,7 +7,10 @@
 //! - lock free, no started record for this claim ⇒ the command provably never started: leave a
 //!   tombstone (while holding the lock) and requeue, same attempt. The tombstone is what stops a
 //!   shim that was spawned but had not yet taken the lock from starting the run later;
-//! - lock free, started, no exit record ⇒ the command may have run; its fate is unknown: `lost`.
+//! - lock free, started, no exit record ⇒ the command may have run; its fate is unknown: `lost`;
+//! - but lock free, no exit record, and processes of the command's process group still run
+//!   (named by the files, or by the pid the daemon recorded when the files cannot name it) ⇒
+//!   orphaned: the run stays active, its seats held, until that group is empty.
 //!
 //! This module writes nothing but the tombstone: it never touches the database (it hands back a
 //! [`Transition`] for the caller to write) and never signals a process. When a retry is due is
@@ -33,21 +36,25 @@ pub enum Fate {
     Lost,
     /// The shim is gone without recording the command's end, but processes of the command's
     /// process group still run: children the shim's death did not take with it (its
-    /// parent-death signal reaches the command alone). The group is identified by its number
-    /// (the command's pid, from the claim's `running` record) and its session (the shim's pid,
-    /// from its `started` record: the shim leads a session of its own), never by the number
-    /// alone, and the shim's start time tells a reused session number apart
-    /// ([`crate::sys::process::group_alive`]). The run is not over: it must not
-    /// end, nor be retried beside what is left of it, until the group is empty. The caller
-    /// ends the group, as the shim would have, and waits; then the run settles as
-    /// [`Fate::Lost`].
+    /// parent-death signal reaches the command alone). The run is not over: it must not end,
+    /// nor be retried beside what is left of it, until the group is empty; then it settles as
+    /// [`Fate::Lost`] (or as whatever its files then say).
+    ///
+    /// Normally the group is identified by its number (the command's pid, from the claim's
+    /// `running` record) and its session (the shim's pid and start time, from its `started`
+    /// record: the shim leads a session of its own), never by the number alone — the start
+    /// time tells a reused session number apart ([`crate::sys::process::group_alive`]); the
+    /// caller ends the group, as the shim would have, and waits. When the run files hold no
+    /// `running` record of the claim (removed, emptied or overwritten by hand) but the daemon
+    /// recorded the command's pid, the group is known by that number alone (`session` is
+    /// `None`): the caller holds the run's seats until no process of that group runs, and never
+    /// signals it, since the number may since have been reused.
     Orphaned {
         /// The command's process group.
         pgid: i32,
-        /// Its session: the shim's pid.
-        sid: i32,
-        /// The shim's start time (clock ticks since boot; 0 when it was not known).
-        shim_start: u64,
+        /// Its session as [`crate::sys::process::group_alive`] identifies it (the shim's pid
+        /// and start time), or `None` when only the group's number is known.
+        session: Option<crate::sys::process::Session>,
     },
     /// The command may have started, and the record file holds no end for this claim but a
     /// line (or a previous version's record file) that cannot be read, which may have been
@@ -83,17 +90,31 @@ impl Fate {
 /// corrupt previous-version file), that may have been the record that mattered: the fate is
 /// [`Fate::Unreadable`] (the command may have started, so the claim is never requeued, and
 /// never given a made-up status). Either way, when the claim's `running` record names a
-/// command whose process group still has processes, the fate is [`Fate::Orphaned`] instead:
-/// the run is not over.
-pub fn settle(dir: &RunFiles, token: u64) -> io::Result<Fate> {
+/// command whose process group still has processes — or, with no such record, `recorded_pgid`
+/// does ([`recorded_group`]) — the fate is [`Fate::Orphaned`] instead: the run is not over.
+///
+/// `recorded_pgid` is the command's pid as the daemon recorded it for this claim (the shim's
+/// report, or the database's `running` row), if it did: it is what identifies the command's
+/// group when the files no longer can (see [`Fate::Orphaned`]).
+pub fn settle(dir: &RunFiles, token: u64, recorded_pgid: Option<i32>) -> io::Result<Fate> {
     let Some(mut lock) = dir.try_lock()? else {
         return Ok(Fate::Alive);
+    };
+    // What is left of the command when the files cannot name its group.
+    let by_number = |running_of_claim: bool| {
+        recorded_group(running_of_claim, recorded_pgid).map(|pgid| Fate::Orphaned {
+            pgid,
+            session: None,
+        })
     };
     loop {
         let records = match dir.records() {
             Ok(r) => r,
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 tracing::error!(run = dir.id(), error = %e, "a record of the run cannot be read");
+                if let Some(orphaned) = by_number(false) {
+                    return Ok(orphaned);
+                }
                 return Ok(Fate::Unreadable(e.to_string()));
             }
             Err(e) => return Err(e),
@@ -111,9 +132,12 @@ pub fn settle(dir: &RunFiles, token: u64) -> io::Result<Fate> {
         {
             return Ok(Fate::Orphaned {
                 pgid,
-                sid,
-                shim_start,
+                session: Some((sid, shim_start)),
             });
+        }
+        let running_of_claim = records.running.as_ref().is_some_and(|r| r.token == token);
+        if let Some(orphaned) = by_number(running_of_claim) {
+            return Ok(orphaned);
         }
         if let Some(bad) = records.bad.first() {
             return Ok(Fate::Unreadable(bad.to_string()));
@@ -153,6 +177,25 @@ pub fn orphaned_group(
     crate::sys::process::group_alive(pgid, Some(session))
         .unwrap_or(false)
         .then_some((pgid, session.0, session.1))
+}
+
+/// The command's process group by the number the daemon recorded for the claim (`recorded`:
+/// the command's pid, from the shim's report or the database's `running` row), when the run
+/// files hold no `running` record of the claim to identify it by (`running_of_claim` false:
+/// removed, emptied or overwritten by hand) and a process of a group with that number still
+/// runs. Identified by number alone, so such a group is waited for, never signalled
+/// ([`Fate::Orphaned`] with no session). Unsure (`/proc` unreadable) counts as running: the
+/// run then stays active a while longer, which holds its seats and decides nothing. Without
+/// this, a run whose files were removed would settle as never started, or as lost with a
+/// retry, and a run of the project would start beside its command. `fleet check` asks the same.
+pub fn recorded_group(running_of_claim: bool, recorded: Option<i32>) -> Option<i32> {
+    if running_of_claim {
+        return None;
+    }
+    let pgid = recorded.filter(|&p| p > 1)?;
+    crate::sys::process::group_alive(pgid, None)
+        .unwrap_or(true)
+        .then_some(pgid)
 }
 
 /// The terminal status, exit code, signal and reason an exit record stands for.

@@ -191,12 +191,15 @@ pub(crate) fn plan_transition(
             retry: retry_due,
             finished_at,
         } => {
+            // The failure hook a failed end with no retry would queue.
+            let hook_due = retry_due.is_none() && hook_run(run, *status, hooks).is_some();
             let note = end_note(
                 &Ending {
                     status: *status,
                     reason: reason.as_deref(),
                     finished_at: *finished_at,
                     retry_due: retry_due.is_some(),
+                    hook_due,
                 },
                 run.cancel_requested.then(|| {
                     cancel.unwrap_or(CancelRequest {
@@ -205,11 +208,14 @@ pub(crate) fn plan_transition(
                     })
                 }),
             );
-            // A cancel, once accepted, is final: no further attempt, whatever the retry policy.
+            // A cancel, once accepted, is final: no further attempt, whatever the retry policy,
+            // and no failure hook either — the operator already acted on this run, and a run
+            // stopped on request ends as lost or failed often enough (its end unknown, or it
+            // failed before the signal reached it) that a hook would page for their own cancel.
             retry = retry_due
                 .filter(|_| !run.cancel_requested)
                 .map(|not_before| retry_run(run, not_before));
-            if retry.is_none() {
+            if retry.is_none() && !run.cancel_requested {
                 hook = hook_run(run, *status, hooks);
             }
             let write = RunWrite::End {
@@ -389,6 +395,8 @@ pub(crate) struct Ending<'a> {
     pub(crate) finished_at: Option<Millis>,
     /// The retry policy asked for another attempt.
     pub(crate) retry_due: bool,
+    /// With no retry, the end would queue the project's failure hook.
+    pub(crate) hook_due: bool,
 }
 
 /// The note a run's end adds to its `reason`, so that status, note and retries tell one story:
@@ -416,6 +424,8 @@ pub(crate) fn end_note(end: &Ending<'_>, cancel: Option<CancelRequest<'_>>) -> O
             };
             if end.retry_due {
                 part += "; no retry after a cancel";
+            } else if end.hook_due {
+                part += "; no failure hook after a cancel";
             }
             Some(part)
         }

@@ -80,6 +80,18 @@ fn plan(d: Result<Decision>) -> TransitionPlan {
     }
 }
 
+/// The plan of `t` for a run in `status` whose operator asked, at `asked` (UTC ms), for a
+/// cancel ("cancelled by operator").
+fn plan_after_cancel(status: RunStatus, asked: Millis, t: &Transition) -> TransitionPlan {
+    let mut r = run(status);
+    r.cancel_requested = true;
+    let cancel = CancelRequest {
+        at: Some(asked),
+        reason: Some("cancelled by operator"),
+    };
+    plan(plan_transition(&r, t, Some(cancel), &hooks(), 1000))
+}
+
 #[test]
 fn a_transition_for_an_older_claim_is_skipped() {
     let mut t = finish(RunStatus::Failed, None);
@@ -160,19 +172,7 @@ fn a_requeue_of_a_running_run_ends_it_lost_without_a_retry() {
 
 #[test]
 fn a_cancel_requested_requeue_becomes_cancelled() {
-    let mut r = run(RunStatus::Starting);
-    r.cancel_requested = true;
-    let cancel = CancelRequest {
-        at: Some(400),
-        reason: Some("cancelled by operator"),
-    };
-    let p = plan(plan_transition(
-        &r,
-        &requeue(),
-        Some(cancel),
-        &hooks(),
-        1000,
-    ));
+    let p = plan_after_cancel(RunStatus::Starting, 400, &requeue());
     assert_eq!(p.to, RunStatus::Cancelled);
     let note = "cancelled by operator, before it started".to_string();
     assert_eq!(
@@ -259,23 +259,31 @@ fn a_hooks_failure_queues_no_hook() {
 
 #[test]
 fn a_cancel_requested_end_queues_no_retry_and_says_so() {
-    let mut r = run(RunStatus::Running);
-    r.cancel_requested = true;
-    let cancel = CancelRequest {
-        at: Some(600),
-        reason: Some("cancelled by operator"),
-    };
-    let p = plan(plan_transition(
-        &r,
+    let p = plan_after_cancel(
+        RunStatus::Running,
+        600,
         &finish(RunStatus::Failed, Some(2000)),
-        Some(cancel),
-        &hooks(),
-        1000,
-    ));
+    );
     assert!(p.retry.is_none(), "a cancel is final");
+    assert!(p.hook.is_none(), "nor does a hook follow a cancel");
     assert_eq!(
         p.detail.as_deref(),
         Some("cancel requested after it ended; no retry after a cancel")
+    );
+}
+
+#[test]
+fn a_cancel_requested_end_with_its_end_unknown_queues_no_hook_and_says_so() {
+    let p = plan_after_cancel(RunStatus::Running, 600, &finish(RunStatus::Lost, None));
+    assert!(p.retry.is_none());
+    assert!(p.hook.is_none(), "the operator asked for this run to stop");
+    assert_eq!(p.to, RunStatus::Lost);
+    assert!(
+        p.detail.as_deref().is_some_and(|d| d.ends_with(
+            "cancel requested before its end was known; no failure hook after a cancel"
+        )),
+        "{:?}",
+        p.detail
     );
 }
 
@@ -287,6 +295,7 @@ fn a_cancelled_end_without_a_request_names_an_outside_signal() {
             reason: None,
             finished_at: None,
             retry_due: false,
+            hook_due: false,
         },
         None,
     );

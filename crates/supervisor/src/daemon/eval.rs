@@ -108,7 +108,7 @@ impl Daemon {
             .iter()
             .map(|s| {
                 let policy = RetryPolicy::for_project(&self.config, &s.project);
-                (s.run_id, (s.token, s.attempt, policy))
+                (s.run_id, (s.token, s.attempt, policy, s.command_pid))
             })
             .collect();
         let live = self.slots.running_set();
@@ -149,7 +149,10 @@ impl Daemon {
             watch_lock(self.state.root(), run_id, token, self.events.clone());
         }
         for (run_id, token, pgid, session) in reaped.orphaned {
-            watch_group(pgid, Some(session), run_id, token, self.events.clone());
+            if let Some(slot) = self.slots.get_mut(run_id) {
+                slot.command_pid = Some(pgid);
+            }
+            watch_group(pgid, session, run_id, token, self.events.clone());
         }
         for (run_id, applied) in &outcome.applied {
             log_applied(*run_id, applied);
@@ -202,6 +205,9 @@ impl Daemon {
     /// A shim reported that its run's command started, with the command's pid: the `running`
     /// transition is written by the next EVAL, with the others.
     pub(super) fn shim_running(&mut self, run_id: RunId, token: u64, pid: i32) {
+        if let Some(slot) = self.slots.get_mut(run_id).filter(|s| s.token == token) {
+            slot.command_pid = Some(pid);
+        }
         self.pending.push(Transition {
             run_id,
             token,

@@ -27,13 +27,15 @@ pub(super) struct Reaped {
     /// Shims whose report pipe ended while their lock is still held: waited for.
     pub(super) still_locked: Vec<(RunId, u64)>,
     /// Shims that died while their command's process group lives on (`Fate::Orphaned`): run,
-    /// token, process group, session (the shim's pid and start time). Their runs stay active;
-    /// the group was sent SIGKILL and is waited for.
-    pub(super) orphaned: Vec<(RunId, u64, i32, crate::sys::process::Session)>,
+    /// token, process group, session (the shim's pid and start time; `None` when the group is
+    /// known by its number alone). Their runs stay active; a group identified by its session
+    /// was sent SIGKILL; each is waited for.
+    pub(super) orphaned: Vec<(RunId, u64, i32, Option<crate::sys::process::Session>)>,
 }
 
-/// What the reap needs to know about a slot: its claim's token, its attempt, its retry policy.
-pub(super) type SlotView = (u64, u32, RetryPolicy);
+/// What the reap needs to know about a slot: its claim's token, its attempt, its retry policy,
+/// and its command's pid once reported ([`crate::slots::Slot::command_pid`]).
+pub(super) type SlotView = (u64, u32, RetryPolicy, Option<i32>);
 
 impl Daemon {
     /// Logs the runs whose files the reap could not read: each the first time, then at its
@@ -80,27 +82,26 @@ pub(super) fn reap(
         orphaned: Vec::new(),
     };
     for (run_id, token) in exited {
-        let Some(&(slot_token, attempt, policy)) = slots.get(&run_id) else {
+        let Some(&(slot_token, attempt, policy, command_pid)) = slots.get(&run_id) else {
             continue;
         };
         if slot_token != token {
             continue;
         }
         let dir = RunFiles::new(state_dir, run_id);
-        match settle::settle(&dir, token) {
+        match settle::settle(&dir, token, command_pid) {
             // The shim's report pipe can reach end-of-file an instant before the kernel drops
             // its lock (a crashed shim's descriptors close in order): wait for the lock, as for
             // an adopted run.
             Ok(Fate::Alive) => out.still_locked.push((run_id, token)),
             // The shim died, and what its command started runs on: the run stays active (its
             // slot and seats held) until that is gone.
-            Ok(Fate::Orphaned {
-                pgid,
-                sid,
-                shim_start,
-            }) => {
-                end_orphaned(run_id, pgid);
-                out.orphaned.push((run_id, token, pgid, (sid, shim_start)));
+            Ok(Fate::Orphaned { pgid, session }) => {
+                match session {
+                    Some(_) => end_orphaned(run_id, pgid),
+                    None => note_unidentified(run_id, pgid),
+                }
+                out.orphaned.push((run_id, token, pgid, session));
             }
             Ok(f) => {
                 out.transitions
@@ -113,6 +114,13 @@ pub(super) fn reap(
         }
     }
     out
+}
+
+/// Says why a run whose shim is gone stays active although nothing is signalled: its files no
+/// longer name its command's process group, but a group with the number recorded for it
+/// still has processes ([`Fate::Orphaned`] with no session).
+pub(super) fn note_unidentified(run_id: RunId, pgid: i32) {
+    tracing::warn!(run = run_id, pgid, "the run's files do not name its command's process group (removed or overwritten?), but a process group with the number recorded for it is still there: the run stays active, holding its seats, until that group is empty; fleet does not signal it, since the number alone may belong to another program (`kill -KILL -- -{pgid}` ends it once you have checked)");
 }
 
 /// Ends what is left of a run whose shim died while processes of its command's process group

@@ -333,6 +333,7 @@ fn adopted_slot(run: &Run, shim: Option<ShimIdentity>) -> Slot {
         token: run.claim_token,
         attempt: run.attempt,
         shim,
+        command_pid: run.pid.filter(|_| run.status == RunStatus::Running),
         cancel_sent: false,
         adopted: true,
     }
@@ -373,15 +374,10 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
     let mut orphaned = Vec::new();
     for run in runs {
         let dir = RunFiles::new(state_dir, run.id);
-        if let Some(pgid) = files_gone_under_a_live_command(run, &dir) {
-            // Settling now would find "never started" and end it lost while its command still
-            // runs, its seat free for another run beside it: it stays active until the group
-            // is empty, followed as an orphaned run is.
-            tracing::warn!(run = run.id, project = %run.project, pgid, "the run's files are gone, but its command's process group is still there; leaving it active until it ends");
-            orphaned.push((run.clone(), pgid, None));
-            continue;
-        }
-        let fate = match settle::settle(&dir, run.claim_token) {
+        // The command's pid as the database recorded it: what names its process group when
+        // the files no longer do (removed or overwritten by hand).
+        let recorded = run.pid.filter(|_| run.status == RunStatus::Running);
+        let fate = match settle::settle(&dir, run.claim_token, recorded) {
             Ok(f) => f,
             Err(e) => {
                 tracing::error!(run = run.id, project = %run.project, error = %e, "cannot read or write the run's files; leaving it active");
@@ -389,14 +385,12 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
                 continue;
             }
         };
-        if let Fate::Orphaned {
-            pgid,
-            sid,
-            shim_start,
-        } = fate
-        {
-            super::reap::end_orphaned(run.id, pgid);
-            orphaned.push((run.clone(), pgid, Some((sid, shim_start))));
+        if let Fate::Orphaned { pgid, session } = fate {
+            match session {
+                Some(_) => super::reap::end_orphaned(run.id, pgid),
+                None => super::reap::note_unidentified(run.id, pgid),
+            }
+            orphaned.push((run.clone(), pgid, session));
             continue;
         }
         if fate == Fate::Alive {
@@ -435,21 +429,6 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
         unsettled,
         orphaned,
     }
-}
-
-/// The process group of `run` when the run is recorded `running` with its command's pid (its
-/// process group id), has no lock file left here in any layout (removed by hand), and that
-/// process group still exists. Unsure is "yes": the run then stays active a while longer, which
-/// holds its seat and decides nothing.
-fn files_gone_under_a_live_command(run: &Run, dir: &RunFiles) -> Option<i32> {
-    let pgid = run
-        .pid
-        .filter(|&p| p > 0 && run.status == RunStatus::Running)?;
-    let gone = |p: std::path::PathBuf| matches!(std::fs::symlink_metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
-    let live = gone(dir.lock_path())
-        && gone(dir.folder().join(crate::shim::runfiles::LOCK_FILE))
-        && crate::sys::process::group_alive(pgid, None).unwrap_or(true);
-    live.then_some(pgid)
 }
 
 /// Warns about every live shim (its run's lock held) of a run the database does not record as

@@ -40,6 +40,7 @@ impl Daemon {
             token: run.claim_token,
             attempt: run.attempt,
             shim: None,
+            command_pid: None,
             cancel_sent: false,
             adopted: false,
         };

@@ -207,8 +207,10 @@ pub fn reap(pid: i32) {
 /// cut to 15 bytes), `command_line` as its command line (`ps -f`, `/proc/PID/cmdline`, and what
 /// `pkill -f` matches). Best effort: a name the system refuses is left as it was.
 ///
-/// The command line is rewritten in place, in the memory that held the original arguments, cut
-/// to its size; the rest is cleared. That memory is only written while the process has one
+/// The command line is rewritten in place, in the memory that held the original arguments; the
+/// rest is cleared. When `command_line` does not fit there (the daemon was started with a
+/// shorter command line, such as `fleet daemon`), `comm` is written instead, cut to the size if
+/// need be: a command line cut mid-word (`fleet shim -`) would only mislead. That memory is only written while the process has one
 /// thread (otherwise the command line is left alone): nothing can read the arguments at the
 /// same time, and anything reading them later reads the new words, each still NUL-terminated.
 /// Call it in a process that has no further use for its original arguments (a forked copy of
@@ -220,12 +222,12 @@ pub fn set_process_name(comm: &str, command_line: &[&str]) {
         let _ = rustix::thread::set_name(&short);
     }
     if thread_count().is_ok_and(|n| n == 1) {
-        set_command_line(command_line);
+        set_command_line(comm, command_line);
     }
 }
 
 /// Rewrites the argument area (see [`set_process_name`]); single-threaded callers only.
-fn set_command_line(words: &[&str]) {
+fn set_command_line(comm: &str, words: &[&str]) {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return;
     };
@@ -244,15 +246,26 @@ fn set_command_line(words: &[&str]) {
     if end <= start || end - start > 1 << 20 {
         return;
     }
-    let mut text: Vec<u8> = words.join("\0").into_bytes();
-    text.truncate(end - start - 1);
-    text.resize(end - start, 0);
+    let text = command_line_bytes(comm, words, end - start);
     // SAFETY: [start, end) is this process's own argument area, as the kernel records it:
     // writable memory at the top of the main thread's stack that no Rust value occupies (std
     // only keeps pointers into it). `text` is exactly `end - start` bytes and ends with a NUL,
     // so every argument pointer into the area still finds a terminated string. The process has
     // one thread (checked by the caller), so nothing reads the area during the copy.
     unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), start as *mut u8, text.len()) };
+}
+
+/// The bytes [`set_command_line`] writes into an argument area of `room` bytes (at least 1):
+/// `words`, each NUL-terminated, or `comm` when they do not fit, cut to the room; NUL-padded to
+/// exactly `room`.
+fn command_line_bytes(comm: &str, words: &[&str], room: usize) -> Vec<u8> {
+    let mut text: Vec<u8> = words.join("\0").into_bytes();
+    if text.len() >= room {
+        text = comm.as_bytes().to_vec();
+    }
+    text.truncate(room - 1);
+    text.resize(room, 0);
+    text
 }
 
 /// The most bytes one exec may carry in arguments and environment together (strings with their
@@ -334,6 +347,22 @@ fn to_rustix(signal: Signal) -> io::Result<rustix::process::Signal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shim's words where the daemon's command line left room for them; its short name where
+    /// it did not (`fleet daemon`: 13 bytes), never the words cut mid-way.
+    #[test]
+    fn a_command_line_that_does_not_fit_becomes_the_short_name() {
+        let words = ["fleet", "shim", "--run-id", "7"];
+        let mut whole = b"fleet\0shim\0--run-id\0".to_vec();
+        whole.push(b'7');
+        whole.resize(32, 0);
+        assert_eq!(command_line_bytes("shim-7", &words, 32), whole);
+        assert_eq!(
+            command_line_bytes("shim-7", &words, "fleet\0daemon\0".len()),
+            b"shim-7\0\0\0\0\0\0\0"
+        );
+        assert_eq!(command_line_bytes("shim-12345", &words, 4), b"shi\0");
+    }
 
     #[test]
     fn start_time_reads_field_22() {
