@@ -99,11 +99,12 @@ fn text(list: &[Value]) -> String {
             "{:<20} {:<9} {:>7} {:>9.0}s {:<9} {:<16} {:>6}  {}",
             h["name"].as_str().unwrap_or(""),
             h["state"].as_str().unwrap_or(""),
-            h["epoch"],
+            // As text: a JSON value's Display ignores width and alignment.
+            h["epoch"].to_string(),
             h["heartbeat_age_s"].as_f64().unwrap_or(0.0),
             h["version"].as_str().unwrap_or(""),
             config,
-            h["active_runs"],
+            h["active_runs"].to_string(),
             h["http_addr"].as_str().unwrap_or("-"),
         ));
     }
@@ -187,4 +188,30 @@ pub fn forget(path: &Path, name: &str, force: bool) -> Result<()> {
         ids(&done.lost),
         ids(&done.retried)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every column of a row starts where its header does (numbers right-aligned under theirs).
+    #[test]
+    fn the_table_lines_up() {
+        let host = json!({
+            "name": "vm", "state": "alive", "epoch": 1, "heartbeat_age_s": 1.0,
+            "version": "0.1.0", "config_version": null, "config_differs": null,
+            "active_runs": 0, "http_addr": null,
+        });
+        let table = text(&[host]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 2, "{table}");
+        // Fixed-width columns: the last one (HTTP) starts at the same place in both lines.
+        assert_eq!(
+            lines[0].len() - "HTTP".len(),
+            lines[1].len() - "-".len(),
+            "{table}"
+        );
+        let end = |line: &str, text: &str| line.find(text).map(|i| i + text.len());
+        assert_eq!(end(lines[0], "EPOCH"), end(lines[1], " 1"), "{table}");
+    }
 }

@@ -394,6 +394,14 @@ impl<'a> Checker<'a> {
                 None
             }
             Ok(d) => Some(d),
+            Err(_) if s.trim_start().starts_with('-') => {
+                self.error(
+                    v.span(),
+                    key,
+                    format!("invalid duration {s:?}: a duration cannot be negative"),
+                );
+                None
+            }
             Err(e) => {
                 self.error(v.span(), key, format!("invalid duration {s:?}: {e}"));
                 None

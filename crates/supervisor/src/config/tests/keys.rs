@@ -54,6 +54,8 @@ fn tick_must_be_positive_and_durations_must_parse() {
     assert_eq!((line, key.as_str()), (3, "projects.p.retry_backoff"));
     let (line, key) = one(&project("starting_deadline = \"5\""), "invalid duration");
     assert_eq!((line, key.as_str()), (3, "projects.p.starting_deadline"));
+    let (line, key) = one(&project("kill_grace = \"-1s\""), "cannot be negative");
+    assert_eq!((line, key.as_str()), (3, "projects.p.kill_grace"));
     let (line, key) = one(&project("timeout = \"0s\""), "greater than zero");
     assert_eq!((line, key.as_str()), (3, "projects.p.timeout"));
 
