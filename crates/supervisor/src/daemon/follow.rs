@@ -84,9 +84,12 @@ pub(super) fn watch_group(
         .name(format!("orphaned-{run_id}"))
         .spawn(move || {
             let mut wait = GROUP_POLL_FIRST;
-            // An unreadable /proc ends the wait: settling looks at the group again.
+            // An unreadable /proc counts as "still there" and is looked at again after the
+            // wait: ending the wait on it would hand the run back to settling, which may again
+            // find it orphaned (a group known by number, unsure, is held), and the two would
+            // take turns without pause.
             let alive = || crate::sys::process::group_alive(pgid, session);
-            while alive().unwrap_or(false) {
+            while alive().unwrap_or(true) {
                 std::thread::sleep(wait);
                 wait = (wait * 2).min(GROUP_POLL_MAX);
             }
