@@ -64,7 +64,11 @@ impl Fleet {
         let stdout = stderr.try_clone().unwrap();
         let mut c = self.command();
         c.arg("daemon")
-            .env("RUST_LOG", "info")
+            // `E2E_RUST_LOG=debug` when a test needs the daemon's debug lines.
+            .env(
+                "RUST_LOG",
+                std::env::var("E2E_RUST_LOG").unwrap_or("info".into()),
+            )
             .stdin(Stdio::piped())
             .stdout(stdout)
             .stderr(stderr);

@@ -189,3 +189,118 @@ fn a_forgotten_host_comes_back_writes_nothing_over_its_lost_run_and_ends_its_com
     }
     h.assert_check_ok("a");
 }
+
+/// A host forgotten while its daemon is down but its shim lives (the daemon was SIGKILLed, and
+/// the operator forgot the host with `--force`): the forget ends the run `lost` and queues its
+/// retry. When the host's daemon starts again, it must stop that stale command before it starts
+/// anything beside it — above all the retry, which can only run on this host. The commands'
+/// markers show the one global seat was never held twice.
+#[test]
+fn a_forgotten_host_restarted_stops_the_taken_run_before_starting_its_retry() {
+    use_private_bin();
+    let Some(h) = one_host_one_seat() else {
+        return;
+    };
+    let (mut b, r1, pid) = running_on_b(&h);
+    b.kill();
+    assert!(!process_gone(pid), "the command outlives its daemon");
+    h.fleet("b").cmd_ok(&["hosts", "forget", "b", "--force"]);
+    h.fleet("b").wait_status(r1, "lost");
+    let b = h.start("b");
+    assert_retry_not_beside(&h, &b, r1, pid);
+}
+
+/// The same with the host's daemon alive when it is forgotten (`--force`): it finds itself
+/// fenced at its next write, stops the command, rejoins — and keeps the run's slot until the
+/// command is gone, so that the retry does not start beside it during its kill grace.
+#[test]
+fn a_host_forgotten_while_alive_stops_the_taken_run_before_starting_its_retry() {
+    use_private_bin();
+    let Some(h) = one_host_one_seat() else {
+        return;
+    };
+    let (b, r1, pid) = running_on_b(&h);
+    h.fleet("b").cmd_ok(&["hosts", "forget", "b", "--force"]);
+    h.fleet("b").wait_status(r1, "lost");
+    assert_retry_not_beside(&h, &b, r1, pid);
+}
+
+/// One host, `b`, a global cap of 1 and a gated project `p` with one retry, and a TERM trap
+/// that takes a second to leave (so that a retry started during its kill grace would overlap).
+fn one_host_one_seat() -> Option<Hosts> {
+    Hosts::new(&["b"], |dir| {
+        // The body's own TERM trap replaces `marked`'s: it takes a second before it marks the
+        // command's end and leaves, as a command that cleans up would.
+        let m = shell_quote(&markers_in(dir));
+        let who = format!("$FLEET_RUN_ID ${HOST_VAR} $FLEET_NAMESPACE $FLEET_PROJECT");
+        let body = format!(
+            "trap \"sleep 1; echo killed {who} \\$(date +%s%N) >> {m}; exit 143\" TERM; {}",
+            gated(dir)
+        );
+        let cmd = sh(&marked(&markers_in(dir), &body));
+        format!(
+            "max_concurrency = 1\n\
+             [projects.p]\nretries = 1\nretry_backoff = \"0s\"\n\
+             kill_grace = \"5s\"\ncommand = {cmd}\n"
+        )
+    })
+}
+
+/// Starts `b` and a run of `p` on it; returns the daemon, the run and its command's pid, once
+/// the command has marked its start.
+fn running_on_b(h: &Hosts) -> (Daemon<'_>, i64, i32) {
+    let b = h.start("b");
+    let r1 = h.fleet("b").enqueue("p");
+    let pid = h.fleet("b").wait_run(r1, "running with a pid", |r| {
+        r["status"] == "running" && r["pid"].is_i64()
+    })["pid"]
+        .as_i64()
+        .unwrap() as i32;
+    h.wait_until(DEADLINE, "the run's start marker", || {
+        read_markers(&h.markers()).iter().any(|m| m.run == r1)
+    });
+    (b, r1, pid)
+}
+
+/// The retry of `r1` starts on `b` only once `r1`'s command (`pid`) was stopped: the markers
+/// never show the one seat held twice.
+fn assert_retry_not_beside(h: &Hosts, b: &Daemon<'_>, r1: i64, pid: i32) {
+    let shared = h.shared().to_path_buf();
+    let mut r2 = 0;
+    h.wait_until(DEADLINE, "the retry to start", || {
+        r2 = h
+            .runs()
+            .iter()
+            .find(|r| r["retry_of"].as_i64() == Some(r1))
+            .map_or(0, id_of);
+        r2 != 0 && read_markers(&h.markers()).iter().any(|m| m.run == r2)
+    });
+    release(&shared, r2);
+    assert_eq!(status_of(&h.fleet("b").wait_terminal(r2)), "succeeded");
+    // Whatever happened to the stale command, let it end, so that its interval is closed.
+    release_all(&shared);
+    h.wait_until(DEADLINE, "the stale command to end", || process_gone(pid));
+    let markers = read_markers(&h.markers());
+    let all = intervals(&markers).unwrap_or_else(|e| panic!("{e}"));
+    let peaks = peaks(&all);
+    if let Err(e) = peaks.check(&Limits {
+        global: 1,
+        namespaces: &[],
+        hosts: &[],
+    }) {
+        panic!("the retry ran beside the taken run: {e}");
+    }
+    assert!(
+        markers
+            .iter()
+            .any(|m| m.run == r1 && m.kind == Kind::Killed),
+        "the stale command was not stopped: {markers:?}"
+    );
+    assert!(
+        b.stderr()
+            .contains("this host was forgotten and the run taken from it"),
+        "{}",
+        b.stderr()
+    );
+    assert_eq!(status_of(&h.fleet("b").run(r1)), "lost");
+}

@@ -316,19 +316,26 @@ pub fn eval_blocking(
     out
 }
 
-/// The pool's running set without the runs a written transition took out of the database's:
-/// gone from the one, gone from the other.
+/// The pool's running set without the runs a written transition took out of the database's
+/// (gone from the one, gone from the other), nor those whose transition the database skipped:
+/// it already holds them past it (ended by a `fleet hosts forget`, say, or under a newer
+/// claim), and the caller drops their slots after this EVAL. A skipped run still active
+/// there is counted all the same, through the database's running set this EVAL reads next;
+/// left in the pool's, a run the database had already ended would hold its seat through this
+/// EVAL, and nothing would wake another one to use it.
 fn without_ended(live: RunningSet, batch: &[Transition], applied: &[Applied]) -> RunningSet {
     let mut live = live;
     for (t, a) in batch.iter().zip(applied) {
-        if let Applied::Done { status, .. } = a {
-            if !status.is_active() {
-                live = live
-                    .iter()
-                    .filter(|r| r.run_id != t.run_id)
-                    .cloned()
-                    .collect();
-            }
+        let gone = match a {
+            Applied::Done { status, .. } => !status.is_active(),
+            Applied::Skipped(_) => true,
+        };
+        if gone {
+            live = live
+                .iter()
+                .filter(|r| r.run_id != t.run_id)
+                .cloned()
+                .collect();
         }
     }
     live

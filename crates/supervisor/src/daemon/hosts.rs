@@ -20,6 +20,18 @@ use super::state::Daemon;
 use crate::shim::runfiles::RunFiles;
 use crate::sys::signals::Signal;
 
+/// Says that `run` was taken from this host by a forget and that its command is being stopped
+/// (`sent`: the SIGTERM reached its shim).
+pub(super) fn warn_taken(run: &Run, sent: bool) {
+    tracing::warn!(
+        run = run.id,
+        project = %run.project,
+        status = %run.status,
+        sent_sigterm = sent,
+        "this host was forgotten and the run taken from it: stopping its command here (the database row is left as the operator's forget wrote it)"
+    );
+}
+
 impl Daemon {
     /// On a shared database, records this host's heartbeat when the last one is
     /// [`HEARTBEAT_EVERY_MS`] old. Called
@@ -171,8 +183,10 @@ impl Daemon {
         }
     }
 
-    /// After a refusal as forgotten: stops the commands of the runs taken from this host,
-    /// takes over again, and has recovery settle the rest. Returns false when the take-over
+    /// After a refusal as forgotten: stops the commands of the runs taken from this host
+    /// (their slots are kept until their shims are gone, so that this host starts nothing
+    /// beside them, their own retries included), takes over again, and has recovery settle the
+    /// rest. Returns false when the take-over
     /// failed (the daemon then stops, fenced as before).
     pub(super) async fn rejoin(&mut self) -> bool {
         let host = self.config.host.clone();
@@ -204,14 +218,10 @@ impl Daemon {
             }
             identify_shim(slot, self.state.root());
             let sent = slot.shim.is_some_and(|s| s.signal(Signal::SIGTERM));
-            tracing::warn!(
-                run = run.id,
-                project = %run.project,
-                status = %run.status,
-                sent_sigterm = sent,
-                "this host was forgotten and the run taken from it: stopping its command here (the database row is left as the operator's forget wrote it)"
-            );
-            self.slots.remove(run.id);
+            warn_taken(&run, sent);
+            // Held until the shim is gone: its end, when reaped, is a transition the store
+            // skips (the row is already ended), and that frees the slot.
+            slot.cancel_sent = true;
         }
         let store = self.store.clone();
         let caps = crate::caps::caps_json(&self.config);

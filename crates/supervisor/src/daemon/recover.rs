@@ -45,6 +45,11 @@ struct Recovery {
     /// command's process group lives on, with that group and its session when known: kept
     /// active, followed until the group is empty.
     orphaned: Vec<(Run, i32, Option<crate::sys::process::Session>)>,
+    /// Runs taken from this host: the database holds them as ended — under the very claim a
+    /// live shim here still holds, on this host — so a `fleet hosts forget` took them while
+    /// this host's daemon was away. Their commands are stopped as a cancel stops one, and their
+    /// slots held until their shims are gone (see [`taken_run`]).
+    taken: Vec<(Run, Option<ShimIdentity>)>,
 }
 
 /// Active runs recovery could not settle: their run files could not be read, or a tombstone
@@ -81,8 +86,9 @@ impl Daemon {
         let store = self.store.clone();
         let state = self.state.clone();
         let host = self.config.host.clone();
+        let shared = state.database().is_some();
         let result =
-            tokio::task::spawn_blocking(move || settle_active(&store, &host, state.root()))
+            tokio::task::spawn_blocking(move || settle_active(&store, &host, state.root(), shared))
                 .await
                 .expect("recovery panicked");
         match result {
@@ -267,11 +273,38 @@ impl Daemon {
             settled,
             unsettled,
             orphaned,
+            taken,
         } = found;
         transitions.extend(self.decide(settled));
         self.adopt(adopt);
         self.keep_orphaned(orphaned);
+        self.stop_taken(taken);
         (transitions, unsettled)
+    }
+
+    /// Stops the commands of runs taken from this host ([`Recovery::taken`]) as a cancel does
+    /// (SIGTERM to the shim, which ends the command's process group, SIGKILL after its kill
+    /// grace), and holds a slot for each until its shim is gone, so that this host starts
+    /// nothing beside it — above all not the run's own retry. Its row is left as the forget
+    /// wrote it: the shim's end, when reaped, is a transition the store skips.
+    fn stop_taken(&mut self, taken: Vec<(Run, Option<ShimIdentity>)>) {
+        for (run, shim) in taken {
+            if self.slots.iter().any(|s| s.run_id == run.id) {
+                // Already being stopped (a daemon that rejoined after it was forgotten).
+                continue;
+            }
+            let sent = shim.is_some_and(|s| s.signal(crate::sys::signals::Signal::SIGTERM));
+            super::hosts::warn_taken(&run, sent);
+            let mut slot = adopted_slot(&run, shim);
+            slot.cancel_sent = true;
+            self.slots.insert(slot);
+            watch_lock(
+                self.state.root(),
+                run.id,
+                run.claim_token,
+                self.events.clone(),
+            );
+        }
     }
 
     /// Puts the runs whose shim is alive in the slot pool, and follows each through its lock.
@@ -346,22 +379,79 @@ fn adopted_slot(run: &Run, shim: Option<ShimIdentity>) -> Slot {
 ///
 /// Errors: the database cannot be read. A run whose files cannot be read (or whose tombstone
 /// cannot be written) is logged and left active, in [`Recovery::unsettled`].
-fn settle_active(store: &Store, host: &str, state_dir: &Path) -> Result<Recovery, StoreError> {
+///
+/// Live shims of runs the database does not hold as active are looked for too, by probing the
+/// lock of every run with files here (as many as the history kept). On a database `shared` by
+/// many hosts that is done before the first claim, since such a shim may be of a run a
+/// `fleet hosts forget` took from this host, whose command must stop before this host starts
+/// anything beside it ([`Recovery::taken`]). With one host (SQLite) no forget exists, the look
+/// only warns, and it runs off the way to the first claim, on a thread of its own.
+fn settle_active(
+    store: &Store,
+    host: &str,
+    state_dir: &Path,
+    shared: bool,
+) -> Result<Recovery, StoreError> {
     let active = store.active_runs_on(host)?;
-    let recovery = settle_runs(&active, state_dir);
-    // Off the way to the first claim: it probes the lock of every run with files here (as many
-    // as the history kept), and only warns.
+    let mut recovery = settle_runs(&active, state_dir);
     let active_ids: BTreeSet<RunId> = active.iter().map(|r| r.id).collect();
+    if shared {
+        for id in unrecorded_shims(state_dir, &active_ids) {
+            match taken_run(store, host, state_dir, id)? {
+                Some(taken) => recovery.taken.push(taken),
+                None => warn_unrecorded(id),
+            }
+        }
+        return Ok(recovery);
+    }
     let dir = state_dir.to_path_buf();
     let ids = active_ids.clone();
+    let report = move |dir: &Path, ids: &BTreeSet<RunId>| {
+        for id in unrecorded_shims(dir, ids) {
+            warn_unrecorded(id);
+        }
+    };
     if std::thread::Builder::new()
         .name("unrecorded-shims".into())
-        .spawn(move || report_unrecorded_shims(&dir, &ids))
+        .spawn(move || report(&dir, &ids))
         .is_err()
     {
-        report_unrecorded_shims(state_dir, &active_ids);
+        report(state_dir, &active_ids);
     }
     Ok(recovery)
+}
+
+/// Run `id` as taken from `host` by a forget, with its shim, when the database holds it as
+/// ended, on `host`, under the claim whose `started` record the live shim here wrote: this
+/// host started it, and the database ended it without this host (a forget is what does that).
+/// `None` for anything else (a run the database does not know, another claim, another host):
+/// which side is wrong is then for an operator to judge.
+///
+/// Errors: the database cannot be read (recovery is tried again).
+fn taken_run(
+    store: &Store,
+    host: &str,
+    state_dir: &Path,
+    id: RunId,
+) -> Result<Option<(Run, Option<ShimIdentity>)>, StoreError> {
+    let Some(started) = RunFiles::new(state_dir, id).read_started().ok().flatten() else {
+        return Ok(None);
+    };
+    let run = match store.get_run(id) {
+        Ok(run) => run,
+        Err(StoreError::UnknownRun(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let taken = run.status.is_terminal()
+        && run.claim_token == started.token
+        && run.host.as_deref() == Some(host);
+    Ok(taken.then(|| {
+        let shim = ShimIdentity {
+            pid: started.shim_pid,
+            start_time: started.shim_start_time,
+        };
+        (run, Some(shim))
+    }))
 }
 
 /// Settles each of `runs` (active runs a previous daemon left) from its run files: see
@@ -428,30 +518,36 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
         settled,
         unsettled,
         orphaned,
+        taken: Vec::new(),
     }
 }
 
-/// Warns about every live shim (its run's lock held) of a run the database does not record as
-/// active. Never acts on one: which of the two is wrong is for an operator to judge, with
-/// `fleet check`.
-fn report_unrecorded_shims(state_dir: &Path, active_ids: &BTreeSet<RunId>) {
+/// The runs with files here whose lock a live shim holds although the database does not hold
+/// them as active (`active_ids`). A folder that cannot be listed, or a lock that cannot be
+/// probed, is logged (not "no shims": unread) and left out.
+fn unrecorded_shims(state_dir: &Path, active_ids: &BTreeSet<RunId>) -> Vec<RunId> {
     let ids = match crate::shim::runfiles::list_run_ids(state_dir) {
         Ok(ids) => ids,
         Err(e) => {
-            // Not "no shims": unread, which is said.
             let runs = state_dir.join(crate::shim::runfiles::RUNS_DIR);
             tracing::warn!(error = %e, path = %runs.display(), "cannot list the run files; shims the database does not know of go unreported");
-            return;
+            return Vec::new();
         }
     };
-    for id in ids {
-        if active_ids.contains(&id) {
-            continue;
-        }
-        match RunFiles::new(state_dir, id).is_locked() {
-            Ok(true) => tracing::warn!(run = id, "a live shim holds a run the database does not record as active; left alone (see `fleet check`)"),
-            Ok(false) => {}
-            Err(e) => tracing::warn!(run = id, error = %e, "cannot probe the run's lock; left alone (see `fleet check`)"),
-        }
-    }
+    ids.into_iter()
+        .filter(|id| !active_ids.contains(id))
+        .filter(|&id| match RunFiles::new(state_dir, id).is_locked() {
+            Ok(locked) => locked,
+            Err(e) => {
+                tracing::warn!(run = id, error = %e, "cannot probe the run's lock; left alone (see `fleet check`)");
+                false
+            }
+        })
+        .collect()
+}
+
+/// Warns about a live shim of a run the database does not record as active. Never acts on
+/// it: which of the two is wrong is for an operator to judge, with `fleet check`.
+fn warn_unrecorded(id: RunId) {
+    tracing::warn!(run = id, "a live shim holds a run the database does not record as active; left alone (see `fleet check`)");
 }
