@@ -17,18 +17,17 @@ impl Drop for Killed {
     }
 }
 
-#[test]
-fn status_names_a_daemon_started_with_a_host_flag() {
-    use_private_bin();
-    let Some(h) = Hosts::new(&["a"], |_| {
+/// One host whose file names it "a", with one project of `true`.
+fn host_a() -> Option<Hosts> {
+    Hosts::new(&["a"], |_| {
         "max_concurrency = 2\n[projects.p]\ncommand = [\"true\"]\n".to_string()
-    }) else {
-        return;
-    };
-    let f = h.fleet("a");
-    // The file names host "a"; the daemon runs as "b", as `--host` allows.
+    })
+}
+
+/// Starts `fleet daemon --host b` for `f`, whose file names host "a".
+fn daemon_as_b(f: &Fleet) -> Killed {
     let log = std::fs::File::create(f.file("daemon-b.stderr")).unwrap();
-    let _daemon = Killed(
+    Killed(
         f.command()
             .args(["daemon", "--host", "b"])
             .env("RUST_LOG", "info")
@@ -37,7 +36,18 @@ fn status_names_a_daemon_started_with_a_host_flag() {
             .stderr(log)
             .spawn()
             .expect("start fleet daemon --host b"),
-    );
+    )
+}
+
+#[test]
+fn status_names_a_daemon_started_with_a_host_flag() {
+    use_private_bin();
+    let Some(h) = host_a() else {
+        return;
+    };
+    let f = h.fleet("a");
+    // The file names host "a"; the daemon runs as "b", as `--host` allows.
+    let _daemon = daemon_as_b(f);
     h.wait_until(DEADLINE, "status to show host b running", || {
         let s = f.status();
         s["host"].as_str() == Some("b")
@@ -45,4 +55,33 @@ fn status_names_a_daemon_started_with_a_host_flag() {
             && s["daemon"]["taking_over"].as_bool() != Some(true)
             && s["daemon"]["state"].as_str() == Some("running")
     });
+}
+
+/// The same daemon gone (killed): the commands still know this state directory as host b's —
+/// `status` names it, `prune` prunes b's runs, `check` checks b's run files — not the file's
+/// `a`, which would show none of b's runs as this host's.
+#[test]
+fn commands_know_the_host_a_gone_daemon_ran_as() {
+    use_private_bin();
+    let Some(h) = host_a() else {
+        return;
+    };
+    let f = h.fleet("a");
+    let daemon = daemon_as_b(f);
+    let id = f.enqueue("p");
+    assert_eq!(status_of(&f.wait_terminal(id)), "succeeded");
+    drop(daemon);
+    h.wait_until(DEADLINE, "the daemon to be gone", || {
+        f.status()["daemon"]["running"] == serde_json::Value::Bool(false)
+    });
+    assert_eq!(f.status()["host"].as_str(), Some("b"), "{}", f.status());
+    let out = f.cmd_ok(&["prune", "--dry-run"]);
+    assert!(out.contains("host b:"), "{out}");
+    let report: serde_json::Value =
+        serde_json::from_str(&f.cmd(&["check", "--json"]).stdout).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(
+        report["checked"]["run_dirs"], 1,
+        "b's run files are checked: {report}"
+    );
 }

@@ -491,6 +491,16 @@ pub fn load(path: &Path) -> Result<Config> {
     Config::load(path).map_err(|errors| invalid(&errors))
 }
 
+/// `config` as the commands acting on this host's state directory (`state`) see it: named after
+/// the host its daemon last ran as ([`supervisor::statedir::StateDir::recorded_host`]), which a
+/// `fleet daemon --host NAME` makes differ from the file's `host` (or the hostname).
+pub fn as_this_host(mut config: Config, state: &supervisor::statedir::StateDir) -> Config {
+    if let Some(host) = state.recorded_host() {
+        config.host = host;
+    }
+    config
+}
+
 /// The one-line exit-2 message for an invalid config: its first error, and how many more.
 pub fn invalid(errors: &ConfigErrors) -> Failure {
     let first = errors.0.first().map(|e| e.to_string()).unwrap_or_default();

@@ -64,9 +64,11 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
             Failure::action(format!("{}: {e}", state.lock_path().display()))
         }
     })?;
-    // This host's name: the running daemon's (its row, found by its pid), else the config's
-    // `host` (or the machine's hostname).
-    let mut this_host = config.as_ref().map(|c| c.host.clone());
+    // This host's name: the running daemon's (its row, found by its pid), else the one the
+    // last daemon here ran as, else the config's `host` (or the machine's hostname).
+    let mut this_host = state
+        .recorded_host()
+        .or_else(|| config.as_ref().map(|c| c.host.clone()));
     let (row, active, schedules, pauses, published) = match open_existing_at(&state)? {
         Some(store) => (
             this_host_row(&store, this_host.as_deref(), holder, path)?,
@@ -190,7 +192,9 @@ pub fn check(path: &Path, json: bool) -> Result<()> {
         };
     };
     // Each project's max_parallel, when the config reads (with --state-dir it may not).
-    let config = supervisor::config::Config::load(path).ok();
+    let config = supervisor::config::Config::load(path)
+        .ok()
+        .map(|c| crate::cli::as_this_host(c, &state));
     let report = supervisor::check::check(&state, &store, store::now_ms(), config.as_ref())
         .map_err(Failure::action)?;
     if json {

@@ -29,7 +29,10 @@ const FOLLOW_POLL: Duration = Duration::from_millis(200);
 fn ran_here(path: &Path, host: &str, files: &RunFiles) -> bool {
     files.exists().unwrap_or(false)
         || supervisor::config::Config::load(path)
-            .map(|c| c.host == host)
+            .map(|c| match state_of(path) {
+                Ok(state) => crate::cli::as_this_host(c, &state).host == host,
+                Err(_) => c.host == host,
+            })
             .unwrap_or(true)
 }
 

@@ -17,8 +17,8 @@ use crate::console;
 pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
     // The prune failpoint (feature `failpoints`) also stops a hand-run prune midway in tests.
     let _failpoints = supervisor::failpoints::scenario().map_err(Failure::input)?;
-    let config = load(path)?;
     let state = state_of(path)?;
+    let config = crate::cli::as_this_host(load(path)?, &state);
     let Some(store) = open_existing_at(&state)? else {
         return console::println(format_args!(
             "nothing to prune: no database at {}",

@@ -185,7 +185,9 @@ pub fn check(
     let this_host = match config {
         _ if state.database().is_none() => None,
         Some(c) => Some(c.host.clone()),
-        None => crate::config::machine_hostname().ok(),
+        None => state
+            .recorded_host()
+            .or_else(|| crate::config::machine_hostname().ok()),
     };
     let runs = store.list_runs(&store::RunFilter::default())?;
     let events = store.events_after(0)?;

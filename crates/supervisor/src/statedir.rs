@@ -290,6 +290,15 @@ impl StateDir {
         Ok(DaemonLock { file })
     }
 
+    /// The host name the last daemon of this state directory ran as
+    /// ([`DaemonLock::record_host`]), whether or not it still runs; `None` when no daemon has
+    /// recorded one (none has run here yet, or one of an earlier version).
+    pub fn recorded_host(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.lock_path()).ok()?;
+        let name = text.split_whitespace().nth(2)?;
+        crate::config::valid_host_name(name).then(|| name.to_string())
+    }
+
     /// The pid of the daemon holding this state directory, or `None` when no daemon holds it.
     ///
     /// The lock is the authority, not a pid: a daemon that died holds no lock, even while its
@@ -459,6 +468,23 @@ pub const HOLDER_GONE_WAIT: Duration = Duration::from_secs(3);
 #[derive(Debug)]
 pub struct DaemonLock {
     file: File,
+}
+
+impl DaemonLock {
+    /// Adds this daemon's host name to the lock file (after its pid and start time), where
+    /// [`StateDir::recorded_host`] finds it — for the commands, which cannot know a name given
+    /// by `fleet daemon --host`, and after the daemon is gone too: a state directory is one
+    /// host's. Best effort: a failure leaves the commands with the config's name.
+    pub fn record_host(&mut self, host: &str) {
+        let pid = std::process::id() as i32;
+        let start = process::start_time(pid).unwrap_or(0);
+        let _ = self
+            .file
+            .set_len(0)
+            .and_then(|_| self.file.rewind())
+            .and_then(|_| writeln!(self.file, "{pid} {start} {host}"))
+            .and_then(|_| self.file.sync_all());
+    }
 }
 
 #[cfg(test)]

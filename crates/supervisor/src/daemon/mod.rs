@@ -126,7 +126,8 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
     })?;
     let state = StateDir::of(&config);
-    let _lock = state.lock_daemon()?;
+    let mut lock = state.lock_daemon()?;
+    lock.record_host(&config.host);
     // A socket file here now is a dead daemon's (the lock is ours): gone at once, so that until
     // this daemon has taken over and bound its own, nobody takes that file for a daemon in
     // charge.
@@ -169,7 +170,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         }
     }
     // What was opened, to notice at every tick a state directory removed or replaced under us.
-    let opened = state.opened(&_lock)?;
+    let opened = state.opened(&lock)?;
 
     // Bound once the takeover is done: its presence tells commands (and scripts) that the
     // daemon is in charge; `fleet status` meanwhile finds a lock holder that does not answer.
