@@ -19,13 +19,10 @@ fn body(cap: usize) -> impl Fn(&std::path::Path) -> String {
     move |_| format!("max_concurrency = {cap}\n[projects.p]\ncommand = [\"true\"]\n")
 }
 
-#[test]
-fn rewriting_the_same_bytes_on_a_lagging_host_publishes_nothing() {
-    use_private_bin();
-    let Some(h) = Hosts::new(&["a", "b"], body(4)) else {
-        return;
-    };
-    let _a = h.start("a");
+/// Starts hosts a and b; a's operator lowers the global cap and reloads, so that b's file lags
+/// the published config. Returns the two daemons and the version a published.
+fn b_lagging(h: &Hosts) -> (Daemon<'_>, Daemon<'_>, i64) {
+    let a = h.start("a");
     let b = h.start("b");
     h.wait_until(DEADLINE, "a first config published", || {
         h.sql()
@@ -33,20 +30,29 @@ fn rewriting_the_same_bytes_on_a_lagging_host_publishes_nothing() {
             .unwrap()
             .is_some()
     });
-    // Host a's operator lowers the global cap: b's file now lags the published config.
     let old = std::fs::read_to_string(&h.fleet("a").config).unwrap();
     h.fleet("a")
         .replace_config(&old.replace("max_concurrency = 4", "max_concurrency = 3"));
     h.fleet("a").cmd_ok(&["reload"]);
     h.wait_until(DEADLINE, "a's edit published", || {
-        let (v, by) = published(&h);
+        let (v, by) = published(h);
         v >= 2 && by == "a"
     });
-    let (version, _) = published(&h);
+    let (version, _) = published(h);
     h.wait_until(DEADLINE, "b on the published version", || {
         h.host_row("a", "b")
             .is_some_and(|r| r["config_version"].as_i64() == Some(version))
     });
+    (a, b, version)
+}
+
+#[test]
+fn rewriting_the_same_bytes_on_a_lagging_host_publishes_nothing() {
+    use_private_bin();
+    let Some(h) = Hosts::new(&["a", "b"], body(4)) else {
+        return;
+    };
+    let (_a, b, version) = b_lagging(&h);
     // A tool writes b's file again, same bytes: the watcher sees a write, not an edit.
     let same = std::fs::read(&h.fleet("b").config).unwrap();
     h.fleet("b")
@@ -58,6 +64,33 @@ fn rewriting_the_same_bytes_on_a_lagging_host_publishes_nothing() {
         published(&h),
         (version, "a".to_string()),
         "a rewrite of the same bytes on b published its lagging file\n{}",
+        h.diagnostics()
+    );
+}
+
+/// The same lagging host, whose operator makes an edit the daemon refuses (an invalid file) and
+/// then puts the file back as it was: the return to the last valid text is no edit either.
+#[test]
+fn undoing_a_refused_edit_on_a_lagging_host_publishes_nothing() {
+    use_private_bin();
+    let Some(h) = Hosts::new(&["a", "b"], body(4)) else {
+        return;
+    };
+    let (_a, b, version) = b_lagging(&h);
+    let lagging = std::fs::read_to_string(&h.fleet("b").config).unwrap();
+    h.fleet("b")
+        .write_config(&format!("{lagging}max_concurrency = \"x\"\n"));
+    h.wait_until(DEADLINE, "b to refuse its invalid file", || {
+        b.stderr().contains("reload refused")
+    });
+    h.fleet("b").write_config(&lagging);
+    h.wait_until(DEADLINE, "b's daemon to look at its restored file", || {
+        b.stderr().contains("content is unchanged") || published(&h).0 != version
+    });
+    assert_eq!(
+        published(&h),
+        (version, "a".to_string()),
+        "restoring b's lagging file published it\n{}",
         h.diagnostics()
     );
 }

@@ -157,8 +157,9 @@ impl Daemon {
         let shared = self.state.database().is_some();
         if shared && how != Reload::Asked {
             // Shared database: the config in force is the published one. A read that finds
-            // the text last taken (a `touch`, the same bytes written again) is no edit:
-            // nothing to apply nor to publish.
+            // the last valid text taken (a `touch`, the same bytes written again, or a refused
+            // edit undone) is no edit: nothing to apply nor to publish — on a host whose file
+            // lags the published config, publishing it would revert the whole fleet.
             if read.digest.is_some() && read.digest == self.local_digest {
                 if how == Reload::Edited {
                     tracing::info!(
@@ -168,10 +169,16 @@ impl Daemon {
                 }
                 self.config_file.confirmed = settled;
                 self.config_file.refused = None;
+                if self.config_file.recorded_error.take().is_some() {
+                    // The refused edit was undone: its error leaves the daemon's row.
+                    self.record_reload(None).await;
+                }
                 return true;
             }
         }
-        if shared {
+        if shared && read.loaded.is_ok() {
+            // Only a valid text counts as the last one taken: an invalid edit in between must
+            // not make the return to the valid text look like an edit.
             self.local_digest.clone_from(&read.digest);
         }
         if !self.host_flag
@@ -235,6 +242,24 @@ impl Daemon {
             return current;
         }
         self.config_file.recorded_error.clone_from(&error);
+        self.record_reload_caps(caps, error).await;
+        if current {
+            // An operator's act on this host (a reload asked for, or new content in its
+            // file): its file becomes the fleet's next version unless it is the published one.
+            self.publish_local(true).await;
+        }
+        current
+    }
+
+    /// Records in the daemon's row the caps in force and the last reload's error (`None`: the
+    /// last reload was good), as `fleet status` shows them.
+    async fn record_reload(&mut self, error: Option<String>) {
+        let caps = caps_json(&self.config);
+        self.record_reload_caps(caps, error).await;
+    }
+
+    /// [`Daemon::record_reload`] with the caps given. A failure is logged.
+    async fn record_reload_caps(&mut self, caps: String, error: Option<String>) {
         let store = self.store.clone();
         let epoch = self.epoch;
         let res = tokio::task::spawn_blocking(move || {
@@ -245,12 +270,6 @@ impl Daemon {
         if let Err(e) = res {
             tracing::warn!(error = %e, "could not record the reload in the database");
         }
-        if current {
-            // An operator's act on this host (a reload asked for, or new content in its
-            // file): its file becomes the fleet's next version unless it is the published one.
-            self.publish_local(true).await;
-        }
-        current
     }
 
     /// Ends the queued runs `unknown` (listed by an EVAL: runs of projects missing from the
