@@ -191,4 +191,16 @@ fn state_dir_flag_works_while_the_config_is_broken() {
         f.cmd(&["--state-dir", state, "enqueue", "p"]).code(),
         Some(2)
     );
+    // A mistyped one is said, never shown as an install with no runs.
+    let typo = format!("{state}-typo");
+    for cmd in [&["runs"][..], &["check"], &["status"]] {
+        let mut argv = vec!["--state-dir", typo.as_str()];
+        argv.extend_from_slice(cmd);
+        let out = f.cmd(&argv);
+        assert_eq!(out.code(), Some(2), "{cmd:?}: {out:?}");
+        assert!(
+            out.stderr.contains("no such directory") && out.stderr.contains(&typo),
+            "{cmd:?}: {out:?}"
+        );
+    }
 }

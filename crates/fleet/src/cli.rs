@@ -516,6 +516,7 @@ pub fn invalid(errors: &ConfigErrors) -> Failure {
 /// (docs/REFERENCE.md).
 pub fn state_of(path: &Path) -> Result<StateDir> {
     if let Some(dir) = STATE_DIR_OVERRIDE.get() {
+        must_exist(dir)?;
         // The folder is overridden, never the database: the config's `database` still holds.
         return Ok(StateDir::new(dir).with_database(database_of(path)?));
     }
@@ -534,12 +535,25 @@ fn database_of(path: &Path) -> Result<Option<supervisor::config::DatabaseUrl>> {
     }
 }
 
+/// A `--state-dir` must be there: a mistyped one would read as an install with no runs, and
+/// `fleet check` would vouch for it. Exit 2 otherwise.
+fn must_exist(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        return Ok(());
+    }
+    Err(Failure::input(format!(
+        "--state-dir {}: no such directory",
+        dir.display()
+    )))
+}
+
 /// The config for `status` and `reload`, which must work while the file is invalid: `status`
 /// shows the refused edit (and then exits 2), `reload` makes the daemon record the refusal.
 /// They use the state directory the file names, with a warning.
 pub fn load_for_reading(path: &Path) -> Result<(StateDir, Option<Config>, Option<ConfigErrors>)> {
     let loaded = Config::load(path);
     if let Some(dir) = STATE_DIR_OVERRIDE.get() {
+        must_exist(dir)?;
         let (config, errors) = match loaded {
             Ok(c) => (Some(c), None),
             Err(e) => (None, Some(e)),
