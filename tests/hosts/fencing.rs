@@ -304,3 +304,21 @@ fn assert_retry_not_beside(h: &Hosts, b: &Daemon<'_>, r1: i64, pid: i32) {
     );
     assert_eq!(status_of(&h.fleet("b").run(r1)), "lost");
 }
+
+/// A host forgotten after its command had ended on its own (its daemon was down, so nothing
+/// wrote that end): the forget declares the run `lost`, its shim's record says `succeeded`, and
+/// `fleet check` on that host sees no contradiction in it — the forget could not know.
+#[test]
+fn check_accepts_a_real_end_the_forget_could_not_know() {
+    use_private_bin();
+    let Some(h) = one_host_one_seat() else {
+        return;
+    };
+    let (mut b, r1, pid) = running_on_b(&h);
+    b.kill();
+    release(h.shared(), r1);
+    h.wait_until(DEADLINE, "the command to end", || process_gone(pid));
+    h.fleet("b").cmd_ok(&["hosts", "forget", "b", "--force"]);
+    h.fleet("b").wait_status(r1, "lost");
+    h.assert_check_ok("b");
+}

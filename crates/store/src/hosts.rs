@@ -5,7 +5,22 @@
 //! Plain data, backend-neutral, like `model`: nothing here may name SQL or read the clock. The
 //! liveness rule ([`HostRow::state`]) is here so that every command reads "alive" the same way.
 
-use crate::{Millis, RunId};
+use crate::{Millis, Run, RunId, RunStatus};
+
+/// The words a `fleet hosts forget` puts in the reason of each run it ends `lost`, after the
+/// host's name.
+pub(crate) const FORGOTTEN_REASON: &str = "was forgotten by an operator";
+
+/// Whether `run` was ended `lost` by a `fleet hosts forget` of the host that ran it: its
+/// end was declared without the host's word, so a record that host kept of the command's real
+/// end may say otherwise without anything being wrong.
+pub fn ended_by_forget(run: &Run) -> bool {
+    run.status == RunStatus::Lost
+        && run
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("host ") && r.contains(FORGOTTEN_REASON))
+}
 
 /// A heartbeat younger than this (ms) means the host's daemon is alive; older means silent.
 /// Silence proves nothing (the host's commands may still run): only an operator's `forget`

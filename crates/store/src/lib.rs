@@ -78,8 +78,8 @@ pub mod test_clock;
 pub use activity::ProjectActivity;
 pub use error::StoreError;
 pub use hosts::{
-    Forgotten, HostInfo, HostRow, HostState, LogTail, Published, HEARTBEAT_EVERY_MS,
-    LOG_TAIL_BYTES, SILENCE_MS,
+    ended_by_forget, Forgotten, HostInfo, HostRow, HostState, LogTail, Published,
+    HEARTBEAT_EVERY_MS, LOG_TAIL_BYTES, SILENCE_MS,
 };
 pub use model::{
     now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRequest, Claimed, ClockBack, DaemonRow,

@@ -56,7 +56,8 @@ fn lost_by_forget(run: &Run, host: &str, retry: Option<Millis>) -> Transition {
             exit_code: None,
             signal: None,
             reason: Some(format!(
-                "host {host} was forgotten by an operator; its command may still have run there"
+                "host {host} {}; its command may still have run there",
+                crate::hosts::FORGOTTEN_REASON
             )),
             retry,
             finished_at: None,

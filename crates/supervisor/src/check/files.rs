@@ -63,10 +63,14 @@ pub(super) fn compare_exit(report: &mut Report, run: &Run, records: &Records) {
     let Some(exit) = records.exit.as_ref().filter(|e| e.token == run.claim_token) else {
         return;
     };
-    // A run declared `lost` without its record — its host forgotten by an operator while the
-    // command still ran — may see its command end later (the returning host stops it): that
-    // record came after the database's end and cannot contradict it. A record from before the
-    // end still can (an end that ignored a real exit).
+    // A run declared `lost` without its record — its host forgotten by an operator — may have
+    // ended otherwise on that host, before the forget (the host was away, its command finished)
+    // or after it (the returning host stops it): the forget could not know, and that record
+    // cannot contradict it. A record from before any other `lost` end still can (an end that
+    // ignored a real exit).
+    if store::ended_by_forget(run) {
+        return;
+    }
     if run.status == RunStatus::Lost
         && matches!((exit.finished_ms(), run.finished_at), (Some(ended), Some(declared)) if ended > declared)
     {
