@@ -43,6 +43,10 @@ fn b_lagging(h: &Hosts) -> (Daemon<'_>, Daemon<'_>, i64) {
         h.host_row("a", "b")
             .is_some_and(|r| r["config_version"].as_i64() == Some(version))
     });
+    h.wait_until(DEADLINE, "b to say its file now differs", || {
+        b.stderr()
+            .contains("this host's fleet.toml differs from the config published")
+    });
     (a, b, version)
 }
 

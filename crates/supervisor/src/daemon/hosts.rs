@@ -156,6 +156,16 @@ impl Daemon {
                 }
                 tracing::info!(version = p.version, by = %p.published_by, "applied the published config");
                 self.published_version = Some(p.version);
+                // Another host's edit leaves this host's file behind: said once per version.
+                let local = std::fs::read(&self.config_path).ok();
+                if local.is_some_and(|text| crate::config::digest(&text) != p.digest) {
+                    tracing::warn!(
+                        version = p.version,
+                        by = %p.published_by,
+                        config = %self.config_path.display(),
+                        "this host's fleet.toml differs from the config published for the fleet"
+                    );
+                }
             }
             Err(_) if self.published_refused == Some(p.version) => {}
             Err(errors) => {
