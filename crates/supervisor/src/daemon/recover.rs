@@ -45,9 +45,9 @@ struct Recovery {
     /// command's process group lives on, with that group and its session when known: kept
     /// active, followed until the group is empty.
     orphaned: Vec<(Run, i32, Option<crate::sys::process::Session>)>,
-    /// Runs taken from this host: the database holds them as ended — under the very claim a
-    /// live shim here still holds, on this host — so a `fleet hosts forget` took them while
-    /// this host's daemon was away. Their commands are stopped as a cancel stops one, and their
+    /// Runs taken from this host: the database holds them as ended `lost` by a
+    /// `fleet hosts forget` — under the very claim a live shim here still holds, on this host —
+    /// while this host's daemon was away. Their commands are stopped as a cancel stops one, and their
     /// slots held until their shims are gone (see [`taken_run`]).
     taken: Vec<(Run, Option<ShimIdentity>)>,
 }
@@ -422,10 +422,11 @@ fn settle_active(
 }
 
 /// Run `id` as taken from `host` by a forget, with its shim, when the database holds it as
-/// ended, on `host`, under the claim whose `started` record the live shim here wrote: this
-/// host started it, and the database ended it without this host (a forget is what does that).
-/// `None` for anything else (a run the database does not know, another claim, another host):
-/// which side is wrong is then for an operator to judge.
+/// ended `lost` by a `fleet hosts forget` ([`store::ended_by_forget`]), on `host`, under the
+/// claim whose `started` record the live shim here wrote. `None` for anything else (a run the
+/// database does not know, another claim, another host, another end — a shim about to exit
+/// after recording an end the database already has): which side is wrong is then for an
+/// operator to judge.
 ///
 /// Errors: the database cannot be read (recovery is tried again).
 fn taken_run(
@@ -442,7 +443,7 @@ fn taken_run(
         Err(StoreError::UnknownRun(_)) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let taken = run.status.is_terminal()
+    let taken = store::ended_by_forget(&run)
         && run.claim_token == started.token
         && run.host.as_deref() == Some(host);
     Ok(taken.then(|| {
