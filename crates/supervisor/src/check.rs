@@ -321,22 +321,12 @@ pub fn check(
         // What is left of the command, as the daemon would find it (`Fate::Orphaned`): named
         // by the run files, or, when they cannot name it, by the pid the database recorded.
         let records = dir.records().ok();
-        let orphaned = records
-            .as_ref()
-            .and_then(|r| {
-                crate::settle::orphaned_group(&r.running, &r.started, run.claim_token)
-                    .map(|(pgid, ..)| pgid)
-            })
-            .or_else(|| {
-                let running_of_claim = records.as_ref().is_some_and(|r| {
-                    r.running
-                        .as_ref()
-                        .is_some_and(|x| x.token == run.claim_token)
-                });
-                let recorded = run.pid.filter(|_| run.status == RunStatus::Running);
-                crate::settle::recorded_group(running_of_claim, recorded)
-            });
-        if let Some(pgid) = orphaned {
+        let orphaned = crate::settle::leftover_group(
+            records.as_ref(),
+            run.claim_token,
+            crate::settle::recorded_pgid(run),
+        );
+        if let Some((pgid, _)) = orphaned {
             report.orphaned.push((run.id, pgid));
             continue;
         }

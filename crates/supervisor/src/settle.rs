@@ -21,6 +21,7 @@ use std::io;
 use store::{Change, Millis, RunStatus, Transition};
 
 use crate::retry::RetryPolicy;
+use crate::shim::records::Records;
 use crate::shim::runfiles::{ExitRecord, Outcome, RunFiles};
 
 /// What the run files say about one claim of a run.
@@ -91,7 +92,7 @@ impl Fate {
 /// [`Fate::Unreadable`] (the command may have started, so the claim is never requeued, and
 /// never given a made-up status). Either way, when the claim's `running` record names a
 /// command whose process group still has processes — or, with no such record, `recorded_pgid`
-/// does ([`recorded_group`]) — the fate is [`Fate::Orphaned`] instead: the run is not over.
+/// does ([`leftover_group`]) — the fate is [`Fate::Orphaned`] instead: the run is not over.
 ///
 /// `recorded_pgid` is the command's pid as the daemon recorded it for this claim (the shim's
 /// report, or the database's `running` row), if it did: it is what identifies the command's
@@ -100,19 +101,16 @@ pub fn settle(dir: &RunFiles, token: u64, recorded_pgid: Option<i32>) -> io::Res
     let Some(mut lock) = dir.try_lock()? else {
         return Ok(Fate::Alive);
     };
-    // What is left of the command when the files cannot name its group.
-    let by_number = |running_of_claim: bool| {
-        recorded_group(running_of_claim, recorded_pgid).map(|pgid| Fate::Orphaned {
-            pgid,
-            session: None,
-        })
+    let orphaned = |records: Option<&Records>| {
+        leftover_group(records, token, recorded_pgid)
+            .map(|(pgid, session)| Fate::Orphaned { pgid, session })
     };
     loop {
-        let records = match dir.records() {
+        let mut records = match dir.records() {
             Ok(r) => r,
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 tracing::error!(run = dir.id(), error = %e, "a record of the run cannot be read");
-                if let Some(orphaned) = by_number(false) {
+                if let Some(orphaned) = orphaned(None) {
                     return Ok(orphaned);
                 }
                 return Ok(Fate::Unreadable(e.to_string()));
@@ -122,21 +120,12 @@ pub fn settle(dir: &RunFiles, token: u64, recorded_pgid: Option<i32>) -> io::Res
         for bad in &records.bad {
             tracing::error!(run = dir.id(), "{bad}");
         }
-        if let Some(exit) = records.exit.filter(|e| e.token == token) {
+        if let Some(exit) = records.exit.take().filter(|e| e.token == token) {
             return Ok(Fate::Ended(exit));
         }
         // From here the end is unknown: the shim is gone (its lock was free) without an exit
         // record of this claim. What its command started may still run.
-        if let Some((pgid, sid, shim_start)) =
-            orphaned_group(&records.running, &records.started, token)
-        {
-            return Ok(Fate::Orphaned {
-                pgid,
-                session: Some((sid, shim_start)),
-            });
-        }
-        let running_of_claim = records.running.as_ref().is_some_and(|r| r.token == token);
-        if let Some(orphaned) = by_number(running_of_claim) {
+        if let Some(orphaned) = orphaned(Some(&records)) {
             return Ok(orphaned);
         }
         if let Some(bad) = records.bad.first() {
@@ -162,40 +151,44 @@ pub fn settle(dir: &RunFiles, token: u64, recorded_pgid: Option<i32>) -> io::Res
     }
 }
 
-/// The command's process group and its session, from the claim's `running` and `started`
-/// records, when processes of that group still run ([`Fate::Orphaned`]). An error reading
-/// `/proc` counts as none: the run is then settled as if nothing were left. Returns the group,
-/// the session (the shim's pid) and the shim's start time. `fleet check` asks the same.
-pub fn orphaned_group(
-    running: &Option<crate::shim::records::RunningRecord>,
-    started: &Option<crate::shim::records::StartedRecord>,
+/// What is left of `token`'s command when its shim is gone without recording its end: its
+/// process group, while a process of it still runs ([`Fate::Orphaned`]), and the session that
+/// identifies it — the one rule for settling and for `fleet check`.
+///
+/// - From `records` (`None`: the record file could not be read at all), when they hold the
+///   claim's `running` (the group, the command's pid) and `started` (the session: the shim's
+///   pid and start time) records: the group within that session
+///   ([`crate::sys::process::group_alive`]). An error reading `/proc` counts as nothing left.
+/// - Else, when the records hold no `running` record of the claim (removed, emptied or
+///   overwritten by hand), by `recorded`, the command's pid the daemon recorded (the shim's
+///   report, or the database's `running` row): a group with that number, session `None`. Known
+///   by number alone, such a group is waited for, never signalled. Unsure (`/proc`
+///   unreadable) counts as running here: the run stays active a while longer, which holds its
+///   seats and decides nothing. Without this, a run whose files were removed would settle as
+///   never started, or as lost with a retry, and a run would start beside its command.
+pub fn leftover_group(
+    records: Option<&Records>,
     token: u64,
-) -> Option<(i32, i32, u64)> {
-    let pgid = running.as_ref().filter(|r| r.token == token)?.pid;
-    let started = started.as_ref().filter(|s| s.token == token)?;
-    let session = (started.shim_pid, started.shim_start_time);
-    crate::sys::process::group_alive(pgid, Some(session))
-        .unwrap_or(false)
-        .then_some((pgid, session.0, session.1))
-}
-
-/// The command's process group by the number the daemon recorded for the claim (`recorded`:
-/// the command's pid, from the shim's report or the database's `running` row), when the run
-/// files hold no `running` record of the claim to identify it by (`running_of_claim` false:
-/// removed, emptied or overwritten by hand) and a process of a group with that number still
-/// runs. Identified by number alone, so such a group is waited for, never signalled
-/// ([`Fate::Orphaned`] with no session). Unsure (`/proc` unreadable) counts as running: the
-/// run then stays active a while longer, which holds its seats and decides nothing. Without
-/// this, a run whose files were removed would settle as never started, or as lost with a
-/// retry, and a run of the project would start beside its command. `fleet check` asks the same.
-pub fn recorded_group(running_of_claim: bool, recorded: Option<i32>) -> Option<i32> {
-    if running_of_claim {
-        return None;
+    recorded: Option<i32>,
+) -> Option<(i32, Option<crate::sys::process::Session>)> {
+    let running = records.and_then(|r| r.running.as_ref().filter(|x| x.token == token));
+    if let Some(running) = running {
+        let started = records?.started.as_ref().filter(|s| s.token == token)?;
+        let session = (started.shim_pid, started.shim_start_time);
+        return crate::sys::process::group_alive(running.pid, Some(session))
+            .unwrap_or(false)
+            .then_some((running.pid, Some(session)));
     }
     let pgid = recorded.filter(|&p| p > 1)?;
     crate::sys::process::group_alive(pgid, None)
         .unwrap_or(true)
-        .then_some(pgid)
+        .then_some((pgid, None))
+}
+
+/// The command's pid the database recorded for `run`'s claim (its `running` row), if any: the
+/// `recorded` of [`settle`] and [`leftover_group`].
+pub fn recorded_pgid(run: &store::Run) -> Option<i32> {
+    run.pid.filter(|_| run.status == RunStatus::Running)
 }
 
 /// The terminal status, exit code, signal and reason an exit record stands for.

@@ -62,7 +62,7 @@ pub struct Slot {
     pub shim: Option<ShimIdentity>,
     /// The command's pid (its process group's id) once its shim reported it, or as the
     /// database recorded it for an adopted run: what identifies the command's group when the
-    /// run's files no longer can ([`crate::settle::recorded_group`]).
+    /// run's files no longer can ([`crate::settle::leftover_group`]).
     pub command_pid: Option<i32>,
     /// SIGTERM was sent for a cancel request.
     pub cancel_sent: bool,

@@ -149,9 +149,6 @@ impl Daemon {
             watch_lock(self.state.root(), run_id, token, self.events.clone());
         }
         for (run_id, token, pgid, session) in reaped.orphaned {
-            if let Some(slot) = self.slots.get_mut(run_id) {
-                slot.command_pid = Some(pgid);
-            }
             watch_group(pgid, session, run_id, token, self.events.clone());
         }
         for (run_id, applied) in &outcome.applied {

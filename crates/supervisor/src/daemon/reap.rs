@@ -97,10 +97,7 @@ pub(super) fn reap(
             // The shim died, and what its command started runs on: the run stays active (its
             // slot and seats held) until that is gone.
             Ok(Fate::Orphaned { pgid, session }) => {
-                match session {
-                    Some(_) => end_orphaned(run_id, pgid),
-                    None => note_unidentified(run_id, pgid),
-                }
+                end_orphaned(run_id, pgid, session);
                 out.orphaned.push((run_id, token, pgid, session));
             }
             Ok(f) => {
@@ -116,20 +113,23 @@ pub(super) fn reap(
     out
 }
 
-/// Says why a run whose shim is gone stays active although nothing is signalled: its files no
-/// longer name its command's process group, but a group with the number recorded for it
-/// still has processes ([`Fate::Orphaned`] with no session).
-pub(super) fn note_unidentified(run_id: RunId, pgid: i32) {
-    tracing::warn!(run = run_id, pgid, "the run's files do not name its command's process group (removed or overwritten?), but a process group with the number recorded for it is still there: the run stays active, holding its seats, until that group is empty; fleet does not signal it, since the number alone may belong to another program (`kill -KILL -- -{pgid}` ends it once you have checked)");
-}
-
 /// Ends what is left of a run whose shim died while processes of its command's process group
-/// `pgid` still run ([`Fate::Orphaned`], which identified the group by its session too): SIGKILL
-/// to the group, as the shim would have sent on its way out, so that the run's retry never runs
-/// beside it. Logged; a group that cannot be signalled (its processes changed user, say) is
+/// `pgid` still run ([`Fate::Orphaned`]), when `session` identifies the group: SIGKILL to the
+/// group, as the shim would have sent on its way out, so that the run's retry never runs
+/// beside it. A group known by its number alone (no `session`: the run's files no longer name
+/// it) is not signalled, since the number may belong to another program by now; the log says
+/// why the run stays active and how to end the group. Logged; a group that cannot be signalled (its processes changed user, say) is
 /// left to end by itself, and the log says how to end it. The run is settled once the group is
 /// empty ([`super::follow::watch_group`]).
-pub(super) fn end_orphaned(run_id: RunId, pgid: i32) {
+pub(super) fn end_orphaned(
+    run_id: RunId,
+    pgid: i32,
+    session: Option<crate::sys::process::Session>,
+) {
+    if session.is_none() {
+        tracing::warn!(run = run_id, pgid, "the run's files do not name its command's process group (removed or overwritten?), but a process group with the number recorded for it is still there: the run stays active, holding its seats, until that group is empty; fleet does not signal it, since the number alone may belong to another program (`kill -KILL -- -{pgid}` ends it once you have checked)");
+        return;
+    }
     match crate::sys::process::signal_group(pgid, crate::sys::signals::Signal::SIGKILL) {
         Ok(_) => {
             tracing::warn!(run = run_id, pgid, "the run's shim is gone but its command, or processes it started in its group, were still running: killed them (SIGKILL); the run ends lost once they are gone");

@@ -366,7 +366,7 @@ fn adopted_slot(run: &Run, shim: Option<ShimIdentity>) -> Slot {
         token: run.claim_token,
         attempt: run.attempt,
         shim,
-        command_pid: run.pid.filter(|_| run.status == RunStatus::Running),
+        command_pid: settle::recorded_pgid(run),
         cancel_sent: false,
         adopted: true,
     }
@@ -467,8 +467,7 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
         let dir = RunFiles::new(state_dir, run.id);
         // The command's pid as the database recorded it: what names its process group when
         // the files no longer do (removed or overwritten by hand).
-        let recorded = run.pid.filter(|_| run.status == RunStatus::Running);
-        let fate = match settle::settle(&dir, run.claim_token, recorded) {
+        let fate = match settle::settle(&dir, run.claim_token, settle::recorded_pgid(run)) {
             Ok(f) => f,
             Err(e) => {
                 tracing::error!(run = run.id, project = %run.project, error = %e, "cannot read or write the run's files; leaving it active");
@@ -477,10 +476,7 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
             }
         };
         if let Fate::Orphaned { pgid, session } = fate {
-            match session {
-                Some(_) => super::reap::end_orphaned(run.id, pgid),
-                None => super::reap::note_unidentified(run.id, pgid),
-            }
+            super::reap::end_orphaned(run.id, pgid, session);
             orphaned.push((run.clone(), pgid, session));
             continue;
         }
