@@ -70,9 +70,10 @@ const GROUP_POLL_FIRST: std::time::Duration = std::time::Duration::from_millis(5
 /// start time) — what is left of `run_id`'s command after its shim died — to have no running
 /// process left ([`crate::sys::process::group_alive`]), then reports the shim exited, so that
 /// the run is settled again (and ends `lost`). With no `session` (a run whose files, which name
-/// the shim, were removed) any running process of the group number counts. Polls, from [`GROUP_POLL_FIRST`] up to
-/// [`GROUP_POLL_MAX`] apart: nothing lets a process that is not their parent wait for the end
-/// of a group's processes. A plain thread, for the reasons of [`watch_lock`].
+/// the shim, were removed) any running process of the group number counts. Polls, from
+/// [`GROUP_POLL_FIRST`] up to [`GROUP_POLL_MAX`] apart: nothing lets a process that is not
+/// their parent wait for the end of a group's processes. A plain thread, for the reasons of
+/// [`watch_lock`].
 pub(super) fn watch_group(
     pgid: i32,
     session: Option<crate::sys::process::Session>,

@@ -196,8 +196,7 @@ impl Daemon {
     /// After a refusal as forgotten: stops the commands of the runs taken from this host
     /// (their slots are kept until their shims are gone, so that this host starts nothing
     /// beside them, their own retries included), takes over again, and has recovery settle the
-    /// rest. Returns false when the take-over
-    /// failed (the daemon then stops, fenced as before).
+    /// rest. Returns false when the take-over failed (the daemon then stops, fenced as before).
     pub(super) async fn rejoin(&mut self) -> bool {
         let host = self.config.host.clone();
         let ours: Vec<(i64, u64)> = self.slots.iter().map(|s| (s.run_id, s.token)).collect();

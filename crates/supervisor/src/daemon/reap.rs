@@ -118,9 +118,9 @@ pub(super) fn reap(
 /// group, as the shim would have sent on its way out, so that the run's retry never runs
 /// beside it. A group known by its number alone (no `session`: the run's files no longer name
 /// it) is not signalled, since the number may belong to another program by now; the log says
-/// why the run stays active and how to end the group. Logged; a group that cannot be signalled (its processes changed user, say) is
-/// left to end by itself, and the log says how to end it. The run is settled once the group is
-/// empty ([`super::follow::watch_group`]).
+/// why the run stays active and how to end the group. Logged; a group that cannot be signalled
+/// (its processes changed user, say) is left to end by itself, and the log says how to end it.
+/// The run is settled once the group is empty ([`super::follow::watch_group`]).
 pub(super) fn end_orphaned(
     run_id: RunId,
     pgid: i32,

@@ -47,8 +47,8 @@ struct Recovery {
     orphaned: Vec<(Run, i32, Option<crate::sys::process::Session>)>,
     /// Runs taken from this host: the database holds them as ended `lost` by a
     /// `fleet hosts forget` — under the very claim a live shim here still holds, on this host —
-    /// while this host's daemon was away. Their commands are stopped as a cancel stops one, and their
-    /// slots held until their shims are gone (see [`taken_run`]).
+    /// while this host's daemon was away. Their commands are stopped as a cancel stops one, and
+    /// their slots held until their shims are gone (see [`taken_run`]).
     taken: Vec<(Run, Option<ShimIdentity>)>,
 }
 

@@ -210,9 +210,10 @@ pub fn reap(pid: i32) {
 /// The command line is rewritten in place, in the memory that held the original arguments; the
 /// rest is cleared. When `command_line` does not fit there (the daemon was started with a
 /// shorter command line, such as `fleet daemon`), `comm` is written instead, cut to the size if
-/// need be: a command line cut mid-word (`fleet shim -`) would only mislead. That memory is only written while the process has one
-/// thread (otherwise the command line is left alone): nothing can read the arguments at the
-/// same time, and anything reading them later reads the new words, each still NUL-terminated.
+/// need be: a command line cut mid-word (`fleet shim -`) would only mislead. That memory is
+/// only written while the process has one thread (otherwise the command line is left alone):
+/// nothing can read the arguments at the same time, and anything reading them later reads the
+/// new words, each still NUL-terminated.
 /// Call it in a process that has no further use for its original arguments (a forked copy of
 /// the daemon).
 pub fn set_process_name(comm: &str, command_line: &[&str]) {
