@@ -13,7 +13,9 @@ target/bench/results.md (raw figures to target/bench/results.json).
 
 Measures:
   1. dispatch   N runs of `true` under a cap of 16, queued to terminal, against `xargs -P16` and
-                pueue (installed from crates.io into target/bench-tools on first use).
+                pueue (installed from crates.io into target/bench-tools on first use); as
+                context, bench/floor.c (built with gcc): the least one monitor process per run
+                costs, bare and with fleet's file and syncs.
   2. eval       the bench `cargo bench -p supervisor --bench eval` (EVAL cost at 1k, 10k, 100k
                 queued): criterion's medians, one size after the other, read from
                 target/criterion/eval/<N>/new/estimates.json (context), and the judged ratio
@@ -300,6 +302,34 @@ def xargs_drain(n):
     return time.monotonic() - t
 
 
+def floor_build(out_dir):
+    """Compiles bench/floor.c (the floor of one monitor process per run) with gcc into
+    `out_dir`; raises NotRun when gcc is missing or the build fails."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        raise NotRun("no gcc or cc to build bench/floor.c")
+    exe = os.path.join(out_dir, "floor")
+    r = subprocess.run([cc, "-O2", "-o", exe, os.path.join(REPO, "bench", "floor.c")],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise NotRun(f"building bench/floor.c failed: {(r.stderr.strip().splitlines() or ['?'])[-1][:120]}")
+    return exe
+
+
+def floor_drain(exe, n, mode):
+    """Times bench/floor.c draining n runs of `true` at 16 parallel; `mode` is "bare" (a fork
+    per run, nothing else) or "durable" (also the run's file and the three syncs fleet's
+    records need). Its files go in a fresh temporary folder, removed afterwards like a drain's
+    state directory."""
+    d = tempfile.mkdtemp(prefix="fleet-bench-floor-")
+    try:
+        t = time.monotonic()
+        subprocess.run([exe, str(n), "16", mode, d], check=True, env=child_env())
+        return time.monotonic() - t
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def fleet_drain(binary, n, projects=32, cap=16, timeout=600):
     """Queue n runs of `true` over `projects` projects with no daemon (not timed), then time
     `fleet daemon` from its start until nothing is queued or active. tick = 1h: every start
@@ -451,20 +481,41 @@ def measure_dispatch(a, sz, rows, raw):
             raw["pueue_version"] = run([bins[0], "--version"]).strip()
         except NotRun as e:
             why_not = str(e)
-    xs, fs, ps = [], [], []
+    try:
+        floor, floor_why_not = floor_build(a.out_dir), None
+    except NotRun as e:
+        floor, floor_why_not = None, str(e)
+    xs, fs, ps, bare, durable = [], [], [], [], []
     for i in range(rep):
         xs.append(xargs_drain(n))
         fs.append(fleet_drain(a.fleet, n))
+        if floor:
+            bare.append(floor_drain(floor, n, "bare"))
+            durable.append(floor_drain(floor, n, "durable"))
         if bins:
             ps.append(pueue_drain(bins, m))
         print(f"  dispatch {i + 1}/{rep}: xargs {xs[-1]:.2f} s, fleet {fs[-1]:.2f} s"
+              + (f", floor {bare[-1]:.2f} s bare, {durable[-1]:.2f} s durable" if floor else "")
               + (f", pueue {ps[-1]:.2f} s ({m} runs)" if bins else ""), file=sys.stderr, flush=True)
-    raw["dispatch"] = dict(runs=n, xargs_s=xs, fleet_s=fs, pueue_runs=m, pueue_s=ps)
+    raw["dispatch"] = dict(runs=n, xargs_s=xs, fleet_s=fs, pueue_runs=m, pueue_s=ps,
+                           floor_bare_s=bare, floor_durable_s=durable)
     x, f = statistics.median(xs), statistics.median(fs)
     med = f"median of {rep}" if rep > 1 else "1 run"
     rows.append(dict(measure=f"drain {n:,} `true`, cap 16: wall time vs `xargs -P16`",
                      fleet=f"{f:.2f} s", anchor=f"xargs {x:.2f} s", ratio=f"{f / x:.2f}x", target="≤ 1.5x",
                      met=f / x <= 1.5, notes=f"{med}; fleet {fmt_list(fs, 's')}, xargs {fmt_list(xs, 's')}"))
+    if floor:
+        for what, ts in (("a fork per run, nothing else", bare),
+                         ("a fork per run, a new file and fleet's three syncs", durable)):
+            t = statistics.median(ts)
+            rows.append(dict(measure=f"floor of one monitor process per run (bench/floor.c: {what}), "
+                                     f"{n:,} `true`, 16 parallel, vs `xargs -P16`",
+                             fleet=f"{t:.2f} s", anchor=f"xargs {x:.2f} s", ratio=f"{t / x:.2f}x",
+                             target="— (context)", met=None, notes=f"{med}; {fmt_list(ts, 's')}"))
+    else:
+        rows.append(dict(measure="floor of one monitor process per run (bench/floor.c)", fleet="—",
+                         anchor=f"not run: {floor_why_not}", ratio="—", target="— (context)",
+                         met=None, notes=""))
     if bins:
         pp = statistics.median(ps)
         ft, pt = n / f, m / pp
