@@ -2,7 +2,7 @@
 //! daemon whose clock is a year ahead and then step it back, as an NTP correction would.
 //!
 //! Honoured only in a build with the `failpoints` feature (the test build): a production
-//! binary never reads the variable, and [`offset_ms`] is a constant 0 there.
+//! binary never reads the variable, and `offset_ms` is a constant 0 there.
 //!
 //! `FLEET_TEST_CLOCK_OFFSET_FILE=<path>`: the file holds a signed number of milliseconds added
 //! to every reading of [`crate::now_ms`]. It is read again at every reading, so a test steps the

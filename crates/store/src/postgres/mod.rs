@@ -130,7 +130,7 @@ impl Drop for PoolOwner {
 
 /// A failed statement, busy when PostgreSQL said a lock could not be had in time, a deadlock was
 /// broken, or a serialisation failed. Its message is `database: <PostgreSQL's>`.
-/// A connection lost or refused ([`is_lost`]) is [`StoreError::Unreachable`] instead.
+/// A connection lost or refused (`is_lost`) is [`StoreError::Unreachable`] instead.
 impl From<postgres::Error> for StoreError {
     fn from(e: postgres::Error) -> StoreError {
         if is_lost(&e) {

@@ -1,5 +1,5 @@
 //! `/metrics`: what the daemon counts in memory as it works ([`Metrics`]), and the exposition
-//! of those counts together with a snapshot of the database ([`render`]), in the OpenMetrics
+//! of those counts together with a snapshot of the database (`render`), in the OpenMetrics
 //! text format Prometheus scrapes.
 //!
 //! Cost of a scrape: the in-memory metrics are encoded as they are; the snapshot is three reads
