@@ -104,6 +104,16 @@ pub fn describe_url(url: &str) -> std::result::Result<String, String> {
     if config.get_hosts().is_empty() {
         return Err("the URL names no host (give one, or ?host=/socket/folder)".into());
     }
+    // Said here, not at the first connection: every connection is plain, so a URL that
+    // demands TLS could never connect, and `fleet validate` would have passed it.
+    if config.get_ssl_mode() == postgres::config::SslMode::Require {
+        return Err(
+            "sslmode=require asks for TLS, which fleet does not support yet: \
+                    leave sslmode out (or write disable) and reach the server over a network \
+                    you trust"
+                .into(),
+        );
+    }
     Ok(describe(&config))
 }
 

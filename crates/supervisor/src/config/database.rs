@@ -76,4 +76,15 @@ mod tests {
         }
         assert!(DatabaseUrl::parse("postgresql:///jobs?host=/run/postgresql").is_ok());
     }
+
+    #[test]
+    fn a_url_that_demands_tls_is_refused_before_any_connection() {
+        let e = DatabaseUrl::parse("postgresql://x:hunter2@h/db?sslmode=require").unwrap_err();
+        assert!(e.contains("sslmode=require") && e.contains("TLS"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+        for plain in ["disable", "prefer"] {
+            let url = format!("postgresql://x@h/db?sslmode={plain}");
+            assert!(DatabaseUrl::parse(&url).is_ok(), "{url}");
+        }
+    }
 }
