@@ -175,6 +175,17 @@ fn runs_filters_and_the_plain_form() {
         assert_eq!(out.code(), Some(2), "{bad:?}: {out:?}");
         assert_eq!(out.stderr.lines().count(), 1, "{bad:?}: {}", out.stderr);
     }
+    // --limit 0 would print the header alone, which reads as "no runs": a usage error instead.
+    for bad in ["0", "-1", "many"] {
+        let out = f.cmd(&["runs", "--limit", bad]);
+        assert_eq!(out.code(), Some(2), "--limit {bad}: {out:?}");
+        assert!(
+            out.stderr.contains("--limit"),
+            "--limit {bad}: {}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "--limit {bad}: {}", out.stdout);
+    }
 
     // Not a terminal: tab-separated, a header, one line per run, nothing cut.
     let plain = f.cmd_ok(&["runs"]);

@@ -134,6 +134,16 @@ fn host_name_arg(name: &str) -> std::result::Result<String, String> {
     }
 }
 
+/// `fleet runs --limit N`: a whole number of 1 or more (0 would show nothing but a header, which
+/// reads as "no runs").
+fn limit_arg(n: &str) -> std::result::Result<u32, String> {
+    match n.parse::<u32>() {
+        Ok(0) => Err("must be 1 or more".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("must be a whole number from 1 to {}", u32::MAX)),
+    }
+}
+
 /// `--state-dir`, when given: read-only commands and `cancel` use it instead of the config.
 static STATE_DIR_OVERRIDE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
@@ -185,8 +195,9 @@ enum Command {
         /// Only runs enqueued until WHEN: a duration ago ("2h") or an RFC 3339 time.
         #[arg(long, value_name = "WHEN")]
         until: Option<String>,
-        /// At most this many.
-        #[arg(long, default_value_t = 50, value_name = "N")]
+        /// At most this many (1 or more).
+        #[arg(long, default_value_t = 50, value_name = "N",
+              value_parser = limit_arg)]
         limit: u32,
         /// One JSON array instead of a table.
         #[arg(long)]
