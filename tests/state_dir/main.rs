@@ -7,11 +7,14 @@
 //! - `replaced`: a daemon whose state directory, database or lock is removed or replaced under
 //!   it notices within a tick, says so and exits 1;
 //! - `unreadable`: state that exists but may not be read is "permission denied", naming it,
-//!   exit 1 — never an empty install, never "ok".
+//!   exit 1 — never an empty install, never "ok";
+//! - `newer`: a database a newer fleet migrated is refused by every command and the daemon,
+//!   naming it, exit 2, and left as it was.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod newer;
 mod replaced;
 mod unreadable;
 mod zombie;

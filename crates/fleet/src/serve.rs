@@ -67,9 +67,14 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) 
     let result = runtime.block_on(supervisor::daemon::run(config, options));
     // Shim watchers and adopted-run waiters must not hold up the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
+    // A state directory or database that cannot be used at the start is judged as for every
+    // command (so a database written by a newer fleet is exit 2 here too); another daemon
+    // holding the directory, or the directory replaced under a running daemon, is exit 1.
     result.map_err(|e| match e {
         supervisor::daemon::DaemonError::StateDir(
-            inner @ (StateDirError::Unusable { .. } | StateDirError::Inaccessible { .. }),
+            inner @ (StateDirError::Unusable { .. }
+            | StateDirError::Inaccessible { .. }
+            | StateDirError::Store(_)),
         ) => crate::cli::state_failure(inner),
         other => Failure::action(other),
     })

@@ -61,6 +61,16 @@ fn a_database_from_a_newer_fleet_is_refused(db: &Db) {
             matches!(err, StoreError::SchemaTooNew { found: 999, .. }),
             "{err}"
         );
+    } else {
+        // SQLite names the file, and says why in the words of the PostgreSQL case.
+        assert!(matches!(err, StoreError::Open { .. }), "{err}");
+        let why = err.to_string();
+        assert!(
+            why.contains("fleet.db")
+                && why.contains("version 999")
+                && why.contains("upgrade fleet"),
+            "{why}"
+        );
     }
 }
 

@@ -90,6 +90,18 @@ impl SqliteStore {
                 Err(e) => return Err(open_err(why_not(path).unwrap_or_else(|| Box::new(e)))),
             }
         };
+        // A newer fleet's database: refused before any migration step, so that nothing of this
+        // version is written over a schema it does not know.
+        let found: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| open_err(Box::new(e)))?;
+        let known = schema::known_version();
+        if found > known {
+            return Err(open_err(Box::new(StoreError::SchemaTooNew {
+                found,
+                known,
+            })));
+        }
         let migrations = schema::migrations();
         // Two processes opening a new database at once (the daemon and a first `fleet enqueue`)
         // both try to migrate; the loser's transaction rolls back. It then finds the schema

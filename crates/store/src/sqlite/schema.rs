@@ -89,6 +89,12 @@ CREATE INDEX events_by_run ON events (run_id, seq);
 const ALL: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, QUEUE_HEADS];
 
 /// The schema version after every migration ran.
+/// The newest schema version this build knows: the number of migrations, as `user_version`
+/// holds it once they have all run.
+pub(crate) fn known_version() -> i64 {
+    ALL.len() as i64
+}
+
 pub(crate) fn latest() -> rusqlite_migration::SchemaVersion {
     rusqlite_migration::SchemaVersion::Inside(
         std::num::NonZeroUsize::new(ALL.len()).expect("at least one migration"),
