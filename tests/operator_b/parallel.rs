@@ -2,6 +2,7 @@
 //! commands' own records, whatever happens to the daemon.
 
 use crate::common::*;
+use crate::helpers::*;
 
 /// Ten queued runs of a project with `max_parallel = 3` under a global cap of 10: three run at
 /// once (never four, by the records the commands write themselves), also across a SIGKILL of
@@ -41,5 +42,50 @@ fn max_parallel_three_never_exceeds_three_across_a_sigkill() {
         10,
         "{records:?}"
     );
+    assert_check_ok(&f);
+}
+
+/// A host's own cap (`[hosts.<name>]`) holds runs back like any other, and `fleet status`
+/// shows the runs on this host against it, in text and JSON.
+#[test]
+fn status_shows_this_hosts_own_cap() {
+    let f = Fleet::with(|dir| {
+        let release = dir.join("release");
+        format!(
+            "host = \"h1\"\nmax_concurrency = 10\n\
+             [hosts.h1]\nmax_concurrency = 2\n\
+             [projects.hold]\nmax_parallel = 5\ncommand = {}\n",
+            sh(&format!(
+                "while [ ! -e {} ]; do sleep 0.05; done",
+                shell_quote(&release)
+            ))
+        )
+    });
+    let _d = f.start_daemon();
+    let ids: Vec<i64> = (0..3).map(|_| f.enqueue("hold")).collect();
+    f.wait_until(DEADLINE, "two runs active on h1", || {
+        f.status()["host_capacity"]["active"] == 2
+    });
+    eval_barrier(&f, 2);
+    let status = f.status();
+    assert_eq!(
+        status["host_capacity"],
+        serde_json::json!({"name": "h1", "active": 2, "max_concurrency": 2}),
+        "{status}"
+    );
+    assert_eq!(
+        status["global"]["active"], 2,
+        "the host cap let a third run start: {status}"
+    );
+    let text = f.cmd_ok(&["status"]);
+    assert!(
+        text.contains("host h1: 2 of 2 (this host's own cap)"),
+        "{text}"
+    );
+
+    std::fs::write(f.path().join("release"), "").unwrap();
+    for &id in &ids {
+        assert_eq!(status_of(&f.wait_terminal(id)), "succeeded");
+    }
     assert_check_ok(&f);
 }

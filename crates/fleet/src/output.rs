@@ -90,6 +90,20 @@ impl Status {
                 "epoch": row.as_ref().map(|r| r.epoch),
             }),
         };
+        // This host's own capacity (`[hosts.<name>]`), when it has one: the runs active on it
+        // against it. On a shared database `global` counts every host's runs; this counts the
+        // ones claimed by this host.
+        let host_cap = caps
+            .get("host")
+            .filter(|h| h.get("max_concurrency").is_some_and(|c| !c.is_null()))
+            .map(|h| {
+                let name = h.get("name").and_then(Value::as_str).unwrap_or_default();
+                let on_host = active
+                    .iter()
+                    .filter(|r| r.host.as_deref() == Some(name))
+                    .count();
+                json!({"name": name, "active": on_host, "max_concurrency": h.get("max_concurrency")})
+            });
         Status {
             value: json!({
                 "daemon": daemon,
@@ -98,6 +112,7 @@ impl Status {
                 "state_dir": state.root().display().to_string(),
                 "global": {"active": active.len(), "max_concurrency": caps.get("global")},
                 "namespaces": namespaces,
+                "host_capacity": host_cap,
             }),
         }
     }
@@ -265,6 +280,15 @@ impl Status {
                 };
                 s += &format!("  namespace {name}: {} of {cap}\n", n["active"]);
             }
+        }
+        let h = &v["host_capacity"];
+        if !h.is_null() {
+            s += &format!(
+                "  host {}: {} of {} (this host's own cap)\n",
+                h["name"].as_str().unwrap_or("?"),
+                h["active"],
+                h["max_concurrency"]
+            );
         }
         s
     }
