@@ -17,6 +17,8 @@
 //! Column widths are measured with the header included even when the header is not printed,
 //! so `--no-headers` shows exactly the headed table minus its header.
 
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
 /// One column of a table.
 pub struct Column {
     /// Its header.
@@ -24,10 +26,10 @@ pub struct Column {
     /// Its cells, one per row, in forms from longest to shortest: each form is one cell per
     /// row. The first form is used while it fits; later ones when the table is too wide.
     pub forms: Vec<Vec<String>>,
-    /// Characters the column may be cut down to before any column is dropped; `None`: never
+    /// Terminal columns the column may be cut down to before any column is dropped; `None`: never
     /// cut.
     pub soft_min: Option<usize>,
-    /// Characters the column may be cut down to once every droppable column is gone.
+    /// Terminal columns the column may be cut down to once every droppable column is gone.
     pub hard_min: usize,
     /// When it is dropped, lowest first; `None`: never dropped.
     pub drop: Option<u8>,
@@ -79,12 +81,15 @@ impl Column {
     }
 }
 
-/// Characters in `s` (what a terminal shows for the names and values fleet prints).
+/// The columns `s` takes on a terminal: most characters one, East Asian wide ones (CJK, most
+/// emoji) two, combining marks none. A note or a path may hold any of them, and a count of
+/// characters would let a row of wide ones overflow the width and wrap.
 fn len(s: &str) -> usize {
-    s.chars().count()
+    s.width()
 }
 
-/// `s` cut to at most `width` characters, ending in `…` when cut.
+/// `s` cut to at most `width` terminal columns, ending in `…` when cut (a wide character that
+/// would straddle the edge goes whole).
 pub fn cut(s: &str, width: usize) -> String {
     if len(s) <= width {
         return s.to_string();
@@ -92,9 +97,25 @@ pub fn cut(s: &str, width: usize) -> String {
     if width == 0 {
         return String::new();
     }
-    let mut out: String = s.chars().take(width - 1).collect();
+    let mut out = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > width - 1 {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
     out.push('…');
     out
+}
+
+/// `s` cut to `width` terminal columns and padded with spaces to exactly that many.
+fn padded(s: &str, width: usize) -> String {
+    let c = cut(s, width);
+    let fill = width.saturating_sub(len(&c));
+    c + &" ".repeat(fill)
 }
 
 /// The width of a table with columns of `widths`: a border on each side, one space of padding
@@ -131,7 +152,7 @@ fn fit(
     (excess == 0).then_some(widths)
 }
 
-/// The table of `cols` (all with the same number of rows), at most `width` characters wide,
+/// The table of `cols` (all with the same number of rows), at most `width` terminal columns wide,
 /// every row on one line; `headers` false leaves the header line out (the layout stays the
 /// same).
 pub fn render(cols: &[Column], headers: bool, width: usize) -> String {
@@ -179,7 +200,7 @@ pub fn render(cols: &[Column], headers: bool, width: usize) -> String {
         let body: Vec<String> = cells
             .iter()
             .zip(&widths)
-            .map(|(c, &w)| format!("{:<w$}", cut(c, w)))
+            .map(|(c, &w)| padded(c, w))
             .collect();
         format!("│ {} │", body.join("   "))
     };
@@ -253,5 +274,29 @@ mod tests {
         assert_eq!(cut("abcdef", 6), "abcdef");
         assert_eq!(cut("abcdefg", 6), "abcde…");
         assert_eq!(cut("abc", 0), "");
+    }
+
+    /// Wide characters take two columns: a table of them still fits its width and lines up,
+    /// and a cut never leaves half of one.
+    #[test]
+    fn wide_characters_count_as_two_columns() {
+        assert_eq!(len("日本語"), 6);
+        assert_eq!(cut("日本語のメモ", 6), "日本…");
+        assert_eq!(cut("日本語のメモ", 5), "日本…");
+        assert_eq!(cut("日本語のメモ", 4), "日…");
+        let notes: Vec<String> = vec!["ディスクがいっぱいです".into(), "ok".into()];
+        for width in 20..=60 {
+            let cols = vec![
+                Column::fixed("ID", vec!["1".into(), "2".into()]),
+                Column::fixed("NOTE", notes.clone()).cut(4, 1),
+            ];
+            let out = render(&cols, true, width);
+            let widths: Vec<usize> = out.lines().map(len).collect();
+            assert!(widths.iter().all(|&w| w <= width), "{width}:\n{out}");
+            assert!(
+                widths.iter().all(|&w| w == widths[0]),
+                "{width}: ragged\n{out}"
+            );
+        }
     }
 }
