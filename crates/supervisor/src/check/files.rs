@@ -11,11 +11,13 @@ use store::{Run, RunId, RunStatus};
 
 use super::{Report, Violation, ViolationKind};
 use crate::settle;
+use crate::shim::records::BadLine;
 use crate::shim::runfiles::{Records, RunFiles};
 
 /// `result`'s value, or `None` after recording an [`ViolationKind::UnreadableFile`] finding for
 /// run `run` naming `path` (an error that names its file already, as a bad record line does, is
-/// not prefixed with it again).
+/// not prefixed with it again: a bad line reads the same whichever reader met it, so the
+/// report's de-duplication keeps one finding per line).
 pub(super) fn readable<T>(
     report: &mut Report,
     run: RunId,
@@ -26,7 +28,8 @@ pub(super) fn readable<T>(
         Ok(v) => Some(v),
         Err(e) => {
             let said = e.to_string();
-            let message = if said.contains(&path.display().to_string()) {
+            let bad_line = e.get_ref().is_some_and(|inner| inner.is::<BadLine>());
+            let message = if bad_line || said.contains(&path.display().to_string()) {
                 said
             } else {
                 format!("cannot read {}: {said}", path.display())
@@ -97,4 +100,31 @@ pub(super) fn compare_exit(report: &mut Report, run: &Run, records: &Records) {
             show(signal)
         ),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bad line met through another path than the one given (the earlier layout's folder,
+    /// while the caller names the flat lock file) is reported in its own words, the same
+    /// finding `records` makes of it, not prefixed with the other path.
+    #[test]
+    fn a_bad_line_is_reported_in_its_own_words() {
+        let bad = BadLine {
+            path: "/state/runs/7/lock".into(),
+            line: 1,
+            reason: "expected value".into(),
+        };
+        let mut report = Report::default();
+        let got: Option<()> = readable(
+            &mut report,
+            7,
+            Path::new("/state/runs/7.lock"),
+            Err(bad.to_error()),
+        );
+        assert!(got.is_none());
+        assert_eq!(report.violations.len(), 1);
+        assert_eq!(report.violations[0].message, bad.to_string());
+    }
 }

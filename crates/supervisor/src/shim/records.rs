@@ -182,11 +182,14 @@ impl fmt::Display for BadLine {
     }
 }
 
+impl std::error::Error for BadLine {}
+
 impl BadLine {
     /// This bad line as an `InvalidData` error, for a reader that needed the record it may
-    /// have held.
+    /// have held. The error carries the `BadLine` itself (`get_ref`), so that a caller can
+    /// tell it names its file already.
     pub fn to_error(&self) -> io::Error {
-        io::Error::new(io::ErrorKind::InvalidData, self.to_string())
+        io::Error::new(io::ErrorKind::InvalidData, self.clone())
     }
 }
 
