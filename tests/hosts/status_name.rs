@@ -17,10 +17,13 @@ impl Drop for Killed {
     }
 }
 
-/// One host whose file names it "a", with one project of `true`.
+/// One host whose file names it "a", with one project of `true`, and a capacity of its own
+/// for host "b" (3) but none for "a".
 fn host_a() -> Option<Hosts> {
     Hosts::new(&["a"], |_| {
-        "max_concurrency = 2\n[projects.p]\ncommand = [\"true\"]\n".to_string()
+        "max_concurrency = 2\n[hosts.b]\nmax_concurrency = 3\n\
+         [projects.p]\ncommand = [\"true\"]\n"
+            .to_string()
     })
 }
 
@@ -75,6 +78,13 @@ fn commands_know_the_host_a_gone_daemon_ran_as() {
         f.status()["daemon"]["running"] == serde_json::Value::Bool(false)
     });
     assert_eq!(f.status()["host"].as_str(), Some("b"), "{}", f.status());
+    // And b's own capacity, not a's (which has none).
+    assert_eq!(
+        f.status()["host_capacity"],
+        serde_json::json!({"name": "b", "active": 0, "max_concurrency": 3}),
+        "{}",
+        f.status()
+    );
     let out = f.cmd_ok(&["prune", "--dry-run"]);
     assert!(out.contains("host b:"), "{out}");
     let report: serde_json::Value =

@@ -61,7 +61,7 @@ fn status_shows_this_hosts_own_cap() {
             ))
         )
     });
-    let _d = f.start_daemon();
+    let mut d = f.start_daemon();
     let ids: Vec<i64> = (0..3).map(|_| f.enqueue("hold")).collect();
     f.wait_until(DEADLINE, "two runs active on h1", || {
         f.status()["host_capacity"]["active"] == 2
@@ -83,7 +83,18 @@ fn status_shows_this_hosts_own_cap() {
         "{text}"
     );
 
+    // With no daemon, the file's cap for this host, and the runs still on it.
+    d.kill();
+    let status = f.status();
+    assert_eq!(status["daemon"]["running"], false, "{status}");
+    assert_eq!(
+        status["host_capacity"],
+        serde_json::json!({"name": "h1", "active": 2, "max_concurrency": 2}),
+        "{status}"
+    );
+
     std::fs::write(f.path().join("release"), "").unwrap();
+    let _d = f.start_daemon();
     for &id in &ids {
         assert_eq!(status_of(&f.wait_terminal(id)), "succeeded");
     }

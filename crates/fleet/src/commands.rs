@@ -90,7 +90,10 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         path,
         holder,
         row,
-        &active,
+        output::Active {
+            runs: &active,
+            this_host: this_host.as_deref(),
+        },
     )
     .with_schedules(&schedules)
     .with_liveness(&liveness)

@@ -18,6 +18,15 @@ pub fn runs_json(runs: &[Run]) -> String {
     Value::Array(runs.iter().map(run_json).collect()).to_string()
 }
 
+/// What is active, for `fleet status`'s occupancy: the active runs (every host's) and this
+/// host's name, whose own cap counts the runs it claimed.
+pub struct Active<'a> {
+    /// Every active run (`starting` or `running`), on any host.
+    pub runs: &'a [Run],
+    /// This host's name (see [`Status::with_host`]), `None` when unknown.
+    pub this_host: Option<&'a str>,
+}
+
 /// What `fleet status` reports.
 pub struct Status {
     value: Value,
@@ -25,7 +34,8 @@ pub struct Status {
 
 impl Status {
     /// Builds the report: the daemon (alive if it holds the lock), its epoch and uptime, the
-    /// config in force and its last reload error, occupancy against every cap.
+    /// config in force and its last reload error, occupancy against every cap (this host's
+    /// included when it has one).
     pub fn new(
         config: Option<&Config>,
         file_errors: Option<&ConfigErrors>,
@@ -33,8 +43,12 @@ impl Status {
         path: &Path,
         holder: Option<i32>,
         row: Option<DaemonRow>,
-        active: &[Run],
+        active: Active<'_>,
     ) -> Status {
+        let Active {
+            runs: active,
+            this_host,
+        } = active;
         let now = store::now_ms();
         let mut by_ns: BTreeMap<&str, u64> = BTreeMap::new();
         for r in active {
@@ -92,17 +106,26 @@ impl Status {
         };
         // This host's own capacity (`[hosts.<name>]`), when it has one: the runs active on it
         // against it. On a shared database `global` counts every host's runs; this counts the
-        // ones claimed by this host.
-        let host_cap = caps
-            .get("host")
-            .filter(|h| h.get("max_concurrency").is_some_and(|c| !c.is_null()))
-            .map(|h| {
-                let name = h.get("name").and_then(Value::as_str).unwrap_or_default();
+        // ones claimed by this host. The running daemon's caps name its host; with none
+        // running, the file's table for `this_host` (the name this state directory last ran
+        // as, which `fleet daemon --host` may have set) is the cap.
+        let host_cap: Option<(String, Value)> = match (&holder, &row) {
+            (Some(_), Some(_)) => caps.get("host").and_then(|h| {
+                let name = h.get("name").and_then(Value::as_str)?.to_string();
+                Some((name, h.get("max_concurrency")?.clone()))
+            }),
+            _ => config
+                .zip(this_host)
+                .map(|(c, name)| (name.to_string(), json!(c.host_capacity(name)))),
+        };
+        let host_cap = host_cap
+            .filter(|(_, cap)| !cap.is_null())
+            .map(|(name, cap)| {
                 let on_host = active
                     .iter()
-                    .filter(|r| r.host.as_deref() == Some(name))
+                    .filter(|r| r.host.as_deref() == Some(name.as_str()))
                     .count();
-                json!({"name": name, "active": on_host, "max_concurrency": h.get("max_concurrency")})
+                json!({"name": name, "active": on_host, "max_concurrency": cap})
             });
         Status {
             value: json!({
