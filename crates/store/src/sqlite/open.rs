@@ -102,6 +102,29 @@ impl SqliteStore {
                 known,
             })));
         }
+        // A version fleet never writes (another program set it): migrating from there would
+        // fail on tables that exist, with the migration's whole SQL for a message.
+        let has_runs: bool = conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| open_err(Box::new(e)))?;
+        if found < 0 || (found == 0 && has_runs) {
+            return Err(open_err(
+                format!(
+                    "its schema version (PRAGMA user_version) is {found}, which fleet never \
+                     writes{}: another program changed it; restore the database from a backup",
+                    if has_runs {
+                        " for a database with its tables"
+                    } else {
+                        ""
+                    }
+                )
+                .into(),
+            ));
+        }
         let migrations = schema::migrations();
         // Two processes opening a new database at once (the daemon and a first `fleet enqueue`)
         // both try to migrate; the loser's transaction rolls back. It then finds the schema

@@ -127,7 +127,6 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     })?;
     let state = StateDir::of(&config);
     let mut lock = state.lock_daemon()?;
-    lock.record_host(&config.host);
     // A socket file here now is a dead daemon's (the lock is ours): gone at once, so that until
     // this daemon has taken over and bound its own, nobody takes that file for a daemon in
     // charge.
@@ -136,6 +135,10 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // against the first turn.
     let health = Arc::new(Health::new(config.tick, now_ms()));
     let store = connect::open_store(&state).await?;
+    // Only once the database opened: a daemon refused at its start (a database written by a
+    // newer fleet, say) never ran, and the commands must not take its host name for the one
+    // this state directory last ran as.
+    lock.record_host(&config.host);
     let epoch = {
         let store = store.clone();
         let caps = caps_json(&config);
