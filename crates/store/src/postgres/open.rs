@@ -98,6 +98,21 @@ pub fn describe_url(url: &str) -> std::result::Result<String, String> {
     if !(url.starts_with("postgresql://") || url.starts_with("postgres://")) {
         return Err("expected a postgresql:// URL".into());
     }
+    // libpq's TLS modes the driver does not know: said for what they are, instead of the
+    // driver's "invalid connection string".
+    if let Some(mode) = url
+        .split_once('?')
+        .into_iter()
+        .flat_map(|(_, query)| query.split('&'))
+        .filter_map(|pair| pair.strip_prefix("sslmode="))
+        .find(|mode| matches!(*mode, "verify-ca" | "verify-full" | "allow"))
+    {
+        return Err(format!(
+            "sslmode={mode} is not supported: connections are not encrypted in this version \
+             (TLS is not supported yet); leave sslmode out (or write disable or prefer) and \
+             reach the server over a network you trust"
+        ));
+    }
     let config: postgres::Config = url
         .parse()
         .map_err(|e: postgres::Error| format!("not a PostgreSQL URL: {e}"))?;

@@ -82,6 +82,12 @@ mod tests {
         let e = DatabaseUrl::parse("postgresql://x:hunter2@h/db?sslmode=require").unwrap_err();
         assert!(e.contains("sslmode=require") && e.contains("TLS"), "{e}");
         assert!(!e.contains("hunter2"), "{e}");
+        for tls in ["verify-ca", "verify-full", "allow"] {
+            let url = format!("postgresql://x:hunter2@h/db?connect_timeout=5&sslmode={tls}");
+            let e = DatabaseUrl::parse(&url).unwrap_err();
+            assert!(e.contains(&format!("sslmode={tls}")), "{e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
         for plain in ["disable", "prefer"] {
             let url = format!("postgresql://x@h/db?sslmode={plain}");
             assert!(DatabaseUrl::parse(&url).is_ok(), "{url}");
