@@ -60,16 +60,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: floor RUNS PARALLEL bare|durable DIR\n");
         return 2;
     }
-    int runs = atoi(argv[1]), parallel = atoi(argv[2]);
+    char *end1, *end2;
+    long runs = strtol(argv[1], &end1, 10), parallel = strtol(argv[2], &end2, 10);
     int durable = strcmp(argv[3], "durable") == 0;
-    if (runs < 0 || parallel < 1) {
-        fprintf(stderr, "floor: RUNS must be >= 0 and PARALLEL >= 1\n");
+    if (*argv[1] == '\0' || *end1 != '\0' || *argv[2] == '\0' || *end2 != '\0' || runs < 0 ||
+        runs > 100000000 || parallel < 1 || parallel > 4096) {
+        fprintf(stderr, "floor: RUNS must be a number from 0 to 100000000 and PARALLEL from 1 to 4096\n");
         return 2;
     }
-    int started = 0, alive = 0, failed = 0;
+    long started = 0, alive = 0, failed = 0;
     while (started < runs || alive > 0) {
         while (alive < parallel && started < runs) {
-            int id = started++;
+            int id = (int)started++;
             pid_t m = fork();
             if (m < 0) {
                 perror("floor: fork");
@@ -87,7 +89,7 @@ int main(int argc, char **argv) {
         }
     }
     if (failed) {
-        fprintf(stderr, "floor: %d of %d runs failed\n", failed, runs);
+        fprintf(stderr, "floor: %ld of %ld runs failed\n", failed, runs);
         return 1;
     }
     return 0;

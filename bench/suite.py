@@ -508,8 +508,8 @@ def measure_dispatch(a, sz, rows, raw):
         for what, ts in (("a fork per run, nothing else", bare),
                          ("a fork per run, a new file and fleet's three syncs", durable)):
             t = statistics.median(ts)
-            rows.append(dict(measure=f"floor of one monitor process per run (bench/floor.c: {what}), "
-                                     f"{n:,} `true`, 16 parallel, vs `xargs -P16`",
+            rows.append(dict(measure=f"floor of one monitor process per run (bench/floor.c: {what}; "
+                                     f"its time in the fleet column), {n:,} `true`, 16 parallel, vs `xargs -P16`",
                              fleet=f"{t:.2f} s", anchor=f"xargs {x:.2f} s", ratio=f"{t / x:.2f}x",
                              target="— (context)", met=None, notes=f"{med}; {fmt_list(ts, 's')}"))
     else:
