@@ -104,6 +104,64 @@ fn leftovers_in_the_process_group_are_killed_when_the_command_exits() {
     assert_eq!(f.logs(id), "leaving\n");
 }
 
+/// A command that starts processes outside its process group (a new session by `setsid`, with
+/// a child of its own) and exits: they are killed too before the run's end is recorded, since
+/// the shim is their subreaper — so a retry could never run beside them. The shim's log says
+/// how many it found.
+#[test]
+fn processes_that_left_the_process_group_are_killed_when_the_command_exits() {
+    let f = Fleet::with(|dir| {
+        let leader = dir.join("escaped.pid");
+        let child = dir.join("escaped-child.pid");
+        format!(
+            "[projects.escaper]\ncommand = {}\n",
+            sh(&format!(
+                "setsid sh -c 'echo $$ > {leader}; sleep 300 & echo $! > {child}; wait' & \
+                 while [ ! -s {child} ]; do sleep 0.01; done; echo leaving",
+                leader = shell_quote(&leader),
+                child = shell_quote(&child),
+            ))
+        )
+    });
+    let d = f.start_daemon();
+    let id = f.enqueue("escaper");
+    let r = f.wait_terminal(id);
+    assert_eq!(status_of(&r), "succeeded", "{r}");
+    let leader = read_pid(&f.file("escaped.pid"), &f);
+    let child = read_pid(&f.file("escaped-child.pid"), &f);
+    // Gone when the end was recorded; polled only to tolerate /proc's lag.
+    wait_gone(&f, leader, "the process that left the command's session");
+    wait_gone(&f, child, "its child");
+    assert_eq!(f.logs(id), "leaving\n");
+    f.wait_until(DEADLINE, "the shim's warning in the daemon's log", || {
+        d.stderr().contains("had left its process group")
+    });
+}
+
+/// The same on `fleet cancel`: a process the command moved to a session of its own is gone by
+/// the time the run is `cancelled`.
+#[test]
+fn a_cancel_ends_what_left_the_process_group_too() {
+    let f = Fleet::with(|dir| {
+        let escaped = dir.join("escaped.pid");
+        format!(
+            "[projects.escaper]\ncommand = {}\nkill_grace = \"1s\"\n",
+            sh(&format!(
+                "setsid sh -c 'echo $$ > {escaped}; exec sleep 300' & sleep 300",
+                escaped = shell_quote(&escaped),
+            ))
+        )
+    });
+    let _d = f.start_daemon();
+    let id = f.enqueue("escaper");
+    let escaped = read_pid(&f.file("escaped.pid"), &f);
+    f.wait_run(id, "running", |r| r["status"] == "running");
+    f.cmd_ok(&["cancel", &id.to_string()]);
+    let r = f.wait_terminal(id);
+    assert_eq!(status_of(&r), "cancelled", "{r}");
+    wait_gone(&f, escaped, "the process that left the command's session");
+}
+
 #[test]
 fn cancel_running_and_queued_runs() {
     let f = Fleet::with(|dir| {

@@ -270,8 +270,9 @@ impl LogPump {
         })
     }
 
-    /// Copies what the pipe holds now, without waiting: for the end, once the command is gone
-    /// (what a process that left the group still writes later is not waited for).
+    /// Copies what the pipe holds now, without waiting: for the end, once the command and
+    /// everything it started are gone (a process that could not be killed, having changed
+    /// user, may still write later: that is not waited for).
     pub(super) fn finish(&mut self) {
         self.drain(usize::MAX);
     }

@@ -90,7 +90,7 @@ use std::time::{Duration, Instant};
 
 use crate::failpoints::scenario as failpoint_scenario;
 use crate::sys::signals::{self, BlockedSignals, Signal};
-use crate::sys::{files, process, spawn};
+use crate::sys::{files, process, spawn, subreaper};
 use runfiles::{now_rfc3339, ExitRecord, Outcome, Record, RunFiles, RunningRecord, StartedRecord};
 use write::{write_durably, write_exit, write_record};
 
@@ -322,6 +322,15 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     })?;
     crash_point!("shim-after-started");
 
+    // Before the command starts: whatever it starts that leaves its process group (setsid, a
+    // daemon's double fork) is then handed to this shim when its parent dies, not to init,
+    // and ends with the run (`supervise`) instead of running beside its retry.
+    if let Err(e) = subreaper::become_subreaper() {
+        warn(format_args!(
+            "fleet shim: run {} claim {}: cannot become the subreaper of the command's processes ({e}); what leaves its process group will outlive the run",
+            a.run_id, a.token
+        ));
+    }
     let (pid, mut pump) = match spawn_command(a, &dir, shim_pid, signals) {
         Ok(spawned) => spawned,
         Err(message) => {
@@ -494,6 +503,9 @@ fn supervise(
         if process::has_exited(pgid)? {
             break;
         }
+        // Orphans adopted as subreaper that ended meanwhile: reaped now, so that a long run
+        // whose command leaves many does not pile up zombies.
+        subreaper::reap_adopted(pid);
         let now = Instant::now();
         if timeout_at.is_some_and(|t| now >= t) {
             timeout_at = None;
@@ -529,6 +541,17 @@ fn supervise(
     // this SIGKILL reaches only processes the command left in its group (e.g. a grandchild).
     signal_group(pgid, Signal::SIGKILL);
     let status = spawn::wait_child(pid)?;
+    // And what left the group, handed to this shim as its subreaper: killed and reaped too,
+    // together with the group's processes handed over as their parents died, before the exit
+    // record is written and the lock released — so nothing of this attempt runs beside the
+    // next one.
+    let escaped = subreaper::end_adopted(pgid);
+    if escaped > 0 {
+        warn(format_args!(
+            "fleet shim: run {} claim {}: {escaped} process(es) the command started had left its process group and were still running; killed them (SIGKILL)",
+            a.run_id, a.token
+        ));
+    }
     // Whatever the group wrote before it went is in the pipe: into the log before the exit
     // record, so that a run recorded as ended has its whole log.
     if let Some(p) = pump {

@@ -32,6 +32,8 @@
 //!   (`SCM_RIGHTS`).
 //! * [`readiness`]: waiting on a pipe and on blocked signals at once (`signalfd`, `poll`), and
 //!   non-blocking reads.
+//! * [`subreaper`]: a process as the child subreaper of its descendants: reaping the orphans it
+//!   adopts, and ending every child it has left.
 
 pub mod fdpass;
 pub mod files;
@@ -39,3 +41,4 @@ pub mod process;
 pub mod readiness;
 pub mod signals;
 pub mod spawn;
+pub mod subreaper;

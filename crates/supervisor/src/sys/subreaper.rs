@@ -1,0 +1,153 @@
+//! A process as the child subreaper of its descendants, and what it then does with the
+//! processes handed to it.
+//!
+//! A process that leaves its parent's process group (`setsid`, `setpgid`, a double fork) is out
+//! of reach of a signal sent to that group, and when its parent dies it is handed to the
+//! machine's init. Once the caller is marked as the subreaper ([`become_subreaper`]), such an
+//! orphan is handed to the caller instead, which can then end it ([`end_adopted`]) and reap
+//! the ones that end on their own ([`reap_adopted`]).
+//!
+//! Only a child of the caller is ever signalled here: while it is not reaped, its pid cannot
+//! name another process.
+
+use std::collections::BTreeSet;
+use std::io;
+
+use rustix::process::{Pid, WaitOptions};
+
+/// Marks the calling process as the child subreaper of its descendants
+/// (`PR_SET_CHILD_SUBREAPER`): an orphaned descendant is handed to it, not to init.
+///
+/// Errors: the kernel refused (it predates Linux 3.4).
+pub fn become_subreaper() -> io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    Ok(())
+}
+
+/// Reaps the children of the caller that have ended, except `keep`, which is left waitable:
+/// the orphans a subreaper adopted and that ended while `keep` still runs. Never blocks. Stops
+/// at the first waitable child that is `keep` (what is behind it is reaped by
+/// [`end_adopted`]).
+pub fn reap_adopted(keep: i32) {
+    loop {
+        // SAFETY: an all-zero `siginfo_t` is a valid value of this plain C struct; waitid
+        // writes into it and reads nothing from it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a live local the call writes into; P_ALL takes no id. WNOWAIT
+        // leaves the child waitable: only a child other than `keep` is then reaped, below.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_ALL,
+                0,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if r != 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return; // ECHILD: no child at all.
+        }
+        // SAFETY: waitid succeeded, so `info` holds a SIGCHLD siginfo (or zeros when no
+        // child was waitable), whose pid field this reads.
+        let pid = unsafe { info.si_pid() };
+        if pid <= 0 || pid == keep {
+            return;
+        }
+        if let Some(pid) = Pid::from_raw(pid) {
+            let _ = rustix::process::waitpid(Some(pid), WaitOptions::NOHANG);
+        }
+    }
+}
+
+/// Kills (SIGKILL) every child the caller still has — the orphans it adopted, and the
+/// processes of group `pgid` handed to it as their parents died — and reaps them, over and
+/// over, since each one killed may hand its own children over, until none is left. Returns how
+/// many processes outside the process group `pgid` it found alive and killed: those that had
+/// left that group.
+///
+/// Blocks while a child it killed has not ended yet. A child that may not be signalled (it
+/// changed user) is not waited for: once only such children are left, it returns.
+pub fn end_adopted(pgid: i32) -> usize {
+    let me = rustix::process::getpid();
+    let mut escaped = BTreeSet::new();
+    loop {
+        let children = children_of(me);
+        let mut waiting = false;
+        for child in children {
+            let Some(pid) = Pid::from_raw(child) else {
+                continue;
+            };
+            let outside =
+                rustix::process::getpgid(Some(pid)).is_ok_and(|g| g.as_raw_nonzero().get() != pgid);
+            let alive = !is_zombie(child);
+            match rustix::process::kill_process(pid, rustix::process::Signal::KILL) {
+                Ok(()) => {
+                    waiting = true;
+                    if outside && alive {
+                        escaped.insert(child);
+                    }
+                }
+                // Gone already, or not ours to signal: nothing to wait for.
+                Err(_) => waiting |= !alive,
+            }
+        }
+        if !waiting {
+            return escaped.len();
+        }
+        match rustix::process::wait(WaitOptions::empty()) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            // ECHILD: nothing left at all.
+            Err(_) => return escaped.len(),
+        }
+    }
+}
+
+/// The children of process `me` (single-threaded: its main thread's list), live or ended and
+/// not reaped: `/proc/<me>/task/<me>/children`, or, on a kernel without that file, every
+/// process whose parent is `me` by a scan of `/proc`.
+fn children_of(me: Pid) -> Vec<i32> {
+    let me = me.as_raw_nonzero().get();
+    match std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")) {
+        Ok(list) => list
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect(),
+        Err(_) => scan_children(me),
+    }
+}
+
+/// Every process whose parent (field 4 of `/proc/<pid>/stat`) is `me`.
+fn scan_children(me: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| parent_of(pid) == Some(me))
+        .collect()
+}
+
+/// Field 4 (parent pid) of `/proc/<pid>/stat`, read after the last `)`.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let _state = fields.next()?;
+    fields.next()?.parse().ok()
+}
+
+/// Whether `pid` has ended and awaits its reaping (state `Z` in `/proc/<pid>/stat`); a process
+/// that cannot be read counts as ended.
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s[s.rfind(')')? + 1..]
+                .split_whitespace()
+                .next()?
+                .chars()
+                .next()
+        })
+        .is_none_or(|state| matches!(state, 'Z' | 'X' | 'x'))
+}
