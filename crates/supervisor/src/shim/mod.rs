@@ -20,8 +20,10 @@
 //! 6. writes `running`, tells the daemon `running <pid>` on stdout;
 //! 7. waits — for the command, its output and signals, in one `poll` — passing termination
 //!    requests on to the process group, enforcing the timeout and the kill grace;
-//! 8. kills whatever is left of the process group, durably writes `exit` (retried until it is
-//!    on disk), and only then exits (releasing the lock).
+//! 8. kills whatever is left of the process group, then every child it still has: it made
+//!    itself the child subreaper before step 5, so what left the group (`setsid`, a double
+//!    fork) was handed to it ([`crate::sys::subreaper`]); durably writes `exit` (retried until
+//!    it is on disk), and only then exits (releasing the lock).
 //!
 //! The shim is single-threaded and must stay so: the parent-death signal is tied to the *thread*
 //! that forked the command, so a thread that forked and then ended would kill the command early,
@@ -545,11 +547,17 @@ fn supervise(
     // together with the group's processes handed over as their parents died, before the exit
     // record is written and the lock released — so nothing of this attempt runs beside the
     // next one.
-    let escaped = subreaper::end_adopted(pgid);
-    if escaped > 0 {
+    let adopted = subreaper::end_adopted(pgid);
+    if adopted.escaped > 0 {
         warn(format_args!(
-            "fleet shim: run {} claim {}: {escaped} process(es) the command started had left its process group and were still running; killed them (SIGKILL)",
-            a.run_id, a.token
+            "fleet shim: run {} claim {}: {} process(es) the command started had left its process group and were still running; killed them (SIGKILL)",
+            a.run_id, a.token, adopted.escaped
+        ));
+    }
+    if !adopted.unkillable.is_empty() {
+        warn(format_args!(
+            "fleet shim: run {} claim {}: process(es) {:?}, started by the command, run as another user and could not be killed; left running (`kill -KILL PID` as their user ends them)",
+            a.run_id, a.token, adopted.unkillable
         ));
     }
     // Whatever the group wrote before it went is in the pipe: into the log before the exit

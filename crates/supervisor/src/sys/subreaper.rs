@@ -61,21 +61,37 @@ pub fn reap_adopted(keep: i32) {
     }
 }
 
+/// What [`end_adopted`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Ended {
+    /// How many processes outside the process group it was given it found alive and killed:
+    /// those that had left that group.
+    pub escaped: usize,
+    /// The children it found alive but could not signal (EPERM: they run as another user),
+    /// left running and not waited for.
+    pub unkillable: Vec<i32>,
+}
+
 /// Kills (SIGKILL) every child the caller still has — the orphans it adopted, and the
 /// processes of group `pgid` handed to it as their parents died — and reaps them, over and
-/// over, since each one killed may hand its own children over, until none is left. Returns how
-/// many processes outside the process group `pgid` it found alive and killed: those that had
-/// left that group.
+/// over, since each one killed may hand its own children over, until none is left.
 ///
-/// Blocks while a child it killed has not ended yet. A child that may not be signalled (it
-/// changed user) is not waited for: once only such children are left, it returns.
-pub fn end_adopted(pgid: i32) -> usize {
+/// Each pass lists the children once, signals only those it has not signalled yet (a child
+/// not reaped keeps its pid, so a pid signalled once is the same process), then reaps every
+/// child that has ended before it lists again: thousands of escapees cost a few passes, not
+/// one per process. Blocks while a child it killed has not ended yet; a child that may not be
+/// signalled is not waited for: once only such children are left, it returns.
+pub fn end_adopted(pgid: i32) -> Ended {
     let me = rustix::process::getpid();
-    let mut escaped = BTreeSet::new();
+    let mut signalled = BTreeSet::new();
+    let mut unkillable = BTreeSet::new();
+    let mut escaped = 0;
     loop {
         let children = children_of(me);
-        let mut waiting = false;
-        for child in children {
+        for &child in &children {
+            if signalled.contains(&child) || unkillable.contains(&child) {
+                continue;
+            }
             let Some(pid) = Pid::from_raw(child) else {
                 continue;
             };
@@ -84,24 +100,63 @@ pub fn end_adopted(pgid: i32) -> usize {
             let alive = !is_zombie(child);
             match rustix::process::kill_process(pid, rustix::process::Signal::KILL) {
                 Ok(()) => {
-                    waiting = true;
-                    if outside && alive {
-                        escaped.insert(child);
-                    }
+                    signalled.insert(child);
+                    escaped += usize::from(outside && alive);
                 }
-                // Gone already, or not ours to signal: nothing to wait for.
-                Err(_) => waiting |= !alive,
+                Err(rustix::io::Errno::PERM) if alive => {
+                    unkillable.insert(child);
+                }
+                // Ended meanwhile: reaped below like the others.
+                Err(_) => {
+                    signalled.insert(child);
+                }
             }
         }
-        if !waiting {
-            return escaped.len();
+        if children.iter().all(|c| unkillable.contains(c)) {
+            return Ended {
+                escaped,
+                unkillable: unkillable.into_iter().collect(),
+            };
         }
-        match rustix::process::wait(WaitOptions::empty()) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            // ECHILD: nothing left at all.
-            Err(_) => return escaped.len(),
+        // Reap whatever has ended; wait for one only when nothing had.
+        let mut reaped = false;
+        loop {
+            match rustix::process::wait(WaitOptions::NOHANG) {
+                Ok(Some((pid, _))) => {
+                    forget(&mut signalled, &mut unkillable, pid);
+                    reaped = true;
+                }
+                Ok(None) => break,
+                Err(rustix::io::Errno::INTR) => {}
+                // ECHILD: nothing left at all.
+                Err(_) => {
+                    return Ended {
+                        escaped,
+                        unkillable: unkillable.into_iter().collect(),
+                    }
+                }
+            }
+        }
+        if !reaped {
+            match rustix::process::wait(WaitOptions::empty()) {
+                Ok(Some((pid, _))) => forget(&mut signalled, &mut unkillable, pid),
+                Ok(None) | Err(rustix::io::Errno::INTR) => {}
+                Err(_) => {
+                    return Ended {
+                        escaped,
+                        unkillable: unkillable.into_iter().collect(),
+                    }
+                }
+            }
         }
     }
+}
+
+/// Drops a reaped child from both sets: its pid may now name another process.
+fn forget(signalled: &mut BTreeSet<i32>, unkillable: &mut BTreeSet<i32>, pid: Pid) {
+    let pid = pid.as_raw_nonzero().get();
+    signalled.remove(&pid);
+    unkillable.remove(&pid);
 }
 
 /// The children of process `me` (single-threaded: its main thread's list), live or ended and
