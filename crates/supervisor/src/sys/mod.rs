@@ -4,8 +4,9 @@
 //! The calls go through `rustix` where it offers them (descriptors, locks, sockets, processes),
 //! through `nix` for signal sets and masks and for `sysconf` (which rustix leaves to the C
 //! library), and straight to libc only where neither crate offers the call: `fork`, `_exit`,
-//! signal dispositions, `sigtimedwait`, `close_range`, and the rewrite of the process's own
-//! command line. Each of those `unsafe` blocks says why it is sound.
+//! signal dispositions, `sigtimedwait`, `close_range`, the rewrite of the process's own
+//! command line, and `waitid` where the pid of the waitable child is needed (rustix's status
+//! does not carry it). Each of those `unsafe` blocks says why it is sound.
 //!
 //! Two functions are `unsafe fn` on purpose: [`files::close_from`] and
 //! [`files::keep_only_stdio_and`] close descriptors by number, which is sound only where nothing
