@@ -145,7 +145,13 @@ pub fn group_alive(pgid: i32, session: Option<Session>) -> io::Result<bool> {
         else {
             continue;
         };
-        let Some((state, group, in_session)) = stat_ids(pid) else {
+        let Some(StatIds {
+            state,
+            group,
+            session: in_session,
+            ..
+        }) = stat_ids(pid)
+        else {
             continue;
         };
         if group != pgid || session.is_some_and(|(sid, _)| sid != in_session) {
@@ -164,16 +170,29 @@ pub fn group_alive(pgid: i32, session: Option<Session>) -> io::Result<bool> {
     Ok(false)
 }
 
-/// Fields 3 (state letter), 5 (process group) and 6 (session) of `/proc/<pid>/stat`, parsed
-/// after the last `)` as [`stat`] does.
-fn stat_ids(pid: i32) -> Option<(char, i32, i32)> {
+/// Fields 3 to 6 of `/proc/<pid>/stat`: what a process is and belongs to.
+pub(super) struct StatIds {
+    /// Field 3, the state letter (see [`ended`]).
+    pub state: char,
+    /// Field 4, the parent's pid.
+    pub parent: i32,
+    /// Field 5, the process group.
+    pub group: i32,
+    /// Field 6, the session.
+    pub session: i32,
+}
+
+/// Fields 3 to 6 of `/proc/<pid>/stat`, parsed after the last `)` as [`stat`] does; `None`
+/// when there is no such process (or `/proc` cannot be read).
+pub(super) fn stat_ids(pid: i32) -> Option<StatIds> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
-    let group = fields.next()?.parse().ok()?;
-    let session = fields.next()?.parse().ok()?;
-    Some((state, group, session))
+    Some(StatIds {
+        state: fields.next()?.chars().next()?,
+        parent: fields.next()?.parse().ok()?,
+        group: fields.next()?.parse().ok()?,
+        session: fields.next()?.parse().ok()?,
+    })
 }
 
 /// Whether the child `pid` has exited, without reaping it (WNOWAIT), so that its pid — and so
@@ -300,7 +319,7 @@ pub fn is_running(pid: i32, start_time: u64) -> bool {
 
 /// Whether the state letter of `/proc/<pid>/stat` (field 3) is that of a process that has ended:
 /// `Z` (zombie: exited, not reaped yet), `X` or `x` (dead, being reaped).
-fn ended(state: char) -> bool {
+pub(super) fn ended(state: char) -> bool {
     matches!(state, 'Z' | 'X' | 'x')
 }
 

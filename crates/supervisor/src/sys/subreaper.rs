@@ -15,6 +15,8 @@ use std::io;
 
 use rustix::process::{Pid, WaitOptions};
 
+use super::process;
+
 /// Marks the calling process as the child subreaper of its descendants
 /// (`PR_SET_CHILD_SUBREAPER`): an orphaned descendant is handed to it, not to init.
 ///
@@ -95,9 +97,10 @@ pub fn end_adopted(pgid: i32) -> Ended {
             let Some(pid) = Pid::from_raw(child) else {
                 continue;
             };
-            let outside =
-                rustix::process::getpgid(Some(pid)).is_ok_and(|g| g.as_raw_nonzero().get() != pgid);
-            let alive = !is_zombie(child);
+            let ids = process::stat_ids(child);
+            let outside = ids.as_ref().is_some_and(|i| i.group != pgid);
+            // Unreadable: ended meanwhile.
+            let alive = ids.is_some_and(|i| !process::ended(i.state));
             match rustix::process::kill_process(pid, rustix::process::Signal::KILL) {
                 Ok(()) => {
                     signalled.insert(child);
@@ -180,29 +183,6 @@ fn scan_children(me: i32) -> Vec<i32> {
     };
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| parent_of(pid) == Some(me))
+        .filter(|&pid| process::stat_ids(pid).is_some_and(|i| i.parent == me))
         .collect()
-}
-
-/// Field 4 (parent pid) of `/proc/<pid>/stat`, read after the last `)`.
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let _state = fields.next()?;
-    fields.next()?.parse().ok()
-}
-
-/// Whether `pid` has ended and awaits its reaping (state `Z` in `/proc/<pid>/stat`); a process
-/// that cannot be read counts as ended.
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s[s.rfind(')')? + 1..]
-                .split_whitespace()
-                .next()?
-                .chars()
-                .next()
-        })
-        .is_none_or(|state| matches!(state, 'Z' | 'X' | 'x'))
 }
