@@ -31,7 +31,16 @@ impl Fleet {
 
     /// [`Fleet::start_daemon`] with extra environment variables for the daemon.
     pub fn start_daemon_env(&self, env: &[(&str, &str)]) -> Daemon<'_> {
-        let mut daemon = self.spawn_daemon(env);
+        self.start_daemon_ignoring(env, &[])
+    }
+
+    /// [`Fleet::start_daemon_env`] with `ignored` (signal numbers) ignored from the daemon's
+    /// start, as a shell's `trap '' SIG` or `nohup` leaves them: ignored dispositions survive
+    /// exec, so the daemon inherits them.
+    pub fn start_daemon_ignoring(&self, env: &[(&str, &str)], ignored: &[i32]) -> Daemon<'_> {
+        let n = self.daemons.fetch_add(1, Ordering::SeqCst);
+        let log = self.file(&format!("daemon-{n}.stderr"));
+        let mut daemon = self.spawn_daemon_with(env, &log, ignored);
         let pid = daemon.pid();
         self.wait_until(DEADLINE, "the daemon to hold the state directory", || {
             if let Some(st) = daemon.try_exit() {
@@ -60,6 +69,10 @@ impl Fleet {
     /// [`Fleet::spawn_daemon`] logging (stdout and stderr) to `log` instead, which the
     /// diagnostics do not show: for tests that start many daemons. Panics if it cannot start.
     pub fn spawn_daemon_logged(&self, env: &[(&str, &str)], log: &Path) -> Daemon<'_> {
+        self.spawn_daemon_with(env, log, &[])
+    }
+
+    fn spawn_daemon_with(&self, env: &[(&str, &str)], log: &Path, ignored: &[i32]) -> Daemon<'_> {
         let stderr = std::fs::File::create(log).expect("daemon stderr file");
         let stdout = stderr.try_clone().unwrap();
         let mut c = self.command();
@@ -74,6 +87,20 @@ impl Fleet {
             .stderr(stderr);
         for (k, v) in env {
             c.env(k, v);
+        }
+        if !ignored.is_empty() {
+            let ignored = ignored.to_vec();
+            // SAFETY: runs in the child between fork and exec, where only async-signal-safe
+            // calls are sound: signal(2) is, and the closure allocates nothing (the list was
+            // copied before the fork). SIG_IGN installs no handler of ours.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut c, move || {
+                    for &sig in &ignored {
+                        libc::signal(sig, libc::SIG_IGN);
+                    }
+                    Ok(())
+                });
+            }
         }
         let mut child = c.spawn().expect("cannot start fleet daemon");
         let stdin = child.stdin.take();

@@ -199,6 +199,14 @@ fn serve(socket: OwnedFd) -> ! {
     // Failpoints (tests only) are read here, once: the shims forked below inherit them, and must
     // not set them up again (that lock is held by this guard, in every copy of this process).
     let _failpoints = crate::failpoints::scenario();
+    // Every fork below starts from the dispositions as they stand now; each shim sets back to
+    // the default exactly these, instead of asking for every signal, per run.
+    let altered = signals::altered();
+    // One thread, checked once: `ForkServer::start` forked this process from a single-threaded
+    // daemon, and nothing here ever starts a thread (see the module's rule).
+    if !process::thread_count().is_ok_and(|n| n == 1) {
+        process::exit_now(1);
+    }
     let mut buf = vec![0u8; MAX_REQUEST];
     loop {
         let (n, report) = match fdpass::recv_with_fd(&socket, &mut buf) {
@@ -209,7 +217,8 @@ fn serve(socket: OwnedFd) -> ! {
             Err(_) => process::exit_now(1),
         };
         let reply: i64 = match (ShimArgs::decode(&buf[..n]), report) {
-            (Some(args), Some(report)) => match process::fork() {
+            // SAFETY: one thread, checked above, and none started since.
+            (Some(args), Some(report)) => match unsafe { process::fork_single_threaded() } {
                 Err(e) => -(e.raw_os_error().unwrap_or(libc::EAGAIN) as i64),
                 Ok(Forked::Child) => {
                     // SAFETY: the fresh fork, on its only thread (the server has one). The
@@ -217,7 +226,7 @@ fn serve(socket: OwnedFd) -> ! {
                     // `socket`, the daemon's code below `serve`) never use or drop them again:
                     // `exit_now` (`_exit`, no destructors) follows at once, and `serve` never
                     // returns.
-                    let code = unsafe { super::main_forked(&args, report) };
+                    let code = unsafe { super::main_forked(&args, report, &altered) };
                     // Never back into the server's loop, never its destructors.
                     process::exit_now(code)
                 }

@@ -169,7 +169,23 @@ pub unsafe fn main(args: &[OsString]) -> i32 {
             return EXIT_USAGE;
         }
     };
-    supervise_claim(&args, &signals)
+    // Exec'd: whatever dispositions the daemon's own starter left survive the exec, so the
+    // command's start sets every one back (`reset: None`).
+    let own = Own {
+        start_time: process::own_stat().map(|o| o.start_time),
+        altered_signals: None,
+    };
+    supervise_claim(&args, &signals, &own)
+}
+
+/// What the shim knows about its own process when it starts supervising.
+struct Own {
+    /// Its start time (field 22 of `/proc/self/stat`), for the `started` record.
+    start_time: Option<u64>,
+    /// The signals whose disposition is not the default once the shim is set up, when known
+    /// (a forked shim: only SIGPIPE, which it ignores itself); `None`: unknown, so the
+    /// command's start sets every signal back.
+    altered_signals: Option<Vec<i32>>,
 }
 
 /// The shim in a process the fork server has just forked (see [`forkserver`]): the same work as
@@ -194,7 +210,9 @@ pub unsafe fn main(args: &[OsString]) -> i32 {
 /// code owning one of them ever uses or drops it again in this process: once this returns, the
 /// process ends at once, without running the destructors of the frames below this call, so
 /// nothing uses or closes those numbers after they are reused.
-pub(super) unsafe fn main_forked(args: &ShimArgs, report: OwnedFd) -> i32 {
+/// `altered`: the signals whose disposition the server changed from the default (its
+/// [`signals::altered`]), which this copy of it sets back.
+pub(super) unsafe fn main_forked(args: &ShimArgs, report: OwnedFd, altered: &[i32]) -> i32 {
     let signals = match signals::block(&SHIM_SIGNALS) {
         Ok(set) => set,
         Err(e) => {
@@ -203,15 +221,23 @@ pub(super) unsafe fn main_forked(args: &ShimArgs, report: OwnedFd) -> i32 {
         }
     };
     log::set(args.log);
+    // One read of `/proc/self/stat` for both the name's argument area and the start time.
+    let own_stat = process::own_stat();
     // SAFETY: the caller's guarantee (# Safety), which is the one `set_up_forked` asks for.
-    if let Err(e) = unsafe { set_up_forked(args, report) } {
+    if let Err(e) = unsafe { set_up_forked(args, report, altered, own_stat.as_ref()) } {
         warn(format_args!(
             "fleet shim: run {} claim {}: could not set up the forked shim: {e}",
             args.run_id, args.token
         ));
         return EXIT_FAILED;
     }
-    supervise_claim(args, &signals)
+    let own = Own {
+        start_time: own_stat.map(|o| o.start_time),
+        // Every disposition is the default after `set_up_forked`, but the SIGPIPE that
+        // `supervise_claim` ignores.
+        altered_signals: Some(vec![Signal::SIGPIPE as i32]),
+    };
+    supervise_claim(args, &signals, &own)
 }
 
 /// The forked shim's own process state (see [`main_forked`]), its signals already blocked.
@@ -220,16 +246,27 @@ pub(super) unsafe fn main_forked(args: &ShimArgs, report: OwnedFd) -> i32 {
 ///
 /// As for [`main_forked`]: no code owning a descriptor above stderr, other than `report`, ever
 /// uses or drops it again in this process.
-unsafe fn set_up_forked(args: &ShimArgs, report: OwnedFd) -> io::Result<()> {
-    // Blocked first, so a termination request arriving now waits for the loop.
-    signals::restore_all_defaults();
+unsafe fn set_up_forked(
+    args: &ShimArgs,
+    report: OwnedFd,
+    altered: &[i32],
+    own_stat: Option<&process::OwnStat>,
+) -> io::Result<()> {
+    // Blocked first, so a termination request arriving now waits for the loop. Only those
+    // the server changed: every other one is the default already.
+    signals::restore_defaults(altered);
     // `ps` and `top` show `shim-<run id>` (at most 15 bytes: longer ids are cut), and the
     // command line no longer reads as the daemon's (see `process::set_process_name`).
     let run_id = args.run_id.to_string();
-    process::set_process_name(
-        &format!("shim-{run_id}"),
-        &["fleet", "shim", "--run-id", &run_id],
+    let (comm, words) = (
+        format!("shim-{run_id}"),
+        ["fleet", "shim", "--run-id", &run_id],
     );
+    match own_stat {
+        // SAFETY: a fresh fork of the single-threaded server, on its only thread.
+        Some(own) => unsafe { process::set_process_name_single_threaded(&comm, &words, own) },
+        None => process::set_process_name(&comm, &words),
+    }
     process::new_session()?;
     // Standard output first, and /dev/null opened only then: if the daemon was started with
     // standard input closed, `report` arrived as descriptor 0, and putting /dev/null there
@@ -250,11 +287,11 @@ unsafe fn set_up_forked(args: &ShimArgs, report: OwnedFd) -> io::Result<()> {
 }
 
 /// What [`main`] and [`main_forked`] share once signals are blocked and arguments known.
-fn supervise_claim(args: &ShimArgs, signals: &BlockedSignals) -> i32 {
+fn supervise_claim(args: &ShimArgs, signals: &BlockedSignals, own: &Own) -> i32 {
     // Writing `running <pid>` to a dead daemon's pipe must fail, not kill the shim. Rust already
     // ignores SIGPIPE in its binaries; this keeps it true whoever embeds the shim.
     signals::ignore(&[Signal::SIGPIPE]);
-    match run(args, signals) {
+    match run(args, signals, own) {
         Ok(status) => status,
         Err(e) => {
             warn(format_args!(
@@ -266,7 +303,7 @@ fn supervise_claim(args: &ShimArgs, signals: &BlockedSignals) -> i32 {
     }
 }
 
-fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
+fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
     crash_point!("shim-before-lock");
     let dir = RunFiles::new(&a.state_dir, a.run_id);
     #[cfg(feature = "failpoints")]
@@ -278,7 +315,9 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     // this lock, so either it did so before we locked (we see it here) or it will find our
     // `started` record and not requeue. Without this check a late shim starts a requeued run a
     // second time.
-    if dir.is_tombstoned(a.token)? {
+    // One read of the lock file answers both this and the history below.
+    let (tombstoned, earlier) = dir.before_start(&lock, a.token)?;
+    if tombstoned {
         warn(format_args!(
             "fleet shim: run {} claim {} was given up by recovery; not starting",
             a.run_id, a.token
@@ -289,7 +328,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     crash_point!("shim-before-started");
     let shim_pid = std::process::id() as i32;
     // Earlier claims' starts stay on record (see `StartedRecord::history`).
-    let mut history = match dir.read_started() {
+    let mut history = match earlier {
         Ok(Some(old)) if old.history.is_empty() => vec![old.token],
         Ok(Some(old)) => old.history,
         Ok(None) => Vec::new(),
@@ -308,7 +347,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
     let started = StartedRecord {
         token: a.token,
         shim_pid,
-        shim_start_time: process::start_time(shim_pid).unwrap_or(0),
+        shim_start_time: own.start_time.unwrap_or(0),
         at: now_rfc3339(),
         history,
     };
@@ -333,7 +372,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals) -> io::Result<i32> {
             a.run_id, a.token
         ));
     }
-    let (pid, mut pump) = match spawn_command(a, &dir, shim_pid, signals) {
+    let (pid, mut pump) = match spawn_command(a, &dir, shim_pid, signals, own) {
         Ok(spawned) => spawned,
         Err(message) => {
             // Best effort: the log is where operators look; the exit record is what counts.
@@ -416,6 +455,7 @@ fn spawn_command(
     dir: &RunFiles,
     shim_pid: i32,
     signals: &BlockedSignals,
+    own: &Own,
 ) -> Result<(i32, Option<logbound::LogPump>), String> {
     let (log, pump) = logbound::command_output(a.max_log_size, dir, signals)?;
     let log_err = log
@@ -443,7 +483,10 @@ fn spawn_command(
             a.cwd.display()
         )
     };
-    let cmd = spawn::PreparedCommand::new(&a.argv, &env, &a.cwd).map_err(could_not_start)?;
+    let mut cmd = spawn::PreparedCommand::new(&a.argv, &env, &a.cwd).map_err(could_not_start)?;
+    if let Some(altered) = &own.altered_signals {
+        cmd = cmd.reset_only(altered.clone());
+    }
     let fds = spawn::StdFds {
         stdin: null.as_fd(),
         stdout: log.as_fd(),

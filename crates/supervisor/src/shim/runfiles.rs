@@ -362,11 +362,47 @@ impl RunFiles {
     /// Errors: I/O errors, and `InvalidData` (naming the file) for an earlier version's record
     /// file that is not valid (never a panic).
     pub fn records(&self) -> io::Result<Records> {
-        let mut records = self.appended(&self.lock_path())?;
+        let records = self.appended(&self.lock_path())?;
+        Ok(self.with_folder(records)?.0)
+    }
+
+    /// What a shim that has just taken `held`, this run's lock, must know before it starts its
+    /// claim `token`: whether recovery gave that claim up (as [`RunFiles::is_tombstoned`], and
+    /// with its errors), and the newest `started` record (as [`RunFiles::read_started`], its
+    /// error kept apart: an unreadable earlier record does not stop the claim). One read of the
+    /// lock file, through `held`'s own descriptor, and one look for the earlier layout's
+    /// folder — on the path of every start, where reopening the file for each question cost
+    /// two opens and the folder's absence was looked up three times.
+    ///
+    /// Errors: `InvalidInput` if `held` is another run's lock; as [`RunFiles::is_tombstoned`].
+    pub fn before_start(
+        &self,
+        held: &RunLock,
+        token: u64,
+    ) -> io::Result<(bool, io::Result<Option<StartedRecord>>)> {
+        self.check_held(held)?;
+        if self.writes_folder() {
+            return Ok((self.is_tombstoned(token)?, self.read_started()));
+        }
+        let own = super::records::decode(&read_all(&held.file)?, &held.path);
+        let (records, folder) = self.with_folder(own)?;
+        let tombstoned = if records.tombstones.contains(&token) {
+            true
+        } else if let Some(bad) = records.bad.first() {
+            return Err(bad.to_error());
+        } else {
+            folder && self.folder_tombstoned(token)?
+        };
+        Ok((tombstoned, or_bad(records.started, &records.bad)))
+    }
+
+    /// `records` (those of `runs/<id>.lock`) completed from the earlier layout's folder as
+    /// [`RunFiles::records`] describes, and whether that folder exists.
+    fn with_folder(&self, mut records: Records) -> io::Result<(Records, bool)> {
         // One `stat` instead of four failed opens for a run of this version, on the shim's
         // start and every reap.
         match fs::symlink_metadata(self.folder()) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(records),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((records, false)),
             _ => {}
         }
         let folder = self.appended(&self.folder().join(LOCK_FILE))?;
@@ -390,7 +426,7 @@ impl RunFiles {
                 None => self.read_json(EXIT_FILE)?,
             };
         }
-        Ok(records)
+        Ok((records, true))
     }
 
     /// Reads the newest `started` record; `Ok(None)` if there is none.
@@ -697,6 +733,20 @@ impl RunFiles {
         serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| invalid_data(format!("{}: {e}", path.display())))
+    }
+}
+
+/// The whole of `file`, read from its start with positioned reads (its offset is left alone).
+fn read_all(file: &File) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match file.read_at(&mut chunk, bytes.len() as u64) {
+            Ok(0) => return Ok(bytes),
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
 }
 

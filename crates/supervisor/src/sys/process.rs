@@ -39,7 +39,22 @@ pub fn fork() -> io::Result<Forked> {
         )));
     }
     // SAFETY: the process has exactly one thread (checked above; only this thread could start
-    // another), so the child is a consistent copy of it and may run any code.
+    // another).
+    unsafe { fork_single_threaded() }
+}
+
+/// [`fork`] without its check of the thread count, for a process that checked once and starts
+/// no thread afterwards (the fork server forks a shim per run; a read of `/proc/self/task` per
+/// fork would cost more than the fork's own bookkeeping).
+///
+/// Errors: fork(2) failed.
+///
+/// # Safety
+///
+/// The process has exactly one thread.
+pub unsafe fn fork_single_threaded() -> io::Result<Forked> {
+    // SAFETY: the caller's guarantee: one thread, so the child is a consistent copy of it and
+    // may run any code.
     match unsafe { nix::unistd::fork() }? {
         nix::unistd::ForkResult::Child => Ok(Forked::Child),
         nix::unistd::ForkResult::Parent { child } => Ok(Forked::Parent(child.as_raw())),
@@ -236,36 +251,71 @@ pub fn reap(pid: i32) {
 /// Call it in a process that has no further use for its original arguments (a forked copy of
 /// the daemon).
 pub fn set_process_name(comm: &str, command_line: &[&str]) {
+    set_short_name(comm);
+    if thread_count().is_ok_and(|n| n == 1) {
+        if let Some(own) = own_stat() {
+            set_command_line(comm, command_line, &own);
+        }
+    }
+}
+
+/// [`set_process_name`] for a process known to have one thread (a shim the fork server just
+/// forked), with its [`own_stat`] already read: no `/proc` read of its own.
+///
+/// # Safety
+///
+/// The process has exactly one thread: nothing may read the argument area while it is
+/// rewritten.
+pub unsafe fn set_process_name_single_threaded(comm: &str, command_line: &[&str], own: &OwnStat) {
+    set_short_name(comm);
+    set_command_line(comm, command_line, own);
+}
+
+/// The short name (`comm`), cut to 15 bytes.
+fn set_short_name(comm: &str) {
     let mut short = comm.as_bytes().to_vec();
     short.truncate(15);
     if let Ok(short) = CString::new(short) {
         let _ = rustix::thread::set_name(&short);
     }
-    if thread_count().is_ok_and(|n| n == 1) {
-        set_command_line(comm, command_line);
-    }
+}
+
+/// What a process learns about itself from one read of `/proc/self/stat`: its start time, and
+/// where its argument area lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnStat {
+    /// Field 22: the start time, in clock ticks since boot (as [`start_time`] gives it).
+    pub start_time: u64,
+    /// Fields 48 and 49 (`arg_start`, `arg_end`): the argument area's bounds, as addresses;
+    /// `None` when the kernel hides them or they make no sense.
+    arg_area: Option<(usize, usize)>,
+}
+
+/// Reads `/proc/self/stat` once (see [`OwnStat`]); `None` if it cannot be read or parsed.
+pub fn own_stat() -> Option<OwnStat> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Counted after the parenthesised command name (field 2), which may itself hold spaces
+    // and parentheses: field 3 is item 0.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    let start_time = fields.get(19)?.parse().ok()?;
+    let arg_area = match (
+        fields.get(45).and_then(|f| f.parse::<usize>().ok()),
+        fields.get(46).and_then(|f| f.parse::<usize>().ok()),
+    ) {
+        (Some(start), Some(end)) if end > start && end - start <= 1 << 20 => Some((start, end)),
+        _ => None,
+    };
+    Some(OwnStat {
+        start_time,
+        arg_area,
+    })
 }
 
 /// Rewrites the argument area (see [`set_process_name`]); single-threaded callers only.
-fn set_command_line(comm: &str, words: &[&str]) {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+fn set_command_line(comm: &str, words: &[&str], own: &OwnStat) {
+    let Some((start, end)) = own.arg_area else {
         return;
     };
-    // Fields 48 and 49 of proc(5) (arg_start, arg_end), counted after the parenthesised
-    // command name (field 2), which may itself hold spaces and parentheses.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let (Some(start), Some(end)) = (
-        fields.get(45).and_then(|f| f.parse::<usize>().ok()),
-        fields.get(46).and_then(|f| f.parse::<usize>().ok()),
-    ) else {
-        return;
-    };
-    if end <= start || end - start > 1 << 20 {
-        return;
-    }
     let text = command_line_bytes(comm, words, end - start);
     // SAFETY: [start, end) is this process's own argument area, as the kernel records it:
     // writable memory at the top of the main thread's stack that no Rust value occupies (std

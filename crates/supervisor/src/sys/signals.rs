@@ -105,29 +105,70 @@ fn set_disposition(signal: Signal, disposition: libc::sighandler_t) {
 /// fixed at startup), so usable between fork and exec.
 pub fn restore_all_defaults() {
     for sig in 1..=libc::SIGRTMAX() {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
-        }
-        // SAFETY: SIG_DFL installs no handler; `sig` is a valid signal number, 1..=SIGRTMAX.
-        if unsafe { libc::signal(sig, libc::SIG_DFL) } == libc::SIG_ERR {
-            // The kernel's sigaction: handler, flags, restorer, mask — all zero is "default,
-            // no flags" whatever the architecture's exact layout.
-            let default = [0u64; 4];
-            // SAFETY: rt_sigaction reads a kernel sigaction from `default`, which is large
-            // enough for it (32 bytes: handler, flags, restorer, an 8-byte mask) and lives
-            // across the call; the old action is not asked for (null); 8 is the kernel's mask
-            // size on Linux.
-            unsafe {
+        restore_default(sig);
+    }
+}
+
+/// Sets the disposition of each of `signals` (numbers, as [`altered`] lists them) to the
+/// default: [`restore_all_defaults`] for a process that knows which ones differ. SIGKILL and
+/// SIGSTOP are skipped. Async-signal-safe.
+pub fn restore_defaults(signals: &[i32]) {
+    for &sig in signals {
+        restore_default(sig);
+    }
+}
+
+/// One signal's disposition back to the default (see [`restore_all_defaults`] for the C
+/// library's reserved ones, which take the raw system call). Async-signal-safe.
+fn restore_default(sig: i32) {
+    if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+        return;
+    }
+    // SAFETY: SIG_DFL installs no handler; `sig` is a signal number the caller took from
+    // 1..=SIGRTMAX.
+    if unsafe { libc::signal(sig, libc::SIG_DFL) } == libc::SIG_ERR {
+        // The kernel's sigaction: handler, flags, restorer, mask — all zero is "default,
+        // no flags" whatever the architecture's exact layout.
+        let default = [0u64; 4];
+        // SAFETY: rt_sigaction reads a kernel sigaction from `default`, which is large enough
+        // for it (32 bytes: handler, flags, restorer, an 8-byte mask) and lives across the
+        // call; the old action is not asked for (null); 8 is the kernel's mask size on Linux.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                default.as_ptr(),
+                std::ptr::null_mut::<libc::c_void>(),
+                8usize,
+            )
+        };
+    }
+}
+
+/// The signals, 1 to SIGRTMAX, whose disposition in this process is not the default (ignored,
+/// or a handler): what [`restore_defaults`] must undo in a forked copy of it for every
+/// disposition to be the default, as after [`restore_all_defaults`]. A signal whose disposition
+/// cannot be read is listed too. Allocates: call it once, outside any forked child.
+pub fn altered() -> Vec<i32> {
+    (1..=libc::SIGRTMAX())
+        .filter(|&sig| sig != libc::SIGKILL && sig != libc::SIGSTOP)
+        .filter(|&sig| {
+            // The kernel's sigaction, as in `restore_default`; the handler comes first.
+            let mut old = [0u64; 4];
+            // SAFETY: rt_sigaction with no new action only writes the current one into `old`,
+            // 32 bytes that live across the call (handler, flags, restorer, 8-byte mask).
+            let r = unsafe {
                 libc::syscall(
                     libc::SYS_rt_sigaction,
                     sig,
-                    default.as_ptr(),
-                    std::ptr::null_mut::<libc::c_void>(),
+                    std::ptr::null::<libc::c_void>(),
+                    old.as_mut_ptr(),
                     8usize,
                 )
             };
-        }
-    }
+            r != 0 || old[0] != libc::SIG_DFL as u64
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -46,6 +46,9 @@ pub struct PreparedCommand {
     argv: Vec<CString>,
     env: Vec<CString>,
     cwd: CString,
+    /// The signals whose disposition the child sets back to the default before its exec;
+    /// `None`: every one (see [`PreparedCommand::reset_only`]).
+    reset: Option<Vec<i32>>,
 }
 
 impl PreparedCommand {
@@ -88,7 +91,18 @@ impl PreparedCommand {
             argv,
             env,
             cwd,
+            reset: None,
         })
+    }
+
+    /// Has the child set back to the default only `altered` (signal numbers) before its exec,
+    /// instead of every signal: for a caller that knows which of its dispositions are not the
+    /// default — every one, handlers included (a handler left in place could run in the child,
+    /// in memory it shares with the caller, before the exec; an "ignore" left in place would
+    /// survive the exec and reach the command).
+    pub fn reset_only(mut self, altered: Vec<i32>) -> PreparedCommand {
+        self.reset = Some(altered);
+        self
     }
 }
 
@@ -107,8 +121,9 @@ pub struct StdFds<'a> {
 /// Starts `cmd` as a child of the calling process and returns its pid. Between the clone and
 /// the exec, the child:
 ///
-/// * clears its signal mask and sets every disposition to its default (SIGPIPE included): both
-///   survive exec, and a command must not inherit a blocked SIGTERM or an ignored SIGINT;
+/// * clears its signal mask and sets every disposition to its default (SIGPIPE included; or
+///   only those of [`PreparedCommand::reset_only`]): both survive exec, and a command must not
+///   inherit a blocked SIGTERM or an ignored SIGINT;
 /// * leads a process group of its own (so that a timeout or a cancel reaches whatever the
 ///   command starts, and the group can be swept when it ends);
 /// * arms the parent-death signal (SIGKILL when the calling thread ends), then exits at once
@@ -148,6 +163,7 @@ pub fn spawn_tied(cmd: &PreparedCommand, fds: StdFds<'_>, parent: i32) -> io::Re
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd: cmd.cwd.as_ptr(),
+        reset: cmd.reset.as_deref().map(|r| (r.as_ptr(), r.len())),
         std_fds,
         parent,
         error: 0,
@@ -209,6 +225,9 @@ struct Plan {
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
     cwd: *const libc::c_char,
+    /// The signals to set back to the default (pointer and length of the parent's list);
+    /// `None`: every one.
+    reset: Option<(*const i32, usize)>,
     /// The descriptors that become 0, 1 and 2.
     std_fds: [libc::c_int; 3],
     parent: libc::c_int,
@@ -241,7 +260,14 @@ unsafe fn prepare_and_exec(plan: &Plan) -> libc::c_int {
     // leaves the shim's untouched. Dispositions first, so that no handler the shim inherited
     // could run here, in memory shared with it, once the mask opens. A failure leaves the mask
     // as it was, as std's hook did.
-    signals::restore_all_defaults();
+    match plan.reset {
+        Some((list, len)) => {
+            // SAFETY: the parent's list (`PreparedCommand::reset`), alive and unchanged until
+            // the exec: the parent is suspended and keeps the command.
+            signals::restore_defaults(unsafe { std::slice::from_raw_parts(list, len) })
+        }
+        None => signals::restore_all_defaults(),
+    }
     let _ = signals::unblock_all();
     // SAFETY: plain system calls on values the parent prepared: C strings and null-terminated
     // arrays of them that live until the exec, and descriptors the parent holds open.

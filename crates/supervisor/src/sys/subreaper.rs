@@ -31,12 +31,35 @@ pub fn become_subreaper() -> io::Result<()> {
 /// at the first waitable child that is `keep` (what is behind it is reaped by
 /// [`end_adopted`]).
 pub fn reap_adopted(keep: i32) {
+    while let Children::Ended(pid) = peek_children() {
+        if pid == keep {
+            return;
+        }
+        if let Some(pid) = Pid::from_raw(pid) {
+            let _ = rustix::process::waitpid(Some(pid), WaitOptions::NOHANG);
+        }
+    }
+}
+
+/// What the caller's children are, as far as one non-blocking look tells.
+enum Children {
+    /// It has none at all (ECHILD).
+    None,
+    /// It has some, none of them ended (or the look failed: "some", so that callers look).
+    Running,
+    /// This one has ended and is not reaped yet (there may be others).
+    Ended(i32),
+}
+
+/// `waitid(P_ALL, WEXITED | WNOHANG | WNOWAIT)`: looks at the caller's children without
+/// blocking and without reaping any. Retries on EINTR.
+fn peek_children() -> Children {
     loop {
         // SAFETY: an all-zero `siginfo_t` is a valid value of this plain C struct; waitid
         // writes into it and reads nothing from it.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: `info` is a live local the call writes into; P_ALL takes no id. WNOWAIT
-        // leaves the child waitable: only a child other than `keep` is then reaped, below.
+        // leaves the child waitable, WNOHANG returns at once.
         let r = unsafe {
             libc::waitid(
                 libc::P_ALL,
@@ -46,20 +69,18 @@ pub fn reap_adopted(keep: i32) {
             )
         };
         if r != 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ECHILD) => return Children::None,
+                _ => return Children::Running,
             }
-            return; // ECHILD: no child at all.
         }
         // SAFETY: waitid succeeded, so `info` holds a SIGCHLD siginfo (or zeros when no
         // child was waitable), whose pid field this reads.
-        let pid = unsafe { info.si_pid() };
-        if pid <= 0 || pid == keep {
-            return;
-        }
-        if let Some(pid) = Pid::from_raw(pid) {
-            let _ = rustix::process::waitpid(Some(pid), WaitOptions::NOHANG);
-        }
+        return match unsafe { info.si_pid() } {
+            pid if pid > 0 => Children::Ended(pid),
+            _ => Children::Running,
+        };
     }
 }
 
@@ -84,6 +105,11 @@ pub struct Ended {
 /// one per process. Blocks while a child it killed has not ended yet; a child that may not be
 /// signalled is not waited for: once only such children are left, it returns.
 pub fn end_adopted(pgid: i32) -> Ended {
+    // The usual case, a command that left nothing behind: one `waitid` says so, where listing
+    // the children reads `/proc`.
+    if let Children::None = peek_children() {
+        return Ended::default();
+    }
     let me = rustix::process::getpid();
     let mut signalled = BTreeSet::new();
     let mut unkillable = BTreeSet::new();
