@@ -1,5 +1,6 @@
 //! The fork server: a small single-threaded process, forked from `fleet daemon` before its
-//! async runtime exists, that forks each run's shim on the daemon's request — so that starting a
+//! async runtime exists (and before it reads its config, which the server would otherwise carry
+//! into every fork), that forks each run's shim on the daemon's request — so that starting a
 //! run costs one fork of a small process instead of an exec of the whole fleet binary.
 //!
 //! Why. An exec of the fleet binary costs more CPU than a short command itself (the dynamic
