@@ -127,3 +127,43 @@ fn fires_on_schedule_exactly_one_run_per_occurrence() {
     );
     assert_check_ok(&f);
 }
+
+/// Another program puts a trigger on the database that refuses every run of one scheduled
+/// project: that project's schedule step fails, and it alone. The other schedule keeps firing,
+/// an on-demand run still starts, and the daemon's log names the project that fails.
+#[test]
+fn one_project_refused_by_the_database_stops_only_its_own_schedule() {
+    let f = Fleet::new(&format!(
+        "{HEADER}tick = \"30s\"\n\
+         [projects.bad]\ncommand = [\"true\"]\nschedule = \"*/1 * * * * *\"\n\
+         [projects.good]\ncommand = [\"true\"]\nschedule = \"*/1 * * * * *\"\n\
+         [projects.manual]\ncommand = [\"true\"]\n"
+    ));
+    // Creates the database, then the other program's trigger.
+    let first = f.enqueue("manual");
+    f.db()
+        .execute_batch(
+            "CREATE TRIGGER refuse_bad BEFORE INSERT ON runs WHEN NEW.project = 'bad' \
+             BEGIN SELECT RAISE(ABORT, 'refused by another program'); END",
+        )
+        .unwrap();
+    let d = f.start_daemon();
+    f.wait_until(DEADLINE, "3 runs of the other schedule to succeed", || {
+        runs_of(&f, "good")
+            .iter()
+            .filter(|r| s(r, "status") == "succeeded")
+            .count()
+            >= 3
+    });
+    assert_eq!(f.wait_terminal(first)["status"], "succeeded");
+    let second = f.enqueue("manual");
+    assert_eq!(f.wait_terminal(second)["status"], "succeeded");
+    assert!(runs_of(&f, "bad").is_empty());
+    let log = d.stderr();
+    assert!(
+        log.lines().any(|l| l.contains("project=bad")
+            && l.contains("refused by another program")
+            && l.contains("the schedule step failed")),
+        "{log}"
+    );
+}

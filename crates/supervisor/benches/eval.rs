@@ -202,6 +202,7 @@ impl Install {
                 fire_schedules: true,
                 claim: true,
             },
+            &mut Default::default(),
             store::now_ms(),
         );
         black_box(out.next_not_before);

@@ -241,3 +241,86 @@ fn a_stale_epoch_fires_nothing() {
     fire_due(&s.store, newer, &c, T0 + 10 * S).unwrap();
     assert_eq!(runs_of(&s.store, "ten").len(), 1);
 }
+
+/// Another program's trigger that refuses every new run of project `bad` (or, with `false`,
+/// drops it).
+fn refuse_runs_of_bad(db: &Path, refuse: bool) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let sql = if refuse {
+        "CREATE TRIGGER refuse_bad BEFORE INSERT ON runs WHEN NEW.project = 'bad' \
+         BEGIN SELECT RAISE(ABORT, 'refused by another program'); END"
+    } else {
+        "DROP TRIGGER refuse_bad"
+    };
+    conn.execute_batch(sql).unwrap();
+}
+
+/// One project whose own write fails (here: another program's trigger refuses its runs) does
+/// not stop the others: they fire as usual, while it is tried again after a wait that doubles,
+/// its occurrence not marked handled; once its write works again, that occurrence gets its run.
+#[test]
+fn one_projects_failure_leaves_the_others_firing() {
+    use supervisor::schedule::{fire_due_with, FireBackoff, FIRE_BACKOFF_FIRST_MS};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    let store = Store::open(&db, Duration::from_secs(1)).unwrap();
+    let epoch = store.take_over("local", 1, "fleet.toml", "{}", T0).unwrap();
+    // Every ten seconds, both.
+    let c = config(
+        "[projects.bad]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n\
+         [projects.good]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n",
+    );
+    let mut backoff = FireBackoff::default();
+    fire_due_with(&store, epoch, &c, T0, &mut backoff).unwrap();
+    refuse_runs_of_bad(&db, true);
+
+    // `bad` sorts first: its failure must not keep `good` from firing.
+    let now = T0 + 10 * S;
+    let wake = fire_due_with(&store, epoch, &c, now, &mut backoff).unwrap();
+    assert_eq!(runs_of(&store, "good").len(), 1);
+    assert!(runs_of(&store, "bad").is_empty());
+    assert_eq!(backoff.failing().collect::<Vec<_>>(), [("bad", 1)]);
+    assert_eq!(
+        wake,
+        Some(now + FIRE_BACKOFF_FIRST_MS),
+        "woken to try again"
+    );
+    assert_eq!(
+        cursor_of(&store, "bad"),
+        Some(T0),
+        "its occurrence is not marked handled"
+    );
+
+    // Within its wait it is not tried again; after it, it is, and the wait doubles.
+    fire_due_with(
+        &store,
+        epoch,
+        &c,
+        now + FIRE_BACKOFF_FIRST_MS / 2,
+        &mut backoff,
+    )
+    .unwrap();
+    assert_eq!(backoff.failing().collect::<Vec<_>>(), [("bad", 1)]);
+    let later = now + FIRE_BACKOFF_FIRST_MS;
+    let wake = fire_due_with(&store, epoch, &c, later, &mut backoff).unwrap();
+    assert_eq!(backoff.failing().collect::<Vec<_>>(), [("bad", 2)]);
+    assert_eq!(wake, Some(later + 2 * FIRE_BACKOFF_FIRST_MS));
+
+    // Working again: the occurrence it missed gets its run, and it leaves the backoff.
+    refuse_runs_of_bad(&db, false);
+    fire_due_with(
+        &store,
+        epoch,
+        &c,
+        later + 2 * FIRE_BACKOFF_FIRST_MS,
+        &mut backoff,
+    )
+    .unwrap();
+    assert_eq!(backoff.failing().count(), 0);
+    let bad = runs_of(&store, "bad");
+    assert_eq!(
+        bad.iter().map(|r| r.occurrence).collect::<Vec<_>>(),
+        [Some(now)]
+    );
+    assert_eq!(runs_of(&store, "good").len(), 1);
+}

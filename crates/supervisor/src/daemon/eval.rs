@@ -123,19 +123,28 @@ impl Daemon {
         let store = self.store.clone();
         let state = self.state.clone();
         let epoch = self.epoch;
+        let mut fire_backoff = std::mem::take(&mut self.fire_backoff);
 
-        let (outcome, reaped) = tokio::task::spawn_blocking(move || {
+        let (outcome, reaped, fire_backoff) = tokio::task::spawn_blocking(move || {
             let now = now_ms();
             let mut reaped = reap(state.root(), exited, &slots, now);
             batch.append(&mut reaped.transitions);
             fail::fail_point!("daemon-before-finalize", |_| std::process::abort());
-            (
-                eval_blocking(&store, epoch, &config, batch, live, gates, now),
-                reaped,
-            )
+            let outcome = eval_blocking(
+                &store,
+                epoch,
+                &config,
+                batch,
+                live,
+                gates,
+                &mut fire_backoff,
+                now,
+            );
+            (outcome, reaped, fire_backoff)
         })
         .await
         .expect("EVAL panicked");
+        self.fire_backoff = fire_backoff;
         fail::fail_point!("daemon-after-finalize", |_| std::process::abort());
 
         self.note_unreadable(&reaped.unreadable);
@@ -284,7 +293,10 @@ impl Daemon {
 ///
 /// Blocks on SQLite: call it on a blocking thread. Public so that the EVAL-cost bench
 /// (`benches/eval.rs`) measures this very code. Never returns an error: a store error stops it
-/// and is handed back in [`EvalOutcome::failed`], with what is still unwritten.
+/// and is handed back in [`EvalOutcome::failed`], with what is still unwritten — except one
+/// project's own failure to fire its schedule, which skips that project for a while
+/// (`fire_backoff`, kept by the caller across EVALs; see [`crate::schedule::fire_due_with`]).
+#[allow(clippy::too_many_arguments)]
 pub fn eval_blocking(
     store: &Store,
     epoch: i64,
@@ -292,6 +304,7 @@ pub fn eval_blocking(
     batch: Vec<Transition>,
     mut live: RunningSet,
     gates: EvalGates,
+    fire_backoff: &mut crate::schedule::FireBackoff,
     now: Millis,
 ) -> EvalOutcome {
     let mut out = EvalOutcome::default();
@@ -307,7 +320,16 @@ pub fn eval_blocking(
             }
         }
     }
-    if let Err(e) = pack_and_claim(store, epoch, config, &live, gates, now, &mut out) {
+    if let Err(e) = pack_and_claim(
+        store,
+        epoch,
+        config,
+        &live,
+        gates,
+        fire_backoff,
+        now,
+        &mut out,
+    ) {
         out.failed = Some((e, Vec::new()));
     }
     out
@@ -339,12 +361,14 @@ fn without_ended(live: RunningSet, batch: &[Transition], applied: &[Applied]) ->
 }
 
 /// Fire → list unknown → pack → claim, filling `out` as it goes (see [`eval_blocking`]).
+#[allow(clippy::too_many_arguments)]
 fn pack_and_claim(
     store: &Store,
     epoch: i64,
     config: &Config,
     live: &RunningSet,
     gates: EvalGates,
+    fire_backoff: &mut crate::schedule::FireBackoff,
     now: Millis,
     out: &mut EvalOutcome,
 ) -> Result<(), StoreError> {
@@ -352,7 +376,8 @@ fn pack_and_claim(
     crate::clock::rebase_delays(store, epoch, now)?;
     // Fire due schedule occurrences before packing, so a fired run can start in this EVAL.
     if gates.fire_schedules {
-        out.next_occurrence = crate::schedule::fire_due(store, epoch, config, now)?;
+        out.next_occurrence =
+            crate::schedule::fire_due_with(store, epoch, config, now, fire_backoff)?;
     }
     // Queued runs of projects missing from the config cannot start under it. Every queued
     // project is looked at after a config change (and at startup), when projects may have gone;

@@ -245,6 +245,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         next_due: None,
         fenced: None,
         sweep_removed: true,
+        fire_backoff: Default::default(),
         recovered: false,
         config_file: Default::default(),
         unsettled: Default::default(),

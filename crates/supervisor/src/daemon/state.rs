@@ -82,6 +82,9 @@ pub(super) struct Daemon {
     /// The next EVAL looks for queued runs of every project missing from the config (set at
     /// startup and after each config change).
     pub(super) sweep_removed: bool,
+    /// Scheduled projects whose own schedule step failed, and when each is tried again: one
+    /// project's failure must not stop the EVAL for the others.
+    pub(super) fire_backoff: crate::schedule::FireBackoff,
     /// Startup recovery has run to the end (it is retried, with backoff, until it has).
     pub(super) recovered: bool,
     /// What the daemon knows of the config file (which version the config came from), so that

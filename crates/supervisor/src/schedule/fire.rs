@@ -33,19 +33,81 @@ fn shown(t: Option<DateTime<Utc>>) -> String {
         .unwrap_or_default()
 }
 
-/// Fires what is due at `now` for every scheduled project; returns the earliest next
-/// occurrence over all of them, for the daemon's wake-up timer.
+/// The schedules whose step failed on their own (one project's write refused, say by a trigger
+/// another program put on the database), and when each is tried again. The daemon keeps it
+/// across EVALs, so that one project's failure neither stops every other schedule and claim
+/// (as an error of the whole step would) nor is retried, and logged, at every EVAL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FireBackoff {
+    /// By project: when it is tried again (milliseconds since the epoch, UTC), and how many
+    /// times in a row it failed.
+    failing: BTreeMap<String, (Millis, u32)>,
+}
+
+/// The first wait after a project's schedule step fails, in milliseconds; it doubles with each
+/// failure in a row, up to [`FIRE_BACKOFF_MAX_MS`].
+pub const FIRE_BACKOFF_FIRST_MS: Millis = 1_000;
+
+/// The longest wait between two tries of a failing project's schedule step, in milliseconds.
+pub const FIRE_BACKOFF_MAX_MS: Millis = 60_000;
+
+impl FireBackoff {
+    /// The projects whose schedule step is failing, with the failures in a row of each.
+    pub fn failing(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.failing.iter().map(|(p, (_, n))| (p.as_str(), *n))
+    }
+}
+
+/// Whether a store error stops the whole step (the database or this daemon's hold on it is the
+/// problem, so every project would fail alike), rather than only the project it came from.
+fn stops_every_schedule(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::Fenced { .. }
+            | StoreError::Open { .. }
+            | StoreError::Connect { .. }
+            | StoreError::Unreachable { .. }
+            | StoreError::SchemaTooNew { .. }
+            | StoreError::Unsupported { .. }
+            | StoreError::StaleConfig { .. }
+    ) || e.is_busy()
+        || e.is_unreachable()
+        || e.is_permission_denied()
+}
+
+/// [`fire_due_with`] with no memory of earlier failures: a project whose step fails is logged
+/// and skipped, and tried again at the next call.
 ///
-/// Cost: one read of all cursors; a project whose next occurrence is still in the future costs
-/// nothing more (its timetable is not even parsed).
-///
-/// Errors: the store's (busy: the same step is computed again at the next EVAL, from the same
-/// persisted cursor, so nothing is fired twice or lost).
+/// Errors: as [`fire_due_with`].
 pub fn fire_due(
     store: &Store,
     epoch: i64,
     config: &Config,
     now: Millis,
+) -> Result<Option<Millis>, StoreError> {
+    fire_due_with(store, epoch, config, now, &mut FireBackoff::default())
+}
+
+/// Fires what is due at `now` for every scheduled project; returns the earliest next
+/// occurrence over all of them (or retry of a failing one), for the daemon's wake-up timer.
+///
+/// A project whose own write fails is logged (naming it and the error) and skipped, its
+/// occurrence not marked handled: it is tried again from the same persisted cursor once its
+/// wait in `backoff` is over (1 s, doubling to 60 s), while every other project goes on. It
+/// leaves `backoff` when its step succeeds again.
+///
+/// Cost: one read of all cursors; a project whose next occurrence is still in the future costs
+/// nothing more (its timetable is not even parsed).
+///
+/// Errors: those that stop every project alike — this daemon fenced, the database busy,
+/// unreachable or refusing writes (the same step is computed again at the next EVAL, from the
+/// same persisted cursors, so nothing is fired twice or lost).
+pub fn fire_due_with(
+    store: &Store,
+    epoch: i64,
+    config: &Config,
+    now: Millis,
+    backoff: &mut FireBackoff,
 ) -> Result<Option<Millis>, StoreError> {
     let scheduled: Vec<_> = config
         .scheduled
@@ -66,10 +128,20 @@ pub fn fire_due(
             wake = Some(wake.map_or(at, |w: Millis| w.min(at)));
         }
     };
+    // Projects no longer scheduled are forgotten.
+    backoff
+        .failing
+        .retain(|name, _| scheduled.iter().any(|p| p.name == *name));
     for project in scheduled {
         let Some(expr) = project.schedule.as_deref() else {
             continue;
         };
+        if let Some(&(retry_at, _)) = backoff.failing.get(&project.name) {
+            if retry_at > now {
+                note_wake(Some(retry_at));
+                continue;
+            }
+        }
         let key = timetable_key(expr, project.timezone.as_deref());
         let row = rows.get(&project.name).filter(|r| r.timetable == key);
         // A cursor ahead of the clock (the clock stepped back) has its next occurrence in the
@@ -129,7 +201,31 @@ pub fn fire_due(
             max_parallel: project.max_parallel,
             clock_back_from: d.clock_back.map(|t| t.timestamp_millis()),
         };
-        let fired = store.fire_schedule(epoch, &req, now)?;
+        let fired = match store.fire_schedule(epoch, &req, now) {
+            Ok(fired) => fired,
+            Err(e) if stops_every_schedule(&e) => return Err(e),
+            Err(e) => {
+                let failures = backoff.failing.get(&project.name).map_or(0, |f| f.1) + 1;
+                let wait = FIRE_BACKOFF_FIRST_MS
+                    .saturating_mul(1 << (failures - 1).min(16))
+                    .min(FIRE_BACKOFF_MAX_MS);
+                backoff
+                    .failing
+                    .insert(project.name.clone(), (now + wait, failures));
+                note_wake(Some(now + wait));
+                tracing::error!(
+                    project = %project.name,
+                    error = %e,
+                    failures,
+                    retry_in_ms = wait,
+                    "the schedule step failed for this project; its occurrence is not marked handled and is tried again, the other projects go on"
+                );
+                continue;
+            }
+        };
+        if let Some((_, failures)) = backoff.failing.remove(&project.name) {
+            tracing::info!(project = %project.name, failures, "the schedule step works again for this project");
+        }
         if let (Some(was), true) = (d.clock_back, fired.written) {
             tracing::error!(
                 project = %project.name,

@@ -19,5 +19,5 @@ mod fire;
 mod next;
 pub mod timetable;
 
-pub use fire::fire_due;
+pub use fire::{fire_due, fire_due_with, FireBackoff, FIRE_BACKOFF_FIRST_MS, FIRE_BACKOFF_MAX_MS};
 pub use next::{next_occurrence, NextOccurrence};
