@@ -32,6 +32,10 @@ fn api_runs_is_runs_json_and_logs_are_by_run_id_only() {
     let only_q = get(&addr, "/api/runs?project=q").json();
     assert_eq!(only_q.as_array().unwrap().len(), 1);
     assert_eq!(get(&addr, "/api/runs?status=bogus").status, 400);
+    // As `fleet runs --limit 0`: refused, not an empty list that reads as "no runs".
+    let zero = get(&addr, "/api/runs?limit=0");
+    assert_eq!(zero.status, 400);
+    assert_eq!(zero.text(), "limit must be at least 1\n");
 
     // The overview: occupancy at the namespace's cap, the queued run, the active one.
     let o = get(&addr, "/api/overview").json();

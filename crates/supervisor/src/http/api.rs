@@ -144,8 +144,12 @@ pub(super) struct RunsQuery {
 }
 
 /// `GET /api/runs?project=P&namespace=N&status=S&limit=N`: the array `fleet runs --json` prints, newest
-/// first (at most 1000; 100 by default).
+/// first (at most 1000; 100 by default). A `limit` of 0 is refused (400), as `fleet runs --limit
+/// 0` is: an empty answer would read as "no runs".
 pub(super) async fn runs(State(o): State<Arc<Observed>>, Query(q): Query<RunsQuery>) -> Response {
+    if q.limit == Some(0) {
+        return (StatusCode::BAD_REQUEST, "limit must be at least 1\n").into_response();
+    }
     let status = match q.status.as_deref().map(str::parse::<RunStatus>) {
         None => None,
         Some(Ok(s)) => Some(s),
