@@ -132,7 +132,12 @@ fn processes_that_left_the_process_group_are_killed_when_the_command_exits() {
     // Gone when the end was recorded; polled only to tolerate /proc's lag.
     wait_gone(&f, leader, "the process that left the command's session");
     wait_gone(&f, child, "its child");
-    assert_eq!(f.logs(id), "leaving\n");
+    // The command's output, then the shim's note of what it killed (the sh and its sleep).
+    assert_eq!(
+        f.logs(id),
+        "leaving\nfleet: killed 2 process(es) the command had started outside its process group \
+         (setsid, a double fork), still running when it ended\n"
+    );
     f.wait_until(DEADLINE, "the shim's warning in the daemon's log", || {
         d.stderr().contains("had left its process group")
     });

@@ -417,6 +417,18 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
 
     let ended = supervise(pid, a, spawned, signals, pump.as_mut())?;
     crash_point!("shim-after-exit");
+    if ended.escaped > 0 {
+        // Best effort, as for a command that could not start: the run's log is where
+        // operators look for why a helper the command left behind is gone. After the
+        // command's own output (the pump has finished), before the exit record.
+        if let Ok(mut log) = dir.open_log() {
+            let _ = writeln!(
+                log,
+                "fleet: killed {} process(es) the command had started outside its process group (setsid, a double fork), still running when it ended",
+                ended.escaped
+            );
+        }
+    }
 
     let (outcome, code, signal) = match (ended.status.code(), ended.status.signal()) {
         (Some(code), _) => (Outcome::Exited, Some(code), None),
@@ -520,6 +532,8 @@ fn command_env(a: &ShimArgs) -> Vec<(OsString, OsString)> {
 /// What the wait loop learnt.
 struct Ended {
     status: ExitStatus,
+    /// How many processes that had left the command's process group were killed at its end.
+    escaped: usize,
     timed_out: bool,
     term_requested: bool,
     finished_at: String,
@@ -610,6 +624,7 @@ fn supervise(
     }
     Ok(Ended {
         status,
+        escaped: adopted.escaped,
         timed_out,
         term_requested,
         finished_at,
