@@ -48,9 +48,10 @@ fn probe(env: &[(&str, &str)]) -> (Vec<(&'static str, String)>, String) {
     let f = Fleet::new(&toml);
     let mut all = vec![("FROM_DAEMON", "yes"), ("FLEET_OCCURRENCE", "stale")];
     all.extend_from_slice(env);
-    // Started as from a script that ignored SIGQUIT and a real-time signal: the daemon, its
-    // fork server and every exec'd shim inherit both, and the command must not.
-    let d = f.start_daemon_ignoring(&all, &[libc::SIGQUIT, libc::SIGRTMIN() + 1]);
+    // Started as from a script that ignored SIGQUIT, a real-time signal and SIGCHLD: the
+    // daemon, its fork server and every exec'd shim inherit them, and the command must not
+    // (nor may an exec'd shim keep SIGCHLD ignored: the kernel would reap its command for it).
+    let d = f.start_daemon_ignoring(&all, &[libc::SIGQUIT, libc::SIGRTMIN() + 1, libc::SIGCHLD]);
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", d.pid())).unwrap();
     // Field 6 (session id), counted after the command name in parentheses.
     let sid = stat

@@ -145,6 +145,37 @@ impl StoreError {
         matches!(self, StoreError::Backend { busy: true, .. })
     }
 
+    /// True when the database refused what a statement wrote — a constraint, or an error raised
+    /// by a trigger (SQLite's `SQLITE_CONSTRAINT`, which a trigger's `RAISE(ABORT, …)` gives;
+    /// PostgreSQL's class 23, integrity constraint violation, or `P0001`, a trigger's `RAISE
+    /// EXCEPTION`) — rather than failing as a whole (locked, full, unreadable, read-only,
+    /// unreachable). The same statement with other rows may well succeed: a refusal is the rows'
+    /// own, and a caller may go on with other work.
+    pub fn is_refused_row(&self) -> bool {
+        let StoreError::Backend {
+            busy: false,
+            source,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
+        while let Some(e) = next {
+            if let Some(rusqlite::Error::SqliteFailure(f, _)) = e.downcast_ref::<rusqlite::Error>()
+            {
+                return f.code == rusqlite::ErrorCode::ConstraintViolation;
+            }
+            if let Some(pg) = e.downcast_ref::<postgres::Error>() {
+                return pg
+                    .code()
+                    .is_some_and(|c| c.code().starts_with("23") || c.code() == "P0001");
+            }
+            next = e.source();
+        }
+        false
+    }
+
     /// True when the database server could not be reached: a connection lost or refused while
     /// running ([`StoreError::Unreachable`]) or at open ([`StoreError::Connect`]). Nothing can be
     /// read or written until it is back; unlike a busy database, the wait may be long, so

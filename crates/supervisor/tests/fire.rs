@@ -324,3 +324,35 @@ fn one_projects_failure_leaves_the_others_firing() {
     );
     assert_eq!(runs_of(&store, "good").len(), 1);
 }
+
+/// An error that is not a refusal of the project's own rows stops the whole step, as before
+/// per-project backoff: here a trigger another program broke (it reads a table that does not
+/// exist), which SQLite reports as a plain error, as it would a full or unreadable database.
+#[test]
+fn an_error_of_the_database_stops_every_schedule() {
+    use supervisor::schedule::{fire_due_with, FireBackoff};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    let store = Store::open(&db, Duration::from_secs(1)).unwrap();
+    let epoch = store.take_over("local", 1, "fleet.toml", "{}", T0).unwrap();
+    let c = config(
+        "[projects.bad]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n\
+         [projects.good]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n",
+    );
+    let mut backoff = FireBackoff::default();
+    fire_due_with(&store, epoch, &c, T0, &mut backoff).unwrap();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE gone (x); CREATE TRIGGER broken BEFORE INSERT ON runs \
+             WHEN NEW.project = 'bad' BEGIN SELECT x FROM gone; END; DROP TABLE gone",
+        )
+        .unwrap();
+    let err = fire_due_with(&store, epoch, &c, T0 + 10 * S, &mut backoff).unwrap_err();
+    assert!(!err.is_refused_row(), "{err}");
+    assert_eq!(backoff.failing().count(), 0);
+    assert!(
+        runs_of(&store, "good").is_empty(),
+        "the step stopped at its first project"
+    );
+}

@@ -110,11 +110,21 @@ impl SqliteStore {
                     Ok(Some(run)) => run?,
                     Ok(None) => continue,
                     Err(e) if is_constraint_violation(&e) => {
-                        tracing::warn!(
-                            run = req.run_id,
-                            seat,
-                            "claim refused: that seat of its project is already taken"
-                        );
+                        if is_unique_violation(&e) {
+                            tracing::warn!(
+                                run = req.run_id,
+                                seat,
+                                "claim refused: that seat of its project is already taken"
+                            );
+                        } else {
+                            // Another constraint, or a trigger another program put on `runs`:
+                            // the run stays queued, and is tried again at the next EVAL.
+                            tracing::warn!(
+                                run = req.run_id,
+                                error = %e,
+                                "claim refused by the database (a constraint or a trigger); the run stays queued"
+                            );
+                        }
                         continue;
                     }
                     Err(e) => return Err(e.into()),
@@ -137,6 +147,16 @@ impl SqliteStore {
         tx.commit()?;
         Ok(out)
     }
+}
+
+/// Whether `e` is a unique index's refusal (the seat index's, on this statement), rather than
+/// another constraint's or a trigger's.
+fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+    )
 }
 
 /// Active runs claimed by `host`, counted on the claim's transaction (its own capacity).

@@ -58,21 +58,19 @@ impl FireBackoff {
     }
 }
 
-/// Whether a store error stops the whole step (the database or this daemon's hold on it is the
-/// problem, so every project would fail alike), rather than only the project it came from.
+/// Whether a store error stops the whole step, rather than only the project it came from. Only
+/// a refusal of the project's own rows (a constraint, a trigger: [`StoreError::is_refused_row`])
+/// or of its own run's data is the project's; anything else — the database busy, full,
+/// unreadable, read-only or unreachable, this daemon fenced — would fail every project alike.
 fn stops_every_schedule(e: &StoreError) -> bool {
-    matches!(
-        e,
-        StoreError::Fenced { .. }
-            | StoreError::Open { .. }
-            | StoreError::Connect { .. }
-            | StoreError::Unreachable { .. }
-            | StoreError::SchemaTooNew { .. }
-            | StoreError::Unsupported { .. }
-            | StoreError::StaleConfig { .. }
-    ) || e.is_busy()
-        || e.is_unreachable()
-        || e.is_permission_denied()
+    let own = e.is_refused_row()
+        || matches!(
+            e,
+            StoreError::Corrupt { .. }
+                | StoreError::UnknownRun(_)
+                | StoreError::IllegalTransition { .. }
+        );
+    !own
 }
 
 /// [`fire_due_with`] with no memory of earlier failures: a project whose step fails is logged
@@ -99,9 +97,9 @@ pub fn fire_due(
 /// Cost: one read of all cursors; a project whose next occurrence is still in the future costs
 /// nothing more (its timetable is not even parsed).
 ///
-/// Errors: those that stop every project alike — this daemon fenced, the database busy,
-/// unreachable or refusing writes (the same step is computed again at the next EVAL, from the
-/// same persisted cursors, so nothing is fired twice or lost).
+/// Errors: every one but a project's own (see `stops_every_schedule`) — this daemon fenced, the
+/// database busy, full, unreadable, read-only or unreachable: the same step is computed again at
+/// the next EVAL, from the same persisted cursors, so nothing is fired twice or lost.
 pub fn fire_due_with(
     store: &Store,
     epoch: i64,

@@ -143,6 +143,10 @@ pub unsafe fn main(args: &[OsString]) -> i32 {
             return EXIT_FAILED;
         }
     };
+    // Dispositions survive exec: whatever its starter ignored (SIGCHLD above all, which would
+    // let the kernel reap the command behind the shim's back) goes back to the default, as in a
+    // forked shim. Blocked first, so nothing arriving meanwhile is lost.
+    signals::restore_all_defaults();
     let args = match ShimArgs::from_args(args) {
         Ok(a) => a,
         Err(m) => {
@@ -169,11 +173,8 @@ pub unsafe fn main(args: &[OsString]) -> i32 {
             return EXIT_USAGE;
         }
     };
-    // Exec'd: whatever dispositions the daemon's own starter left survive the exec, so the
-    // command's start sets every one back (`reset: None`).
     let own = Own {
         start_time: process::own_stat().map(|o| o.start_time),
-        altered_signals: None,
     };
     supervise_claim(&args, &signals, &own)
 }
@@ -182,10 +183,6 @@ pub unsafe fn main(args: &[OsString]) -> i32 {
 struct Own {
     /// Its start time (field 22 of `/proc/self/stat`), for the `started` record.
     start_time: Option<u64>,
-    /// The signals whose disposition is not the default once the shim is set up, when known
-    /// (a forked shim: only SIGPIPE, which it ignores itself); `None`: unknown, so the
-    /// command's start sets every signal back.
-    altered_signals: Option<Vec<i32>>,
 }
 
 /// The shim in a process the fork server has just forked (see [`forkserver`]): the same work as
@@ -233,9 +230,6 @@ pub(super) unsafe fn main_forked(args: &ShimArgs, report: OwnedFd, altered: &[i3
     }
     let own = Own {
         start_time: own_stat.map(|o| o.start_time),
-        // Every disposition is the default after `set_up_forked`, but the SIGPIPE that
-        // `supervise_claim` ignores.
-        altered_signals: Some(vec![Signal::SIGPIPE as i32]),
     };
     supervise_claim(args, &signals, &own)
 }
@@ -372,7 +366,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
             a.run_id, a.token
         ));
     }
-    let (pid, mut pump) = match spawn_command(a, &dir, shim_pid, signals, own) {
+    let (pid, mut pump) = match spawn_command(a, &dir, shim_pid, signals) {
         Ok(spawned) => spawned,
         Err(message) => {
             // Best effort: the log is where operators look; the exit record is what counts.
@@ -467,7 +461,6 @@ fn spawn_command(
     dir: &RunFiles,
     shim_pid: i32,
     signals: &BlockedSignals,
-    own: &Own,
 ) -> Result<(i32, Option<logbound::LogPump>), String> {
     let (log, pump) = logbound::command_output(a.max_log_size, dir, signals)?;
     let log_err = log
@@ -495,10 +488,11 @@ fn spawn_command(
             a.cwd.display()
         )
     };
-    let mut cmd = spawn::PreparedCommand::new(&a.argv, &env, &a.cwd).map_err(could_not_start)?;
-    if let Some(altered) = &own.altered_signals {
-        cmd = cmd.reset_only(altered.clone());
-    }
+    // Every disposition of the shim is the default (`main` and `set_up_forked` saw to it) but
+    // the SIGPIPE that `supervise_claim` ignores: the command's start sets only that one back.
+    let cmd = spawn::PreparedCommand::new(&a.argv, &env, &a.cwd)
+        .map_err(could_not_start)?
+        .reset_only(vec![Signal::SIGPIPE as i32]);
     let fds = spawn::StdFds {
         stdin: null.as_fd(),
         stdout: log.as_fd(),
