@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use store::{Millis, RunFilter, RunStatus, Store, Trigger};
 use supervisor::config::Config;
-use supervisor::schedule::fire_due;
+use supervisor::schedule::{fire_due, fire_due_with, FireBackoff};
 
 /// 2024-01-01T00:00:00Z, in milliseconds.
 const T0: Millis = 1_704_067_200_000;
@@ -242,6 +242,19 @@ fn a_stale_epoch_fires_nothing() {
     assert_eq!(runs_of(&s.store, "ten").len(), 1);
 }
 
+/// Two projects, `bad` and `good`, every ten seconds, both armed at `T0` (no run yet), with the
+/// backoff that arming left (empty).
+fn bad_and_good_armed() -> (Setup, Config, FireBackoff) {
+    let s = setup();
+    let c = config(
+        "[projects.bad]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n\
+         [projects.good]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n",
+    );
+    let mut backoff = FireBackoff::default();
+    fire_due_with(&s.store, s.epoch, &c, T0, &mut backoff).unwrap();
+    (s, c, backoff)
+}
+
 /// Another program's trigger that refuses every new run of project `bad` (or, with `false`,
 /// drops it).
 fn refuse_runs_of_bad(db: &Path, refuse: bool) {
@@ -260,18 +273,9 @@ fn refuse_runs_of_bad(db: &Path, refuse: bool) {
 /// its occurrence not marked handled; once its write works again, that occurrence gets its run.
 #[test]
 fn one_projects_failure_leaves_the_others_firing() {
-    use supervisor::schedule::{fire_due_with, FireBackoff, FIRE_BACKOFF_FIRST_MS};
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("fleet.db");
-    let store = Store::open(&db, Duration::from_secs(1)).unwrap();
-    let epoch = store.take_over("local", 1, "fleet.toml", "{}", T0).unwrap();
-    // Every ten seconds, both.
-    let c = config(
-        "[projects.bad]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n\
-         [projects.good]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n",
-    );
-    let mut backoff = FireBackoff::default();
-    fire_due_with(&store, epoch, &c, T0, &mut backoff).unwrap();
+    use supervisor::schedule::FIRE_BACKOFF_FIRST_MS;
+    let (s, c, mut backoff) = bad_and_good_armed();
+    let (store, epoch, db) = (&s.store, s.epoch, s._dir.path().join("fleet.db"));
     refuse_runs_of_bad(&db, true);
 
     // `bad` sorts first: its failure must not keep `good` from firing.
@@ -330,17 +334,8 @@ fn one_projects_failure_leaves_the_others_firing() {
 /// exist), which SQLite reports as a plain error, as it would a full or unreadable database.
 #[test]
 fn an_error_of_the_database_stops_every_schedule() {
-    use supervisor::schedule::{fire_due_with, FireBackoff};
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("fleet.db");
-    let store = Store::open(&db, Duration::from_secs(1)).unwrap();
-    let epoch = store.take_over("local", 1, "fleet.toml", "{}", T0).unwrap();
-    let c = config(
-        "[projects.bad]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n\
-         [projects.good]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n",
-    );
-    let mut backoff = FireBackoff::default();
-    fire_due_with(&store, epoch, &c, T0, &mut backoff).unwrap();
+    let (s, c, mut backoff) = bad_and_good_armed();
+    let (store, epoch, db) = (&s.store, s.epoch, s._dir.path().join("fleet.db"));
     rusqlite::Connection::open(&db)
         .unwrap()
         .execute_batch(
