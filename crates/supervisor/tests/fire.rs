@@ -280,9 +280,9 @@ fn one_projects_failure_leaves_the_others_firing() {
 
     // `bad` sorts first: its failure must not keep `good` from firing.
     let now = T0 + 10 * S;
-    let wake = fire_due_with(&store, epoch, &c, now, &mut backoff).unwrap();
-    assert_eq!(runs_of(&store, "good").len(), 1);
-    assert!(runs_of(&store, "bad").is_empty());
+    let wake = fire_due_with(store, epoch, &c, now, &mut backoff).unwrap();
+    assert_eq!(runs_of(store, "good").len(), 1);
+    assert!(runs_of(store, "bad").is_empty());
     assert_eq!(backoff.failing().collect::<Vec<_>>(), [("bad", 1)]);
     assert_eq!(
         wake,
@@ -290,7 +290,7 @@ fn one_projects_failure_leaves_the_others_firing() {
         "woken to try again"
     );
     assert_eq!(
-        cursor_of(&store, "bad"),
+        cursor_of(store, "bad"),
         Some(T0),
         "its occurrence is not marked handled"
     );
@@ -306,7 +306,7 @@ fn one_projects_failure_leaves_the_others_firing() {
     .unwrap();
     assert_eq!(backoff.failing().collect::<Vec<_>>(), [("bad", 1)]);
     let later = now + FIRE_BACKOFF_FIRST_MS;
-    let wake = fire_due_with(&store, epoch, &c, later, &mut backoff).unwrap();
+    let wake = fire_due_with(store, epoch, &c, later, &mut backoff).unwrap();
     assert_eq!(backoff.failing().collect::<Vec<_>>(), [("bad", 2)]);
     assert_eq!(wake, Some(later + 2 * FIRE_BACKOFF_FIRST_MS));
 
@@ -321,12 +321,12 @@ fn one_projects_failure_leaves_the_others_firing() {
     )
     .unwrap();
     assert_eq!(backoff.failing().count(), 0);
-    let bad = runs_of(&store, "bad");
+    let bad = runs_of(store, "bad");
     assert_eq!(
         bad.iter().map(|r| r.occurrence).collect::<Vec<_>>(),
         [Some(now)]
     );
-    assert_eq!(runs_of(&store, "good").len(), 1);
+    assert_eq!(runs_of(store, "good").len(), 1);
 }
 
 /// An error that is not a refusal of the project's own rows stops the whole step, as before
@@ -343,11 +343,11 @@ fn an_error_of_the_database_stops_every_schedule() {
              WHEN NEW.project = 'bad' BEGIN SELECT x FROM gone; END; DROP TABLE gone",
         )
         .unwrap();
-    let err = fire_due_with(&store, epoch, &c, T0 + 10 * S, &mut backoff).unwrap_err();
+    let err = fire_due_with(store, epoch, &c, T0 + 10 * S, &mut backoff).unwrap_err();
     assert!(!err.is_refused_row(), "{err}");
     assert_eq!(backoff.failing().count(), 0);
     assert!(
-        runs_of(&store, "good").is_empty(),
+        runs_of(store, "good").is_empty(),
         "the step stopped at its first project"
     );
 }
