@@ -297,7 +297,7 @@ fn one_projects_failure_leaves_the_others_firing() {
 
     // Within its wait it is not tried again; after it, it is, and the wait doubles.
     fire_due_with(
-        &store,
+        store,
         epoch,
         &c,
         now + FIRE_BACKOFF_FIRST_MS / 2,
@@ -313,7 +313,7 @@ fn one_projects_failure_leaves_the_others_firing() {
     // Working again: the occurrence it missed gets its run, and it leaves the backoff.
     refuse_runs_of_bad(&db, false);
     fire_due_with(
-        &store,
+        store,
         epoch,
         &c,
         later + 2 * FIRE_BACKOFF_FIRST_MS,
