@@ -166,4 +166,34 @@ fn one_project_refused_by_the_database_stops_only_its_own_schedule() {
             && l.contains("the schedule step failed")),
         "{log}"
     );
+    // `fleet status` tells it too, once the occurrence has waited past two minutes: here its
+    // time is moved ten minutes back rather than waited for (the daemon leaves the row of a
+    // failing schedule as it was).
+    f.db()
+        .execute_batch("UPDATE schedules SET next_fire = next_fire - 600000 WHERE project = 'bad'")
+        .unwrap();
+    let overdue = |st: &serde_json::Value, project: &str| {
+        st["schedules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["project"] == project)
+            .map(|s| s["overdue"].clone())
+    };
+    let st = f.status();
+    assert_eq!(
+        overdue(&st, "bad"),
+        Some(serde_json::Value::Bool(true)),
+        "{st}"
+    );
+    assert_eq!(
+        overdue(&st, "good"),
+        Some(serde_json::Value::Bool(false)),
+        "{st}"
+    );
+    let text = f.cmd_ok(&["status"]);
+    assert!(
+        text.contains("schedule bad: overdue") && !text.contains("schedule good: overdue"),
+        "{text}"
+    );
 }

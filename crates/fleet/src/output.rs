@@ -155,6 +155,7 @@ impl Status {
                     "next": time(r.next_fire),
                     "skipped_total": r.skipped_total,
                     "ahead_of_clock": supervisor::clock::ahead_of_clock(r.cursor, now),
+                    "overdue": r.next_fire.is_some_and(|next| now - next > OVERDUE_AFTER_MS),
                     "clock_went_back": r.clock_back.map(|c| json!({
                         "seen_at": rfc3339(c.seen_at),
                         "last_handled_was": rfc3339(c.cursor_was),
@@ -317,13 +318,29 @@ impl Status {
     }
 }
 
+/// How long past its time an occurrence may stay unhandled before `fleet status` calls its
+/// schedule overdue, in milliseconds: longer than the longest wait between two tries of a
+/// schedule the database refuses (a minute), plus a margin; a working daemon handles an
+/// occurrence within milliseconds of its time.
+const OVERDUE_AFTER_MS: i64 = 120_000;
+
 /// One line for each schedule the clock went back on: whose cursor is later than the clock now,
-/// or that a daemon resumed after finding it so.
+/// or that a daemon resumed after finding it so; and, while a daemon runs, one for each schedule
+/// whose next occurrence stays unhandled well past its time (the database refuses its runs, say:
+/// the daemon's log names the project and the error).
 fn schedule_warnings(v: &Value) -> String {
     let mut s = String::new();
+    let running = v["daemon"]["state"] == "running";
     for sch in v["schedules"].as_array().into_iter().flatten() {
         let project = sch["project"].as_str().unwrap_or("?");
         let last = sch["last_handled"].as_str().unwrap_or("?");
+        if running && sch["overdue"].as_bool() == Some(true) {
+            s += &format!(
+                "schedule {project}: overdue: its occurrence of {} is still unhandled; the \
+                 daemon's log says why (`project={project}`)\n",
+                sch["next"].as_str().unwrap_or("?")
+            );
+        }
         if sch["ahead_of_clock"].as_bool() == Some(true) {
             s += &format!(
                 "schedule {project}: the clock went back: its last occurrence handled ({last}) is \
