@@ -196,4 +196,17 @@ fn one_project_refused_by_the_database_stops_only_its_own_schedule() {
         text.contains("schedule bad: overdue") && !text.contains("schedule good: overdue"),
         "{text}"
     );
+    // A project whose schedule was taken out of the config leaves its row, which is not overdue.
+    let toml = std::fs::read_to_string(f.file("fleet.toml")).unwrap();
+    let unscheduled = toml.replacen(
+        "[projects.bad]\ncommand = [\"true\"]\nschedule = \"*/1 * * * * *\"\n",
+        "[projects.bad]\ncommand = [\"true\"]\n",
+        1,
+    );
+    assert_ne!(unscheduled, toml);
+    std::fs::write(f.file("fleet.toml"), unscheduled).unwrap();
+    assert_eq!(
+        overdue(&f.status(), "bad"),
+        Some(serde_json::Value::Bool(false))
+    );
 }

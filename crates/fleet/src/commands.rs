@@ -95,7 +95,7 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
             this_host: this_host.as_deref(),
         },
     )
-    .with_schedules(&schedules)
+    .with_schedules(&schedules, config.as_ref())
     .with_liveness(&liveness)
     .with_pauses(&pauses)
     .with_host(

@@ -141,10 +141,21 @@ impl Status {
     }
 
     /// Adds the schedules (`schedules` in the JSON: one object per scheduled project's cursor),
-    /// and flags those whose cursor is later than the clock: the clock went back, and until a
-    /// daemon resumes them they fire nothing.
-    pub fn with_schedules(mut self, rows: &[ScheduleRow]) -> Status {
+    /// and flags those whose cursor is later than the clock (the clock went back, and until a
+    /// daemon resumes them they fire nothing) and those overdue (`config`, the config in force
+    /// if it reads, tells a schedule from the leftover row of one removed since).
+    pub fn with_schedules(mut self, rows: &[ScheduleRow], config: Option<&Config>) -> Status {
         let now = store::now_ms();
+        // Only a project the config schedules can be overdue: the row of one whose schedule
+        // was removed stays, with its last `next`, and means nothing. Without a config that
+        // reads, nothing is called overdue.
+        let scheduled = |project: &str| {
+            config.is_some_and(|c| {
+                c.projects
+                    .get(project)
+                    .is_some_and(|p| p.schedule.is_some())
+            })
+        };
         let list: Vec<Value> = rows
             .iter()
             .map(|r| {
@@ -155,7 +166,8 @@ impl Status {
                     "next": time(r.next_fire),
                     "skipped_total": r.skipped_total,
                     "ahead_of_clock": supervisor::clock::ahead_of_clock(r.cursor, now),
-                    "overdue": r.next_fire.is_some_and(|next| now - next > OVERDUE_AFTER_MS),
+                    "overdue": scheduled(&r.project)
+                        && r.next_fire.is_some_and(|next| now - next > OVERDUE_AFTER_MS),
                     "clock_went_back": r.clock_back.map(|c| json!({
                         "seen_at": rfc3339(c.seen_at),
                         "last_handled_was": rfc3339(c.cursor_was),
