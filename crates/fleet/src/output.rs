@@ -331,10 +331,9 @@ impl Status {
 }
 
 /// How long past its time an occurrence may stay unhandled before `fleet status` calls its
-/// schedule overdue, in milliseconds: longer than the longest wait between two tries of a
-/// schedule the database refuses (a minute), plus a margin; a working daemon handles an
-/// occurrence within milliseconds of its time.
-const OVERDUE_AFTER_MS: i64 = 120_000;
+/// schedule overdue, in milliseconds: twice the longest wait between two tries of a schedule
+/// the database refuses; a working daemon handles an occurrence within milliseconds of its time.
+const OVERDUE_AFTER_MS: i64 = 2 * supervisor::schedule::FIRE_BACKOFF_MAX_MS;
 
 /// One line for each schedule the clock went back on: whose cursor is later than the clock now,
 /// or that a daemon resumed after finding it so; and, while a daemon runs, one for each schedule

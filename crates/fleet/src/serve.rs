@@ -38,10 +38,6 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) 
     // thread's, the only one yet, so every thread started later inherits the empty mask. A
     // refusal leaves the mask as it was, as it always did.
     let _ = supervisor::sys::signals::unblock_all();
-    // Nor SIGCHLD stay ignored (`signal.signal(SIGCHLD, SIG_IGN)` in a starter survives its
-    // exec): an exec'd shim would inherit it, and the kernel would then reap its command
-    // without a word, leaving the shim waiting forever or the run `lost`.
-    supervisor::sys::signals::restore_defaults(&[supervisor::sys::signals::Signal::SIGCHLD as i32]);
     let fork_server = if use_fork_server {
         supervisor::shim::forkserver::ForkServer::start().map_err(|e| e.to_string())
     } else {

@@ -162,9 +162,8 @@ impl StoreError {
         };
         let mut next: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
         while let Some(e) = next {
-            if let Some(rusqlite::Error::SqliteFailure(f, _)) = e.downcast_ref::<rusqlite::Error>()
-            {
-                return f.code == rusqlite::ErrorCode::ConstraintViolation;
+            if let Some(sqlite) = e.downcast_ref::<rusqlite::Error>() {
+                return crate::sqlite::is_constraint_violation(sqlite);
             }
             if let Some(pg) = e.downcast_ref::<postgres::Error>() {
                 return pg

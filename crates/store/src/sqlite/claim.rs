@@ -19,7 +19,7 @@ use super::eval::occupancy;
 use super::events::{insert_event, EventRow};
 use super::paused::held_by;
 use super::runs::{run_from_row, RUN_COLUMNS};
-use super::{is_constraint_violation, SqliteStore};
+use super::{is_constraint_violation, is_unique_violation, SqliteStore};
 use crate::decide::claim::{caps, lowest_free_seat, stale_config, CapKind};
 use crate::error::Result;
 use crate::{ClaimRequest, Claimed, Millis, RunStatus};
@@ -147,16 +147,6 @@ impl SqliteStore {
         tx.commit()?;
         Ok(out)
     }
-}
-
-/// Whether `e` is a unique index's refusal (the seat index's, on this statement), rather than
-/// another constraint's or a trigger's.
-fn is_unique_violation(e: &rusqlite::Error) -> bool {
-    matches!(
-        e,
-        rusqlite::Error::SqliteFailure(f, _)
-            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-    )
 }
 
 /// Active runs claimed by `host`, counted on the claim's transaction (its own capacity).

@@ -109,12 +109,24 @@ fn is_busy(e: &rusqlite::Error) -> bool {
     }
 }
 
-/// True when a write broke a constraint. The claim reads it as the unique index refusing a
-/// second active run of a project; firing an occurrence never reads it (an occurrence is
-/// handled only when its run row is found, and a failed insert is an error).
-fn is_constraint_violation(e: &rusqlite::Error) -> bool {
+/// True when a write broke a constraint, a trigger's `RAISE(ABORT, …)` included. The claim
+/// skips such a run ([`is_unique_violation`] tells the seat index's refusal from the others);
+/// firing an occurrence never reads it (an occurrence is handled only when its run row is
+/// found, and a failed insert is an error, which [`crate::StoreError::is_refused_row`] tells
+/// the daemon is the project's own).
+pub(crate) fn is_constraint_violation(e: &rusqlite::Error) -> bool {
     matches!(
         e,
         rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation
+    )
+}
+
+/// True when a write broke a unique index (on a claim: the seat index, a second active run in
+/// one seat of a project), rather than another constraint or a trigger.
+fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
     )
 }
