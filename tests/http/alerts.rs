@@ -117,15 +117,17 @@ fn the_alert_rules_in_the_docs_name_served_metrics_and_labels() {
         [
             "FleetProjectNoSuccess",
             "FleetNamespacePinnedAtCap",
+            "FleetScheduleOverdue",
             "FleetQueueStale"
         ]
     );
 
-    // A daemon with a declared namespace, a success, a failure and a queued run, so that every
-    // family has samples.
+    // A daemon with a declared namespace, a success, a failure, a queued run and a schedule
+    // (once a year: it never fires here), so that every family has samples.
     let f = Fleet::new(&format!(
         "http_listen = \"127.0.0.1:0\"\n[namespaces.ops]\nmax_concurrency = 1\n\
-         [projects.ok]\ncommand = {}\nnamespace = \"ops\"\n[projects.bad]\ncommand = {}\n",
+         [projects.ok]\ncommand = {}\nnamespace = \"ops\"\n[projects.bad]\ncommand = {}\n\
+         [projects.yearly]\ncommand = [\"true\"]\nschedule = \"0 0 1 1 *\"\n",
         sh("true"),
         sh("exit 1")
     ));

@@ -12,6 +12,7 @@
 //! - `host`: a foreign Host header is refused (DNS rebinding);
 //! - `utf8`: log chunks start and end on character boundaries;
 //! - `unknown`: `/api/runs` for an unknown project or namespace is 404;
+//! - `overdue`: a schedule the database refuses reads as overdue in `/metrics`;
 //! - `alerts`: the alert rules in docs/OPERATIONS.md name only metrics `/metrics` serves;
 //! - `browser`: the dashboard in headless Chromium follows a run from the queue to its end and
 //!   its log, without a reload.
@@ -30,6 +31,7 @@ mod health;
 mod host;
 mod limits;
 mod metrics;
+mod overdue;
 mod ready;
 mod removed;
 mod socket;

@@ -2,11 +2,11 @@
 //! of those counts together with a snapshot of the database (`render`), in the OpenMetrics
 //! text format Prometheus scrapes.
 //!
-//! Cost of a scrape: the in-memory metrics are encoded as they are; the snapshot is three reads
-//! (`Store::ended_totals`, `Store::queue_summary`, `Store::active_runs`), each in proportion to
-//! the projects, namespaces, queue or active runs, never to the history, run on a blocking
-//! thread. Readers never wait for the daemon's writes (WAL), so a scrape never holds up an EVAL.
-//! Nothing here writes.
+//! Cost of a scrape: the in-memory metrics are encoded as they are; the snapshot is four reads
+//! (`Store::ended_totals`, `Store::queue_summary`, `Store::active_runs`, `Store::schedules`),
+//! each in proportion to the projects, namespaces, queue, active runs or schedules, never to
+//! the history, run on a blocking thread. Readers never wait for the daemon's writes (WAL), so
+//! a scrape never holds up an EVAL. Nothing here writes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,7 +18,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
-use store::{EndedTotal, Millis, QueueSummary, Run, RunStatus};
+use store::{EndedTotal, Millis, QueueSummary, Run, RunStatus, ScheduleRow};
 
 use super::Observed;
 use crate::config::Config;
@@ -125,6 +125,8 @@ pub(super) struct Snapshot {
     pub(super) ended: Vec<EndedTotal>,
     pub(super) queued: Vec<QueueSummary>,
     pub(super) active: Vec<Run>,
+    /// One row per schedule the daemon has started (its cursor and next occurrence).
+    pub(super) schedules: Vec<ScheduleRow>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -283,6 +285,7 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
         Unit::Seconds,
         ns_ready,
     );
+    schedules(&mut reg, config, &snap.schedules, now);
     let gauge = |v: i64| {
         let g: Gauge = Gauge::default();
         g.set(v);
@@ -337,13 +340,51 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
     out
 }
 
+/// The schedules' series, for the projects the config in force schedules: the row of a
+/// schedule removed from the file stays in the database with its last `next_fire`, and would
+/// look overdue forever.
+///
+/// Why: a schedule whose runs the database refuses waits alone while everything else goes on
+/// (the daemon stays healthy), so an alert needs a series of its own to fire on.
+fn schedules(reg: &mut Registry, config: &Config, rows: &[ScheduleRow], now: Millis) {
+    let overdue = Family::<ProjectLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    let skipped = Family::<ProjectLabel, Counter>::default();
+    let scheduled = |project: &str| {
+        config
+            .projects
+            .get(project)
+            .is_some_and(|p| p.schedule.is_some())
+    };
+    for r in rows.iter().filter(|r| scheduled(&r.project)) {
+        let label = ProjectLabel {
+            project: r.project.clone(),
+        };
+        let past = r.next_fire.map_or(0, |next| (now - next).max(0));
+        overdue.get_or_create(&label).set(past as f64 / 1000.0);
+        skipped
+            .get_or_create(&label)
+            .inc_by(u64::try_from(r.skipped_total).unwrap_or(0));
+    }
+    reg.register_with_unit(
+        "schedule_overdue",
+        "How long the schedule's next occurrence has been past its time and still unhandled (0 until it is due; a working daemon handles it within milliseconds)",
+        Unit::Seconds,
+        overdue,
+    );
+    reg.register(
+        "schedule_skipped_occurrences",
+        "Occurrences the schedule skipped (missed while no daemon ran, late, or overlapping), over the life of its timetable (kept in the database)",
+        skipped,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
     use std::sync::Arc;
     use std::time::Duration;
 
-    use store::{EndedTotal, QueueSummary, RunStatus, Store};
+    use store::{EndedTotal, Millis, QueueSummary, RunStatus, ScheduleRow, Store};
 
     use super::{render, Snapshot};
     use crate::config::Config;
@@ -357,7 +398,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("fleet.db"), Duration::from_secs(1)).unwrap();
         let config = Config::parse(
-            "[namespaces.ops]\nmax_concurrency = 2\n[projects.p]\ncommand = [\"true\"]\nnamespace = \"ops\"\n",
+            "[namespaces.ops]\nmax_concurrency = 2\n[projects.p]\ncommand = [\"true\"]\nnamespace = \"ops\"\n\
+             [projects.late]\ncommand = [\"true\"]\nschedule = \"* * * * *\"\n\
+             [projects.early]\ncommand = [\"true\"]\nschedule = \"* * * * *\"\n",
             Path::new("fleet.toml"),
         )
         .unwrap();
@@ -399,6 +442,14 @@ mod tests {
                 oldest_ready_at: Some(2_500),
             }],
             active: vec![],
+            schedules: vec![
+                schedule("late", Some(1_000), 2),
+                schedule("early", Some(4_000), 0),
+                // Unscheduled since (`p` has no schedule), or gone from the config: its row
+                // stays with its last occurrence, which would look overdue forever.
+                schedule("p", Some(1_000), 0),
+                schedule("gone", Some(1_000), 0),
+            ],
         };
         let text = render(&o, &config, &snap, 3_000);
         assert!(!text.contains("\"gone\""), "{text}");
@@ -434,11 +485,34 @@ mod tests {
             "fleet_namespace_max_concurrency{namespace=\"ops\"} 2",
             "fleet_daemon_epoch 7",
             "fleet_daemon_healthy 1",
+            "fleet_schedule_overdue_seconds{project=\"late\"} 2.0",
+            "fleet_schedule_overdue_seconds{project=\"early\"} 0.0",
+            "fleet_schedule_skipped_occurrences_total{project=\"late\"} 2",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
                 "missing {line:?} in\n{text}"
             );
+        }
+        for project in ["p", "gone"] {
+            assert!(
+                !text.contains(&format!(
+                    "fleet_schedule_overdue_seconds{{project=\"{project}\"}}"
+                )),
+                "{text}"
+            );
+        }
+    }
+
+    fn schedule(project: &str, next_fire: Option<Millis>, skipped_total: i64) -> ScheduleRow {
+        ScheduleRow {
+            project: project.into(),
+            timetable: "* * * * * UTC".into(),
+            cursor: 0,
+            next_fire,
+            skipped_total,
+            last_skipped: None,
+            clock_back: None,
         }
     }
 }

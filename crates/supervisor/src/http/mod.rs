@@ -293,6 +293,7 @@ async fn metrics_handler(axum::extract::State(o): Shared) -> Response {
                 ended: o.store.ended_totals()?,
                 queued: o.store.queue_summary(now)?,
                 active: o.store.active_runs()?,
+                schedules: o.store.schedules()?,
             })
         })
         .await;
