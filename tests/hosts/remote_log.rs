@@ -1,8 +1,24 @@
 //! `fleet logs` of a run still running on another host, whose daemon listens on port 0: the
-//! address it publishes is the one bound (the port chosen), so the log is read through it.
+//! address it publishes is the one bound (the port chosen), so the log is read through it; and
+//! `--follow` of such a run, to its end.
 
 use crate::common::*;
 use crate::harness::*;
+
+/// Gives host `b` a listener on port 0, starts its daemon (the only one: `a` only reads the
+/// shared database) and enqueues a run of `p` from `a`, which `b` is running on return.
+fn a_run_on_b(h: &Hosts) -> (Daemon<'_>, i64) {
+    let b = h.fleet("b");
+    let text = std::fs::read_to_string(&b.config).unwrap();
+    b.write_config(&format!("http_listen = \"127.0.0.1:0\"\n{text}"));
+    let daemon = h.start("b");
+    let id = h.fleet("a").enqueue("p");
+    h.wait_until(DEADLINE, "the run running on b", || {
+        let r = h.fleet("a").run(id);
+        status_of(&r) == "running" && r["host"].as_str() == Some("b")
+    });
+    (daemon, id)
+}
 
 #[test]
 fn a_running_runs_log_is_read_from_a_host_listening_on_port_zero() {
@@ -18,20 +34,85 @@ fn a_running_runs_log_is_read_from_a_host_listening_on_port_zero() {
     }) else {
         return;
     };
-    let b = h.fleet("b");
-    let text = std::fs::read_to_string(&b.config).unwrap();
-    b.write_config(&format!("http_listen = \"127.0.0.1:0\"\n{text}"));
-    // Only b runs a daemon: the run is b's; a only reads the shared database.
-    let _db = h.start("b");
-    let id = h.fleet("a").enqueue("p");
-    h.wait_until(DEADLINE, "the run running on b", || {
-        let r = h.fleet("a").run(id);
-        status_of(&r) == "running" && r["host"].as_str() == Some("b")
-    });
+    let (_db, id) = a_run_on_b(&h);
     h.wait_until(DEADLINE, "a reading the running run's log from b", || {
         let out = h.fleet("a").cmd(&["logs", &id.to_string()]);
         out.code() == Some(0) && out.stdout.contains(&format!("hello from {id}"))
     });
     std::fs::write(h.shared().join("go"), "").unwrap();
     h.fleet("a").wait_terminal(id);
+}
+
+/// `fleet logs --follow` of a run on another host prints its output as it comes, through that
+/// host's listener, and ends by itself once the run has ended, with everything it wrote: here
+/// 300 KiB at the end, more than one answer of the listener carries (256 KiB).
+#[test]
+fn a_remote_runs_log_is_followed_to_its_end() {
+    use_private_bin();
+    const TAIL: usize = 300 * 1024;
+    let Some(h) = Hosts::new(&["a", "b"], |dir| {
+        let gate = shell_quote(&dir.join("go"));
+        format!(
+            "max_concurrency = 2\n[projects.p]\ncommand = {}\n",
+            sh(&format!(
+                "echo first line; while [ ! -e {gate} ]; do sleep 0.05; done; \
+                 echo second line; head -c {TAIL} /dev/zero | tr '\\0' x; echo; echo last line"
+            ))
+        )
+    }) else {
+        return;
+    };
+    let (_db, id) = a_run_on_b(&h);
+    let mut follow = h
+        .fleet("a")
+        .command()
+        .args(["logs", "--follow", &id.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its output, as it comes.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let reader = {
+        let seen = seen.clone();
+        let mut stdout = follow.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            loop {
+                match std::io::Read::read(&mut stdout, &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.lock().unwrap().extend_from_slice(&buf[..n]),
+                }
+            }
+        })
+    };
+    let printed = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+    h.wait_until(DEADLINE, "the follower to print the first line", || {
+        printed().contains("first line")
+    });
+    assert!(
+        follow.try_wait().unwrap().is_none(),
+        "the follower ended while the run is still running: {}",
+        printed()
+    );
+    std::fs::write(h.shared().join("go"), "").unwrap();
+    h.wait_until(DEADLINE, "the follower to end by itself", || {
+        follow.try_wait().unwrap().is_some()
+    });
+    let status = follow.wait().unwrap();
+    reader.join().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(follow.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status:?}: {stderr}");
+    let expected = format!("first line\nsecond line\n{}\nlast line\n", "x".repeat(TAIL));
+    let out = printed();
+    assert!(
+        out == expected,
+        "the follower printed {} bytes, not the run's {} (start: {:?}, end: {:?})",
+        out.len(),
+        expected.len(),
+        &out[..out.len().min(40)],
+        &out[out.len().saturating_sub(40)..]
+    );
+    assert_eq!(status_of(&h.fleet("a").wait_terminal(id)), "succeeded");
 }

@@ -166,3 +166,53 @@ fn an_address_that_cannot_be_bound_stops_the_daemon_at_start() {
     assert_eq!(out.code(), Some(2));
     assert!(out.stderr.contains("http_listen"), "{}", out.stderr);
 }
+
+/// A log compacted under `max_log_size` keeps its place in the API: offsets count the
+/// command's whole output, so a reader at offset 0 gets the marker for everything dropped and
+/// the newest output kept, `X-Log-Size` counts every byte written, and a reader that follows
+/// `X-Log-Next-Offset` from before the compaction is told what it missed, not served the file
+/// from the wrong place.
+#[test]
+fn a_compacted_log_keeps_its_place_in_the_api() {
+    let f = Fleet::new(&format!(
+        "http_listen = \"127.0.0.1:0\"\nmax_log_size = \"1KiB\"\n[projects.p]\ncommand = {}\n",
+        // 20 lines of 200 bytes (199 digits and a newline), 4,000 bytes in all.
+        sh("for i in $(seq 10 29); do printf '%0199d\\n' $i; done")
+    ));
+    let d = f.start_daemon();
+    let addr = http_address(&d);
+    let p = f.enqueue("p");
+    f.wait_status(p, "succeeded");
+    let whole = get(&addr, &format!("/api/runs/{p}/log"));
+    assert_eq!(whole.status, 200);
+    let size: u64 = whole.header("x-log-size").unwrap().parse().unwrap();
+    assert_eq!(size, 4_000, "every byte the command wrote");
+    assert_eq!(whole.header("x-log-next-offset"), Some("4000"));
+    assert_eq!(
+        whole.text(),
+        f.logs(p),
+        "offset 0 is what `fleet logs` prints"
+    );
+    let text = whole.text();
+    let (marker, kept) = text.split_once('\n').unwrap();
+    let dropped: u64 = marker
+        .strip_prefix("--- fleet: ")
+        .and_then(|m| m.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no marker line: {marker:?}"));
+    assert_eq!(dropped + kept.len() as u64, 4_000, "{text}");
+    assert!(kept.ends_with(&format!("{:0199}\n", 29)), "{text}");
+    // A reader that was at offset 100 before the compaction missed `dropped - 100` bytes.
+    let behind = get(&addr, &format!("/api/runs/{p}/log?offset=100"));
+    assert_eq!(
+        behind.text(),
+        format!(
+            "--- fleet: {} bytes dropped here to keep this log under max_log_size ---\n{kept}",
+            dropped - 100
+        )
+    );
+    // One inside what is kept gets the output after it, and nothing is repeated.
+    let inside = get(&addr, &format!("/api/runs/{p}/log?offset={}", dropped + 10));
+    assert_eq!(inside.text(), kept[10..]);
+    assert_eq!(inside.header("x-log-next-offset"), Some("4000"));
+}

@@ -50,7 +50,7 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
     let log = dir.log_path();
     // A run another host ran has its log there, not here.
     if let Some(host) = row.host.as_deref().filter(|h| !ran_here(path, h, &dir)) {
-        return crate::remote_log::print(&store, &row, host);
+        return crate::remote_log::print(&store, &row, host, follow);
     }
     // The position in the command's whole output of the next byte to print; `None` until the
     // first copy, which prints the file as it is, marker included.
@@ -77,16 +77,23 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
         if done {
             return Ok(());
         }
-        let until = Instant::now() + FOLLOW_POLL;
-        while Instant::now() < until {
-            // A run may stay silent for hours: a reader that left is noticed here, not at the
-            // next write.
-            if console::stdout_reader_gone() {
-                return Err(Failure::reader_gone());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for_more()?;
     }
+}
+
+/// Waits [`FOLLOW_POLL`] before `--follow` looks for more output.
+///
+/// Errors: the reader of stdout left ([`Failure::reader_gone`]): a run may stay silent for
+/// hours, so it is noticed here, not at the next write.
+pub(crate) fn wait_for_more() -> Result<()> {
+    let until = Instant::now() + FOLLOW_POLL;
+    while Instant::now() < until {
+        if console::stdout_reader_gone() {
+            return Err(Failure::reader_gone());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
 }
 
 /// Copies onto stdout what the log holds past `position` (a position in the command's whole

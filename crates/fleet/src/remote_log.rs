@@ -1,6 +1,7 @@
-//! `fleet logs RUN` for a run another host ran: its log lives in that host's `runs/`, so it
-//! is read from what the database kept (the tail its daemon stored when the run ended) or,
-//! while the run is active, through that host's HTTP listener (`GET /api/runs/ID/log`).
+//! `fleet logs RUN [--follow]` for a run another host ran: its log lives in that host's
+//! `runs/`, so it is read from what the database kept (the tail its daemon stored when the run
+//! ended) or, while the run is active, through that host's HTTP listener (`GET
+//! /api/runs/ID/log`, chunk after chunk; with `--follow`, polled until the run has ended).
 //!
 //! It owns the words for every way that can fail (no listener published, listener unreachable)
 //! — each names the host and says where the log can be read. It never reads a local file.
@@ -17,11 +18,18 @@ use crate::console;
 /// How long a remote listener gets to connect and to answer.
 const REMOTE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Prints the log of `run`, which host `host` ran (not this one).
+/// Prints the log of `run`, which host `host` ran (not this one); with `follow`, goes on
+/// printing its output as the run writes it, until the run has ended and everything it wrote
+/// is printed.
+///
+/// The listener serves at most one chunk per request, by position in the command's whole
+/// output (a compacted log included): every chunk up to the end is read in turn, so a log
+/// longer than a chunk is printed whole.
 ///
 /// Errors: exit 1 when the log cannot be read from here: an active run on a host that serves
-/// no `http_listen`, or whose listener cannot be reached or refuses; the database's errors.
-pub fn print(store: &Store, run: &Run, host: &str) -> Result<()> {
+/// no `http_listen`, or whose listener cannot be reached or refuses (also in the middle of a
+/// `--follow`); the database's errors; the reader of stdout gone.
+pub fn print(store: &Store, run: &Run, host: &str, follow: bool) -> Result<()> {
     if run.status.is_terminal() {
         if let Some(t) = store.log_tail(run.id).map_err(Failure::action)? {
             if t.cut {
@@ -46,18 +54,58 @@ pub fn print(store: &Store, run: &Run, host: &str) -> Result<()> {
             run.id
         )));
     };
-    let body = http_get(&addr, &format!("/api/runs/{}/log", run.id)).map_err(|e| {
+    let unreadable = |e: String| {
         Failure::action(format!(
             "run {} ran on host {host}, whose listener {addr} cannot be read: {e}; run `fleet logs {}` on {host}",
             run.id, run.id
         ))
-    })?;
-    console::write_bytes(&body)
+    };
+    let mut position = 0;
+    loop {
+        // The status before the log: whatever the run wrote before it ended is then read by
+        // the copy that follows.
+        let done = !follow
+            || store
+                .get_run(run.id)
+                .map_err(Failure::action)?
+                .status
+                .is_terminal();
+        loop {
+            let chunk = http_get(
+                &addr,
+                &format!("/api/runs/{}/log?offset={position}", run.id),
+            )
+            .map_err(unreadable)?;
+            console::write_bytes(&chunk.body)?;
+            let next = chunk.next_offset.ok_or_else(|| {
+                unreadable("its answer has no X-Log-Next-Offset header".to_string())
+            })?;
+            // Caught up: nothing new, or the end of what the log held at that read.
+            let caught_up = next <= position || chunk.size.is_some_and(|size| next >= size);
+            position = position.max(next);
+            if caught_up {
+                break;
+            }
+        }
+        if done {
+            return Ok(());
+        }
+        crate::logs::wait_for_more()?;
+    }
 }
 
-/// The body of `GET path` on the listener at `base` (`http://IP:PORT`), HTTP/1.0 so that the
-/// server closes the connection after the body. Errors: in words, for a message.
-fn http_get(base: &str, path: &str) -> std::result::Result<Vec<u8>, String> {
+/// An answer of the listener: its body, and the log headers it carried.
+struct Answer {
+    body: Vec<u8>,
+    /// `X-Log-Next-Offset`: the position to ask for next.
+    next_offset: Option<u64>,
+    /// `X-Log-Size`: how much output there was in all.
+    size: Option<u64>,
+}
+
+/// The answer to `GET path` on the listener at `base` (`http://IP:PORT`), HTTP/1.0 so that
+/// the server closes the connection after the body. Errors: in words, for a message.
+fn http_get(base: &str, path: &str) -> std::result::Result<Answer, String> {
     let authority = base
         .strip_prefix("http://")
         .ok_or_else(|| format!("{base} is not an http:// address"))?;
@@ -77,5 +125,18 @@ fn http_get(base: &str, path: &str) -> std::result::Result<Vec<u8>, String> {
     if status.split_whitespace().nth(1) != Some("200") {
         return Err(format!("it answered {status:?}"));
     }
-    Ok(reply[split + 4..].to_vec())
+    let header = |name: &str| {
+        head.lines().skip(1).find_map(|l| {
+            let (key, value) = l.split_once(':')?;
+            key.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| value.trim().parse::<u64>().ok())
+                .flatten()
+        })
+    };
+    Ok(Answer {
+        next_offset: header("x-log-next-offset"),
+        size: header("x-log-size"),
+        body: reply[split + 4..].to_vec(),
+    })
 }

@@ -19,6 +19,7 @@ use store::{now_ms, rfc3339, Millis, Run, RunFilter, RunId, RunStatus, StoreErro
 use super::{unavailable, Observed};
 use crate::health::Verdict;
 use crate::report::{run_json, time_json};
+use crate::shim::logbound::{marker_line, parse_marker, MARKER_MAX_LEN};
 use crate::shim::runfiles::RunFiles;
 
 /// The most runs one `/api/runs` answer lists.
@@ -233,27 +234,75 @@ pub(super) struct LogQuery {
     offset: Option<u64>,
 }
 
-/// Up to [`LOG_CHUNK`] bytes of run `id`'s log from byte `offset` cut to character boundaries
-/// (see [`utf8_cut`]), the byte offset they start at, and the log's size then. A log not
-/// written yet reads as empty.
+/// One read of a run's log, in positions of the command's whole output (see [`read_log`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct LogChunk {
+    /// What to send: a marker line for output dropped before the log's oldest byte kept, when
+    /// the position asked for is older than that, then the output itself.
+    pub(super) bytes: Vec<u8>,
+    /// The position to ask for next: where this chunk's output ends.
+    pub(super) next: u64,
+    /// How much output the command had written in all at the read (dropped bytes included).
+    pub(super) size: u64,
+    /// The position of the oldest output the log still holds (0 unless it was compacted).
+    pub(super) first: u64,
+}
+
+/// Up to [`LOG_CHUNK`] bytes of run `id`'s log from position `offset` in the command's whole
+/// output, cut to character boundaries (see [`utf8_cut`]). A log not written yet reads as
+/// empty.
+///
+/// Positions count the output since the command started, not the bytes of the file: a log with
+/// a size bound is compacted as it grows (its file replaced by one that starts with a marker
+/// line saying how many bytes were dropped, see [`crate::shim::logbound`]), and a reader that
+/// follows it by file offsets would skip or repeat output after each compaction. A position
+/// older than the oldest output kept gets a marker line for the bytes it missed, then the
+/// oldest output kept — as `fleet logs --follow` does with the file itself. One descriptor
+/// reads the marker and the output, so they belong to the same file.
+///
+/// Errors: opening or reading the log (other than its absence).
 pub(super) fn read_log(
     state_dir: &std::path::Path,
     id: RunId,
     offset: u64,
-) -> std::io::Result<(Vec<u8>, u64, u64)> {
+) -> std::io::Result<LogChunk> {
     let path = RunFiles::new(state_dir, id).log_path();
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0, 0)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(LogChunk {
+                bytes: Vec::new(),
+                next: 0,
+                size: 0,
+                first: 0,
+            })
+        }
         Err(e) => return Err(e),
     };
-    let size = file.metadata()?.len();
-    let from = offset.min(size);
+    let mut start = Vec::with_capacity(MARKER_MAX_LEN);
+    (&mut file)
+        .take(MARKER_MAX_LEN as u64)
+        .read_to_end(&mut start)?;
+    let (marker_len, dropped) = parse_marker(&start).map_or((0, 0), |(l, d)| (l as u64, d));
+    let len = file.metadata()?.len();
+    let size = dropped + len.saturating_sub(marker_len);
+    let (mut bytes, from) = if offset < dropped {
+        (marker_line(dropped - offset).into_bytes(), marker_len)
+    } else {
+        (Vec::new(), (marker_len + (offset - dropped)).min(len))
+    };
     file.seek(SeekFrom::Start(from))?;
-    let mut buf = Vec::new();
-    file.take(LOG_CHUNK).read_to_end(&mut buf)?;
-    let start = utf8_cut(&mut buf);
-    Ok((buf, from + start as u64, size))
+    let mut output = Vec::new();
+    file.take(LOG_CHUNK).read_to_end(&mut output)?;
+    let skipped = utf8_cut(&mut output);
+    let next = dropped + (from + (skipped + output.len()) as u64).saturating_sub(marker_len);
+    bytes.append(&mut output);
+    Ok(LogChunk {
+        bytes,
+        next,
+        size,
+        first: dropped,
+    })
 }
 
 /// Cuts `buf` (log bytes read from some offset) to UTF-8 character boundaries, so that each
@@ -295,9 +344,10 @@ fn utf8_cut(buf: &mut Vec<u8>) -> usize {
     skip
 }
 
-/// `GET /api/runs/{id}/log?offset=N`: the run's log (stdout and stderr) from byte N, at most
-/// 256 KiB, as `text/plain`; the header `X-Log-Next-Offset` says where the next read starts and
-/// `X-Log-Size` how long the log was. 404 for an unknown run.
+/// `GET /api/runs/{id}/log?offset=N`: the run's log (stdout and stderr) from byte N of the
+/// command's whole output, at most 256 KiB of it, as `text/plain` (see [`read_log`]); the
+/// header `X-Log-Next-Offset` says where the next read starts and `X-Log-Size` how much output
+/// there was in all. 404 for an unknown run.
 pub(super) async fn log(
     State(o): State<Arc<Observed>>,
     Path(id): Path<RunId>,
@@ -308,27 +358,24 @@ pub(super) async fn log(
     }
     let offset = q.offset.unwrap_or(0);
     match o.read(move |o| read_log(&o.state_dir, id, offset)).await {
-        Ok(Ok((bytes, start, size))) => {
-            let next = start + bytes.len() as u64;
-            (
-                [
-                    (
-                        header::CONTENT_TYPE,
-                        "text/plain; charset=utf-8".to_string(),
-                    ),
-                    (
-                        header::HeaderName::from_static("x-log-next-offset"),
-                        next.to_string(),
-                    ),
-                    (
-                        header::HeaderName::from_static("x-log-size"),
-                        size.to_string(),
-                    ),
-                ],
-                bytes,
-            )
-                .into_response()
-        }
+        Ok(Ok(chunk)) => (
+            [
+                (
+                    header::CONTENT_TYPE,
+                    "text/plain; charset=utf-8".to_string(),
+                ),
+                (
+                    header::HeaderName::from_static("x-log-next-offset"),
+                    chunk.next.to_string(),
+                ),
+                (
+                    header::HeaderName::from_static("x-log-size"),
+                    chunk.size.to_string(),
+                ),
+            ],
+            chunk.bytes,
+        )
+            .into_response(),
         Ok(Err(e)) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("run {id}: the log could not be read: {e}\n"),
@@ -340,7 +387,49 @@ pub(super) async fn log(
 
 #[cfg(test)]
 mod tests {
-    use super::utf8_cut;
+    use super::{read_log, utf8_cut, LogChunk};
+    use crate::shim::logbound::marker_line;
+    use crate::shim::runfiles::RunFiles;
+
+    /// Positions count the command's whole output: in a compacted log, a position older than
+    /// the oldest output kept gets a marker for the bytes it missed, a later one the output
+    /// after it, so a reader that follows `next` neither repeats nor skips across a compaction.
+    #[test]
+    fn log_positions_count_the_whole_output_across_a_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("runs")).unwrap();
+        let log = RunFiles::new(dir.path(), 7).log_path();
+        let read = |offset| read_log(dir.path(), 7, offset).unwrap();
+        let chunk = |bytes: String, next, size, first| LogChunk {
+            bytes: bytes.into_bytes(),
+            next,
+            size,
+            first,
+        };
+        assert_eq!(read(0), chunk(String::new(), 0, 0, 0), "no log yet");
+
+        // Never compacted: positions are the file's offsets.
+        std::fs::write(&log, "0123456789").unwrap();
+        assert_eq!(read(0), chunk("0123456789".into(), 10, 10, 0));
+        assert_eq!(read(4), chunk("456789".into(), 10, 10, 0));
+        assert_eq!(read(99), chunk(String::new(), 10, 10, 0));
+
+        // Compacted: 1,000 bytes dropped, then the newest output, "abcdef" (positions
+        // 1000..1006).
+        std::fs::write(&log, format!("{}abcdef", marker_line(1_000))).unwrap();
+        assert_eq!(
+            read(0),
+            chunk(format!("{}abcdef", marker_line(1_000)), 1_006, 1_006, 1_000)
+        );
+        assert_eq!(
+            read(10),
+            chunk(format!("{}abcdef", marker_line(990)), 1_006, 1_006, 1_000),
+            "a reader at position 10 missed 990 bytes"
+        );
+        assert_eq!(read(1_002), chunk("cdef".into(), 1_006, 1_006, 1_000));
+        assert_eq!(read(1_006), chunk(String::new(), 1_006, 1_006, 1_000));
+        assert_eq!(read(u64::MAX), chunk(String::new(), 1_006, 1_006, 1_000));
+    }
 
     #[test]
     fn chunks_are_cut_on_character_boundaries() {

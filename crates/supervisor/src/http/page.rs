@@ -283,18 +283,25 @@ pub(super) async fn run(State(o): State<Arc<Observed>>, Path(id): Path<RunId>) -
     };
     let log = o
         .read(move |o| {
-            let size = read_log(&o.state_dir, id, u64::MAX).map(|(_, _, size)| size)?;
-            let from = size.saturating_sub(LOG_CHUNK);
-            // `start` is past `from` when `from` fell inside a character.
-            read_log(&o.state_dir, id, from).map(|(bytes, start, _)| (start, bytes))
+            let end = read_log(&o.state_dir, id, u64::MAX)?;
+            // The last chunk's worth of output; all that is kept, behind the marker line
+            // that counts every byte dropped, when it is no more than that.
+            let from = match end.size.saturating_sub(LOG_CHUNK) {
+                from if from <= end.first => 0,
+                from => from,
+            };
+            read_log(&o.state_dir, id, from).map(|c| (from, c.next, c.bytes))
         })
         .await;
-    let (from, bytes) = match log {
+    let (from, next, bytes) = match log {
         Ok(Ok(l)) => l,
-        Ok(Err(e)) => (0, format!("(the log could not be read: {e})").into_bytes()),
+        Ok(Err(e)) => (
+            0,
+            0,
+            format!("(the log could not be read: {e})").into_bytes(),
+        ),
         Err(e) => return unavailable(&e),
     };
-    let next = from + bytes.len() as u64;
     let mut rows = String::new();
     for key in [
         "project",
