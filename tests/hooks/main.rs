@@ -1,7 +1,8 @@
 //! End-to-end tests of failure hooks (`on_failure`): a run that ends failed, timed_out or lost
 //! with no retry left queues exactly one run of its hook project, whose environment carries the
 //! failed run's fields, whether the end was seen by the daemon that ran it or found by the
-//! recovery of the next one after a crash; and a hook's own failure ends the chain.
+//! recovery of the next one after a crash; and a hook's own failure ends the chain. A retry or
+//! hook's run the database refuses costs only that run its retry or hook (`refused`).
 //!
 //! Run with `cargo test --all-features --test hooks` (the crash test injects a failpoint).
 
@@ -11,6 +12,7 @@ mod common;
 mod chain;
 mod env;
 mod recovery;
+mod refused;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -61,6 +61,9 @@ pub struct EvalOutcome {
     /// Queued runs of projects the config does not know, with their project: ended only once
     /// the file confirms the projects are gone (they may be newer than the config).
     pub unknown_queued: Vec<(RunId, String)>,
+    /// Transitions the database refused even alone (see `apply_each`): unwritten, kept for the
+    /// next EVAL; the EVAL went on without them.
+    pub refused: Vec<Transition>,
     /// The failed runs the claimed failure hooks' runs report, by id, read after the claim:
     /// their fields become the hook's `FLEET_FAILED_*` variables.
     pub failed_runs: BTreeMap<RunId, Run>,
@@ -125,7 +128,7 @@ impl Daemon {
         let epoch = self.epoch;
         let mut fire_backoff = std::mem::take(&mut self.fire_backoff);
 
-        let (outcome, reaped, fire_backoff) = tokio::task::spawn_blocking(move || {
+        let (mut outcome, reaped, fire_backoff) = tokio::task::spawn_blocking(move || {
             let now = now_ms();
             let mut reaped = reap(state.root(), exited, &slots, now);
             batch.append(&mut reaped.transitions);
@@ -165,10 +168,13 @@ impl Daemon {
         }
         self.forget_ended(&outcome.applied).await;
         self.keep_log_tails(&outcome.applied).await;
-        if let Some((err, unapplied)) = outcome.failed {
+        if let Some((err, mut unapplied)) = outcome.failed {
+            unapplied.append(&mut outcome.refused);
             self.failed(err, unapplied);
             return;
         }
+        // Refused even alone: tried again at the next EVAL; everything else went on.
+        self.pending.append(&mut outcome.refused);
         self.backoff = None;
         self.database_reachable_after(unwritten);
         self.sweep_removed = false;
@@ -309,13 +315,19 @@ pub fn eval_blocking(
 ) -> EvalOutcome {
     let mut out = EvalOutcome::default();
     if !batch.is_empty() {
-        match store.apply_with_hooks(epoch, &batch, &config.failure_hooks(), now) {
-            Ok(applied) => {
+        let hooks = config.failure_hooks();
+        let written = match store.apply_with_hooks(epoch, &batch, &hooks, now) {
+            Ok(applied) => Ok((batch, applied)),
+            Err(e) if e.is_refused_row() => apply_each(store, epoch, batch, &hooks, now, &mut out),
+            Err(e) => Err((e, batch)),
+        };
+        match written {
+            Ok((batch, applied)) => {
                 live = without_ended(live, &batch, &applied);
                 out.applied = batch.iter().map(|t| t.run_id).zip(applied).collect();
             }
-            Err(e) => {
-                out.failed = Some((e, batch));
+            Err((e, unwritten)) => {
+                out.failed = Some((e, unwritten));
                 return out;
             }
         }
@@ -333,6 +345,108 @@ pub fn eval_blocking(
         out.failed = Some((e, Vec::new()));
     }
     out
+}
+
+/// Transitions written, each with what it did.
+type Written = (Vec<Transition>, Vec<Applied>);
+
+/// Writes `batch` one transition at a time, after the database refused a row of the batch
+/// written whole (a constraint or a trigger another program put on it): the runs it does not
+/// refuse are written, and one run's refusal never holds up every other end and claim.
+///
+/// A refused end is written again without what it adds: first without its retry, then
+/// without its failure hook's run — the end itself is what the run's exit status licenses,
+/// and a lost end would keep its seat taken for good; each is logged at ERROR naming the run.
+/// An end refused even so stays unwritten ([`EvalOutcome::refused`]: the run keeps its seat,
+/// as the database still holds it active) and is tried again at the next EVAL.
+///
+/// Returns the transitions written and what each did; or, for an error that is not a refusal
+/// (the database busy, unreachable, this daemon fenced), that error and every transition not
+/// yet written.
+fn apply_each(
+    store: &Store,
+    epoch: i64,
+    batch: Vec<Transition>,
+    hooks: &store::FailureHooks,
+    now: Millis,
+    out: &mut EvalOutcome,
+) -> Result<Written, (StoreError, Vec<Transition>)> {
+    let mut written = Vec::new();
+    let mut applied = Vec::new();
+    let mut rest = batch.into_iter();
+    while let Some(t) = rest.next() {
+        let mut tries = vec![(t.clone(), hooks.clone(), "")];
+        let mut had_retry = false;
+        if let store::Change::Finish {
+            retry: Some(_),
+            status,
+            exit_code,
+            signal,
+            reason,
+            finished_at,
+        } = &t.change
+        {
+            let change = store::Change::Finish {
+                status: *status,
+                exit_code: *exit_code,
+                signal: *signal,
+                reason: reason.clone(),
+                retry: None,
+                finished_at: *finished_at,
+            };
+            tries.push((
+                Transition {
+                    change,
+                    ..t.clone()
+                },
+                hooks.clone(),
+                "its retry",
+            ));
+            had_retry = true;
+        }
+        if matches!(t.change, store::Change::Finish { .. }) && !hooks.is_empty() {
+            let last = tries.last().expect("one try at least").0.clone();
+            let what = if had_retry {
+                "its retry and its failure hook's run"
+            } else {
+                "its failure hook's run"
+            };
+            tries.push((last, store::FailureHooks::new(), what));
+        }
+        let mut refusal = None;
+        for (attempt, hooks, dropped) in tries {
+            match store.apply_with_hooks(epoch, std::slice::from_ref(&attempt), &hooks, now) {
+                Ok(mut a) => {
+                    if let Some(e) = &refusal {
+                        tracing::error!(
+                            run = t.run_id,
+                            error = %e,
+                            "the database refused this run's end with {dropped}; its end is written without it"
+                        );
+                    }
+                    written.push(attempt);
+                    applied.append(&mut a);
+                    refusal = None;
+                    break;
+                }
+                Err(e) if e.is_refused_row() => refusal = Some(e),
+                Err(e) => {
+                    let mut unwritten = vec![t];
+                    unwritten.extend(rest);
+                    return Err((e, unwritten));
+                }
+            }
+        }
+        if let Some(e) = refusal {
+            tracing::error!(
+                run = t.run_id,
+                error = %e,
+                "the database refused this run's transition; it is tried again at the next EVAL, and the run keeps its seat meanwhile"
+            );
+            out.refused.push(t);
+        }
+    }
+    Ok((written, applied))
 }
 
 /// The pool's running set without the runs a written transition took out of the database's

@@ -1,0 +1,75 @@
+//! What a run's end adds, refused by the database (another program's trigger): a refused
+//! retry or failure hook's run costs that run its retry or its hook, named in the log, and
+//! nothing else — its end is written, and every other run goes on. An end refused even so
+//! leaves that run active, holding its seat, while the others go on, and is written once the
+//! database accepts it.
+
+use crate::common::*;
+use crate::runs_of;
+
+#[test]
+fn a_refused_retry_hook_or_end_holds_up_only_its_own_run() {
+    let f = Fleet::new(&format!(
+        "tick = \"200ms\"\n\
+         [projects.flaky]\ncommand = {fail}\nretries = 2\nretry_backoff = \"100ms\"\n\
+         [projects.bad]\ncommand = {fail}\non_failure = \"alert\"\n\
+         [projects.alert]\ncommand = [\"true\"]\n\
+         [projects.stuck]\ncommand = [\"true\"]\n\
+         [projects.ok]\ncommand = [\"true\"]\n",
+        fail = sh("exit 3"),
+    ));
+    // Creates the database, then the other program's triggers.
+    let first = f.enqueue("ok");
+    f.db()
+        .execute_batch(
+            "CREATE TRIGGER refuse_retries BEFORE INSERT ON runs \
+               WHEN NEW.project = 'flaky' AND NEW.trigger = 'retry' \
+               BEGIN SELECT RAISE(ABORT, 'no retries here'); END;\n\
+             CREATE TRIGGER refuse_alerts BEFORE INSERT ON runs WHEN NEW.project = 'alert' \
+               BEGIN SELECT RAISE(ABORT, 'no alerts here'); END;\n\
+             CREATE TRIGGER refuse_stuck_end BEFORE UPDATE OF status ON runs \
+               WHEN NEW.project = 'stuck' AND NEW.status = 'succeeded' \
+               BEGIN SELECT RAISE(ABORT, 'not ending this one'); END;",
+        )
+        .unwrap();
+    let d = f.start_daemon();
+    assert_eq!(status_of(&f.wait_terminal(first)), "succeeded");
+    let stuck = f.enqueue("stuck");
+    let flaky = f.enqueue("flaky");
+    let bad = f.enqueue("bad");
+    assert_eq!(status_of(&f.wait_terminal(flaky)), "failed");
+    assert_eq!(status_of(&f.wait_terminal(bad)), "failed");
+    // The end refused: its run stays active while the others go on.
+    f.wait_until(DEADLINE, "the daemon to log the refused end", || {
+        d.stderr()
+            .lines()
+            .any(|l| l.contains(&format!("run={stuck}")) && l.contains("not ending this one"))
+    });
+    let later = f.enqueue("ok");
+    assert_eq!(status_of(&f.wait_terminal(later)), "succeeded");
+    assert!(
+        ["starting", "running"].contains(&status_of(&f.run(stuck))),
+        "{}",
+        f.run(stuck)
+    );
+    assert_eq!(runs_of(&f, "flaky").len(), 1, "no retry: {:#?}", f.runs());
+    assert!(
+        runs_of(&f, "alert").is_empty(),
+        "no hook run: {:#?}",
+        f.runs()
+    );
+    let log = d.stderr();
+    for (run, what) in [(flaky, "its retry"), (bad, "its failure hook's run")] {
+        assert!(
+            log.lines().any(|l| l.contains(&format!("run={run}"))
+                && l.contains(&format!("refused this run's end with {what}"))),
+            "{log}"
+        );
+    }
+    // Accepted again: the end is written.
+    f.db()
+        .execute_batch("DROP TRIGGER refuse_stuck_end")
+        .unwrap();
+    assert_eq!(status_of(&f.wait_terminal(stuck)), "succeeded");
+    assert_check_ok(&f);
+}
