@@ -1,8 +1,8 @@
 //! What a run's end adds, refused by the database (another program's trigger): a refused
 //! retry or failure hook's run costs that run its retry or its hook, named in the log, and
 //! nothing else — its end is written, and every other run goes on. An end refused even so
-//! leaves that run active, holding its seat, while the others go on, and is written once the
-//! database accepts it.
+//! leaves that run active, holding its seat, while the others go on, and is tried again
+//! after a growing wait (not at every EVAL) until the database accepts it.
 
 use crate::common::*;
 use crate::runs_of;
@@ -40,11 +40,16 @@ fn a_refused_retry_hook_or_end_holds_up_only_its_own_run() {
     assert_eq!(status_of(&f.wait_terminal(flaky)), "failed");
     assert_eq!(status_of(&f.wait_terminal(bad)), "failed");
     // The end refused: its run stays active while the others go on.
-    f.wait_until(DEADLINE, "the daemon to log the refused end", || {
+    let refusals = || {
         d.stderr()
             .lines()
-            .any(|l| l.contains(&format!("run={stuck}")) && l.contains("not ending this one"))
+            .filter(|l| l.contains(&format!("run={stuck}")) && l.contains("not ending this one"))
+            .count()
+    };
+    f.wait_until(DEADLINE, "the daemon to log the refused end", || {
+        refusals() > 0
     });
+    let first_refusal = std::time::Instant::now();
     let later = f.enqueue("ok");
     assert_eq!(status_of(&f.wait_terminal(later)), "succeeded");
     assert!(
@@ -66,6 +71,12 @@ fn a_refused_retry_hook_or_end_holds_up_only_its_own_run() {
             "{log}"
         );
     }
+    // Tried again after 1 s, then 2 s…, not at every EVAL: over 2.5 s of 200 ms ticks that is
+    // at most three tries (the first one's included), against a dozen.
+    f.wait_until(DEADLINE, "2.5 s after the first refusal", || {
+        first_refusal.elapsed() >= std::time::Duration::from_millis(2_500)
+    });
+    assert!(refusals() <= 4, "{}", d.stderr());
     // Accepted again: the end is written.
     f.db()
         .execute_batch("DROP TRIGGER refuse_stuck_end")

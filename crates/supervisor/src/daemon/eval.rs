@@ -61,8 +61,8 @@ pub struct EvalOutcome {
     /// Queued runs of projects the config does not know, with their project: ended only once
     /// the file confirms the projects are gone (they may be newer than the config).
     pub unknown_queued: Vec<(RunId, String)>,
-    /// Transitions the database refused even alone (see `apply_each`): unwritten, kept for the
-    /// next EVAL; the EVAL went on without them.
+    /// Transitions the database refused even alone (see `apply_each`): unwritten, tried again
+    /// later, after a growing wait; the EVAL went on without them.
     pub refused: Vec<Transition>,
     /// The failed runs the claimed failure hooks' runs report, by id, read after the claim:
     /// their fields become the hook's `FLEET_FAILED_*` variables.
@@ -86,6 +86,25 @@ pub struct EvalGates {
     pub config_version: Option<i64>,
 }
 
+/// A transition the database refused even written alone, waiting to be tried again.
+pub(super) struct Refused {
+    /// The transition, as decided.
+    pub(super) transition: Transition,
+    /// Not tried again before this instant.
+    pub(super) due: Instant,
+    /// Refusals in a row.
+    pub(super) failures: u32,
+}
+
+/// The first wait before a refused transition is tried again; it doubles with each refusal in
+/// a row, up to [`REFUSED_RETRY_MAX`]. Why: an end the database refuses is a problem only an
+/// operator can fix (the log names the run and the error); tried at every EVAL, it would log
+/// an ERROR at every tick.
+const REFUSED_RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// The longest wait between two tries of a refused transition.
+const REFUSED_RETRY_MAX: Duration = Duration::from_secs(60);
+
 impl Daemon {
     /// One EVAL. A store error leaves what is still unwritten in [`Daemon::pending`] and sets a
     /// backoff; a fenced write (a newer daemon took the state directory over) sets
@@ -106,6 +125,21 @@ impl Daemon {
         // settled (during an outage, the loop may not have reached an EVAL since they came).
         let unwritten = self.pending.len() + exited.len();
         let mut batch = std::mem::take(&mut self.pending);
+        // Refused transitions whose wait is over are tried again with the rest.
+        let now_instant = Instant::now();
+        let due: Vec<RunId> = self
+            .refused
+            .iter()
+            .filter(|(_, r)| r.due <= now_instant)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut retried: BTreeMap<RunId, u32> = BTreeMap::new();
+        for id in due {
+            if let Some(r) = self.refused.remove(&id) {
+                retried.insert(id, r.failures);
+                batch.push(r.transition);
+            }
+        }
         let slots: BTreeMap<RunId, SlotView> = self
             .slots
             .iter()
@@ -173,8 +207,21 @@ impl Daemon {
             self.failed(err, unapplied);
             return;
         }
-        // Refused even alone: tried again at the next EVAL; everything else went on.
-        self.pending.append(&mut outcome.refused);
+        // Refused even alone: tried again after a wait of its own; everything else went on.
+        for t in std::mem::take(&mut outcome.refused) {
+            let failures = retried.get(&t.run_id).copied().unwrap_or(0) + 1;
+            let wait = REFUSED_RETRY_FIRST
+                .saturating_mul(1 << (failures - 1).min(16))
+                .min(REFUSED_RETRY_MAX);
+            self.refused.insert(
+                t.run_id,
+                Refused {
+                    transition: t,
+                    due: Instant::now() + wait,
+                    failures,
+                },
+            );
+        }
         self.backoff = None;
         self.database_reachable_after(unwritten);
         self.sweep_removed = false;
@@ -188,6 +235,9 @@ impl Daemon {
             let ms = (at - now_ms()).max(0) as u64;
             Instant::now() + Duration::from_millis(ms)
         });
+        if let Some(at) = self.refused.values().map(|r| r.due).min() {
+            self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
+        }
         self.wake_after_spawn_hold();
         if let (false, Some(left)) = (view.usable(), view.settle_left()) {
             // Reaps and schedules waited for the edit: look again once it has settled.
@@ -358,7 +408,7 @@ type Written = (Vec<Transition>, Vec<Applied>);
 /// without its failure hook's run — the end itself is what the run's exit status licenses,
 /// and a lost end would keep its seat taken for good; each is logged at ERROR naming the run.
 /// An end refused even so stays unwritten ([`EvalOutcome::refused`]: the run keeps its seat,
-/// as the database still holds it active) and is tried again at the next EVAL.
+/// as the database still holds it active) and is tried again later ([`Refused`]).
 ///
 /// Returns the transitions written and what each did; or, for an error that is not a refusal
 /// (the database busy, unreachable, this daemon fenced), that error and every transition not
@@ -441,7 +491,7 @@ fn apply_each(
             tracing::error!(
                 run = t.run_id,
                 error = %e,
-                "the database refused this run's transition; it is tried again at the next EVAL, and the run keeps its seat meanwhile"
+                "the database refused this run's transition; it is tried again later (after 1 s, doubling up to a minute), and the run keeps its seat meanwhile"
             );
             out.refused.push(t);
         }

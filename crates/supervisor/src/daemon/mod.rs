@@ -236,6 +236,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         pending: Vec::new(),
         exited: Vec::new(),
         reap_failures: Default::default(),
+        refused: Default::default(),
         events: events.clone(),
         backoff: None,
         outage: None,

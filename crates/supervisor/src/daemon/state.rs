@@ -50,6 +50,11 @@ pub(super) struct Daemon {
     /// Transitions decided but not yet in the database (it was busy). They are written before
     /// any new claim, and their slots stay in the pool — and so in the running set — until then.
     pub(super) pending: Vec<Transition>,
+    /// Transitions the database refused even written alone (a trigger or constraint another
+    /// program added), by run: kept out of `pending`, so that each is tried again after a wait
+    /// of its own (see [`super::eval::Refused`]) rather than at every EVAL. Their slots stay in
+    /// the pool, and their runs active in the database.
+    pub(super) refused: std::collections::BTreeMap<RunId, super::eval::Refused>,
     /// Shims that exited since the last EVAL: (run, token).
     pub(super) exited: Vec<(RunId, u64)>,
     /// Runs whose files the reap failed to read, with how many times in a row: their errors
