@@ -166,9 +166,7 @@ impl StoreError {
                 return crate::sqlite::is_constraint_violation(sqlite);
             }
             if let Some(pg) = e.downcast_ref::<postgres::Error>() {
-                return pg
-                    .code()
-                    .is_some_and(|c| c.code().starts_with("23") || c.code() == "P0001");
+                return crate::postgres::is_refused_row(pg);
             }
             next = e.source();
         }

@@ -287,7 +287,10 @@ impl Store {
     /// claim of one run hands back nothing (a run handed out twice would be started twice). A
     /// claim is also left out when its project has no free seat (as many active runs as the
     /// request's `max_parallel`; each active run holds a distinct seat below it, under a unique
-    /// index) or when its project or namespace is paused ([`Store::pause`]). Claims carry `epoch` and are refused as
+    /// index), when its project or namespace is paused ([`Store::pause`]), or when the
+    /// database refuses its row ([`StoreError::is_refused_row`](crate::StoreError::is_refused_row):
+    /// another program's constraint or trigger; that claim alone is rolled back, logged at
+    /// WARN, and the run stays queued). Claims carry `epoch` and are refused as
     /// [`StoreError::Fenced`](crate::StoreError::Fenced) when it is not the current one.
     ///
     /// Errors: busy database (nothing was claimed; retry on a later EVAL), fencing.

@@ -1,6 +1,8 @@
-//! A claim the database refuses for any reason but the one-active-run-per-project index is an
-//! error the caller sees (the EVAL stops and retries later), never a silent skip that reads as
-//! "the project already runs". Nothing is claimed, and the run stays queued.
+//! A claim that fails for any reason but a refused row (the one-active-run-per-project index,
+//! another constraint, a trigger's refusal) is an error the caller sees (the EVAL stops and
+//! retries later), never a silent skip that reads as "the project already runs": nothing is
+//! claimed, and the run stays queued. A refused row leaves that run queued and the others of
+//! the batch claimed, on both backends.
 
 use store::*;
 
@@ -50,4 +52,43 @@ fn a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error(db: &Db) {
     assert_eq!(s.get_run(id).unwrap().status, RunStatus::Queued);
 }
 
-both_backends!(a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error);
+/// A claim the database refuses as a row (another program's trigger, or a constraint) leaves
+/// that run queued and claims the others of the same batch: no error, so one refused project
+/// never stops the claims of every other.
+fn a_claim_refused_by_a_trigger_leaves_that_run_queued_and_claims_the_others(db: &Db) {
+    let s = db.store();
+    let epoch = common::take_over(&s);
+    let refused = s
+        .enqueue(&common::new_run("refused", "default"), 1)
+        .unwrap();
+    let other = s.enqueue(&common::new_run("other", "default"), 1).unwrap();
+    db.exec(
+        "CREATE TRIGGER refuse BEFORE UPDATE OF status ON runs \
+           WHEN NEW.project = 'refused' AND NEW.status = 'starting' \
+           BEGIN SELECT RAISE(ABORT, 'not this one'); END;",
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS \
+           $$ BEGIN IF NEW.project = 'refused' AND NEW.status = 'starting' THEN \
+                RAISE EXCEPTION 'not this one'; END IF; RETURN NEW; END $$; \
+         CREATE TRIGGER refuse BEFORE UPDATE OF status ON runs FOR EACH ROW \
+           EXECUTE FUNCTION refuse();",
+    );
+    let claimed = s
+        .claim(
+            epoch,
+            &[
+                common::claim_req(refused, "default"),
+                common::claim_req(other, "default"),
+            ],
+            2,
+        )
+        .expect("a refused row is not an error of the claim");
+    let ids: Vec<RunId> = claimed.iter().map(|c| c.run.id).collect();
+    assert_eq!(ids, [other]);
+    assert_eq!(s.get_run(refused).unwrap().status, RunStatus::Queued);
+    assert_eq!(s.get_run(other).unwrap().status, RunStatus::Starting);
+}
+
+both_backends!(
+    a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error,
+    a_claim_refused_by_a_trigger_leaves_that_run_queued_and_claims_the_others,
+);

@@ -127,6 +127,17 @@ impl PgStore {
                     );
                     continue;
                 }
+                // Another constraint, or a trigger another program put on `runs`: this claim
+                // alone is rolled back (the savepoint), the run stays queued and is tried again
+                // at the next EVAL, and the other claims go on.
+                Err(e) if super::is_refused_row(&e) => {
+                    tracing::warn!(
+                        run = req.run_id,
+                        error = %e,
+                        "claim refused by the database (a constraint or a trigger); the run stays queued"
+                    );
+                    continue;
+                }
                 Err(e) => return Err(e.into()),
             };
             let mut seated = true;

@@ -207,3 +207,11 @@ fn is_lost(e: &postgres::Error) -> bool {
 fn is_unique_violation(e: &postgres::Error) -> bool {
     e.code() == Some(&SqlState::UNIQUE_VIOLATION)
 }
+
+/// Whether `e` is the database refusing a row: a constraint (class 23: unique, check, foreign
+/// key, not null, exclusion) or an exception a trigger raised (`RAISE EXCEPTION`, P0001), as
+/// another program's rules on the tables would.
+pub(crate) fn is_refused_row(e: &postgres::Error) -> bool {
+    e.code()
+        .is_some_and(|c| c.code().starts_with("23") || c == &SqlState::RAISE_EXCEPTION)
+}
