@@ -1,6 +1,6 @@
 //! `fleet status` on a host whose daemon was started with `--host NAME` (the file naming no
 //! host, or another): it finds that daemon by the state directory's lock and shows its name,
-//! running, not "taking over".
+//! running, not "taking over"; and on a host with no daemon running, the published caps.
 
 use std::process::{Child, Stdio};
 
@@ -94,4 +94,45 @@ fn commands_know_the_host_a_gone_daemon_ran_as() {
         report["checked"]["run_dirs"], 1,
         "b's run files are checked: {report}"
     );
+}
+
+/// `fleet status` on a host whose daemon is not running shows the caps of the config the fleet
+/// has published (what every other host applies, and what its own daemon will apply when it
+/// starts), not those of a local file that differs, which it flags.
+#[test]
+fn status_without_a_daemon_shows_the_published_caps() {
+    use_private_bin();
+    let Some(h) = Hosts::new(&["a", "b"], |_| {
+        "max_concurrency = 2\n[namespaces.ops]\nmax_concurrency = 1\n\
+         [projects.p]\ncommand = [\"true\"]\nnamespace = \"ops\"\n"
+            .to_string()
+    }) else {
+        return;
+    };
+    // a's daemon publishes the first version, then stops; b never runs one.
+    let mut daemon = h.start("a");
+    h.wait_until(DEADLINE, "a version published", || {
+        h.fleet("b").status()["published_config_version"].as_i64() == Some(1)
+    });
+    daemon.kill();
+    let b = h.fleet("b");
+    let text = std::fs::read_to_string(&b.config).unwrap();
+    b.write_config(
+        &text
+            .replace("max_concurrency = 2", "max_concurrency = 9")
+            .replace("max_concurrency = 1", "max_concurrency = 7"),
+    );
+    let s = b.status();
+    assert_eq!(
+        s["daemon"]["running"],
+        serde_json::Value::Bool(false),
+        "{s}"
+    );
+    assert_eq!(
+        s["local_config_differs"],
+        serde_json::Value::Bool(true),
+        "{s}"
+    );
+    assert_eq!(s["global"]["max_concurrency"], 2, "{s}");
+    assert_eq!(s["namespaces"]["ops"]["max_concurrency"], 1, "{s}");
 }

@@ -83,8 +83,19 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         this_host = Some(name);
     }
     let liveness = Liveness::probe(&state, holder);
+    // With no daemon running here, the caps and schedules in force on a shared database are
+    // the published config's, not this file's: every other host applies them, and this
+    // host's daemon applies them too when it starts (it publishes its file only when nothing
+    // is published yet). A published text this build cannot use leaves the file's.
+    let in_force = match (holder, &published, &config) {
+        (None, Some(p), Some(here)) => {
+            supervisor::config::Config::published_here(&p.text, path, here).ok()
+        }
+        _ => None,
+    };
+    let config_in_force = in_force.as_ref().or(config.as_ref());
     let report = output::Status::new(
-        config.as_ref(),
+        config_in_force,
         errors.as_ref(),
         &state,
         path,
@@ -95,7 +106,7 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
             this_host: this_host.as_deref(),
         },
     )
-    .with_schedules(&schedules, config.as_ref())
+    .with_schedules(&schedules, config_in_force)
     .with_liveness(&liveness)
     .with_pauses(&pauses)
     .with_host(
