@@ -5,18 +5,28 @@
 use crate::common::*;
 use crate::harness::*;
 
-/// Gives host `b` a listener on port 0, starts its daemon (the only one: `a` only reads the
-/// shared database) and enqueues a run of `p` from `a`, which `b` is running on return.
-fn a_run_on_b(h: &Hosts) -> (Daemon<'_>, i64) {
+/// Gives host `b` a listener on port 0.
+fn listen_on_b(h: &Hosts) {
     let b = h.fleet("b");
     let text = std::fs::read_to_string(&b.config).unwrap();
     b.write_config(&format!("http_listen = \"127.0.0.1:0\"\n{text}"));
-    let daemon = h.start("b");
-    let id = h.fleet("a").enqueue("p");
+}
+
+/// Waits until run `id` runs on host `b`.
+fn wait_running_on_b(h: &Hosts, id: i64) {
     h.wait_until(DEADLINE, "the run running on b", || {
         let r = h.fleet("a").run(id);
         status_of(&r) == "running" && r["host"].as_str() == Some("b")
     });
+}
+
+/// Gives host `b` a listener on port 0, starts its daemon (the only one: `a` only reads the
+/// shared database) and enqueues a run of `p` from `a`, which `b` is running on return.
+fn a_run_on_b(h: &Hosts) -> (Daemon<'_>, i64) {
+    listen_on_b(h);
+    let daemon = h.start("b");
+    let id = h.fleet("a").enqueue("p");
+    wait_running_on_b(h, id);
     (daemon, id)
 }
 
@@ -45,7 +55,10 @@ fn a_running_runs_log_is_read_from_a_host_listening_on_port_zero() {
 
 /// `fleet logs --follow` of a run on another host prints its output as it comes, through that
 /// host's listener, and ends by itself once the run has ended, with everything it wrote: here
-/// 300 KiB at the end, more than one answer of the listener carries (256 KiB).
+/// 300 KiB at the end, more than one answer of the listener carries (256 KiB). It is started
+/// while the run is still queued, before any host claimed it: the host that claims it is
+/// found then. Once the run has ended, its log is read from the database even through a
+/// config that no longer reads, with the state directory named (`--state-dir`).
 #[test]
 fn a_remote_runs_log_is_followed_to_its_end() {
     use_private_bin();
@@ -62,7 +75,8 @@ fn a_remote_runs_log_is_followed_to_its_end() {
     }) else {
         return;
     };
-    let (_db, id) = a_run_on_b(&h);
+    listen_on_b(&h);
+    let id = h.fleet("a").enqueue("p");
     let mut follow = h
         .fleet("a")
         .command()
@@ -87,6 +101,8 @@ fn a_remote_runs_log_is_followed_to_its_end() {
         })
     };
     let printed = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+    let _db = h.start("b");
+    wait_running_on_b(&h, id);
     h.wait_until(DEADLINE, "the follower to print the first line", || {
         printed().contains("first line")
     });
@@ -115,4 +131,25 @@ fn a_remote_runs_log_is_followed_to_its_end() {
         &out[out.len().saturating_sub(40)..]
     );
     assert_eq!(status_of(&h.fleet("a").wait_terminal(id)), "succeeded");
+
+    // a's file broken (a key it does not know), its state directory named: the log is still
+    // the one b kept in the database (its last 64 KiB), not an empty one from a's folder.
+    let a = h.fleet("a");
+    let broken = a.file("broken.toml");
+    let text = std::fs::read_to_string(&a.config).unwrap();
+    std::fs::write(&broken, format!("{text}bogus_key = 1\n")).unwrap();
+    let out = a
+        .command_with_config(&broken)
+        .arg("--state-dir")
+        .arg(a.state_dir())
+        .args(["logs", &id.to_string()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.ends_with("x\nlast line\n"),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -24,16 +24,20 @@ use crate::console;
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
 /// Whether a run claimed by `host` ran on this machine: its files are here (a command that
-/// never wrote has no log, but its lock file is), or `host` is this machine's host name (the
-/// config's `host`, else the hostname), its files not yet made.
+/// never wrote has no log, but its lock file is), or `host` is this machine's host name, its
+/// files not yet made: the name the last daemon here ran as, else the config's `host` (or the
+/// hostname). With neither (no daemon ever ran here and the config cannot be read), a run
+/// with no files here counts as another host's: its log is looked for there, and a failure
+/// says so, where taking it for this host's would print nothing and succeed.
 fn ran_here(path: &Path, host: &str, files: &RunFiles) -> bool {
-    files.exists().unwrap_or(false)
-        || supervisor::config::Config::load(path)
-            .map(|c| match state_of(path) {
-                Ok(state) => crate::cli::as_this_host(c, &state).host == host,
-                Err(_) => c.host == host,
-            })
-            .unwrap_or(true)
+    if files.exists().unwrap_or(false) {
+        return true;
+    }
+    let state = state_of(path).ok();
+    if let Some(name) = state.as_ref().and_then(|s| s.recorded_host()) {
+        return name == host;
+    }
+    supervisor::config::Config::load(path).is_ok_and(|c| c.host == host)
 }
 
 /// `fleet logs RUN [--follow]`.
@@ -63,7 +67,15 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
         // printed by the copy that follows.
         // Ended: recorded as such, or (no daemon running to record it) its shim wrote the exit
         // record of the current claim.
-        let done = match store.get_run(run) {
+        let now = store.get_run(run);
+        // A run followed while queued may be claimed by another host: its log is there. Nothing
+        // was printed from here yet (it has no files here), so the follow goes on there.
+        if let Ok(r) = &now {
+            if let Some(host) = r.host.as_deref().filter(|h| !ran_here(path, h, &dir)) {
+                return crate::remote_log::print(&store, r, host, follow);
+            }
+        }
+        let done = match now {
             Ok(r) if r.status.is_terminal() => true,
             // An exit record that cannot be read must not pass for none: that would follow a
             // run that ended forever.

@@ -7,7 +7,7 @@
 //! — each names the host and says where the log can be read. It never reads a local file.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use store::{HostRow, Run, Store};
@@ -103,19 +103,45 @@ struct Answer {
     size: Option<u64>,
 }
 
+/// An I/O error of the exchange, in words: a timeout says how long was waited.
+fn said(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            format!("it did not answer within {} s", REMOTE_TIMEOUT.as_secs())
+        }
+        _ => e.to_string(),
+    }
+}
+
 /// The answer to `GET path` on the listener at `base` (`http://IP:PORT`), HTTP/1.0 so that
 /// the server closes the connection after the body. Errors: in words, for a message.
 fn http_get(base: &str, path: &str) -> std::result::Result<Answer, String> {
     let authority = base
         .strip_prefix("http://")
         .ok_or_else(|| format!("{base} is not an http:// address"))?;
-    let addr: std::net::SocketAddr = authority.parse().map_err(|e| format!("{authority}: {e}"))?;
-    let mut conn = TcpStream::connect_timeout(&addr, REMOTE_TIMEOUT).map_err(|e| e.to_string())?;
+    // A host that listens on every address publishes its name, not an address: resolved
+    // here, each address tried in turn.
+    let addrs: Vec<std::net::SocketAddr> = authority
+        .to_socket_addrs()
+        .map_err(|e| format!("{authority}: {e}"))?
+        .collect();
+    let mut last = format!("{authority}: the name has no address");
+    let mut conn = None;
+    for addr in &addrs {
+        match TcpStream::connect_timeout(addr, REMOTE_TIMEOUT) {
+            Ok(c) => {
+                conn = Some(c);
+                break;
+            }
+            Err(e) => last = format!("{addr}: {}", said(&e)),
+        }
+    }
+    let mut conn = conn.ok_or(last)?;
     conn.set_read_timeout(Some(REMOTE_TIMEOUT))
         .map_err(|e| e.to_string())?;
-    write!(conn, "GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n").map_err(|e| e.to_string())?;
+    write!(conn, "GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n").map_err(|e| said(&e))?;
     let mut reply = Vec::new();
-    conn.read_to_end(&mut reply).map_err(|e| e.to_string())?;
+    conn.read_to_end(&mut reply).map_err(|e| said(&e))?;
     let split = reply
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -139,4 +165,44 @@ fn http_get(base: &str, path: &str) -> std::result::Result<Answer, String> {
         size: header("x-log-size"),
         body: reply[split + 4..].to_vec(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    use super::http_get;
+
+    /// A listener published by name (a host that listens on every address publishes
+    /// `http://<its host name>:PORT`) is reached by resolving the name; the log headers are
+    /// read from the answer.
+    #[test]
+    fn a_listener_published_by_name_is_resolved_and_read() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut request = [0u8; 1024];
+            let n = conn.read(&mut request).unwrap();
+            conn.write_all(
+                b"HTTP/1.0 200 OK\r\nX-Log-Next-Offset: 5\r\nx-log-size: 9\r\n\r\nhello",
+            )
+            .unwrap();
+            String::from_utf8_lossy(&request[..n]).into_owned()
+        });
+        let answer = http_get(
+            &format!("http://localhost:{port}"),
+            "/api/runs/1/log?offset=0",
+        )
+        .expect("the name resolves to the listener");
+        assert_eq!(answer.body, b"hello");
+        assert_eq!(answer.next_offset, Some(5));
+        assert_eq!(answer.size, Some(9));
+        let request = server.join().unwrap();
+        assert!(
+            request.starts_with("GET /api/runs/1/log?offset=0 HTTP/1.0\r\n"),
+            "{request}"
+        );
+    }
 }
