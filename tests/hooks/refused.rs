@@ -63,6 +63,15 @@ fn a_refused_retry_hook_or_end_holds_up_only_its_own_run() {
         "no hook run: {:#?}",
         f.runs()
     );
+    // The run's history says what was not queued, not only the log.
+    for (run, what) in [(flaky, "its retry"), (bad, "its failure hook's run")] {
+        let note = f.run(run)["reason"].as_str().unwrap_or("").to_string();
+        assert!(
+            note.contains(&format!("{what} not queued: the database refused it")),
+            "{}",
+            f.run(run)
+        );
+    }
     let log = d.stderr();
     for (run, what) in [(flaky, "its retry"), (bad, "its failure hook's run")] {
         assert!(

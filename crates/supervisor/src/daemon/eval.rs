@@ -425,53 +425,42 @@ fn apply_each(
     let mut applied = Vec::new();
     let mut rest = batch.into_iter();
     while let Some(t) = rest.next() {
-        let mut tries = vec![(t.clone(), hooks.clone(), "")];
-        let mut had_retry = false;
-        if let store::Change::Finish {
-            retry: Some(_),
-            status,
-            exit_code,
-            signal,
-            reason,
-            finished_at,
-        } = &t.change
-        {
-            let change = store::Change::Finish {
-                status: *status,
-                exit_code: *exit_code,
-                signal: *signal,
-                reason: reason.clone(),
-                retry: None,
-                finished_at: *finished_at,
-            };
-            tries.push((
-                Transition {
-                    change,
-                    ..t.clone()
-                },
-                hooks.clone(),
-                "its retry",
-            ));
-            had_retry = true;
+        let is_end = matches!(t.change, store::Change::Finish { .. });
+        let has_retry = matches!(t.change, store::Change::Finish { retry: Some(_), .. });
+        // What an end the database refuses is written without, step by step: (what is
+        // dropped, whether the retry is, whether the hook's run is).
+        let mut steps = vec![("", false, false)];
+        if has_retry {
+            steps.push(("its retry", true, false));
         }
-        if matches!(t.change, store::Change::Finish { .. }) && !hooks.is_empty() {
-            let last = tries.last().expect("one try at least").0.clone();
-            let what = if had_retry {
+        if is_end && !hooks.is_empty() {
+            let what = if has_retry {
                 "its retry and its failure hook's run"
             } else {
                 "its failure hook's run"
             };
-            tries.push((last, store::FailureHooks::new(), what));
+            steps.push((what, has_retry, true));
         }
-        let mut refusal = None;
-        for (attempt, hooks, dropped) in tries {
-            match store.apply_with_hooks(epoch, std::slice::from_ref(&attempt), &hooks, now) {
+        let mut refusal: Option<StoreError> = None;
+        for (dropped, no_retry, no_hooks) in steps {
+            let attempt = match &refusal {
+                None => t.clone(),
+                Some(e) => without(&t, no_retry, dropped, e),
+            };
+            let step_hooks = if no_hooks {
+                store::FailureHooks::new()
+            } else {
+                hooks.clone()
+            };
+            match store.apply_with_hooks(epoch, std::slice::from_ref(&attempt), &step_hooks, now) {
                 Ok(mut a) => {
                     if let Some(e) = &refusal {
                         tracing::error!(
                             run = t.run_id,
+                            project = %project_of(store, t.run_id),
                             error = %e,
-                            "the database refused this run's end with {dropped}; its end is written without it"
+                            "the database refused this run's end with {dropped}; its end is written without {}",
+                            if no_retry && no_hooks { "them" } else { "it" }
                         );
                     }
                     written.push(attempt);
@@ -490,6 +479,8 @@ fn apply_each(
         if let Some(e) = refusal {
             tracing::error!(
                 run = t.run_id,
+                project = %project_of(store, t.run_id),
+                to = target(&t.change),
                 error = %e,
                 "the database refused this run's transition; it is tried again later (after 1 s, doubling up to a minute), and the run keeps its seat meanwhile"
             );
@@ -497,6 +488,44 @@ fn apply_each(
         }
     }
     Ok((written, applied))
+}
+
+/// `t`, an end, without its retry (`no_retry`), its note saying what was not queued and why
+/// (`dropped`, refused as `e`), so that the run's history keeps it, not only the log.
+fn without(t: &Transition, no_retry: bool, dropped: &str, e: &StoreError) -> Transition {
+    let mut t = t.clone();
+    if let store::Change::Finish { retry, reason, .. } = &mut t.change {
+        if no_retry {
+            *retry = None;
+        }
+        let them = if dropped.contains(" and ") {
+            "them"
+        } else {
+            "it"
+        };
+        let note = format!("{dropped} not queued: the database refused {them} ({e})");
+        *reason = Some(match reason.take() {
+            Some(r) => format!("{r}; {note}"),
+            None => note,
+        });
+    }
+    t
+}
+
+/// The status a transition writes, for the log.
+fn target(change: &store::Change) -> &'static str {
+    match change {
+        store::Change::Running { .. } => RunStatus::Running.as_str(),
+        store::Change::Finish { status, .. } => status.as_str(),
+        store::Change::Requeue { .. } => RunStatus::Queued.as_str(),
+    }
+}
+
+/// Run `id`'s project, for a log line on a rare path; `?` when it cannot be read.
+fn project_of(store: &Store, id: RunId) -> String {
+    store
+        .get_run(id)
+        .map_or_else(|_| "?".to_string(), |r| r.project)
 }
 
 /// The pool's running set without the runs a written transition took out of the database's
