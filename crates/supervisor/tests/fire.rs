@@ -329,6 +329,42 @@ fn one_projects_failure_leaves_the_others_firing() {
     assert_eq!(runs_of(store, "good").len(), 1);
 }
 
+/// A failing project whose timetable is edited is tried at once under the new one, not after
+/// the rest of its wait: an edit is what an operator does about a failing schedule.
+#[test]
+fn an_edited_timetable_is_tried_before_the_backoff_ends() {
+    use supervisor::schedule::FIRE_BACKOFF_FIRST_MS;
+    let (s, c, mut backoff) = bad_and_good_armed();
+    let (store, epoch, db) = (&s.store, s.epoch, s._dir.path().join("fleet.db"));
+    refuse_runs_of_bad(&db, true);
+    let now = T0 + 10 * S;
+    fire_due_with(store, epoch, &c, now, &mut backoff).unwrap();
+    assert_eq!(backoff.failing().collect::<Vec<_>>(), [("bad", 1)]);
+
+    // Within the wait, under a new timetable (once a year: nothing is due under it).
+    let edited = config(
+        "[projects.bad]\ncommand = [\"true\"]\nschedule = \"0 0 1 1 *\"\n\
+         [projects.good]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n",
+    );
+    fire_due_with(
+        store,
+        epoch,
+        &edited,
+        now + FIRE_BACKOFF_FIRST_MS / 2,
+        &mut backoff,
+    )
+    .unwrap();
+    assert_eq!(backoff.failing().count(), 0, "tried at once, and it worked");
+    let row = store
+        .schedules()
+        .unwrap()
+        .into_iter()
+        .find(|r| r.project == "bad")
+        .unwrap();
+    assert!(row.timetable.starts_with("0 0 1 1 *"), "{row:?}");
+    assert!(runs_of(store, "bad").is_empty());
+}
+
 /// An error that is not a refusal of the project's own rows stops the whole step, as before
 /// per-project backoff: here a trigger another program broke (it reads a table that does not
 /// exist), which SQLite reports as a plain error, as it would a full or unreadable database.

@@ -373,7 +373,7 @@ fn schedules(reg: &mut Registry, config: &Config, rows: &[ScheduleRow], now: Mil
     );
     reg.register(
         "schedule_skipped_occurrences",
-        "Occurrences the schedule skipped (missed while no daemon ran, late, or overlapping), over the life of its timetable (kept in the database)",
+        "Occurrences the schedule skipped (missed while no daemon ran, late, overlapping, or paused), over the life of its timetable (kept in the database)",
         skipped,
     );
 }

@@ -39,9 +39,9 @@ fn shown(t: Option<DateTime<Utc>>) -> String {
 /// (as an error of the whole step would) nor is retried, and logged, at every EVAL.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FireBackoff {
-    /// By project: when it is tried again (milliseconds since the epoch, UTC), and how many
-    /// times in a row it failed.
-    failing: BTreeMap<String, (Millis, u32)>,
+    /// By project: when it is tried again (milliseconds since the epoch, UTC), how many times
+    /// in a row it failed, and the timetable that failed (an edit of it is tried at once).
+    failing: BTreeMap<String, (Millis, u32, String)>,
 }
 
 /// The first wait after a project's schedule step fails, in milliseconds; it doubles with each
@@ -54,7 +54,7 @@ pub const FIRE_BACKOFF_MAX_MS: Millis = 60_000;
 impl FireBackoff {
     /// The projects whose schedule step is failing, with the failures in a row of each.
     pub fn failing(&self) -> impl Iterator<Item = (&str, u32)> {
-        self.failing.iter().map(|(p, (_, n))| (p.as_str(), *n))
+        self.failing.iter().map(|(p, (_, n, _))| (p.as_str(), *n))
     }
 }
 
@@ -134,13 +134,15 @@ pub fn fire_due_with(
         let Some(expr) = project.schedule.as_deref() else {
             continue;
         };
-        if let Some(&(retry_at, _)) = backoff.failing.get(&project.name) {
-            if retry_at > now {
-                note_wake(Some(retry_at));
+        let key = timetable_key(expr, project.timezone.as_deref());
+        // A project waiting out its backoff is skipped, unless its timetable changed since it
+        // failed: an edit is what an operator does about it, and is tried at once.
+        if let Some((retry_at, _, failed)) = backoff.failing.get(&project.name) {
+            if *retry_at > now && *failed == key {
+                note_wake(Some(*retry_at));
                 continue;
             }
         }
-        let key = timetable_key(expr, project.timezone.as_deref());
         let row = rows.get(&project.name).filter(|r| r.timetable == key);
         // A cursor ahead of the clock (the clock stepped back) has its next occurrence in the
         // future too, so it must not take this shortcut: `due` restarts it from the clock.
@@ -182,7 +184,7 @@ pub fn fire_due_with(
         let req = FireRequest {
             project: project.name.clone(),
             namespace: project.namespace.clone(),
-            timetable: key,
+            timetable: key.clone(),
             expected_cursor: row.map(|r| r.cursor),
             cursor: d.cursor.timestamp_millis(),
             next_fire: next,
@@ -203,13 +205,18 @@ pub fn fire_due_with(
             Ok(fired) => fired,
             Err(e) if stops_every_schedule(&e) => return Err(e),
             Err(e) => {
-                let failures = backoff.failing.get(&project.name).map_or(0, |f| f.1) + 1;
+                let failures = backoff
+                    .failing
+                    .get(&project.name)
+                    .filter(|f| f.2 == key)
+                    .map_or(0, |f| f.1)
+                    + 1;
                 let wait = FIRE_BACKOFF_FIRST_MS
                     .saturating_mul(1 << (failures - 1).min(16))
                     .min(FIRE_BACKOFF_MAX_MS);
                 backoff
                     .failing
-                    .insert(project.name.clone(), (now + wait, failures));
+                    .insert(project.name.clone(), (now + wait, failures, key));
                 note_wake(Some(now + wait));
                 tracing::error!(
                     project = %project.name,
@@ -221,7 +228,7 @@ pub fn fire_due_with(
                 continue;
             }
         };
-        if let Some((_, failures)) = backoff.failing.remove(&project.name) {
+        if let Some((_, failures, _)) = backoff.failing.remove(&project.name) {
             tracing::info!(project = %project.name, failures, "the schedule step works again for this project");
         }
         if let (Some(was), true) = (d.clock_back, fired.written) {
