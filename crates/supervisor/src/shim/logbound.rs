@@ -49,6 +49,11 @@ pub fn marker_line(dropped: u64) -> String {
 /// bytes from the start of the log.
 pub const MARKER_MAX_LEN: usize = MARKER_PREFIX.len() + 20 + MARKER_SUFFIX.len();
 
+/// The most bytes a marker may say were dropped (2^62): far past what any log writes, and
+/// small enough that positions in the whole output (dropped plus what the file holds) never
+/// overflow.
+const MAX_DROPPED: u64 = 1 << 62;
+
 /// If `start` (the first bytes of a log) begins with a marker line: its length in bytes and the
 /// number of bytes it says were dropped. `None` for a log that was never compacted.
 pub fn parse_marker(start: &[u8]) -> Option<(usize, u64)> {
@@ -58,6 +63,11 @@ pub fn parse_marker(start: &[u8]) -> Option<(usize, u64)> {
         return None;
     }
     let dropped: u64 = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+    // No log ever dropped that much (4 EiB): such a line is the command's own output that
+    // looks like a marker, and taken for one, positions past it would overflow.
+    if dropped > MAX_DROPPED {
+        return None;
+    }
     rest[digits..].strip_prefix(MARKER_SUFFIX.as_bytes())?;
     Some((MARKER_PREFIX.len() + digits + MARKER_SUFFIX.len(), dropped))
 }
@@ -139,11 +149,18 @@ impl BoundedLog {
             tail.extend_from_slice(&chunk[chunk.len() - keep..]);
         }
         // Start at a line boundary if one is within the first 4 KiB: a cut line helps nobody.
+        // Else at least not inside a UTF-8 character: its leading continuation bytes (at most
+        // three) are dropped with the rest, and counted, rather than left for a reader to skip.
         let window = tail.len().min(4096);
-        let cut = tail[..window]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(0, |i| i + 1);
+        let cut = tail[..window].iter().position(|&b| b == b'\n').map_or_else(
+            || {
+                tail.iter()
+                    .take(3)
+                    .take_while(|&&b| b & 0xC0 == 0x80)
+                    .count()
+            },
+            |i| i + 1,
+        );
         let kept = &tail[cut..];
         let dropped = self.dropped + self.held + chunk_len - kept.len() as u64;
         let marker = marker_line(dropped);
@@ -356,6 +373,36 @@ mod tests {
         assert_eq!(parse_marker(b"--- fleet:  bytes dropped"), None);
         assert_eq!(parse_marker(b"hello\n"), None);
         assert!(marker_line(u64::MAX).len() <= MARKER_MAX_LEN);
+        // A count no log reaches is the command's own output, not a marker.
+        let most = marker_line(MAX_DROPPED);
+        assert_eq!(
+            parse_marker(most.as_bytes()),
+            Some((most.len(), MAX_DROPPED))
+        );
+        assert_eq!(parse_marker(marker_line(MAX_DROPPED + 1).as_bytes()), None);
+        assert_eq!(parse_marker(marker_line(u64::MAX).as_bytes()), None);
+    }
+
+    /// Output with no line break to cut at: the kept output starts on a character boundary,
+    /// and the continuation bytes cut off are counted as dropped.
+    #[test]
+    fn a_cut_with_no_line_break_starts_on_a_character() {
+        let dir = tempfile::tempdir().unwrap();
+        let (run, mut log) = log_in(&dir, 1024);
+        let mut written = 0u64;
+        for _ in 0..60 {
+            let chunk = "€".repeat(101);
+            log.append(chunk.as_bytes()).unwrap();
+            written += chunk.len() as u64;
+            let text = fs::read(run.log_path()).unwrap();
+            let (mlen, dropped) = parse_marker(&text).unwrap_or((0, 0));
+            assert!(
+                std::str::from_utf8(&text[mlen..]).is_ok(),
+                "{:?}",
+                &text[mlen..mlen + 4]
+            );
+            assert_eq!(dropped + (text.len() - mlen) as u64, written);
+        }
     }
 
     /// Ten times the bound, in lines: the file never passes bound + marker, keeps the newest
