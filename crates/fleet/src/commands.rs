@@ -151,7 +151,7 @@ pub fn cancel(path: &Path, run: i64) -> Result<()> {
         .request_cancel(run, "cancelled by operator", store::now_ms())
         .map_err(|e| match e {
             store::StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {run}")),
-            other => Failure::action(other),
+            other => Failure::action(format!("run {run}: the cancel was not written: {other}")),
         })?;
     match outcome {
         CancelOutcome::Cancelled => {

@@ -414,14 +414,20 @@ pub fn check_text(report: &supervisor::check::Report) -> String {
     }
     if !report.awaiting_finalize.is_empty() {
         let ids = &report.awaiting_finalize;
+        // Usually a run that ended while no daemon ran; with a daemon running, one that
+        // ended since its last EVAL, or whose end the database refuses (its log says so).
         s += &if ids.len() == 1 {
             format!(
-                "note: run {} ended while no daemon ran; the next daemon records its exit\n",
+                "note: run {} has ended: its files hold its exit, the database not yet; a daemon \
+                 records it (the running one at its next EVAL, else the next to start; its log \
+                 says if the database refuses it)\n",
                 ids[0]
             )
         } else {
             format!(
-                "note: runs {} ended while no daemon ran; the next daemon records their exit\n",
+                "note: runs {} have ended: their files hold their exits, the database not yet; \
+                 a daemon records them (the running one at its next EVAL, else the next to \
+                 start; its log says if the database refuses them)\n",
                 supervisor::check::plain_list(ids)
             )
         };

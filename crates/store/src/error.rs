@@ -78,6 +78,17 @@ pub enum StoreError {
     /// The id names no run.
     #[error("no run with id {0}")]
     UnknownRun(RunId),
+    /// A write to a run's row changed no row, with no error: something on the database (a
+    /// trigger another program added, with `RAISE(IGNORE)` or `RETURN NULL`) dropped it
+    /// silently. Counted as a refusal ([`StoreError::is_refused_row`]): taken for written, the
+    /// run would keep a status that no longer describes it, and hold its seat for good.
+    #[error("run {run}: the database dropped the write of its status {to} without an error (a trigger that ignores it?)")]
+    RowIgnored {
+        /// The run.
+        run: RunId,
+        /// The status the write was for.
+        to: RunStatus,
+    },
     /// A write would move a run along a transition the state machine does not allow.
     #[error("run {run}: {from} -> {to} is not an allowed transition")]
     IllegalTransition {
@@ -152,6 +163,9 @@ impl StoreError {
     /// unreachable). The same statement with other rows may well succeed: a refusal is the rows'
     /// own, and a caller may go on with other work.
     pub fn is_refused_row(&self) -> bool {
+        if let StoreError::RowIgnored { .. } = self {
+            return true;
+        }
         let StoreError::Backend {
             busy: false,
             source,

@@ -256,13 +256,24 @@ pub(crate) fn plan_transition(
     })))
 }
 
+/// After a write of run `run`'s row for status `to` that changed `changed` rows: `Ok` for one,
+/// else [`StoreError::RowIgnored`] (a trigger dropped the write without an error), which
+/// rolls the whole transition back, its event included.
+pub(crate) fn written(changed: u64, run: RunId, to: RunStatus) -> Result<()> {
+    if changed == 0 {
+        return Err(StoreError::RowIgnored { run, to });
+    }
+    Ok(())
+}
+
 /// The writes a backend supplies to carry out a [`TransitionPlan`] ([`execute`]), each on the
 /// transaction that read the run for the decision.
 pub(crate) trait TransitionWrites {
     /// Run `id`'s cancel request: when it was made and its words (either `None` if recorded
     /// before the database kept them).
     fn cancel_request(&mut self, id: RunId) -> Result<(Option<Millis>, Option<String>)>;
-    /// Writes `w` on run `id`'s row.
+    /// Writes `w` on run `id`'s row. Errors: [`StoreError::RowIgnored`] when the write
+    /// changed no row (see [`written`]).
     fn write_run(&mut self, id: RunId, w: &RunWrite) -> Result<()>;
     /// Inserts `new` as attempt `attempt` (retrying `retry_of`, if set); its id.
     fn insert_run(&mut self, new: &NewRun, attempt: u32, retry_of: Option<RunId>) -> Result<RunId>;

@@ -14,7 +14,7 @@ use super::daemon::check_epoch;
 use super::events::{insert_event, EventRow};
 use super::runs::{cancel_request, get_run, insert_run};
 use super::PgStore;
-use crate::decide::transition::{apply, RunWrite, TransitionWrites};
+use crate::decide::transition::{apply, written, RunWrite, TransitionWrites};
 use crate::error::Result;
 use crate::{Applied, FailureHooks, Millis, NewRun, Run, RunId, RunStatus, StoreError, Transition};
 
@@ -71,10 +71,11 @@ impl TransitionWrites for Writes<'_, '_> {
     fn write_run(&mut self, id: RunId, w: &RunWrite) -> Result<()> {
         match w {
             RunWrite::Running { pid } => {
-                self.tx.execute(
+                let n = self.tx.execute(
                     "UPDATE runs SET status = 'running', pid = $2 WHERE id = $1",
                     &[&id, &pid.map(i64::from)],
                 )?;
+                written(n, id, RunStatus::Running)?;
             }
             RunWrite::End {
                 status,
@@ -84,7 +85,7 @@ impl TransitionWrites for Writes<'_, '_> {
                 at,
                 clear_pid,
             } => {
-                self.tx.execute(
+                let n = self.tx.execute(
                     "UPDATE runs SET status = $2, exit_code = $3, signal = $4, \
                        reason = CASE WHEN $5::text IS NULL THEN reason \
                                      WHEN reason IS NULL THEN $5::text \
@@ -99,16 +100,18 @@ impl TransitionWrites for Writes<'_, '_> {
                         at,
                     ],
                 )?;
+                written(n, id, *status)?;
                 if *clear_pid {
                     self.tx
                         .execute("UPDATE runs SET pid = NULL WHERE id = $1", &[&id])?;
                 }
             }
             RunWrite::Requeue => {
-                self.tx.execute(
+                let n = self.tx.execute(
                     "UPDATE runs SET status = 'queued', started_at = NULL, pid = NULL WHERE id = $1",
                     &[&id],
                 )?;
+                written(n, id, RunStatus::Queued)?;
             }
         }
         Ok(())

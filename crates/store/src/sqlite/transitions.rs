@@ -13,7 +13,7 @@ use super::daemon::check_epoch;
 use super::events::{insert_event, EventRow};
 use super::runs::{cancel_request, get_run, insert_run};
 use super::SqliteStore;
-use crate::decide::transition::{apply, RunWrite, TransitionWrites};
+use crate::decide::transition::{apply, written, RunWrite, TransitionWrites};
 use crate::error::Result;
 use crate::{Applied, FailureHooks, Millis, NewRun, Run, RunId, RunStatus, StoreError, Transition};
 
@@ -70,9 +70,11 @@ impl TransitionWrites for Writes<'_> {
     fn write_run(&mut self, id: RunId, w: &RunWrite) -> Result<()> {
         match w {
             RunWrite::Running { pid } => {
-                self.conn
+                let n = self
+                    .conn
                     .prepare_cached("UPDATE runs SET status = 'running', pid = ?2 WHERE id = ?1")?
                     .execute(params![id, pid])?;
+                written(n as u64, id, RunStatus::Running)?;
             }
             RunWrite::End {
                 status,
@@ -82,7 +84,8 @@ impl TransitionWrites for Writes<'_> {
                 at,
                 clear_pid,
             } => {
-                self.conn
+                let n = self
+                    .conn
                     .prepare_cached(
                         "UPDATE runs SET status = ?2, exit_code = ?3, signal = ?4, \
                            reason = CASE WHEN ?5 IS NULL THEN reason WHEN reason IS NULL THEN ?5 \
@@ -90,6 +93,7 @@ impl TransitionWrites for Writes<'_> {
                            finished_at = ?6 WHERE id = ?1",
                     )?
                     .execute(params![id, status.as_str(), exit_code, signal, note, at])?;
+                written(n as u64, id, *status)?;
                 if *clear_pid {
                     self.conn
                         .prepare_cached("UPDATE runs SET pid = NULL WHERE id = ?1")?
@@ -97,11 +101,13 @@ impl TransitionWrites for Writes<'_> {
                 }
             }
             RunWrite::Requeue => {
-                self.conn
+                let n = self
+                    .conn
                     .prepare_cached(
                         "UPDATE runs SET status = 'queued', started_at = NULL, pid = NULL WHERE id = ?1",
                     )?
                     .execute([id])?;
+                written(n as u64, id, RunStatus::Queued)?;
             }
         }
         Ok(())

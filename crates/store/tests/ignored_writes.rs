@@ -1,0 +1,46 @@
+//! A write of a run's status that another program's trigger drops without an error
+//! (`RAISE(IGNORE)` on SQLite, `RETURN NULL` on PostgreSQL) is an error of the transition —
+//! counted as a refused row, so the daemon tries it again later — never taken for written:
+//! nothing of the transition is kept, its event included, so `fleet check` finds no status
+//! the run never had.
+
+use store::*;
+
+mod common;
+use common::Db;
+
+fn an_ignored_status_write_fails_the_transition_and_keeps_nothing(db: &Db) {
+    let s = db.store();
+    let epoch = common::take_over(&s);
+    let id = s.enqueue(&common::new_run("p", "default"), 1).unwrap();
+    let run = s
+        .claim(epoch, &[common::claim_req(id, "default")], 2)
+        .unwrap()
+        .remove(0)
+        .run;
+    db.exec(
+        "CREATE TRIGGER drop_end BEFORE UPDATE OF status ON runs \
+           WHEN NEW.status = 'succeeded' BEGIN SELECT RAISE(IGNORE); END;",
+        "CREATE FUNCTION drop_end() RETURNS trigger LANGUAGE plpgsql AS \
+           $$ BEGIN IF NEW.status = 'succeeded' THEN RETURN NULL; END IF; RETURN NEW; END $$; \
+         CREATE TRIGGER drop_end BEFORE UPDATE OF status ON runs FOR EACH ROW \
+           EXECUTE FUNCTION drop_end();",
+    );
+    let events_before = s.events_after(0).unwrap().len();
+    let err = s
+        .apply(epoch, &[common::succeeded(&run)], 3)
+        .expect_err("a dropped write is not a written one");
+    assert!(
+        matches!(err, StoreError::RowIgnored { run: r, to: RunStatus::Succeeded } if r == id),
+        "{err}"
+    );
+    assert!(err.is_refused_row(), "{err}");
+    assert_eq!(s.get_run(id).unwrap().status, RunStatus::Starting);
+    assert_eq!(
+        s.events_after(0).unwrap().len(),
+        events_before,
+        "no event kept"
+    );
+}
+
+both_backends!(an_ignored_status_write_fails_the_transition_and_keeps_nothing);
