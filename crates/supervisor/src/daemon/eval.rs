@@ -235,6 +235,9 @@ impl Daemon {
             let ms = (at - now_ms()).max(0) as u64;
             Instant::now() + Duration::from_millis(ms)
         });
+        self.observed
+            .metrics
+            .refused_transitions(self.refused.len());
         if let Some(at) = self.refused.values().map(|r| r.due).min() {
             self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
         }

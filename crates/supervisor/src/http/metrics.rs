@@ -36,6 +36,7 @@ pub struct Metrics {
     claims: Counter,
     spawn_failures: Counter,
     busy_retries: Counter,
+    refused_transitions: Gauge,
 }
 
 impl Metrics {
@@ -49,6 +50,7 @@ impl Metrics {
         let claims = Counter::default();
         let spawn_failures = Counter::default();
         let busy_retries = Counter::default();
+        let refused_transitions = Gauge::default();
         registry.register_with_unit(
             "eval_duration",
             "Wall time of one EVAL (reap, schedules, pack, claim, spawn)",
@@ -76,6 +78,13 @@ impl Metrics {
             "EVALs or recoveries that found the database busy and were retried later",
             busy_retries.clone(),
         );
+        // Why: a run whose end the database refuses stays active, holding its seat, while the
+        // daemon is healthy; an alert needs a series to fire on.
+        registry.register(
+            "refused_transitions",
+            "Runs whose transition (an end, mostly) the database refuses even written alone, waiting to be tried again; each holds its seat meanwhile",
+            refused_transitions.clone(),
+        );
         Metrics {
             registry,
             eval_duration,
@@ -83,7 +92,14 @@ impl Metrics {
             claims,
             spawn_failures,
             busy_retries,
+            refused_transitions,
         }
+    }
+
+    /// `n` runs' transitions wait, refused by the database (after each EVAL).
+    pub fn refused_transitions(&self, n: usize) {
+        self.refused_transitions
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// One EVAL took `took`.
@@ -451,6 +467,7 @@ mod tests {
                 schedule("gone", Some(1_000), 0),
             ],
         };
+        o.metrics.refused_transitions(2);
         let text = render(&o, &config, &snap, 3_000);
         assert!(!text.contains("\"gone\""), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
@@ -485,6 +502,7 @@ mod tests {
             "fleet_namespace_max_concurrency{namespace=\"ops\"} 2",
             "fleet_daemon_epoch 7",
             "fleet_daemon_healthy 1",
+            "fleet_refused_transitions 2",
             "fleet_schedule_overdue_seconds{project=\"late\"} 2.0",
             "fleet_schedule_overdue_seconds{project=\"early\"} 0.0",
             "fleet_schedule_skipped_occurrences_total{project=\"late\"} 2",
