@@ -216,3 +216,30 @@ fn a_compacted_log_keeps_its_place_in_the_api() {
     assert_eq!(inside.text(), kept[10..]);
     assert_eq!(inside.header("x-log-next-offset"), Some("4000"));
 }
+
+/// An id or a query value that does not parse is a 400 with one line saying so, ended by a
+/// newline, on every route that takes one.
+#[test]
+fn a_bad_id_or_query_is_a_one_line_400() {
+    let f = Fleet::new("http_listen = \"127.0.0.1:0\"\n[projects.p]\ncommand = [\"true\"]\n");
+    let d = f.start_daemon();
+    let addr = http_address(&d);
+    let p = f.enqueue("p");
+    f.wait_terminal(p);
+    for (path, says) in [
+        ("/api/runs/abc".to_string(), "bad run id"),
+        ("/api/runs/abc/log".to_string(), "bad run id"),
+        ("/runs/abc".to_string(), "bad run id"),
+        (format!("/api/runs/{p}/log?offset=-1"), "bad query"),
+        (format!("/api/runs/{p}/log?offset="), "bad query"),
+        ("/api/runs?limit=many".to_string(), "bad query"),
+    ] {
+        let a = get(&addr, &path);
+        let text = a.text();
+        assert_eq!(a.status, 400, "{path}: {text}");
+        assert!(
+            text.starts_with(says) && text.ends_with('\n') && text.lines().count() == 1,
+            "{path}: {text:?}"
+        );
+    }
+}

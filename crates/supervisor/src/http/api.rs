@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -21,6 +22,43 @@ use crate::health::Verdict;
 use crate::report::{run_json, time_json};
 use crate::shim::logbound::{marker_line, parse_marker, MARKER_MAX_LEN};
 use crate::shim::runfiles::RunFiles;
+
+/// A run id from the path, or a one-line 400 naming it (axum's own answer has no newline and
+/// speaks of parsing).
+pub(super) struct RunIdPath(pub(super) RunId);
+
+impl<S: Send + Sync> FromRequestParts<S> for RunIdPath {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match Path::<RunId>::from_request_parts(parts, state).await {
+            Ok(Path(id)) => Ok(RunIdPath(id)),
+            Err(e) => Err((
+                StatusCode::BAD_REQUEST,
+                format!("bad run id (a whole number): {}\n", e.body_text()),
+            )
+                .into_response()),
+        }
+    }
+}
+
+/// A query string as `T`, or a one-line 400 naming what is wrong in it.
+pub(super) struct QueryOf<T>(pub(super) T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryOf<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(q)) => Ok(QueryOf(q)),
+            Err(e) => Err((
+                StatusCode::BAD_REQUEST,
+                format!("bad query: {}\n", e.body_text()),
+            )
+                .into_response()),
+        }
+    }
+}
 
 /// The most runs one `/api/runs` answer lists.
 const MAX_LIMIT: u32 = 1000;
@@ -147,7 +185,10 @@ pub(super) struct RunsQuery {
 /// `GET /api/runs?project=P&namespace=N&status=S&limit=N`: the array `fleet runs --json` prints, newest
 /// first (at most 1000; 100 by default). A `limit` of 0 is refused (400), as `fleet runs --limit
 /// 0` is: an empty answer would read as "no runs".
-pub(super) async fn runs(State(o): State<Arc<Observed>>, Query(q): Query<RunsQuery>) -> Response {
+pub(super) async fn runs(
+    State(o): State<Arc<Observed>>,
+    QueryOf(q): QueryOf<RunsQuery>,
+) -> Response {
     if q.limit == Some(0) {
         return (StatusCode::BAD_REQUEST, "limit must be at least 1\n").into_response();
     }
@@ -220,7 +261,7 @@ pub(super) async fn get_run(o: &Arc<Observed>, id: RunId) -> Result<Run, Respons
 }
 
 /// `GET /api/runs/{id}`: the run as `fleet runs --json` prints it.
-pub(super) async fn run(State(o): State<Arc<Observed>>, Path(id): Path<RunId>) -> Response {
+pub(super) async fn run(State(o): State<Arc<Observed>>, RunIdPath(id): RunIdPath) -> Response {
     match get_run(&o, id).await {
         Ok(run) => Json(run_json(&run)).into_response(),
         Err(res) => res,
@@ -347,11 +388,11 @@ fn utf8_cut(buf: &mut Vec<u8>) -> usize {
 /// `GET /api/runs/{id}/log?offset=N`: the run's log (stdout and stderr) from byte N of the
 /// command's whole output, at most 256 KiB of it, as `text/plain` (see [`read_log`]); the
 /// header `X-Log-Next-Offset` says where the next read starts and `X-Log-Size` how much output
-/// there was in all. 404 for an unknown run.
+/// there was in all. 404 for an unknown run; 400 for an id or offset that is not a whole number.
 pub(super) async fn log(
     State(o): State<Arc<Observed>>,
-    Path(id): Path<RunId>,
-    Query(q): Query<LogQuery>,
+    RunIdPath(id): RunIdPath,
+    QueryOf(q): QueryOf<LogQuery>,
 ) -> Response {
     if let Err(res) = get_run(&o, id).await {
         return res;

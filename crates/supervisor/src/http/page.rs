@@ -10,12 +10,11 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
-use store::RunId;
 
-use super::api::{get_run, read_log, read_overview, LOG_CHUNK};
+use super::api::{get_run, read_log, read_overview, RunIdPath, LOG_CHUNK};
 use super::{unavailable, Observed};
 use crate::report::run_json;
 
@@ -276,7 +275,7 @@ pub(super) async fn index(State(o): State<Arc<Observed>>) -> Response {
 }
 
 /// `GET /runs/{id}`: the run, and the last 256 KiB of its log, which the script follows.
-pub(super) async fn run(State(o): State<Arc<Observed>>, Path(id): Path<RunId>) -> Response {
+pub(super) async fn run(State(o): State<Arc<Observed>>, RunIdPath(id): RunIdPath) -> Response {
     let run = match get_run(&o, id).await {
         Ok(r) => run_json(&r),
         Err(res) => return res,
