@@ -136,3 +136,38 @@ fn status_without_a_daemon_shows_the_published_caps() {
     assert_eq!(s["global"]["max_concurrency"], 2, "{s}");
     assert_eq!(s["namespaces"]["ops"]["max_concurrency"], 1, "{s}");
 }
+
+/// `--state-dir` of a host of a shared database, with a config that cannot be read: the folder
+/// alone cannot say how to connect, so every command that reads the database refuses (exit 2),
+/// naming the database its daemon used — never an install with no runs, which `fleet check`
+/// would call ok.
+#[test]
+fn state_dir_alone_of_a_shared_database_host_is_refused_naming_it() {
+    use_private_bin();
+    let Some(h) = Hosts::new(&["a"], |_| {
+        "[projects.p]\ncommand = [\"true\"]\n".to_string()
+    }) else {
+        return;
+    };
+    let a = h.fleet("a");
+    let id = a.enqueue("p");
+    let mut daemon = h.start("a");
+    a.wait_terminal(id);
+    daemon.kill();
+    let missing = a.file("no-such-fleet.toml");
+    for args in [&["runs"][..], &["check"], &["status"], &["hosts"]] {
+        let out = a
+            .command_with_config(&missing)
+            .arg("--state-dir")
+            .arg(a.state_dir())
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("shared database postgresql ") && stderr.contains("no-such-fleet.toml"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -529,7 +529,11 @@ pub fn state_of(path: &Path) -> Result<StateDir> {
     if let Some(dir) = STATE_DIR_OVERRIDE.get() {
         must_exist(dir)?;
         // The folder is overridden, never the database: the config's `database` still holds.
-        return Ok(StateDir::new(dir).with_database(database_of(path)?));
+        let database = database_of(path)?;
+        if database.is_none() {
+            shared_needs_config(dir, path)?;
+        }
+        return Ok(StateDir::new(dir).with_database(database));
     }
     Ok(StateDir::of(&load(path)?))
 }
@@ -543,6 +547,24 @@ fn database_of(path: &Path) -> Result<Option<supervisor::config::DatabaseUrl>> {
             Err(errors) => Err(invalid(&errors)),
             Ok(config) => Ok(config.database),
         },
+    }
+}
+
+/// A `--state-dir` whose last daemon used a shared database, given with a config that cannot
+/// be read (missing, or invalid with no `database` key that reads): only the config says how to
+/// connect, and reading the folder alone would show an install with no runs — which `fleet
+/// check` would vouch for. Exit 2, naming the database and the file.
+fn shared_needs_config(dir: &Path, path: &Path) -> Result<()> {
+    if Config::load(path).is_ok() {
+        return Ok(());
+    }
+    match StateDir::new(dir).recorded_database() {
+        None => Ok(()),
+        Some(target) => Err(Failure::input(format!(
+            "--state-dir {}: its daemon used the shared database {target}, and only fleet.toml says how to connect to it, but {} cannot be read; fix that file (or point --config at a copy that names the database)",
+            dir.display(),
+            path.display()
+        ))),
     }
 }
 
@@ -573,6 +595,9 @@ pub fn load_for_reading(path: &Path) -> Result<(StateDir, Option<Config>, Option
             Some(c) => c.database.clone(),
             None => database_of(path)?,
         };
+        if database.is_none() && config.is_none() {
+            shared_needs_config(dir, path)?;
+        }
         return Ok((StateDir::new(dir).with_database(database), config, errors));
     }
     match loaded {

@@ -299,6 +299,16 @@ impl StateDir {
         crate::config::valid_host_name(name).then(|| name.to_string())
     }
 
+    /// The shared database the last daemon here used, as it recorded it
+    /// ([`DaemonLock::record_host`]: its target, no password); `None` for SQLite, or when no
+    /// daemon recorded one. Why: a command told only this folder (`--state-dir`), with a
+    /// config that cannot be read, would otherwise read it as an install with no runs.
+    pub fn recorded_database(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.lock_path()).ok()?;
+        let rest: Vec<&str> = text.split_whitespace().skip(3).collect();
+        (!rest.is_empty()).then(|| rest.join(" "))
+    }
+
     /// The pid of the daemon holding this state directory, or `None` when no daemon holds it.
     ///
     /// The lock is the authority, not a pid: a daemon that died holds no lock, even while its
@@ -474,15 +484,18 @@ impl DaemonLock {
     /// Adds this daemon's host name to the lock file (after its pid and start time), where
     /// [`StateDir::recorded_host`] finds it — for the commands, which cannot know a name given
     /// by `fleet daemon --host`, and after the daemon is gone too: a state directory is one
-    /// host's. Best effort: a failure leaves the commands with the config's name.
-    pub fn record_host(&mut self, host: &str) {
+    /// host's. With a shared database, its target follows (no password:
+    /// [`crate::config::DatabaseUrl::target`]), where [`StateDir::recorded_database`] finds
+    /// it. Best effort: a failure leaves the commands with the config's name.
+    pub fn record_host(&mut self, host: &str, database: Option<&str>) {
         let pid = std::process::id() as i32;
         let start = process::start_time(pid).unwrap_or(0);
+        let database = database.map(|d| format!(" {d}")).unwrap_or_default();
         let _ = self
             .file
             .set_len(0)
             .and_then(|_| self.file.rewind())
-            .and_then(|_| writeln!(self.file, "{pid} {start} {host}"));
+            .and_then(|_| writeln!(self.file, "{pid} {start} {host}{database}"));
         // Not synced: a name lost to a machine crash is written again at the next start, and
         // the pid and start time the lock needs were synced when it was taken.
     }

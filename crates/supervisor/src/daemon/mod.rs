@@ -138,7 +138,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // Only once the database opened: a daemon refused at its start (a database written by a
     // newer fleet, say) never ran, and the commands must not take its host name for the one
     // this state directory last ran as.
-    lock.record_host(&config.host);
+    lock.record_host(&config.host, state.database().map(|d| d.target()));
     let epoch = {
         let store = store.clone();
         let caps = caps_json(&config);
