@@ -429,7 +429,12 @@ impl StateDir {
 fn read_holder(file: &File) -> Option<(i32, u64)> {
     let mut buf = [0u8; 64];
     let n = file.read_at(&mut buf, 0).ok()?;
-    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    // The host name and database after the pid may be cut inside a character here: only the
+    // whole characters read count.
+    let text = match std::str::from_utf8(&buf[..n]) {
+        Ok(t) => t,
+        Err(e) => std::str::from_utf8(&buf[..e.valid_up_to()]).ok()?,
+    };
     let mut parts = text.split_whitespace().map(|p| p.parse::<u64>().ok());
     let (Some(Some(pid)), Some(Some(start))) = (parts.next(), parts.next()) else {
         return None;

@@ -101,3 +101,35 @@ fn missing_is_none_and_unusable_is_an_error() {
     );
     assert!(!e.is_permission_denied());
 }
+
+/// The lock names its holder by pid and start time first; the host name and the shared
+/// database's target after them may be long and not ASCII, and a read of the start cut inside
+/// a character still finds the holder. Both are read back whole.
+#[test]
+fn a_long_database_target_after_the_holder_keeps_it_readable() {
+    let (_tmp, state) = dir();
+    let mut lock = state.lock_daemon().unwrap();
+    let target = "postgresql fleet on /tmp/é-é-é-é-é-é-é-é-é-é-é-é-é-é-é-é:5432 as fleet";
+    lock.record_host("h", Some(target));
+    assert_eq!(state.recorded_host().as_deref(), Some("h"));
+    assert_eq!(state.recorded_database().as_deref(), Some(target));
+    assert_eq!(
+        state.daemon_holder().unwrap(),
+        Some(std::process::id() as i32)
+    );
+    // The same, padded so that the first 64 bytes, which the holder is read from, end inside
+    // a character (the file rewritten in place: the lock stays).
+    let text = std::fs::read_to_string(state.lock_path()).unwrap();
+    let head: Vec<&str> = text.split_whitespace().take(3).collect();
+    let mut line = format!("{} ", head.join(" "));
+    while line.len() < 63 {
+        line.push('x');
+    }
+    line.push_str("é rest\n");
+    assert!(std::str::from_utf8(&line.as_bytes()[..64]).is_err());
+    std::fs::write(state.lock_path(), &line).unwrap();
+    assert_eq!(
+        state.daemon_holder().unwrap(),
+        Some(std::process::id() as i32)
+    );
+}
