@@ -89,6 +89,16 @@ pub enum StoreError {
         /// The status the write was for.
         to: RunStatus,
     },
+    /// An insert of a run that the database dropped with no error and no row: a trigger
+    /// another program added (`RAISE(IGNORE)`, `RETURN NULL`). Counted as a refusal
+    /// ([`StoreError::is_refused_row`]), as an insert refused with an error is.
+    #[error("the database dropped the new run of project {project} ({trigger}) without an error (a trigger that ignores it?)")]
+    InsertIgnored {
+        /// The project of the run that was to be inserted.
+        project: String,
+        /// Its trigger (`manual`, `schedule`, `retry`, …).
+        trigger: String,
+    },
     /// A write would move a run along a transition the state machine does not allow.
     #[error("run {run}: {from} -> {to} is not an allowed transition")]
     IllegalTransition {
@@ -163,7 +173,7 @@ impl StoreError {
     /// unreachable). The same statement with other rows may well succeed: a refusal is the rows'
     /// own, and a caller may go on with other work.
     pub fn is_refused_row(&self) -> bool {
-        if let StoreError::RowIgnored { .. } = self {
+        if let StoreError::RowIgnored { .. } | StoreError::InsertIgnored { .. } = self {
             return true;
         }
         let StoreError::Backend {

@@ -43,4 +43,49 @@ fn an_ignored_status_write_fails_the_transition_and_keeps_nothing(db: &Db) {
     );
 }
 
-both_backends!(an_ignored_status_write_fails_the_transition_and_keeps_nothing);
+/// The same for a new run: a retry whose insert a trigger drops fails the end it came with,
+/// as a refusal, and leaves nothing of it.
+fn an_ignored_insert_fails_the_transition_and_keeps_nothing(db: &Db) {
+    let s = db.store();
+    let epoch = common::take_over(&s);
+    let id = s.enqueue(&common::new_run("p", "default"), 1).unwrap();
+    let run = s
+        .claim(epoch, &[common::claim_req(id, "default")], 2)
+        .unwrap()
+        .remove(0)
+        .run;
+    db.exec(
+        "CREATE TRIGGER drop_retry BEFORE INSERT ON runs \
+           WHEN NEW.trigger = 'retry' BEGIN SELECT RAISE(IGNORE); END;",
+        "CREATE FUNCTION drop_retry() RETURNS trigger LANGUAGE plpgsql AS \
+           $$ BEGIN IF NEW.trigger = 'retry' THEN RETURN NULL; END IF; RETURN NEW; END $$; \
+         CREATE TRIGGER drop_retry BEFORE INSERT ON runs FOR EACH ROW \
+           EXECUTE FUNCTION drop_retry();",
+    );
+    let failed = Transition {
+        run_id: run.id,
+        token: run.claim_token,
+        change: Change::Finish {
+            status: RunStatus::Failed,
+            exit_code: Some(3),
+            signal: None,
+            reason: None,
+            retry: Some(3),
+            finished_at: None,
+        },
+    };
+    let err = s
+        .apply(epoch, &[failed], 3)
+        .expect_err("a dropped insert is not an inserted run");
+    assert!(
+        matches!(&err, StoreError::InsertIgnored { project, trigger } if project == "p" && trigger == "retry"),
+        "{err}"
+    );
+    assert!(err.is_refused_row(), "{err}");
+    assert_eq!(s.get_run(id).unwrap().status, RunStatus::Starting);
+}
+
+both_backends!(
+    an_ignored_status_write_fails_the_transition_and_keeps_nothing,
+    an_ignored_insert_fails_the_transition_and_keeps_nothing,
+);

@@ -263,7 +263,7 @@ pub(super) fn insert_run(
          VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
          RETURNING {RUN_COLUMNS}"
     );
-    let row = tx.query_one(
+    let row = tx.query_opt(
         &sql,
         &[
             &new.project,
@@ -281,6 +281,10 @@ pub(super) fn insert_run(
             &new.hook_of,
         ],
     )?;
+    let row = row.ok_or_else(|| StoreError::InsertIgnored {
+        project: new.project.clone(),
+        trigger: new.trigger.as_str().to_string(),
+    })?;
     let run = run_from_row(&row)?;
     insert_event(
         tx,

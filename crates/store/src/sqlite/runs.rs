@@ -275,24 +275,31 @@ pub(super) fn insert_run(
            enqueued_at, retry_of, args, env, rerun_of, hook_of) \
            VALUES (?1, ?2, 'queued', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING {RUN_COLUMNS}"
     );
-    let run = conn.prepare_cached(&sql)?.query_row(
-        params![
-            new.project,
-            new.namespace,
-            attempt,
-            new.trigger.as_str(),
-            new.occurrence,
-            new.priority,
-            new.not_before,
-            now,
-            retry_of,
-            encode_args(&new.args),
-            encode_env(&new.env),
-            new.rerun_of,
-            new.hook_of
-        ],
-        run_from_row,
-    )??;
+    let run = conn
+        .prepare_cached(&sql)?
+        .query_row(
+            params![
+                new.project,
+                new.namespace,
+                attempt,
+                new.trigger.as_str(),
+                new.occurrence,
+                new.priority,
+                new.not_before,
+                now,
+                retry_of,
+                encode_args(&new.args),
+                encode_env(&new.env),
+                new.rerun_of,
+                new.hook_of
+            ],
+            run_from_row,
+        )
+        .optional()?
+        .ok_or_else(|| StoreError::InsertIgnored {
+            project: new.project.clone(),
+            trigger: new.trigger.as_str().to_string(),
+        })??;
     insert_event(
         conn,
         &EventRow {
