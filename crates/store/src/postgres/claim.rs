@@ -19,7 +19,7 @@ use super::runs::{run_from_row, RUN_COLUMNS};
 use super::{is_unique_violation, PgStore};
 use crate::decide::claim::{caps, stale_config, Cap};
 use crate::error::Result;
-use crate::{ClaimRequest, Claimed, Millis, RunId, RunStatus};
+use crate::{ClaimRequest, Claimed, Millis, RunId, RunStatus, StoreError};
 
 impl PgStore {
     /// Claims runs in one transaction, committed before this returns. Each claim runs under a
@@ -131,9 +131,11 @@ impl PgStore {
                 // alone is rolled back (the savepoint), the run stays queued and is tried again
                 // at the next EVAL, and the other claims go on.
                 Err(e) if super::is_refused_row(&e) => {
+                    // Through StoreError: its words carry the database's message and SQLSTATE,
+                    // where the driver's own say only "db error".
                     tracing::warn!(
                         run = req.run_id,
-                        error = %e,
+                        error = %StoreError::from(e),
                         "claim refused by the database (a constraint or a trigger); the run stays queued"
                     );
                     continue;

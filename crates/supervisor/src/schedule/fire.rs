@@ -228,8 +228,13 @@ pub fn fire_due_with(
                 continue;
             }
         };
-        if let Some((_, failures, _)) = backoff.failing.remove(&project.name) {
-            tracing::info!(project = %project.name, failures, "the schedule step works again for this project");
+        // Said only when it is known: under the timetable that failed, or with a run written.
+        // A step under an edited timetable with nothing due proves nothing either way (it
+        // just leaves the backoff, and a refusal at its next occurrence starts it afresh).
+        if let Some((_, failures, failed)) = backoff.failing.remove(&project.name) {
+            if failed == key || d.fire.is_some() {
+                tracing::info!(project = %project.name, failures, "the schedule step works again for this project");
+            }
         }
         if let (Some(was), true) = (d.clock_back, fired.written) {
             tracing::error!(
