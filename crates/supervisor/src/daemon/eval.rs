@@ -369,20 +369,20 @@ pub fn eval_blocking(
     let mut out = EvalOutcome::default();
     if !batch.is_empty() {
         let hooks = config.failure_hooks();
-        let written = match store.apply_with_hooks(epoch, &batch, &hooks, now) {
-            Ok(applied) => Ok((batch, applied)),
+        let ((written, applied), failed) = match store.apply_with_hooks(epoch, &batch, &hooks, now)
+        {
+            Ok(applied) => ((batch, applied), None),
             Err(e) if e.is_refused_row() => apply_each(store, epoch, batch, &hooks, now, &mut out),
-            Err(e) => Err((e, batch)),
+            Err(e) => ((Vec::new(), Vec::new()), Some((e, batch))),
         };
-        match written {
-            Ok((batch, applied)) => {
-                live = without_ended(live, &batch, &applied);
-                out.applied = batch.iter().map(|t| t.run_id).zip(applied).collect();
-            }
-            Err((e, unwritten)) => {
-                out.failed = Some((e, unwritten));
-                return out;
-            }
+        live = without_ended(live, &written, &applied);
+        // What was written is reported even when the rest failed: each transition committed
+        // on its own must have its slot dropped, or the pool would hold the seat of a run the
+        // database has ended.
+        out.applied = written.iter().map(|t| t.run_id).zip(applied).collect();
+        if let Some(failed) = failed {
+            out.failed = Some(failed);
+            return out;
         }
     }
     if let Err(e) = pack_and_claim(
@@ -413,9 +413,9 @@ type Written = (Vec<Transition>, Vec<Applied>);
 /// An end refused even so stays unwritten ([`EvalOutcome::refused`]: the run keeps its seat,
 /// as the database still holds it active) and is tried again later ([`Refused`]).
 ///
-/// Returns the transitions written and what each did; or, for an error that is not a refusal
-/// (the database busy, unreachable, this daemon fenced), that error and every transition not
-/// yet written.
+/// Returns the transitions written and what each did, and, after an error that is not a
+/// refusal (the database busy, unreachable, this daemon fenced), that error and every
+/// transition not yet written: the ones before it stay written.
 fn apply_each(
     store: &Store,
     epoch: i64,
@@ -423,7 +423,7 @@ fn apply_each(
     hooks: &store::FailureHooks,
     now: Millis,
     out: &mut EvalOutcome,
-) -> Result<Written, (StoreError, Vec<Transition>)> {
+) -> (Written, Option<(StoreError, Vec<Transition>)>) {
     let mut written = Vec::new();
     let mut applied = Vec::new();
     let mut rest = batch.into_iter();
@@ -475,7 +475,7 @@ fn apply_each(
                 Err(e) => {
                     let mut unwritten = vec![t];
                     unwritten.extend(rest);
-                    return Err((e, unwritten));
+                    return ((written, applied), Some((e, unwritten)));
                 }
             }
         }
@@ -490,7 +490,7 @@ fn apply_each(
             out.refused.push(t);
         }
     }
-    Ok((written, applied))
+    ((written, applied), None)
 }
 
 /// `t`, an end, without its retry (`no_retry`), its note saying what was not queued and why
