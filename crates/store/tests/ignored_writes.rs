@@ -9,7 +9,8 @@ use store::*;
 mod common;
 use common::Db;
 
-fn an_ignored_status_write_fails_the_transition_and_keeps_nothing(db: &Db) {
+/// A store on `db`, taken over, with one run of project `p` claimed (`starting`).
+fn one_claimed_run(db: &Db) -> (Store, i64, Run) {
     let s = db.store();
     let epoch = common::take_over(&s);
     let id = s.enqueue(&common::new_run("p", "default"), 1).unwrap();
@@ -18,6 +19,12 @@ fn an_ignored_status_write_fails_the_transition_and_keeps_nothing(db: &Db) {
         .unwrap()
         .remove(0)
         .run;
+    (s, epoch, run)
+}
+
+fn an_ignored_status_write_fails_the_transition_and_keeps_nothing(db: &Db) {
+    let (s, epoch, run) = one_claimed_run(db);
+    let id = run.id;
     db.exec(
         "CREATE TRIGGER drop_end BEFORE UPDATE OF status ON runs \
            WHEN NEW.status = 'succeeded' BEGIN SELECT RAISE(IGNORE); END;",
@@ -46,14 +53,8 @@ fn an_ignored_status_write_fails_the_transition_and_keeps_nothing(db: &Db) {
 /// The same for a new run: a retry whose insert a trigger drops fails the end it came with,
 /// as a refusal, and leaves nothing of it.
 fn an_ignored_insert_fails_the_transition_and_keeps_nothing(db: &Db) {
-    let s = db.store();
-    let epoch = common::take_over(&s);
-    let id = s.enqueue(&common::new_run("p", "default"), 1).unwrap();
-    let run = s
-        .claim(epoch, &[common::claim_req(id, "default")], 2)
-        .unwrap()
-        .remove(0)
-        .run;
+    let (s, epoch, run) = one_claimed_run(db);
+    let id = run.id;
     db.exec(
         "CREATE TRIGGER drop_retry BEFORE INSERT ON runs \
            WHEN NEW.trigger = 'retry' BEGIN SELECT RAISE(IGNORE); END;",

@@ -39,6 +39,7 @@ use tokio::time::Instant;
 use super::cancel::signal_cancelled;
 use super::follow::{watch_group, watch_lock};
 use super::reap::{reap, SlotView};
+use super::refused::apply_each;
 use super::state::Daemon;
 use crate::config::Config;
 use crate::retry::RetryPolicy;
@@ -61,7 +62,7 @@ pub struct EvalOutcome {
     /// Queued runs of projects the config does not know, with their project: ended only once
     /// the file confirms the projects are gone (they may be newer than the config).
     pub unknown_queued: Vec<(RunId, String)>,
-    /// Transitions the database refused even alone (see `apply_each`): unwritten, tried again
+    /// Transitions the database refused even alone (see `daemon/refused.rs`): unwritten, tried again
     /// later, after a growing wait; the EVAL went on without them.
     pub refused: Vec<Transition>,
     /// The failed runs the claimed failure hooks' runs report, by id, read after the claim:
@@ -86,25 +87,6 @@ pub struct EvalGates {
     pub config_version: Option<i64>,
 }
 
-/// A transition the database refused even written alone, waiting to be tried again.
-pub(super) struct Refused {
-    /// The transition, as decided.
-    pub(super) transition: Transition,
-    /// Not tried again before this instant.
-    pub(super) due: Instant,
-    /// Refusals in a row.
-    pub(super) failures: u32,
-}
-
-/// The first wait before a refused transition is tried again; it doubles with each refusal in
-/// a row, up to [`REFUSED_RETRY_MAX`]. Why: an end the database refuses is a problem only an
-/// operator can fix (the log names the run and the error); tried at every EVAL, it would log
-/// an ERROR at every tick.
-const REFUSED_RETRY_FIRST: Duration = Duration::from_secs(1);
-
-/// The longest wait between two tries of a refused transition.
-const REFUSED_RETRY_MAX: Duration = Duration::from_secs(60);
-
 impl Daemon {
     /// One EVAL. A store error leaves what is still unwritten in [`Daemon::pending`] and sets a
     /// backoff; a fenced write (a newer daemon took the state directory over) sets
@@ -126,20 +108,7 @@ impl Daemon {
         let unwritten = self.pending.len() + exited.len();
         let mut batch = std::mem::take(&mut self.pending);
         // Refused transitions whose wait is over are tried again with the rest.
-        let now_instant = Instant::now();
-        let due: Vec<RunId> = self
-            .refused
-            .iter()
-            .filter(|(_, r)| r.due <= now_instant)
-            .map(|(id, _)| *id)
-            .collect();
-        let mut retried: BTreeMap<RunId, u32> = BTreeMap::new();
-        for id in due {
-            if let Some(r) = self.refused.remove(&id) {
-                retried.insert(id, r.failures);
-                batch.push(r.transition);
-            }
-        }
+        let retried = self.take_due_refused(&mut batch);
         let slots: BTreeMap<RunId, SlotView> = self
             .slots
             .iter()
@@ -208,20 +177,7 @@ impl Daemon {
             return;
         }
         // Refused even alone: tried again after a wait of its own; everything else went on.
-        for t in std::mem::take(&mut outcome.refused) {
-            let failures = retried.get(&t.run_id).copied().unwrap_or(0) + 1;
-            let wait = REFUSED_RETRY_FIRST
-                .saturating_mul(1 << (failures - 1).min(16))
-                .min(REFUSED_RETRY_MAX);
-            self.refused.insert(
-                t.run_id,
-                Refused {
-                    transition: t,
-                    due: Instant::now() + wait,
-                    failures,
-                },
-            );
-        }
+        self.keep_refused(std::mem::take(&mut outcome.refused), &retried);
         self.backoff = None;
         self.database_reachable_after(unwritten);
         self.sweep_removed = false;
@@ -235,10 +191,7 @@ impl Daemon {
             let ms = (at - now_ms()).max(0) as u64;
             Instant::now() + Duration::from_millis(ms)
         });
-        self.observed
-            .metrics
-            .refused_transitions(self.refused.len());
-        if let Some(at) = self.refused.values().map(|r| r.due).min() {
+        if let Some(at) = self.refused_due() {
             self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
         }
         self.wake_after_spawn_hold();
@@ -372,7 +325,9 @@ pub fn eval_blocking(
         let ((written, applied), failed) = match store.apply_with_hooks(epoch, &batch, &hooks, now)
         {
             Ok(applied) => ((batch, applied), None),
-            Err(e) if e.is_refused_row() => apply_each(store, epoch, batch, &hooks, now, &mut out),
+            Err(e) if e.is_refused_row() => {
+                apply_each(store, epoch, batch, &hooks, now, &mut out.refused)
+            }
             Err(e) => ((Vec::new(), Vec::new()), Some((e, batch))),
         };
         live = without_ended(live, &written, &applied);
@@ -398,137 +353,6 @@ pub fn eval_blocking(
         out.failed = Some((e, Vec::new()));
     }
     out
-}
-
-/// Transitions written, each with what it did.
-type Written = (Vec<Transition>, Vec<Applied>);
-
-/// Writes `batch` one transition at a time, after the database refused a row of the batch
-/// written whole (a constraint or a trigger another program put on it): the runs it does not
-/// refuse are written, and one run's refusal never holds up every other end and claim.
-///
-/// A refused end is written again without what it adds: first without its retry, then
-/// without its failure hook's run — the end itself is what the run's exit status licenses,
-/// and a lost end would keep its seat taken for good; each is logged at ERROR naming the run.
-/// An end refused even so stays unwritten ([`EvalOutcome::refused`]: the run keeps its seat,
-/// as the database still holds it active) and is tried again later ([`Refused`]).
-///
-/// Returns the transitions written and what each did, and, after an error that is not a
-/// refusal (the database busy, unreachable, this daemon fenced), that error and every
-/// transition not yet written: the ones before it stay written.
-fn apply_each(
-    store: &Store,
-    epoch: i64,
-    batch: Vec<Transition>,
-    hooks: &store::FailureHooks,
-    now: Millis,
-    out: &mut EvalOutcome,
-) -> (Written, Option<(StoreError, Vec<Transition>)>) {
-    let mut written = Vec::new();
-    let mut applied = Vec::new();
-    let mut rest = batch.into_iter();
-    while let Some(t) = rest.next() {
-        let is_end = matches!(t.change, store::Change::Finish { .. });
-        let has_retry = matches!(t.change, store::Change::Finish { retry: Some(_), .. });
-        // What an end the database refuses is written without, step by step: (what is
-        // dropped, whether the retry is, whether the hook's run is).
-        let mut steps = vec![("", false, false)];
-        if has_retry {
-            steps.push(("its retry", true, false));
-        }
-        if is_end && !hooks.is_empty() {
-            let what = if has_retry {
-                "its retry and its failure hook's run"
-            } else {
-                "its failure hook's run"
-            };
-            steps.push((what, has_retry, true));
-        }
-        let mut refusal: Option<StoreError> = None;
-        for (dropped, no_retry, no_hooks) in steps {
-            let attempt = match &refusal {
-                None => t.clone(),
-                Some(e) => without(&t, no_retry, dropped, e),
-            };
-            let step_hooks = if no_hooks {
-                store::FailureHooks::new()
-            } else {
-                hooks.clone()
-            };
-            match store.apply_with_hooks(epoch, std::slice::from_ref(&attempt), &step_hooks, now) {
-                Ok(mut a) => {
-                    if let Some(e) = &refusal {
-                        tracing::error!(
-                            run = t.run_id,
-                            project = %project_of(store, t.run_id),
-                            error = %e,
-                            "the database refused this run's end with {dropped}; its end is written without {}",
-                            if no_retry && no_hooks { "them" } else { "it" }
-                        );
-                    }
-                    written.push(attempt);
-                    applied.append(&mut a);
-                    refusal = None;
-                    break;
-                }
-                Err(e) if e.is_refused_row() => refusal = Some(e),
-                Err(e) => {
-                    let mut unwritten = vec![t];
-                    unwritten.extend(rest);
-                    return ((written, applied), Some((e, unwritten)));
-                }
-            }
-        }
-        if let Some(e) = refusal {
-            tracing::error!(
-                run = t.run_id,
-                project = %project_of(store, t.run_id),
-                to = target(&t.change),
-                error = %e,
-                "the database refused this run's transition; it is tried again later (after 1 s, doubling up to a minute), and the run keeps its seat meanwhile"
-            );
-            out.refused.push(t);
-        }
-    }
-    ((written, applied), None)
-}
-
-/// `t`, an end, without its retry (`no_retry`), its note saying what was not queued and why
-/// (`dropped`, refused as `e`), so that the run's history keeps it, not only the log.
-fn without(t: &Transition, no_retry: bool, dropped: &str, e: &StoreError) -> Transition {
-    let mut t = t.clone();
-    if let store::Change::Finish { retry, reason, .. } = &mut t.change {
-        if no_retry {
-            *retry = None;
-        }
-        let them = if dropped.contains(" and ") {
-            "them"
-        } else {
-            "it"
-        };
-        let note = format!("{dropped} not queued: the database refused {them} ({e})");
-        *reason = Some(match reason.take() {
-            Some(r) => format!("{r}; {note}"),
-            None => note,
-        });
-    }
-    t
-}
-
-/// The status a transition writes, for the log.
-fn target(change: &store::Change) -> &'static str {
-    match change {
-        store::Change::Running { .. } => RunStatus::Running.as_str(),
-        store::Change::Finish { status, .. } => status.as_str(),
-        store::Change::Requeue { .. } => RunStatus::Queued.as_str(),
-    }
-}
-
-/// Run `id`'s project, for a log line on a rare path; `?` when it cannot be read.
-fn project_of(store: &Store, id: RunId) -> String {
-    store
-        .get_run(id)
-        .map_or_else(|_| "?".to_string(), |r| r.project)
 }
 
 /// The pool's running set without the runs a written transition took out of the database's

@@ -39,6 +39,7 @@ mod outage;
 mod prune_step;
 mod reap;
 mod recover;
+mod refused;
 mod reload;
 mod spawn;
 mod state;

@@ -52,9 +52,9 @@ pub(super) struct Daemon {
     pub(super) pending: Vec<Transition>,
     /// Transitions the database refused even written alone (a trigger or constraint another
     /// program added), by run: kept out of `pending`, so that each is tried again after a wait
-    /// of its own (see [`super::eval::Refused`]) rather than at every EVAL. Their slots stay in
+    /// of its own (see [`super::refused::Refused`]) rather than at every EVAL. Their slots stay in
     /// the pool, and their runs active in the database.
-    pub(super) refused: std::collections::BTreeMap<RunId, super::eval::Refused>,
+    pub(super) refused: std::collections::BTreeMap<RunId, super::refused::Refused>,
     /// Shims that exited since the last EVAL: (run, token).
     pub(super) exited: Vec<(RunId, u64)>,
     /// Runs whose files the reap failed to read, with how many times in a row: their errors
