@@ -139,7 +139,9 @@ fn http_get(base: &str, path: &str) -> std::result::Result<Answer, String> {
     let mut conn = conn.ok_or(last)?;
     conn.set_read_timeout(Some(REMOTE_TIMEOUT))
         .map_err(|e| e.to_string())?;
-    write!(conn, "GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n").map_err(|e| said(&e))?;
+    // One write: `write!` on the socket itself would send each piece in a packet of its own.
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n");
+    conn.write_all(request.as_bytes()).map_err(|e| said(&e))?;
     let mut reply = Vec::new();
     conn.read_to_end(&mut reply).map_err(|e| said(&e))?;
     let split = reply
@@ -183,13 +185,18 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         let server = std::thread::spawn(move || {
             let (mut conn, _) = listener.accept().unwrap();
-            let mut request = [0u8; 1024];
-            let n = conn.read(&mut request).unwrap();
+            // The whole request, up to its blank line, before answering.
+            let mut request = Vec::new();
+            let mut byte = [0u8; 1];
+            while !request.ends_with(b"\r\n\r\n") {
+                assert_eq!(conn.read(&mut byte).unwrap(), 1, "{request:?}");
+                request.push(byte[0]);
+            }
             conn.write_all(
                 b"HTTP/1.0 200 OK\r\nX-Log-Next-Offset: 5\r\nx-log-size: 9\r\n\r\nhello",
             )
             .unwrap();
-            String::from_utf8_lossy(&request[..n]).into_owned()
+            String::from_utf8_lossy(&request).into_owned()
         });
         let answer = http_get(
             &format!("http://localhost:{port}"),
