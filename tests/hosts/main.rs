@@ -17,6 +17,7 @@
 //! - `prune`: each host prunes only the runs it ran; `fleet check` passes on every host;
 //! - `publish`: a lower namespace cap published while runs are active on all hosts: no start
 //!   until the namespace is under the new cap fleet-wide;
+//! - `relayed_log`: a daemon's log API and dashboard show another host's run log;
 //! - `reload_rule`: a rewrite of the same bytes publishes nothing; `fleet reload` replaces a
 //!   published config no host can use.
 //!
@@ -25,6 +26,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[path = "../http/client.rs"]
+#[allow(dead_code)]
+mod client;
 mod harness;
 mod markers;
 
@@ -32,6 +36,7 @@ mod fencing;
 mod forget_policy;
 mod prune;
 mod publish;
+mod relayed_log;
 mod reload_rule;
 mod remote_log;
 mod soak;

@@ -5,12 +5,11 @@
 //! Every handler reads the database on a blocking thread and writes nothing.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -20,8 +19,6 @@ use store::{now_ms, rfc3339, Millis, Run, RunFilter, RunId, RunStatus, StoreErro
 use super::{unavailable, Observed};
 use crate::health::Verdict;
 use crate::report::{run_json, time_json};
-use crate::shim::logbound::{marker_line, parse_marker, MARKER_MAX_LEN};
-use crate::shim::runfiles::RunFiles;
 
 /// A run id from the path, or a one-line 400 naming it (axum's own answer has no newline and
 /// speaks of parsing).
@@ -62,8 +59,6 @@ impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Que
 
 /// The most runs one `/api/runs` answer lists.
 const MAX_LIMIT: u32 = 1000;
-/// The most bytes of log one `/api/runs/{id}/log` answer carries.
-pub(super) const LOG_CHUNK: u64 = 256 * 1024;
 /// How many queued, and recent, runs the overview lists.
 const OVERVIEW_RUNS: u32 = 50;
 
@@ -265,234 +260,5 @@ pub(super) async fn run(State(o): State<Arc<Observed>>, RunIdPath(id): RunIdPath
     match get_run(&o, id).await {
         Ok(run) => Json(run_json(&run)).into_response(),
         Err(res) => res,
-    }
-}
-
-/// The query of `/api/runs/{id}/log`.
-#[derive(Deserialize)]
-pub(super) struct LogQuery {
-    /// The first byte wanted (default 0).
-    offset: Option<u64>,
-}
-
-/// One read of a run's log, in positions of the command's whole output (see [`read_log`]).
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct LogChunk {
-    /// What to send: a marker line for output dropped before the log's oldest byte kept, when
-    /// the position asked for is older than that, then the output itself.
-    pub(super) bytes: Vec<u8>,
-    /// The position to ask for next: where this chunk's output ends.
-    pub(super) next: u64,
-    /// How much output the command had written in all at the read (dropped bytes included).
-    pub(super) size: u64,
-    /// The position of the oldest output the log still holds (0 unless it was compacted).
-    pub(super) first: u64,
-}
-
-/// Up to [`LOG_CHUNK`] bytes of run `id`'s log from position `offset` in the command's whole
-/// output, cut to character boundaries (see [`utf8_cut`]). A log not written yet reads as
-/// empty.
-///
-/// Positions count the output since the command started, not the bytes of the file: a log with
-/// a size bound is compacted as it grows (its file replaced by one that starts with a marker
-/// line saying how many bytes were dropped, see [`crate::shim::logbound`]), and a reader that
-/// follows it by file offsets would skip or repeat output after each compaction. A position
-/// older than the oldest output kept gets a marker line for the bytes it missed, then the
-/// oldest output kept — as `fleet logs --follow` does with the file itself. One descriptor
-/// reads the marker and the output, so they belong to the same file.
-///
-/// Errors: opening or reading the log (other than its absence).
-pub(super) fn read_log(
-    state_dir: &std::path::Path,
-    id: RunId,
-    offset: u64,
-) -> std::io::Result<LogChunk> {
-    let path = RunFiles::new(state_dir, id).log_path();
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(LogChunk {
-                bytes: Vec::new(),
-                next: 0,
-                size: 0,
-                first: 0,
-            })
-        }
-        Err(e) => return Err(e),
-    };
-    let mut start = Vec::with_capacity(MARKER_MAX_LEN);
-    (&mut file)
-        .take(MARKER_MAX_LEN as u64)
-        .read_to_end(&mut start)?;
-    let (marker_len, dropped) = parse_marker(&start).map_or((0, 0), |(l, d)| (l as u64, d));
-    let len = file.metadata()?.len();
-    let size = dropped + len.saturating_sub(marker_len);
-    let (mut bytes, from) = if offset < dropped {
-        (marker_line(dropped - offset).into_bytes(), marker_len)
-    } else {
-        (Vec::new(), (marker_len + (offset - dropped)).min(len))
-    };
-    file.seek(SeekFrom::Start(from))?;
-    let mut output = Vec::new();
-    file.take(LOG_CHUNK).read_to_end(&mut output)?;
-    let skipped = utf8_cut(&mut output);
-    let next = dropped + (from + (skipped + output.len()) as u64).saturating_sub(marker_len);
-    bytes.append(&mut output);
-    Ok(LogChunk {
-        bytes,
-        next,
-        size,
-        first: dropped,
-    })
-}
-
-/// Cuts `buf` (log bytes read from some offset) to UTF-8 character boundaries, so that each
-/// chunk decodes on its own: drops up to 3 leading continuation bytes (an offset inside a
-/// character) and a trailing incomplete character (cut by the chunk's size, or not fully
-/// written yet), unless nothing else is left. Returns how many bytes were dropped at the
-/// start. Bytes that are not UTF-8 at all are left as they are.
-fn utf8_cut(buf: &mut Vec<u8>) -> usize {
-    let skip = buf
-        .iter()
-        .take(3)
-        .take_while(|b| (**b & 0xC0) == 0x80)
-        .count();
-    if skip > 0 && skip < buf.len() {
-        buf.drain(..skip);
-    } else if skip > 0 {
-        return 0;
-    }
-    // Only the last 4 bytes can hold an incomplete character.
-    let tail_from = buf.len().saturating_sub(4);
-    let tail = &buf[tail_from..];
-    for lead in (0..tail.len()).rev() {
-        let b = tail[lead];
-        if b & 0xC0 == 0x80 {
-            continue;
-        }
-        let need = match b {
-            0xC0..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF7 => 4,
-            _ => 1,
-        };
-        let at = tail_from + lead;
-        if need > buf.len() - at && at > 0 {
-            buf.truncate(at);
-        }
-        break;
-    }
-    skip
-}
-
-/// `GET /api/runs/{id}/log?offset=N`: the run's log (stdout and stderr) from byte N of the
-/// command's whole output, at most 256 KiB of it, as `text/plain` (see [`read_log`]); the
-/// header `X-Log-Next-Offset` says where the next read starts and `X-Log-Size` how much output
-/// there was in all. 404 for an unknown run; 400 for an id or offset that is not a whole number.
-pub(super) async fn log(
-    State(o): State<Arc<Observed>>,
-    RunIdPath(id): RunIdPath,
-    QueryOf(q): QueryOf<LogQuery>,
-) -> Response {
-    if let Err(res) = get_run(&o, id).await {
-        return res;
-    }
-    let offset = q.offset.unwrap_or(0);
-    match o.read(move |o| read_log(&o.state_dir, id, offset)).await {
-        Ok(Ok(chunk)) => (
-            [
-                (
-                    header::CONTENT_TYPE,
-                    "text/plain; charset=utf-8".to_string(),
-                ),
-                (
-                    header::HeaderName::from_static("x-log-next-offset"),
-                    chunk.next.to_string(),
-                ),
-                (
-                    header::HeaderName::from_static("x-log-size"),
-                    chunk.size.to_string(),
-                ),
-            ],
-            chunk.bytes,
-        )
-            .into_response(),
-        Ok(Err(e)) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("run {id}: the log could not be read: {e}\n"),
-        )
-            .into_response(),
-        Err(e) => unavailable(&e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{read_log, utf8_cut, LogChunk};
-    use crate::shim::logbound::marker_line;
-    use crate::shim::runfiles::RunFiles;
-
-    /// Positions count the command's whole output: in a compacted log, a position older than
-    /// the oldest output kept gets a marker for the bytes it missed, a later one the output
-    /// after it, so a reader that follows `next` neither repeats nor skips across a compaction.
-    #[test]
-    fn log_positions_count_the_whole_output_across_a_compaction() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("runs")).unwrap();
-        let log = RunFiles::new(dir.path(), 7).log_path();
-        let read = |offset| read_log(dir.path(), 7, offset).unwrap();
-        let chunk = |bytes: String, next, size, first| LogChunk {
-            bytes: bytes.into_bytes(),
-            next,
-            size,
-            first,
-        };
-        assert_eq!(read(0), chunk(String::new(), 0, 0, 0), "no log yet");
-
-        // Never compacted: positions are the file's offsets.
-        std::fs::write(&log, "0123456789").unwrap();
-        assert_eq!(read(0), chunk("0123456789".into(), 10, 10, 0));
-        assert_eq!(read(4), chunk("456789".into(), 10, 10, 0));
-        assert_eq!(read(99), chunk(String::new(), 10, 10, 0));
-
-        // Compacted: 1,000 bytes dropped, then the newest output, "abcdef" (positions
-        // 1000..1006).
-        std::fs::write(&log, format!("{}abcdef", marker_line(1_000))).unwrap();
-        assert_eq!(
-            read(0),
-            chunk(format!("{}abcdef", marker_line(1_000)), 1_006, 1_006, 1_000)
-        );
-        assert_eq!(
-            read(10),
-            chunk(format!("{}abcdef", marker_line(990)), 1_006, 1_006, 1_000),
-            "a reader at position 10 missed 990 bytes"
-        );
-        assert_eq!(read(1_002), chunk("cdef".into(), 1_006, 1_006, 1_000));
-        assert_eq!(read(1_006), chunk(String::new(), 1_006, 1_006, 1_000));
-        assert_eq!(read(u64::MAX), chunk(String::new(), 1_006, 1_006, 1_000));
-    }
-
-    #[test]
-    fn chunks_are_cut_on_character_boundaries() {
-        let text = "aé€😀b".as_bytes().to_vec();
-        // Every start and end offset: what is kept decodes, and is the text between boundaries.
-        for from in 0..text.len() {
-            for to in from + 1..=text.len() {
-                let mut buf = text[from..to].to_vec();
-                let skipped = utf8_cut(&mut buf);
-                if std::str::from_utf8(&text[from..to]).is_ok() {
-                    assert_eq!(skipped, 0);
-                    assert_eq!(buf, &text[from..to]);
-                }
-                if buf.len() > 3 || std::str::from_utf8(&buf).is_ok() {
-                    let kept = &text[from + skipped..from + skipped + buf.len()];
-                    assert_eq!(buf, kept);
-                }
-                // Only a piece of one character, alone, is left as it is.
-                if buf.len() > 3 {
-                    assert!(std::str::from_utf8(&buf).is_ok(), "{from}..{to}: {buf:?}");
-                }
-            }
-        }
     }
 }

@@ -2,8 +2,10 @@
 //! balancers and supervisors, JSON under `/api/`, and a read-only dashboard at `/`.
 //!
 //! One file per concern: this one binds, serves and routes, and answers `/healthz`;
-//! `metrics` counts and renders `/metrics`; `api` serves the JSON; `page` renders the
-//! dashboard's HTML; `assets` holds its stylesheet and script, embedded in the binary.
+//! `metrics` counts and renders `/metrics`; `api` serves the JSON; `log` serves a run's log,
+//! relaying another host's; `remote` is the client that reads another host's log API; `page`
+//! renders the dashboard's HTML; `assets` holds its stylesheet and script, embedded in the
+//! binary.
 //!
 //! Every endpoint only reads: nothing served here changes a run, the queue or the config
 //! (cancel, enqueue and the rest stay with the command line, which talks to the database and
@@ -18,8 +20,10 @@
 mod api;
 mod assets;
 mod host;
+mod log;
 pub mod metrics;
 mod page;
+pub mod remote;
 mod serve;
 
 use std::io;
@@ -240,7 +244,7 @@ fn router(observed: Arc<Observed>) -> Router {
         .route("/api/overview", get(api::overview))
         .route("/api/runs", get(api::runs))
         .route("/api/runs/{id}", get(api::run))
-        .route("/api/runs/{id}/log", get(api::log))
+        .route("/api/runs/{id}/log", get(log::log))
         .layer(axum::middleware::map_response(harden))
         .with_state(observed)
 }

@@ -14,7 +14,8 @@ use axum::extract::State;
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 
-use super::api::{get_run, read_log, read_overview, RunIdPath, LOG_CHUNK};
+use super::api::{get_run, read_overview, RunIdPath};
+use super::log::{chunk_of, LOG_CHUNK};
 use super::{unavailable, Observed};
 use crate::report::run_json;
 
@@ -274,32 +275,40 @@ pub(super) async fn index(State(o): State<Arc<Observed>>) -> Response {
     }
 }
 
-/// `GET /runs/{id}`: the run, and the last 256 KiB of its log, which the script follows.
+/// `GET /runs/{id}`: the run, and the last 256 KiB of its log, which the script follows
+/// (another host's run: relayed from that host, or the tail the database kept, see
+/// [`super::log`]).
 pub(super) async fn run(State(o): State<Arc<Observed>>, RunIdPath(id): RunIdPath) -> Response {
-    let run = match get_run(&o, id).await {
-        Ok(r) => run_json(&r),
+    let row = match get_run(&o, id).await {
+        Ok(r) => r,
         Err(res) => return res,
     };
-    let log = o
-        .read(move |o| {
-            let end = read_log(&o.state_dir, id, u64::MAX)?;
+    let run = run_json(&row);
+    let log = match chunk_of(&o, row.clone(), u64::MAX, false).await {
+        Ok(end) => {
             // The last chunk's worth of output; all that is kept, behind the marker line
             // that counts every byte dropped, when it is no more than that.
-            let from = match end.size.saturating_sub(LOG_CHUNK) {
-                from if from <= end.first => 0,
+            let from = match end.chunk.size.saturating_sub(LOG_CHUNK) {
+                from if from <= end.chunk.first => 0,
                 from => from,
             };
-            read_log(&o.state_dir, id, from).map(|c| (from, c.next, c.bytes))
-        })
-        .await;
-    let (from, next, bytes) = match log {
-        Ok(Ok(l)) => l,
-        Ok(Err(e)) => (
-            0,
-            0,
-            format!("(the log could not be read: {e})").into_bytes(),
-        ),
-        Err(e) => return unavailable(&e),
+            chunk_of(&o, row, from, false)
+                .await
+                .map(|c| (from, c.chunk.next, c.chunk.bytes, c.from_tail))
+        }
+        Err(e) => Err(e),
+    };
+    let (from, next, bytes, note) = match log {
+        Ok((from, next, bytes, from_tail)) => {
+            let note = match from_tail {
+                Some((host, true)) => format!(
+                    "the end of the log, as the database kept it; the whole log is on host {host}"
+                ),
+                _ => String::new(),
+            };
+            (from, next, bytes, note)
+        }
+        Err(e) => (0, 0, Vec::new(), e.reason),
     };
     let mut rows = String::new();
     for key in [
@@ -325,9 +334,11 @@ pub(super) async fn run(State(o): State<Arc<Observed>>, RunIdPath(id): RunIdPath
     let body = format!(
         "<header><h1><a href=\"/\">fleet</a> · run {id}</h1></header><main>\
          <table id=\"run\" data-run-id=\"{id}\" data-status=\"{}\"><tbody>{rows}</tbody></table>\
-         <h2>Log{}</h2><pre id=\"log\" data-run-id=\"{id}\" data-offset=\"{next}\">{}</pre></main>",
+         <h2>Log{}</h2><p id=\"log-note\" class=\"note\">{}</p>\
+         <pre id=\"log\" data-run-id=\"{id}\" data-offset=\"{next}\">{}</pre></main>",
         esc(&text(&run["status"])),
         if from > 0 { " (its end)" } else { "" },
+        esc(&note),
         esc(&String::from_utf8_lossy(&bytes)),
     );
     Html(page(&format!("fleet · run {id}"), "run", &body)).into_response()

@@ -111,7 +111,17 @@ async function pollRun() {
     // Read until the log has nothing more: an ended run's last lines are read too.
     for (;;) {
       const more = await fetch("/api/runs/" + id + "/log?offset=" + log.dataset.offset, { cache: "no-store" });
-      if (!more.ok) break;
+      const note = document.getElementById("log-note");
+      if (!more.ok) {
+        // Another host's log that cannot be read from here: say why, and try again later.
+        note.textContent = (await more.text()).trim();
+        note.dataset.error = "yes";
+        break;
+      }
+      if (note.dataset.error) {
+        note.textContent = "";
+        delete note.dataset.error;
+      }
       // The server cuts chunks on character boundaries, so each decodes on its own.
       const chunk = await more.text();
       log.dataset.offset = more.headers.get("X-Log-Next-Offset");

@@ -1,0 +1,428 @@
+//! A run's log, as the log API (`/api/runs/{id}/log`) and the dashboard's run page serve it.
+//!
+//! Positions count the command's whole output (see [`read_log`]). The log of a run this host
+//! ran is its file in `runs/`. With many hosts on one database, a run another host ran has its
+//! log on that host's disk: it is relayed from that host's listener (see [`super::remote`]),
+//! or read from the tail the database kept once the run ended — so that every host's dashboard
+//! shows every run's output, not an empty log for the runs it did not run.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use store::{LogTail, Run, RunId, StoreError};
+
+use super::api::{get_run, QueryOf, RunIdPath};
+use super::{remote, Observed};
+use crate::shim::logbound::{marker_line, parse_marker, MARKER_MAX_LEN};
+use crate::shim::runfiles::RunFiles;
+
+/// The most bytes of log one `/api/runs/{id}/log` answer carries.
+pub(super) const LOG_CHUNK: u64 = 256 * 1024;
+
+/// The query of `/api/runs/{id}/log`.
+#[derive(Deserialize)]
+pub(super) struct LogQuery {
+    /// The first byte wanted (default 0).
+    offset: Option<u64>,
+}
+
+/// One read of a run's log, in positions of the command's whole output (see [`read_log`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct LogChunk {
+    /// What to send: a marker line for output dropped before the log's oldest byte kept, when
+    /// the position asked for is older than that, then the output itself.
+    pub(super) bytes: Vec<u8>,
+    /// The position to ask for next: where this chunk's output ends.
+    pub(super) next: u64,
+    /// How much output the command had written in all at the read (dropped bytes included).
+    pub(super) size: u64,
+    /// The position of the oldest output the log still holds (0 unless it was compacted).
+    pub(super) first: u64,
+}
+
+/// Up to [`LOG_CHUNK`] bytes of run `id`'s log from position `offset` in the command's whole
+/// output, cut to character boundaries (see [`utf8_cut`]). A log not written yet reads as
+/// empty.
+///
+/// Positions count the output since the command started, not the bytes of the file: a log with
+/// a size bound is compacted as it grows (its file replaced by one that starts with a marker
+/// line saying how many bytes were dropped, see [`crate::shim::logbound`]), and a reader that
+/// follows it by file offsets would skip or repeat output after each compaction. A position
+/// older than the oldest output kept gets a marker line for the bytes it missed, then the
+/// oldest output kept — as `fleet logs --follow` does with the file itself. One descriptor
+/// reads the marker and the output, so they belong to the same file.
+///
+/// Errors: opening or reading the log (other than its absence).
+pub(super) fn read_log(
+    state_dir: &std::path::Path,
+    id: RunId,
+    offset: u64,
+) -> std::io::Result<LogChunk> {
+    let path = RunFiles::new(state_dir, id).log_path();
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(LogChunk {
+                bytes: Vec::new(),
+                next: 0,
+                size: 0,
+                first: 0,
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let mut start = Vec::with_capacity(MARKER_MAX_LEN);
+    (&mut file)
+        .take(MARKER_MAX_LEN as u64)
+        .read_to_end(&mut start)?;
+    let (marker_len, dropped) = parse_marker(&start).map_or((0, 0), |(l, d)| (l as u64, d));
+    let len = file.metadata()?.len();
+    let size = dropped + len.saturating_sub(marker_len);
+    let (mut bytes, from) = if offset < dropped {
+        (marker_line(dropped - offset).into_bytes(), marker_len)
+    } else {
+        (Vec::new(), (marker_len + (offset - dropped)).min(len))
+    };
+    file.seek(SeekFrom::Start(from))?;
+    let mut output = Vec::new();
+    file.take(LOG_CHUNK).read_to_end(&mut output)?;
+    let skipped = utf8_cut(&mut output);
+    let next = dropped + (from + (skipped + output.len()) as u64).saturating_sub(marker_len);
+    bytes.append(&mut output);
+    Ok(LogChunk {
+        bytes,
+        next,
+        size,
+        first: dropped,
+    })
+}
+
+/// Cuts `buf` (log bytes read from some offset) to UTF-8 character boundaries, so that each
+/// chunk decodes on its own: drops up to 3 leading continuation bytes (an offset inside a
+/// character) and a trailing incomplete character (cut by the chunk's size, or not fully
+/// written yet), unless nothing else is left. Returns how many bytes were dropped at the
+/// start. Bytes that are not UTF-8 at all are left as they are.
+fn utf8_cut(buf: &mut Vec<u8>) -> usize {
+    let skip = buf
+        .iter()
+        .take(3)
+        .take_while(|b| (**b & 0xC0) == 0x80)
+        .count();
+    if skip > 0 && skip < buf.len() {
+        buf.drain(..skip);
+    } else if skip > 0 {
+        return 0;
+    }
+    // Only the last 4 bytes can hold an incomplete character.
+    let tail_from = buf.len().saturating_sub(4);
+    let tail = &buf[tail_from..];
+    for lead in (0..tail.len()).rev() {
+        let b = tail[lead];
+        if b & 0xC0 == 0x80 {
+            continue;
+        }
+        let need = match b {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        };
+        let at = tail_from + lead;
+        if need > buf.len() - at && at > 0 {
+            buf.truncate(at);
+        }
+        break;
+    }
+    skip
+}
+
+/// Where a run's log is read from, seen from this daemon.
+enum Source {
+    /// Its file here: this host ran it (or its files are here), or the request is another
+    /// daemon's relay, or the database is this host's alone.
+    Here,
+    /// Another host ran it; the run has ended and the database kept its whole log.
+    Tail(LogTail),
+    /// Another host ran it: its listener (`None`: it publishes none), and the tail the
+    /// database kept of its log, when the run has ended (cut: the log was longer).
+    Host {
+        name: String,
+        addr: Option<String>,
+        tail: Option<LogTail>,
+    },
+}
+
+/// Where run `run`'s log is, for a request that is (`relayed`) or is not another daemon's
+/// relay. Errors: the database's.
+fn locate(o: &Observed, run: &Run, relayed: bool) -> Result<Source, StoreError> {
+    let config = o.config();
+    let other = match run.host.as_deref() {
+        Some(h) if !relayed && config.database.is_some() && h != config.host => h,
+        _ => return Ok(Source::Here),
+    };
+    // Its files here after all (this host ran under another name before): the file is the
+    // log.
+    if RunFiles::new(&o.state_dir, run.id)
+        .exists()
+        .unwrap_or(false)
+    {
+        return Ok(Source::Here);
+    }
+    let tail = if run.status.is_terminal() {
+        o.store.log_tail(run.id)?
+    } else {
+        None
+    };
+    match tail {
+        // The whole log, in the same positions as the file's: no need to ask the host.
+        Some(t) if !t.cut => Ok(Source::Tail(t)),
+        tail => {
+            let addr = o
+                .store
+                .hosts()?
+                .into_iter()
+                .find(|h| h.name == other)
+                .and_then(|h| h.http_addr);
+            Ok(Source::Host {
+                name: other.to_string(),
+                addr,
+                tail,
+            })
+        }
+    }
+}
+
+/// A chunk of a log, and where it came from when not from this host's file.
+pub(super) struct Served {
+    /// The chunk, in positions of the command's whole output — but for a cut tail
+    /// (`from_tail` with `cut`), whose positions count from the tail's first byte.
+    pub(super) chunk: LogChunk,
+    /// Read from the tail the database kept (the host that ran the run, and whether the tail
+    /// is only the end of a longer log).
+    pub(super) from_tail: Option<(String, bool)>,
+}
+
+/// Why a log could not be served: the status to answer and a one-line reason.
+pub(super) struct Unserved {
+    /// 502 (another host's log that cannot be read from here), 500 (this host's file cannot
+    /// be read) or 503 (the database).
+    pub(super) status: StatusCode,
+    /// One line, naming the run (and the host).
+    pub(super) reason: String,
+}
+
+/// The chunk of `run`'s log at `offset`, wherever the log is (see [`Source`]): a relay that
+/// fails falls back to the tail the database kept, when it kept one.
+///
+/// Errors ([`Unserved`]): the database cannot be read (503); this host's file cannot be read
+/// (500); another host's log, when that host publishes no listener or its listener cannot be
+/// read, and the database kept no tail (502).
+pub(super) async fn chunk_of(
+    o: &Arc<Observed>,
+    run: Run,
+    offset: u64,
+    relayed: bool,
+) -> Result<Served, Unserved> {
+    let id = run.id;
+    let down = |e: &dyn std::fmt::Display| Unserved {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        reason: format!("the database could not be read: {e}"),
+    };
+    let source = match o.read(move |o| locate(o, &run, relayed)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(down(&e)),
+        Err(e) => return Err(down(&e)),
+    };
+    let here = |chunk| Served {
+        chunk,
+        from_tail: None,
+    };
+    let (name, addr, tail) = match source {
+        Source::Here => {
+            return match o.read(move |o| read_log(&o.state_dir, id, offset)).await {
+                Ok(Ok(chunk)) => Ok(here(chunk)),
+                Ok(Err(e)) => Err(Unserved {
+                    status: StatusCode::INTERNAL_SERVER_ERROR,
+                    reason: format!("run {id}: the log could not be read: {e}"),
+                }),
+                Err(e) => Err(down(&e)),
+            }
+        }
+        Source::Tail(t) => return Ok(tail_chunk(t, offset)),
+        Source::Host { name, addr, tail } => (name, addr, tail),
+    };
+    let Some(addr) = addr else {
+        return tail.map(|t| tail_chunk(t, offset)).ok_or_else(|| Unserved {
+            status: StatusCode::BAD_GATEWAY,
+            reason: format!(
+                "run {id} ran on host {name}, which serves no http_listen: its log is on that host (`fleet logs {id}` there)"
+            ),
+        });
+    };
+    // Off the listener's one database read at a time: a slow host must not hold up the rest.
+    let asked = addr.clone();
+    let answer = tokio::task::spawn_blocking(move || remote::get_log(&asked, id, offset, true))
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+    match answer {
+        Ok(a) => {
+            let next = a.next_offset.unwrap_or(offset + a.body.len() as u64);
+            Ok(here(LogChunk {
+                size: a.size.unwrap_or(next),
+                next,
+                bytes: a.body,
+                first: 0,
+            }))
+        }
+        Err(e) => tail.map(|t| tail_chunk(t, offset)).ok_or_else(|| Unserved {
+            status: StatusCode::BAD_GATEWAY,
+            reason: format!(
+                "run {id} ran on host {name}, whose listener {addr} cannot be read: {e}; its log is on that host (`fleet logs {id}` there)"
+            ),
+        }),
+    }
+}
+
+/// The chunk at `offset` of a tail the database kept, in the tail's own positions.
+fn tail_chunk(t: LogTail, offset: u64) -> Served {
+    let size = t.tail.len() as u64;
+    let from = offset.min(size) as usize;
+    let mut bytes = t.tail[from..].to_vec();
+    bytes.truncate(LOG_CHUNK as usize);
+    let skipped = utf8_cut(&mut bytes);
+    Served {
+        chunk: LogChunk {
+            next: (from + skipped + bytes.len()) as u64,
+            bytes,
+            size,
+            first: 0,
+        },
+        from_tail: Some((t.host, t.cut)),
+    }
+}
+
+/// `GET /api/runs/{id}/log?offset=N`: the run's log (stdout and stderr) from byte N of the
+/// command's whole output, at most 256 KiB of it, as `text/plain` (see [`read_log`]); the
+/// header `X-Log-Next-Offset` says where the next read starts and `X-Log-Size` how much output
+/// there was in all. Another host's run: relayed from that host's listener, or read from the
+/// tail the database kept (header `X-Log-Source: tail`, or `tail-cut` when the tail is only the
+/// end of the log, whose positions then count from the tail's first byte). 404 for an unknown
+/// run; 400 for an id or offset that is not a whole number; 502 with a one-line reason when
+/// another host's log cannot be read from here.
+pub(super) async fn log(
+    State(o): State<Arc<Observed>>,
+    RunIdPath(id): RunIdPath,
+    QueryOf(q): QueryOf<LogQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let run = match get_run(&o, id).await {
+        Ok(run) => run,
+        Err(res) => return res,
+    };
+    let relayed = headers.contains_key(remote::RELAYED);
+    match chunk_of(&o, run, q.offset.unwrap_or(0), relayed).await {
+        Ok(served) => {
+            let mut res = (
+                [
+                    (
+                        header::CONTENT_TYPE,
+                        "text/plain; charset=utf-8".to_string(),
+                    ),
+                    (
+                        header::HeaderName::from_static("x-log-next-offset"),
+                        served.chunk.next.to_string(),
+                    ),
+                    (
+                        header::HeaderName::from_static("x-log-size"),
+                        served.chunk.size.to_string(),
+                    ),
+                ],
+                served.chunk.bytes,
+            )
+                .into_response();
+            if let Some((_, cut)) = served.from_tail {
+                res.headers_mut().insert(
+                    header::HeaderName::from_static("x-log-source"),
+                    header::HeaderValue::from_static(if cut { "tail-cut" } else { "tail" }),
+                );
+            }
+            res
+        }
+        Err(u) => (u.status, format!("{}\n", u.reason)).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{read_log, utf8_cut, LogChunk};
+    use crate::shim::logbound::marker_line;
+    use crate::shim::runfiles::RunFiles;
+
+    /// Positions count the command's whole output: in a compacted log, a position older than
+    /// the oldest output kept gets a marker for the bytes it missed, a later one the output
+    /// after it, so a reader that follows `next` neither repeats nor skips across a compaction.
+    #[test]
+    fn log_positions_count_the_whole_output_across_a_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("runs")).unwrap();
+        let log = RunFiles::new(dir.path(), 7).log_path();
+        let read = |offset| read_log(dir.path(), 7, offset).unwrap();
+        let chunk = |bytes: String, next, size, first| LogChunk {
+            bytes: bytes.into_bytes(),
+            next,
+            size,
+            first,
+        };
+        assert_eq!(read(0), chunk(String::new(), 0, 0, 0), "no log yet");
+
+        // Never compacted: positions are the file's offsets.
+        std::fs::write(&log, "0123456789").unwrap();
+        assert_eq!(read(0), chunk("0123456789".into(), 10, 10, 0));
+        assert_eq!(read(4), chunk("456789".into(), 10, 10, 0));
+        assert_eq!(read(99), chunk(String::new(), 10, 10, 0));
+
+        // Compacted: 1,000 bytes dropped, then the newest output, "abcdef" (positions
+        // 1000..1006).
+        std::fs::write(&log, format!("{}abcdef", marker_line(1_000))).unwrap();
+        assert_eq!(
+            read(0),
+            chunk(format!("{}abcdef", marker_line(1_000)), 1_006, 1_006, 1_000)
+        );
+        assert_eq!(
+            read(10),
+            chunk(format!("{}abcdef", marker_line(990)), 1_006, 1_006, 1_000),
+            "a reader at position 10 missed 990 bytes"
+        );
+        assert_eq!(read(1_002), chunk("cdef".into(), 1_006, 1_006, 1_000));
+        assert_eq!(read(1_006), chunk(String::new(), 1_006, 1_006, 1_000));
+        assert_eq!(read(u64::MAX), chunk(String::new(), 1_006, 1_006, 1_000));
+    }
+
+    #[test]
+    fn chunks_are_cut_on_character_boundaries() {
+        let text = "aé€😀b".as_bytes().to_vec();
+        // Every start and end offset: what is kept decodes, and is the text between boundaries.
+        for from in 0..text.len() {
+            for to in from + 1..=text.len() {
+                let mut buf = text[from..to].to_vec();
+                let skipped = utf8_cut(&mut buf);
+                if std::str::from_utf8(&text[from..to]).is_ok() {
+                    assert_eq!(skipped, 0);
+                    assert_eq!(buf, &text[from..to]);
+                }
+                if buf.len() > 3 || std::str::from_utf8(&buf).is_ok() {
+                    let kept = &text[from + skipped..from + skipped + buf.len()];
+                    assert_eq!(buf, kept);
+                }
+                // Only a piece of one character, alone, is left as it is.
+                if buf.len() > 3 {
+                    assert!(std::str::from_utf8(&buf).is_ok(), "{from}..{to}: {buf:?}");
+                }
+            }
+        }
+    }
+}
