@@ -165,3 +165,52 @@ fn status_with_a_file_for_the_state_directory_exits_2() {
     assert_eq!(out.stderr.trim().lines().count(), 1, "{out:?}");
     assert!(out.stderr.contains("not a directory"), "{out:?}");
 }
+
+/// A backup restored as OPERATIONS.md says (daemon stopped, the file replaced, its `-wal` and
+/// `-shm` removed) is older than the run files here: the daemon started on it numbers new
+/// runs above every run with files, so a new run never shares the id — the lock file, the
+/// records and the log — of a run the restored database no longer knows.
+#[test]
+fn after_a_restore_new_runs_are_numbered_above_the_run_files() {
+    let f = Fleet::new("[projects.p]\ncommand = [\"sh\", \"-c\", \"echo run $FLEET_RUN_ID\"]\n");
+    let run = |f: &Fleet| {
+        let id = f.enqueue("p");
+        assert_eq!(status_of(&f.wait_terminal(id)), "succeeded");
+        id
+    };
+    let mut d = f.start_daemon();
+    let first = run(&f);
+    d.kill();
+    let backup = f.file("backup.db");
+    back_up(&f, &backup);
+    let mut d = f.start_daemon();
+    let lost: Vec<i64> = (0..2).map(|_| run(&f)).collect();
+    d.kill();
+    let log = |id: i64| std::fs::read_to_string(f.state_dir().join(format!("runs/{id}.log")));
+    assert_eq!(log(lost[1]).unwrap(), format!("run {}\n", lost[1]));
+
+    let db = f.state_dir().join("fleet.db");
+    std::fs::copy(&backup, &db).unwrap();
+    for extra in ["fleet.db-wal", "fleet.db-shm"] {
+        let _ = std::fs::remove_file(f.state_dir().join(extra));
+    }
+    let d = f.start_daemon();
+    let new = run(&f);
+    assert_eq!(
+        new,
+        lost[1] + 1,
+        "the restored database (runs up to {first}) numbered a new run inside the lost ones"
+    );
+    assert_eq!(log(new).unwrap(), format!("run {new}\n"));
+    assert_eq!(
+        log(lost[1]).unwrap(),
+        format!("run {}\n", lost[1]),
+        "a lost run's log changed"
+    );
+    assert!(
+        d.stderr()
+            .contains(&format!("new runs are numbered from {}", lost[1] + 1)),
+        "{}",
+        d.stderr()
+    );
+}

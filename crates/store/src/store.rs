@@ -249,6 +249,22 @@ impl Store {
         }
     }
 
+    /// Makes sure every run inserted from now on gets an id above `highest`: the highest run
+    /// id that has files in this host's state directory. A database restored from an older
+    /// backup would otherwise number new runs from where the backup left off, and a new run
+    /// would share its id — its lock file, records and log — with a run of the lost history
+    /// whose files are still here. Returns the id the next run would have had when that had
+    /// to change (`None`: it was above `highest` already, nothing written). Ids only grow: a
+    /// value below the database's own next id changes nothing.
+    ///
+    /// Errors: busy database (nothing written).
+    pub fn reserve_run_ids(&self, highest: RunId) -> Result<Option<RunId>> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.reserve_run_ids(highest),
+            Backend::Postgres(db) => db.reserve_run_ids(highest),
+        }
+    }
+
     /// Updates the daemon row after a reload: the caps now in force and the last reload error.
     pub fn set_daemon_config(
         &self,

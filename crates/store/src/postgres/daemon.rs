@@ -12,7 +12,7 @@ use postgres::{Row, Transaction};
 use super::PgStore;
 use crate::decide::hosts::{fence, EpochFacts, HOST_COLUMNS, VERSION};
 use crate::error::Result;
-use crate::{DaemonRow, HostRow, Millis};
+use crate::{DaemonRow, HostRow, Millis, RunId};
 
 impl PgStore {
     /// [`crate::Store::take_over`]: the epoch bump, the host row, and the active runs no host
@@ -52,6 +52,36 @@ impl PgStore {
         )?;
         tx.commit()?;
         Ok(epoch)
+    }
+
+    /// [`crate::Store::reserve_run_ids`]: `runs.id` is an identity column, numbered by its
+    /// sequence. Moving the sequence is done under a lock that keeps every other host from
+    /// inserting (or changing) a run meanwhile, so no id another host just drew is handed out
+    /// again; it is taken only when the sequence is behind, which a running fleet never is.
+    pub(crate) fn reserve_run_ids(&self, highest: RunId) -> Result<Option<RunId>> {
+        let mut conn = self.conn()?;
+        let next = |tx: &mut Transaction<'_>| -> Result<RunId> {
+            // The id the sequence hands out next.
+            Ok(tx
+                .query_one(
+                    "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END \
+                     FROM runs_id_seq",
+                    &[],
+                )?
+                .get(0))
+        };
+        let mut tx = conn.transaction()?;
+        if next(&mut tx)? > highest {
+            return Ok(None);
+        }
+        tx.batch_execute("LOCK TABLE runs IN SHARE ROW EXCLUSIVE MODE")?;
+        let before = next(&mut tx)?;
+        if before > highest {
+            return Ok(None);
+        }
+        tx.execute("SELECT setval('runs_id_seq', $1, true)", &[&highest])?;
+        tx.commit()?;
+        Ok(Some(before))
     }
 
     /// [`crate::Store::set_daemon_config`]; a row of another epoch is left as it is.

@@ -12,7 +12,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use super::SqliteStore;
 use crate::decide::hosts::{fence, EpochFacts, HOST_COLUMNS, VERSION};
 use crate::error::Result;
-use crate::{DaemonRow, HostRow, Millis};
+use crate::{DaemonRow, HostRow, Millis, RunId};
 
 impl SqliteStore {
     /// [`crate::Store::take_over`]: the epoch bump, the host row, and every active run made
@@ -48,6 +48,34 @@ impl SqliteStore {
         )?;
         tx.commit()?;
         Ok(epoch)
+    }
+
+    /// [`crate::Store::reserve_run_ids`]: `runs.id` is `AUTOINCREMENT`, so SQLite numbers a
+    /// new run from the larger of `sqlite_sequence`'s value and the largest id present.
+    pub(crate) fn reserve_run_ids(&self, highest: RunId) -> Result<Option<RunId>> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let last: RunId = tx.query_row(
+            "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0), \
+                        COALESCE((SELECT MAX(id) FROM runs), 0))",
+            [],
+            |r| r.get(0),
+        )?;
+        if last >= highest {
+            return Ok(None);
+        }
+        let moved = tx.execute(
+            "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'runs'",
+            [highest],
+        )?;
+        if moved == 0 {
+            tx.execute(
+                "INSERT INTO sqlite_sequence (name, seq) VALUES ('runs', ?1)",
+                [highest],
+            )?;
+        }
+        tx.commit()?;
+        Ok(Some(last + 1))
     }
 
     /// [`crate::Store::set_daemon_config`]; a row of another epoch is left as it is.

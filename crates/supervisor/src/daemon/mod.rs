@@ -173,6 +173,44 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
             Err(e) => tracing::warn!(error = %e, "enabling incremental vacuum panicked"),
         }
     }
+    // New runs are numbered above every run with files here, before anything is inserted or
+    // claimed: a database restored from an older backup would otherwise hand a new run the id,
+    // and so the lock file, records and log, of a run of the history it lost.
+    {
+        let store = store.clone();
+        let root = state.root().to_path_buf();
+        let reserved = tokio::task::spawn_blocking(move || {
+            let highest = match crate::shim::runfiles::list_run_ids(&root) {
+                Ok(ids) => ids.last().copied(),
+                Err(e) => {
+                    tracing::warn!(error = %e, path = %root.join(crate::shim::runfiles::RUNS_DIR).display(), "cannot list the run files; new run ids are not checked against them");
+                    None
+                }
+            };
+            let Some(highest) = highest else {
+                return Ok(None);
+            };
+            loop {
+                match store.reserve_run_ids(highest) {
+                    Err(e) if e.is_busy() => {
+                        tracing::warn!(error = %e, "the database is busy; retrying the run id check");
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                    other => break other.map(|moved| moved.map(|from| (from, highest))),
+                }
+            }
+        })
+        .await
+        .expect("reserve_run_ids panicked")?;
+        if let Some((from, highest)) = reserved {
+            tracing::warn!(
+                next_id = from,
+                highest_with_files = highest,
+                "the database would have numbered new runs from {from}, but runs up to {highest} have files here (a database restored from an older backup?): new runs are numbered from {}; `fleet check` lists the files no run explains",
+                highest + 1
+            );
+        }
+    }
     // What was opened, to notice at every tick a state directory removed or replaced under us.
     let opened = state.opened(&lock)?;
 
