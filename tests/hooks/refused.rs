@@ -94,3 +94,60 @@ fn a_refused_retry_hook_or_end_holds_up_only_its_own_run() {
     assert_eq!(status_of(&f.wait_terminal(stuck)), "succeeded");
     assert_check_ok(&f);
 }
+
+/// A claim the database refuses (another program's trigger) leaves its run queued while every
+/// other run goes on, and holds it back for a growing wait: over 2.5 s of EVALs it is asked
+/// for, and warned about, a few times, not at every EVAL. Once the trigger is gone it starts.
+#[test]
+fn a_refused_claim_is_held_back_not_asked_for_at_every_eval() {
+    let f = Fleet::new(
+        "tick = \"200ms\"\nmax_concurrency = 2\n\
+         [projects.frozen]\ncommand = [\"true\"]\n\
+         [projects.ok]\ncommand = [\"true\"]\n",
+    );
+    // Creates the database, then the other program's trigger.
+    let frozen = f.enqueue("frozen");
+    f.db()
+        .execute_batch(
+            "CREATE TRIGGER refuse_frozen BEFORE UPDATE OF status ON runs \
+               WHEN NEW.project = 'frozen' AND NEW.status = 'starting' \
+               BEGIN SELECT RAISE(ABORT, 'frozen stays queued'); END;",
+        )
+        .unwrap();
+    let d = f.start_daemon();
+    let refusals = || {
+        d.stderr()
+            .lines()
+            .filter(|l| {
+                l.contains(&format!("run={frozen}"))
+                    && l.contains("claim refused by the database")
+                    && l.contains("frozen stays queued")
+            })
+            .count()
+    };
+    f.wait_until(DEADLINE, "the daemon to log the refused claim", || {
+        refusals() > 0
+    });
+    // EVALs, one after the other, while the refused run waits at the head of its queue.
+    let first_refusal = std::time::Instant::now();
+    let mut ran = 0;
+    while first_refusal.elapsed() < std::time::Duration::from_millis(2_500) {
+        let id = f.enqueue("ok");
+        assert_eq!(status_of(&f.wait_terminal(id)), "succeeded");
+        ran += 1;
+    }
+    assert!(ran >= 5, "only {ran} runs in 2.5 s");
+    assert_eq!(status_of(&f.run(frozen)), "queued");
+    // Asked for after 1 s and 2 s: three refusals at most, against one per EVAL before.
+    assert!(refusals() <= 3, "{} refusals:\n{}", refusals(), d.stderr());
+    assert!(
+        d.stderr()
+            .lines()
+            .any(|l| l.contains(&format!("run={frozen}")) && l.contains("retry_in=1s")),
+        "{}",
+        d.stderr()
+    );
+    f.db().execute_batch("DROP TRIGGER refuse_frozen").unwrap();
+    assert_eq!(status_of(&f.wait_terminal(frozen)), "succeeded");
+    assert_check_ok(&f);
+}

@@ -82,9 +82,9 @@ pub use hosts::{
     HEARTBEAT_EVERY_MS, LOG_TAIL_BYTES, SILENCE_MS,
 };
 pub use model::{
-    now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRequest, Claimed, ClockBack, DaemonRow,
-    Delayed, Event, FailureHook, FailureHooks, FireRequest, Fired, Millis, NewRun, OverlapPolicy,
-    QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
+    now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRefusal, ClaimRequest, Claimed,
+    ClockBack, DaemonRow, Delayed, Event, FailureHook, FailureHooks, FireRequest, Fired, Millis,
+    NewRun, OverlapPolicy, QueueHead, Run, RunFilter, RunId, ScheduleRow, Transition,
 };
 pub use operator::{BulkCancelled, CancelSelection};
 pub use paused::{HoldKind, Pause, Pauses};

@@ -188,6 +188,17 @@ pub struct Claimed {
     pub run: Run,
 }
 
+/// A claim the database refused although its run was queued and its seats free: a constraint,
+/// or a trigger another program put on `runs` (raising an error, or dropping the write
+/// silently). The run stays queued; nothing of the claim was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimRefusal {
+    /// The run whose claim was refused.
+    pub run_id: RunId,
+    /// The database's words (its message and code), or that a trigger dropped the write.
+    pub reason: String,
+}
+
 /// What happens to an active run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {

@@ -11,9 +11,10 @@ use crate::error::Result;
 use crate::postgres::{PgProbe, PgStore};
 use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
-    Applied, CancelOutcome, ClaimRequest, Claimed, DaemonRow, Delayed, Event, FailureHooks,
-    FireRequest, Fired, HoldKind, Millis, NewRun, Pauses, ProjectActivity, PruneCandidate,
-    PrunePolicy, QueueHead, Run, RunFilter, RunId, RunStatus, ScheduleRow, Transition,
+    Applied, CancelOutcome, ClaimRefusal, ClaimRequest, Claimed, DaemonRow, Delayed, Event,
+    FailureHooks, FireRequest, Fired, HoldKind, Millis, NewRun, Pauses, ProjectActivity,
+    PruneCandidate, PrunePolicy, QueueHead, Run, RunFilter, RunId, RunStatus, ScheduleRow,
+    Transition,
 };
 use crate::{BulkCancelled, CancelSelection};
 use crate::{EndedTotal, QueueSummary};
@@ -316,9 +317,30 @@ impl Store {
         requests: &[ClaimRequest],
         now: Millis,
     ) -> Result<Vec<Claimed>> {
+        let mut refused = Vec::new();
+        let claimed = self.claim_noting_refusals(epoch, requests, now, &mut refused)?;
+        for r in refused {
+            tracing::warn!(run = r.run_id, reason = %r.reason, "claim refused by the database (a constraint or a trigger); the run stays queued");
+        }
+        Ok(claimed)
+    }
+
+    /// [`Store::claim`], with the claims the database refused (a constraint, or a trigger of
+    /// another program: see [`ClaimRefusal`]) appended to `refused` instead of logged, so that
+    /// the caller can hold those runs back for a while instead of asking for them, and warning,
+    /// at every EVAL. The other claims of the batch are made as usual.
+    ///
+    /// Errors: as [`Store::claim`].
+    pub fn claim_noting_refusals(
+        &self,
+        epoch: i64,
+        requests: &[ClaimRequest],
+        now: Millis,
+        refused: &mut Vec<ClaimRefusal>,
+    ) -> Result<Vec<Claimed>> {
         match &self.backend {
-            Backend::Sqlite(db) => db.claim(epoch, requests, now),
-            Backend::Postgres(db) => db.claim(epoch, requests, now),
+            Backend::Sqlite(db) => db.claim(epoch, requests, now, refused),
+            Backend::Postgres(db) => db.claim(epoch, requests, now, refused),
         }
     }
 

@@ -203,6 +203,7 @@ impl Install {
                 claim: true,
             },
             &mut Default::default(),
+            &mut Default::default(),
             store::now_ms(),
         );
         black_box(out.next_not_before);

@@ -19,7 +19,7 @@ use super::runs::{run_from_row, RUN_COLUMNS};
 use super::{is_unique_violation, PgStore};
 use crate::decide::claim::{caps, stale_config, Cap};
 use crate::error::Result;
-use crate::{ClaimRequest, Claimed, Millis, RunId, RunStatus, StoreError};
+use crate::{ClaimRefusal, ClaimRequest, Claimed, Millis, RunId, RunStatus, StoreError};
 
 impl PgStore {
     /// Claims runs in one transaction, committed before this returns. Each claim runs under a
@@ -31,6 +31,7 @@ impl PgStore {
         epoch: i64,
         requests: &[ClaimRequest],
         now: Millis,
+        refused: &mut Vec<ClaimRefusal>,
     ) -> Result<Vec<Claimed>> {
         let mut conn = self.conn()?;
         // The claiming host's name names its seats; read (and fenced) before the seats are
@@ -77,8 +78,8 @@ impl PgStore {
              FROM unnest($1::text[]) AS p",
             &[&projects],
         )?;
-        // The token is random (63 bits, never 0), as on SQLite: run ids may repeat after a
-        // restore, and files left by an old run of the same id must not pass for this claim's.
+        // The token is random (63 bits, never 0), as on SQLite: should a run id ever repeat
+        // (see there), files left by an old run of that id must not pass for this claim's.
         let sql = format!(
             "UPDATE runs SET status = 'starting', namespace = $2, \
                claim_token = ((('x' || substr(md5(gen_random_uuid()::text), 1, 16))::bit(64)::bigint \
@@ -116,7 +117,15 @@ impl PgStore {
             ];
             let run = match sp.query_opt(&sql, &params) {
                 Ok(Some(row)) => run_from_row(&row)?,
-                Ok(None) => continue,
+                // Locked as queued by this transaction (`FOR UPDATE` above), so a write that
+                // changed no row was dropped by a trigger (one that returns NULL).
+                Ok(None) => {
+                    refused.push(ClaimRefusal {
+                        run_id: req.run_id,
+                        reason: "a trigger on runs dropped the claim's write".into(),
+                    });
+                    continue;
+                }
                 // Another transaction took the same seat of the project meanwhile (its claim
                 // was not visible to the read above): the unique index refuses the second.
                 Err(e) if is_unique_violation(&e) => {
@@ -133,11 +142,10 @@ impl PgStore {
                 Err(e) if super::is_refused_row(&e) => {
                     // Through StoreError: its words carry the database's message and SQLSTATE,
                     // where the driver's own say only "db error".
-                    tracing::warn!(
-                        run = req.run_id,
-                        error = %StoreError::from(e),
-                        "claim refused by the database (a constraint or a trigger); the run stays queued"
-                    );
+                    refused.push(ClaimRefusal {
+                        run_id: req.run_id,
+                        reason: StoreError::from(e).to_string(),
+                    });
                     continue;
                 }
                 Err(e) => return Err(e.into()),

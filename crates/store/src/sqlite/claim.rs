@@ -22,7 +22,7 @@ use super::runs::{run_from_row, RUN_COLUMNS};
 use super::{is_constraint_violation, is_unique_violation, SqliteStore};
 use crate::decide::claim::{caps, lowest_free_seat, stale_config, CapKind};
 use crate::error::Result;
-use crate::{ClaimRequest, Claimed, Millis, RunStatus};
+use crate::{ClaimRefusal, ClaimRequest, Claimed, Millis, RunStatus, StoreError};
 
 impl SqliteStore {
     /// Claims runs in one `BEGIN IMMEDIATE` transaction, committed before this returns. A run
@@ -35,6 +35,7 @@ impl SqliteStore {
         epoch: i64,
         requests: &[ClaimRequest],
         now: Millis,
+        refused: &mut Vec<ClaimRefusal>,
     ) -> Result<Vec<Claimed>> {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -54,8 +55,9 @@ impl SqliteStore {
         }
         let mut out = Vec::with_capacity(requests.len());
         {
-            // The token is random, not a counter: after a restore from a backup, run ids
-            // repeat, and files left by an old run of the same id must not pass for this claim's.
+            // The token is random, not a counter: should a run id ever repeat (a run queued on a
+            // database restored from a backup before a daemon renumbered new runs past the run
+            // files), files left by an old run of that id must not pass for this claim's.
             let sql = format!(
                 "UPDATE runs SET status = 'starting', namespace = ?2, claim_token = ((random() & 9223372036854775807) | 1), \
                    epoch = ?3, started_at = ?4, finished_at = NULL, pid = NULL, exit_code = NULL, signal = NULL, \
@@ -108,7 +110,15 @@ impl SqliteStore {
                     .optional();
                 let run = match row {
                     Ok(Some(run)) => run?,
-                    Ok(None) => continue,
+                    // Queued a moment ago in this very transaction (`queued_project`), so a
+                    // write that changed no row was dropped by a trigger (`RAISE(IGNORE)`).
+                    Ok(None) => {
+                        refused.push(ClaimRefusal {
+                            run_id: req.run_id,
+                            reason: "a trigger on runs dropped the claim's write".into(),
+                        });
+                        continue;
+                    }
                     Err(e) if is_constraint_violation(&e) => {
                         if is_unique_violation(&e) {
                             tracing::warn!(
@@ -118,12 +128,12 @@ impl SqliteStore {
                             );
                         } else {
                             // Another constraint, or a trigger another program put on `runs`:
-                            // the run stays queued, and is tried again at the next EVAL.
-                            tracing::warn!(
-                                run = req.run_id,
-                                error = %e,
-                                "claim refused by the database (a constraint or a trigger); the run stays queued"
-                            );
+                            // the run stays queued; the caller says so and decides when to
+                            // ask again.
+                            refused.push(ClaimRefusal {
+                                run_id: req.run_id,
+                                reason: StoreError::from(e).to_string(),
+                            });
                         }
                         continue;
                     }

@@ -130,27 +130,31 @@ impl Daemon {
         let state = self.state.clone();
         let epoch = self.epoch;
         let mut fire_backoff = std::mem::take(&mut self.fire_backoff);
+        let mut claim_backoff = std::mem::take(&mut self.claim_backoff);
 
-        let (mut outcome, reaped, fire_backoff) = tokio::task::spawn_blocking(move || {
-            let now = now_ms();
-            let mut reaped = reap(state.root(), exited, &slots, now);
-            batch.append(&mut reaped.transitions);
-            fail::fail_point!("daemon-before-finalize", |_| std::process::abort());
-            let outcome = eval_blocking(
-                &store,
-                epoch,
-                &config,
-                batch,
-                live,
-                gates,
-                &mut fire_backoff,
-                now,
-            );
-            (outcome, reaped, fire_backoff)
-        })
-        .await
-        .expect("EVAL panicked");
+        let (mut outcome, reaped, fire_backoff, claim_backoff) =
+            tokio::task::spawn_blocking(move || {
+                let now = now_ms();
+                let mut reaped = reap(state.root(), exited, &slots, now);
+                batch.append(&mut reaped.transitions);
+                fail::fail_point!("daemon-before-finalize", |_| std::process::abort());
+                let outcome = eval_blocking(
+                    &store,
+                    epoch,
+                    &config,
+                    batch,
+                    live,
+                    gates,
+                    &mut fire_backoff,
+                    &mut claim_backoff,
+                    now,
+                );
+                (outcome, reaped, fire_backoff, claim_backoff)
+            })
+            .await
+            .expect("EVAL panicked");
         self.fire_backoff = fire_backoff;
+        self.claim_backoff = claim_backoff;
         fail::fail_point!("daemon-after-finalize", |_| std::process::abort());
 
         self.note_unreadable(&reaped.unreadable);
@@ -192,6 +196,14 @@ impl Daemon {
             Instant::now() + Duration::from_millis(ms)
         });
         if let Some(at) = self.refused_due() {
+            self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
+        }
+        // A run held back after a refused claim is asked for again once its wait is over.
+        self.observed
+            .metrics
+            .refused_claims(self.claim_backoff.len());
+        if let Some(at) = self.claim_backoff.next_due() {
+            let at = Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64);
             self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
         }
         self.wake_after_spawn_hold();
@@ -308,6 +320,8 @@ impl Daemon {
 /// and is handed back in [`EvalOutcome::failed`], with what is still unwritten — except one
 /// project's own failure to fire its schedule, which skips that project for a while
 /// (`fire_backoff`, kept by the caller across EVALs; see [`crate::schedule::fire_due_with`]).
+/// A claim the database refuses leaves its run queued and holds it out of the packing for a
+/// growing wait (`claim_backoff`, also kept by the caller; see [`super::ClaimBackoff`]).
 #[allow(clippy::too_many_arguments)]
 pub fn eval_blocking(
     store: &Store,
@@ -317,6 +331,7 @@ pub fn eval_blocking(
     mut live: RunningSet,
     gates: EvalGates,
     fire_backoff: &mut crate::schedule::FireBackoff,
+    claim_backoff: &mut super::ClaimBackoff,
     now: Millis,
 ) -> EvalOutcome {
     let mut out = EvalOutcome::default();
@@ -346,7 +361,7 @@ pub fn eval_blocking(
         config,
         &live,
         gates,
-        fire_backoff,
+        (fire_backoff, claim_backoff),
         now,
         &mut out,
     ) {
@@ -388,7 +403,7 @@ fn pack_and_claim(
     config: &Config,
     live: &RunningSet,
     gates: EvalGates,
-    fire_backoff: &mut crate::schedule::FireBackoff,
+    (fire_backoff, claim_backoff): (&mut crate::schedule::FireBackoff, &mut super::ClaimBackoff),
     now: Millis,
     out: &mut EvalOutcome,
 ) -> Result<(), StoreError> {
@@ -458,6 +473,11 @@ fn pack_and_claim(
         });
     }
     more_heads(store, config, &running, &mut heads, now)?;
+    // A run whose claim the database refused a moment ago waits out its backoff: asked for
+    // at once it would be refused again, and take a seat another run could use.
+    if !claim_backoff.is_empty() {
+        heads.retain(|h| !claim_backoff.holds(h.run_id, now));
+    }
     let candidates = candidates(heads, config);
     let picks = packer_for(&caps).pack(&caps, &running, &candidates);
     out.db_active = db;
@@ -465,7 +485,16 @@ fn pack_and_claim(
     out.next_not_before = store.next_not_before(now)?;
     if gates.claim && !picks.is_empty() {
         let requests = claim_requests(&picks, &caps, config, gates.config_version);
-        let claimed = store.claim(epoch, &requests, now)?;
+        let mut refused = Vec::new();
+        let claimed = store.claim_noting_refusals(epoch, &requests, now, &mut refused)?;
+        for (r, wait) in claim_backoff.settle(refused, now) {
+            tracing::warn!(
+                run = r.run_id,
+                reason = %r.reason,
+                retry_in = %humantime::format_duration(wait),
+                "claim refused by the database (a constraint or a trigger); the run stays queued, and is not asked for again before retry_in"
+            );
+        }
         for c in &claimed {
             out.db_active.push(c.run.clone());
         }

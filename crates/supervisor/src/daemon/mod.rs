@@ -52,6 +52,7 @@ use store::{now_ms, StoreError};
 use tokio::time::Instant;
 
 pub use eval::{eval_blocking, EvalGates, EvalOutcome};
+pub use refused::ClaimBackoff;
 
 use crate::caps::caps_json;
 use crate::config::Config;
@@ -286,6 +287,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         fenced: None,
         sweep_removed: true,
         fire_backoff: Default::default(),
+        claim_backoff: Default::default(),
         recovered: false,
         config_file: Default::default(),
         unsettled: Default::default(),

@@ -90,6 +90,9 @@ pub(super) struct Daemon {
     /// Scheduled projects whose own schedule step failed, and when each is tried again: one
     /// project's failure must not stop the EVAL for the others.
     pub(super) fire_backoff: crate::schedule::FireBackoff,
+    /// Runs whose claim the database refused, held out of the packing for a growing wait
+    /// (`daemon/refused.rs`).
+    pub(super) claim_backoff: super::refused::ClaimBackoff,
     /// Startup recovery has run to the end (it is retried, with backoff, until it has).
     pub(super) recovered: bool,
     /// What the daemon knows of the config file (which version the config came from), so that

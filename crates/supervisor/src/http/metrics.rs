@@ -37,6 +37,7 @@ pub struct Metrics {
     spawn_failures: Counter,
     busy_retries: Counter,
     refused_transitions: Gauge,
+    refused_claims: Gauge,
 }
 
 impl Metrics {
@@ -51,6 +52,7 @@ impl Metrics {
         let spawn_failures = Counter::default();
         let busy_retries = Counter::default();
         let refused_transitions = Gauge::default();
+        let refused_claims = Gauge::default();
         registry.register_with_unit(
             "eval_duration",
             "Wall time of one EVAL (reap, schedules, pack, claim, spawn)",
@@ -85,6 +87,13 @@ impl Metrics {
             "Runs whose transition (an end, mostly) the database refuses even written alone, waiting to be tried again; each holds its seat meanwhile",
             refused_transitions.clone(),
         );
+        // Why: a queued run whose claim the database refuses waits while everything else runs;
+        // the log says it once per growing wait, and an alert needs a series.
+        registry.register(
+            "refused_claims",
+            "Queued runs whose last claim the database refused (a constraint or a trigger), held back for a growing wait before they are asked for again",
+            refused_claims.clone(),
+        );
         Metrics {
             registry,
             eval_duration,
@@ -93,7 +102,14 @@ impl Metrics {
             spawn_failures,
             busy_retries,
             refused_transitions,
+            refused_claims,
         }
+    }
+
+    /// `n` queued runs are held back after a refused claim (after each EVAL).
+    pub fn refused_claims(&self, n: usize) {
+        self.refused_claims
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// `n` runs' transitions wait, refused by the database (after each EVAL).
@@ -468,6 +484,7 @@ mod tests {
             ],
         };
         o.metrics.refused_transitions(2);
+        o.metrics.refused_claims(3);
         let text = render(&o, &config, &snap, 3_000);
         assert!(!text.contains("\"gone\""), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
@@ -503,6 +520,7 @@ mod tests {
             "fleet_daemon_epoch 7",
             "fleet_daemon_healthy 1",
             "fleet_refused_transitions 2",
+            "fleet_refused_claims 3",
             "fleet_schedule_overdue_seconds{project=\"late\"} 2.0",
             "fleet_schedule_overdue_seconds{project=\"early\"} 0.0",
             "fleet_schedule_skipped_occurrences_total{project=\"late\"} 2",
