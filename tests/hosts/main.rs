@@ -13,6 +13,8 @@
 //!   is restarted (immediate shutdown);
 //! - `fencing`: a frozen host is forgotten, its run retried elsewhere; thawed, it writes nothing
 //!   over the rows it lost, ends its stale command and rejoins;
+//! - `in_force`: `enqueue`, `rerun` and `pause` on a host whose file differs go by the
+//!   published config;
 //! - `forget_policy`: a forget retries by the published config, and a second forget writes nothing;
 //! - `prune`: each host prunes only the runs it ran; `fleet check` passes on every host;
 //! - `publish`: a lower namespace cap published while runs are active on all hosts: no start
@@ -34,6 +36,7 @@ mod markers;
 
 mod fencing;
 mod forget_policy;
+mod in_force;
 mod prune;
 mod publish;
 mod relayed_log;

@@ -502,6 +502,39 @@ pub fn load(path: &Path) -> Result<Config> {
     Config::load(path).map_err(|errors| invalid(&errors))
 }
 
+/// The config a command that names projects or namespaces (`enqueue`, `rerun`, `pause`,
+/// `resume`) checks them against, with the words that name it in a message. On a shared
+/// database that is the published config, the one every daemon applies, with this host's own
+/// keys from `config` (a host whose file lags behind, or runs ahead of, the fleet's would
+/// otherwise refuse a project every daemon knows, or queue one no daemon will start); with
+/// SQLite, nothing published yet, or a published text this build cannot read, it is `config`,
+/// the file at `path`. The store opened to read the published config comes back for the
+/// command to use (`None` with SQLite, where nothing is opened: a name the file does not know
+/// is refused before any state directory is made).
+///
+/// Errors: the database cannot be opened or read (exit 1).
+pub fn in_force(path: &Path, config: Config) -> Result<(Config, String, Option<store::Store>)> {
+    let file = path.display().to_string();
+    if config.database.is_none() {
+        return Ok((config, file, None));
+    }
+    let store = open_store(&config)?;
+    let Some(published) = store.published_config().map_err(Failure::action)? else {
+        return Ok((config, file, Some(store)));
+    };
+    match Config::published_here(&published.text, path, &config) {
+        Ok(in_force) => Ok((
+            in_force,
+            format!(
+                "the config in force, version {} published by host {}",
+                published.version, published.published_by
+            ),
+            Some(store),
+        )),
+        Err(_) => Ok((config, file, Some(store))),
+    }
+}
+
 /// `config` as the commands acting on this host's state directory (`state`) see it: named after
 /// the host its daemon last ran as ([`supervisor::statedir::StateDir::recorded_host`]), which a
 /// `fleet daemon --host NAME` makes differ from the file's `host` (or the hostname).

@@ -90,12 +90,12 @@ pub struct CancelArgs {
 /// Errors: unknown project, arguments or `--env` for a project without `accept_args`, a bad
 /// `--env` (exit 2); the database (exit 1); the wait's own.
 pub fn enqueue(path: &Path, req: &EnqueueArgs) -> Result<()> {
-    let config = load(path)?;
+    // On a shared database, the projects every daemon knows, not only this file's.
+    let (config, source, store) = crate::cli::in_force(path, load(path)?)?;
     let Some(p) = config.projects.get(&req.project) else {
         return Err(Failure::input(format!(
-            "unknown project {:?} (not in {})",
+            "unknown project {:?} (not in {source})",
             req.project,
-            path.display()
         )));
     };
     let env = req
@@ -105,7 +105,10 @@ pub fn enqueue(path: &Path, req: &EnqueueArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let env = run_args::dedup_env(env);
     run_args::check_for(p, &req.args, &env)?;
-    let store = open_store(&config)?;
+    let store = match store {
+        Some(s) => s,
+        None => open_store(&config)?,
+    };
     let id = store
         .enqueue(
             &NewRun {
@@ -162,20 +165,19 @@ pub fn rerun(path: &Path, run: RunId) -> Result<()> {
         StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {run}")),
         other => Failure::action(other),
     })?;
+    let (config, source, _) = crate::cli::in_force(path, config)?;
     let Some(p) = config.projects.get(&original.project) else {
         return Err(Failure::input(format!(
-            "run {run}: project {:?} is no longer in {}",
+            "run {run}: project {:?} is no longer in {source}",
             original.project,
-            path.display()
         )));
     };
     // The project may have stopped accepting arguments since: repeating them would bypass the
     // refusal `fleet enqueue` makes.
     if !p.accept_args && (!original.args.is_empty() || !original.env.is_empty()) {
         return Err(Failure::input(format!(
-            "run {run} has arguments or --env, but project {:?} no longer accepts them (accept_args = false in {})",
+            "run {run} has arguments or --env, but project {:?} no longer accepts them (accept_args = false in {source})",
             original.project,
-            path.display()
         )));
     }
     let id = store

@@ -31,9 +31,12 @@ pub struct KindFlag {
 /// both a project and a namespace without `--project`/`--namespace`; 1 when the database cannot
 /// be written.
 pub fn pause(path: &Path, name: &str, flag: KindFlag) -> Result<()> {
-    let config = load(path)?;
-    let kind = resolve(&config, path, name, flag, None)?;
-    let store = open_store(&config)?;
+    let (config, source, store) = crate::cli::in_force(path, load(path)?)?;
+    let kind = resolve(&config, &source, name, flag, None)?;
+    let store = match store {
+        Some(s) => s,
+        None => open_store(&config)?,
+    };
     let by = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .ok();
@@ -64,11 +67,14 @@ pub fn pause(path: &Path, name: &str, flag: KindFlag) -> Result<()> {
 /// Errors: exit 2 for a name neither in the config nor paused, or ambiguous without a flag; 1
 /// when the database cannot be written.
 pub fn resume(path: &Path, name: &str, flag: KindFlag) -> Result<()> {
-    let config = load(path)?;
-    let store = open_store(&config)?;
+    let (config, source, store) = crate::cli::in_force(path, load(path)?)?;
+    let store = match store {
+        Some(s) => s,
+        None => open_store(&config)?,
+    };
     let pauses = store.paused().map_err(Failure::action)?;
     let paused_as = |k: HoldKind| pauses.find(k, name).is_some();
-    let kind = resolve(&config, path, name, flag, Some(&paused_as))?;
+    let kind = resolve(&config, &source, name, flag, Some(&paused_as))?;
     let was = store.resume(kind, name).map_err(Failure::action)?;
     // A hint only: without a daemon the runs start when one does.
     let _ = control::send(&StateDir::of(&config).socket_path(), Nudge::Eval);
@@ -84,7 +90,7 @@ pub fn resume(path: &Path, name: &str, flag: KindFlag) -> Result<()> {
 /// resume, the pauses) knows it as.
 fn resolve(
     config: &Config,
-    path: &Path,
+    source: &str,
     name: &str,
     flag: KindFlag,
     paused_as: Option<&dyn Fn(HoldKind) -> bool>,
@@ -108,7 +114,7 @@ fn resolve(
         (false, true) => Some(HoldKind::Namespace),
         (false, false) => None,
     };
-    let where_ = path.display();
+    let where_ = source;
     match asked {
         Some(k) if known(k) => Ok(k),
         Some(k) => Err(Failure::input(format!(
