@@ -21,6 +21,19 @@ fn wait_on_b(h: &Hosts, id: i64, status: &str) {
     });
 }
 
+/// Gives both hosts a listener, starts both daemons and enqueues a run of `p` (placed on
+/// `b`), running on b on return: a's daemon, its HTTP address, b's daemon and the run.
+fn p_running_on_b(h: &Hosts) -> (Daemon<'_>, String, Daemon<'_>, i64) {
+    listen(h, "a");
+    listen(h, "b");
+    let a_daemon = h.start("a");
+    let a = http_address(&a_daemon);
+    let b_daemon = h.start("b");
+    let p = h.fleet("a").enqueue("p");
+    wait_on_b(h, p, "running");
+    (a_daemon, a, b_daemon, p)
+}
+
 #[test]
 fn another_hosts_run_log_is_relayed_or_read_from_the_database() {
     use_private_bin();
@@ -29,7 +42,8 @@ fn another_hosts_run_log_is_relayed_or_read_from_the_database() {
         format!(
             "max_concurrency = 4\n\
              [projects.p]\nhosts = [\"b\"]\ncommand = {}\n\
-             [projects.q]\nhosts = [\"b\"]\ncommand = {}\n",
+             [projects.q]\nhosts = [\"b\"]\ncommand = {}\n\
+             [projects.r]\nhosts = [\"nobody\"]\ncommand = [\"true\"]\n",
             sh(&format!(
                 "echo hello from $FLEET_RUN_ID; while [ ! -e {gate} ]; do sleep 0.05; done; echo bye"
             )),
@@ -38,13 +52,19 @@ fn another_hosts_run_log_is_relayed_or_read_from_the_database() {
     }) else {
         return;
     };
-    listen(&h, "a");
-    listen(&h, "b");
-    let a_daemon = h.start("a");
-    let a = http_address(&a_daemon);
-    let mut b_daemon = h.start("b");
-    let p = h.fleet("a").enqueue("p");
-    wait_on_b(&h, p, "running");
+    let (a_daemon, a, mut b_daemon, p) = p_running_on_b(&h);
+    // a's state directory holds files with p's id that are not p's (an install that used
+    // SQLite before it joined): the row says which host ran p, not the files.
+    let leftover = |id: i64| {
+        let runs = h.fleet("a").state_dir().join("runs");
+        std::fs::create_dir_all(&runs).unwrap();
+        std::fs::write(
+            runs.join(format!("{id}.log")),
+            "a leftover of another install\n",
+        )
+        .unwrap();
+    };
+    leftover(p);
 
     // Active on b: a's API relays b's listener, positions and all.
     let hello = format!("hello from {p}\n");
@@ -59,8 +79,8 @@ fn another_hosts_run_log_is_relayed_or_read_from_the_database() {
         Some(hello.len().to_string().as_str())
     );
     assert_eq!(answer.header("x-log-source"), None);
-    // A request another daemon relayed is served from a's own files (none for p), never
-    // relayed again: two hosts cannot pass one request back and forth.
+    // A request another daemon relayed is served from a's own files (here, the leftover),
+    // never relayed again: two hosts cannot pass one request back and forth.
     let stream = std::net::TcpStream::connect(&a).unwrap();
     let relayed = exchange(
         stream,
@@ -68,7 +88,23 @@ fn another_hosts_run_log_is_relayed_or_read_from_the_database() {
             "GET /api/runs/{p}/log HTTP/1.1\r\nHost: {a}\r\nx-fleet-relayed: 1\r\nConnection: close\r\n\r\n"
         ),
     );
-    assert_eq!((relayed.status, relayed.text()), (200, String::new()));
+    assert_eq!(
+        (relayed.status, relayed.text().as_str()),
+        (200, "a leftover of another install\n")
+    );
+    let out = h.fleet("a").cmd(&["logs", &p.to_string()]);
+    assert_eq!(
+        (out.code(), out.stdout.as_str()),
+        (Some(0), hello.as_str()),
+        "{out:?}"
+    );
+    // A run no host claimed has no log, whatever files with its id are here.
+    let r = h.fleet("a").enqueue("r");
+    leftover(r);
+    let answer = get(&a, &format!("/api/runs/{r}/log"));
+    assert_eq!((answer.status, answer.text()), (200, String::new()));
+    let out = h.fleet("a").cmd(&["logs", &r.to_string()]);
+    assert_eq!((out.code(), out.stdout.as_str()), (Some(0), ""), "{out:?}");
     // The dashboard's run page of a shows it too.
     let page = get(&a, &format!("/runs/{p}"));
     assert!(
@@ -112,5 +148,86 @@ fn another_hosts_run_log_is_relayed_or_read_from_the_database() {
     h.fleet("a").wait_terminal(p);
     let answer = get(&a, &format!("/api/runs/{p}/log"));
     assert_eq!(answer.text(), format!("{hello}bye\n"));
+    drop(a_daemon);
+}
+
+/// What answers at a host's published address may trickle (another program took the port, a
+/// listener wedged mid-answer): each relay gives up at the deadline of its whole exchange, a
+/// few run at once and the rest wait their turn as tasks, so the daemon's own work goes on
+/// and every request gets its one-line 502 in seconds.
+#[test]
+fn a_trickling_listener_holds_up_neither_the_daemon_nor_its_api() {
+    use_private_bin();
+    let Some(h) = Hosts::new(&["a", "b"], |dir| {
+        let gate = shell_quote(&dir.join("go"));
+        format!(
+            "max_concurrency = 4\n\
+             [projects.p]\nhosts = [\"b\"]\ncommand = {}\n\
+             [projects.q]\nhosts = [\"a\"]\ncommand = [\"true\"]\n",
+            sh(&format!("while [ ! -e {gate} ]; do sleep 0.05; done"))
+        )
+    }) else {
+        return;
+    };
+    let (a_daemon, a, mut b_daemon, p) = p_running_on_b(&h);
+    b_daemon.signal(Signal::TERM);
+    h.wait_until(DEADLINE, "b's daemon to stop", || {
+        b_daemon.try_exit().is_some()
+    });
+
+    // b's address now answers with a valid head, then a byte every 200 ms, for a minute.
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake_url = format!("http://{}", fake.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in fake.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let head = b"HTTP/1.0 200 OK\r\nX-Fleet-Host: b\r\nX-Log-Next-Offset: 5\r\n\r\n";
+                if conn.write_all(head).is_err() {
+                    return;
+                }
+                for _ in 0..300 {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    if conn.write_all(b"x").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    h.sql()
+        .execute(
+            "UPDATE hosts SET http_addr = $1 WHERE name = 'b'",
+            &[&fake_url],
+        )
+        .unwrap();
+
+    let asked = std::time::Instant::now();
+    let readers: Vec<_> = (0..12)
+        .map(|_| {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                let answer = get(&a, &format!("/api/runs/{p}/log"));
+                (answer.status, answer.text())
+            })
+        })
+        .collect();
+    // Meanwhile a's daemon claims, starts and ends a run of its own.
+    let q = h.fleet("a").enqueue("q");
+    assert_eq!(status_of(&h.fleet("a").wait_terminal(q)), "succeeded");
+    for reader in readers {
+        let (status, text) = reader.join().unwrap();
+        assert_eq!(status, 502, "{text}");
+        assert!(
+            text.starts_with(&format!("run {p} ran on host b, ")),
+            "{text}"
+        );
+    }
+    eprintln!(
+        "12 relays to a trickling listener answered in {:?}",
+        asked.elapsed()
+    );
+    std::fs::write(h.shared().join("go"), "").unwrap();
     drop(a_daemon);
 }

@@ -159,6 +159,14 @@ fn an_address_that_cannot_be_bound_stops_the_daemon_at_start() {
     );
     // It claimed nothing and left no daemon behind.
     assert_eq!(f.status()["daemon"]["running"], false);
+    // The address is bound before the takeover: no epoch was taken and no host row made (on
+    // a shared database, a host that never ran would stay in `fleet hosts`).
+    if let Ok(db) = f.try_db_read_only() {
+        let hosts: i64 = db
+            .query_row("SELECT COUNT(*) FROM hosts", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(hosts, 0, "a host row was made by a daemon that never ran");
+    }
 
     // A value that is no address is refused by validation, naming the key.
     let bad = Fleet::new("http_listen = \"localhost:9464\"\n");

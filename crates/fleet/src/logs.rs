@@ -23,21 +23,26 @@ use crate::console;
 /// How often `--follow` looks for more output.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
-/// Whether a run claimed by `host` ran on this machine: its files are here (a command that
-/// never wrote has no log, but its lock file is), or `host` is this machine's host name, its
-/// files not yet made: the name the last daemon here ran as, else the config's `host` (or the
-/// hostname). With neither (no daemon ever ran here and the config cannot be read), a run
-/// with no files here counts as another host's: its log is looked for there, and a failure
-/// says so, where taking it for this host's would print nothing and succeed.
-fn ran_here(path: &Path, host: &str, files: &RunFiles) -> bool {
-    if files.exists().unwrap_or(false) {
+/// Whether a run claimed by `host` ran on this machine. With SQLite every run did (the
+/// database is this state directory's alone, whatever name its daemon ran under). On a shared
+/// database the name decides, never the files that happen to be here (a state directory that
+/// used SQLite before may hold files of other runs with the same ids): the name the last
+/// daemon here ran as, else the config's `host` (or the hostname). With neither (no daemon
+/// ever ran here and the config cannot be read), a run with files here counts as this host's,
+/// and one without as another host's: its log is looked for there, and a failure says so,
+/// where taking it for this host's would print nothing and succeed.
+fn ran_here(path: &Path, store: &store::Store, host: &str, files: &RunFiles) -> bool {
+    if !store.is_shared() {
         return true;
     }
     let state = state_of(path).ok();
     if let Some(name) = state.as_ref().and_then(|s| s.recorded_host()) {
         return name == host;
     }
-    supervisor::config::Config::load(path).is_ok_and(|c| c.host == host)
+    if let Ok(c) = supervisor::config::Config::load(path) {
+        return c.host == host;
+    }
+    files.exists().unwrap_or(false)
 }
 
 /// `fleet logs RUN [--follow]`.
@@ -53,13 +58,23 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
     let dir = RunFiles::new(state.root(), run);
     let log = dir.log_path();
     // A run another host ran has its log there, not here.
-    if let Some(host) = row.host.as_deref().filter(|h| !ran_here(path, h, &dir)) {
+    if let Some(host) = row
+        .host
+        .as_deref()
+        .filter(|h| !ran_here(path, &store, h, &dir))
+    {
         return crate::remote_log::print(&store, &row, host, follow);
     }
     // The position in the command's whole output of the next byte to print; `None` until the
     // first copy, which prints the file as it is, marker included.
     let mut position: Option<u64> = None;
+    // On a shared database a run no host has claimed has no log anywhere yet: files with its
+    // id here are another install's (see `ran_here`).
+    let unclaimed = |r: &store::Run| store.is_shared() && r.host.is_none();
     if !follow {
+        if unclaimed(&row) {
+            return Ok(());
+        }
         return copy_new(&log, &mut position);
     }
     loop {
@@ -71,10 +86,15 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
         // A run followed while queued may be claimed by another host: its log is there. Nothing
         // was printed from here yet (it has no files here), so the follow goes on there.
         if let Ok(r) = &now {
-            if let Some(host) = r.host.as_deref().filter(|h| !ran_here(path, h, &dir)) {
+            if let Some(host) = r
+                .host
+                .as_deref()
+                .filter(|h| !ran_here(path, &store, h, &dir))
+            {
                 return crate::remote_log::print(&store, r, host, follow);
             }
         }
+        let not_yet = matches!(&now, Ok(r) if unclaimed(r));
         let done = match now {
             Ok(r) if r.status.is_terminal() => true,
             // An exit record that cannot be read must not pass for none: that would follow a
@@ -85,7 +105,9 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
                 .is_some_and(|e| e.token == r.claim_token),
             _ => false,
         };
-        copy_new(&log, &mut position)?;
+        if !not_yet {
+            copy_new(&log, &mut position)?;
+        }
         if done {
             return Ok(());
         }

@@ -32,7 +32,17 @@ pub fn print(store: &Store, run: &Run, host: &str, follow: bool) -> Result<()> {
                     t.host
                 ));
             }
-            return console::write_bytes(&t.tail);
+            // A cut tail may start inside a character: from the first whole one.
+            let from = if t.cut {
+                t.tail
+                    .iter()
+                    .take(3)
+                    .take_while(|b| (**b & 0xC0) == 0x80)
+                    .count()
+            } else {
+                0
+            };
+            return console::write_bytes(&t.tail[from..]);
         }
     }
     let hosts = store.hosts().map_err(Failure::action)?;
@@ -65,11 +75,9 @@ pub fn print(store: &Store, run: &Run, host: &str, follow: bool) -> Result<()> {
                 .status
                 .is_terminal();
         loop {
-            let chunk = get_log(&addr, run.id, position, false).map_err(unreadable)?;
+            let chunk = get_log(&addr, host, run.id, position, false).map_err(unreadable)?;
             console::write_bytes(&chunk.body)?;
-            let next = chunk.next_offset.ok_or_else(|| {
-                unreadable("its answer has no X-Log-Next-Offset header".to_string())
-            })?;
+            let next = chunk.next_offset;
             // Caught up: nothing new, or the end of what the log held at that read.
             let caught_up = next <= position || chunk.size.is_some_and(|size| next >= size);
             position = position.max(next);

@@ -289,6 +289,12 @@ impl Store {
         }
     }
 
+    /// Whether several hosts may share this database (PostgreSQL): a run's host then says
+    /// which machine's disk holds its files; with SQLite every run is this state directory's.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
+
     /// The current epoch (0 before any daemon took over).
     pub fn epoch(&self) -> Result<i64> {
         match &self.backend {

@@ -79,7 +79,11 @@ fn describe(config: &postgres::Config) -> String {
             postgres::config::Host::Unix(path) => path.display().to_string(),
         })
         .collect();
-    let ports: Vec<String> = config.get_ports().iter().map(u16::to_string).collect();
+    let mut ports: Vec<String> = config.get_ports().iter().map(u16::to_string).collect();
+    // No port given: the driver's (and PostgreSQL's) default, said rather than left blank.
+    if ports.is_empty() {
+        ports.push("5432".into());
+    }
     format!(
         "postgresql {} on {}:{} as {}",
         config.get_dbname().unwrap_or("(default)"),
@@ -301,5 +305,28 @@ impl Drop for PgProbe {
                 let _ = closer.join();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_url;
+
+    /// A database is named by host, port, database and user — the port said even when the
+    /// URL leaves it to the default, on a unix socket too — and never by its password.
+    #[test]
+    fn a_database_is_named_without_its_password_and_with_its_port() {
+        assert_eq!(
+            describe_url("postgresql://fleet:secret@db.internal/jobs").unwrap(),
+            "postgresql jobs on db.internal:5432 as fleet"
+        );
+        assert_eq!(
+            describe_url("postgresql://fleet@/jobs?host=/run/postgresql").unwrap(),
+            "postgresql jobs on /run/postgresql:5432 as fleet"
+        );
+        assert_eq!(
+            describe_url("postgres://u:p@h:6543/d").unwrap(),
+            "postgresql d on h:6543 as u"
+        );
     }
 }

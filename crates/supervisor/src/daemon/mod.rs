@@ -136,6 +136,22 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // Counted from the start: a takeover that lasts (a database that stays busy) counts
     // against the first turn.
     let health = Arc::new(Health::new(config.tick, now_ms()));
+    // Bound before the database is touched: an address that cannot be bound stops the daemon
+    // here, before it took an epoch or made a host row that would then stay in `fleet hosts`
+    // for a host that never ran. Served once the takeover is done (below).
+    let bound = match &config.http_listen {
+        Some(listen) => {
+            Some(
+                crate::http::bind(listen)
+                    .await
+                    .map_err(|source| DaemonError::Http {
+                        address: listen.to_string(),
+                        source,
+                    })?,
+            )
+        }
+        None => None,
+    };
     let store = connect::open_store(&state).await?;
     // Only once the database opened: a daemon refused at its start (a database written by a
     // newer fleet, say) never ran, and the commands must not take its host name for the one
@@ -236,20 +252,11 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         state.root().to_path_buf(),
         config.clone(),
     ));
-    // After the takeover, so that what it serves is this daemon's; before recovery, so that
-    // /healthz answers while recovery runs. An address that cannot be bound stops the daemon
-    // here, before anything was claimed: a listener the operator asked for never goes missing
-    // silently.
-    let http = match &config.http_listen {
-        Some(listen) => {
-            let bound = crate::http::bind(listen).await.map_err(|source| {
-                control.abort();
-                let _ = std::fs::remove_file(&socket);
-                DaemonError::Http {
-                    address: listen.to_string(),
-                    source,
-                }
-            })?;
+    // Served after the takeover, so that what it serves is this daemon's; before recovery, so
+    // that /healthz answers while recovery runs. (Bound at the start: a listener the operator
+    // asked for never goes missing silently.)
+    let http = match (bound, &config.http_listen) {
+        (Some(bound), Some(listen)) => {
             tracing::info!(address = %bound.address(), "serving HTTP (/metrics, /healthz, /api/, /)");
             let reachable = bound.reachable_at(&config.host);
             Some((
@@ -258,7 +265,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
                 reachable,
             ))
         }
-        None => None,
+        _ => None,
     };
     let http_addr = http.as_ref().and_then(|(_, _, at)| at.clone());
     let mut daemon = Daemon {

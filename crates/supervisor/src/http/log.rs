@@ -1,16 +1,22 @@
 //! A run's log, as the log API (`/api/runs/{id}/log`) and the dashboard's run page serve it.
 //!
-//! Positions count the command's whole output (see [`read_log`]). The log of a run this host
+//! Positions count the command's whole output (see [`read_chunk`]). The log of a run this host
 //! ran is its file in `runs/`. With many hosts on one database, a run another host ran has its
 //! log on that host's disk: it is relayed from that host's listener (see [`super::remote`]),
 //! or read from the tail the database kept once the run ended — so that every host's dashboard
 //! shows every run's output, not an empty log for the runs it did not run.
+//!
+//! Which host ran a run is what its row says, never what files happen to be here: a state
+//! directory may hold files of another install's runs with the same ids (one that used SQLite
+//! before it joined a shared database), and serving those as another host's run would show one
+//! command's output as another's.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Cursor, Read, Seek, SeekFrom};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use store::{LogTail, Run, RunId, StoreError};
@@ -23,6 +29,12 @@ use crate::shim::runfiles::RunFiles;
 /// The most bytes of log one `/api/runs/{id}/log` answer carries.
 pub(super) const LOG_CHUNK: u64 = 256 * 1024;
 
+/// The most relays to other hosts' listeners a daemon makes at once. Each holds a blocking
+/// thread for up to [`remote::TIMEOUT`]; past this many, a request waits for one to finish (a
+/// task, not a thread), so that however many viewers ask, the daemon's own blocking work (its
+/// database calls) always finds a thread.
+pub(super) const MAX_RELAYS: usize = 4;
+
 /// The query of `/api/runs/{id}/log`.
 #[derive(Deserialize)]
 pub(super) struct LogQuery {
@@ -30,7 +42,7 @@ pub(super) struct LogQuery {
     offset: Option<u64>,
 }
 
-/// One read of a run's log, in positions of the command's whole output (see [`read_log`]).
+/// One read of a run's log, in positions of the command's whole output (see [`read_chunk`]).
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct LogChunk {
     /// What to send: a marker line for output dropped before the log's oldest byte kept, when
@@ -44,9 +56,40 @@ pub(super) struct LogChunk {
     pub(super) first: u64,
 }
 
-/// Up to [`LOG_CHUNK`] bytes of run `id`'s log from position `offset` in the command's whole
-/// output, cut to character boundaries (see [`utf8_cut`]). A log not written yet reads as
-/// empty.
+/// Up to [`LOG_CHUNK`] bytes of run `id`'s log file from position `offset` in the command's
+/// whole output (see [`read_chunk`]). A log not written yet reads as empty. `growing`: the run
+/// may still write (see [`utf8_cut`]).
+///
+/// Errors: opening or reading the log (other than its absence).
+pub(super) fn read_log(
+    state_dir: &std::path::Path,
+    id: RunId,
+    offset: u64,
+    growing: bool,
+) -> std::io::Result<LogChunk> {
+    let path = RunFiles::new(state_dir, id).log_path();
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(empty()),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    read_chunk(&mut file, len, offset, growing)
+}
+
+/// The chunk of a log that does not exist (yet): nothing, at position 0.
+fn empty() -> LogChunk {
+    LogChunk {
+        bytes: Vec::new(),
+        next: 0,
+        size: 0,
+        first: 0,
+    }
+}
+
+/// Up to [`LOG_CHUNK`] bytes of the log `log` (its `len` bytes as they are on disk: a file, or
+/// a whole log the database kept) from position `offset` in the command's whole output, cut
+/// to character boundaries (see [`utf8_cut`]; `growing`: more may be written).
 ///
 /// Positions count the output since the command started, not the bytes of the file: a log with
 /// a size bound is compacted as it grows (its file replaced by one that starts with a marker
@@ -56,41 +99,28 @@ pub(super) struct LogChunk {
 /// oldest output kept — as `fleet logs --follow` does with the file itself. One descriptor
 /// reads the marker and the output, so they belong to the same file.
 ///
-/// Errors: opening or reading the log (other than its absence).
-pub(super) fn read_log(
-    state_dir: &std::path::Path,
-    id: RunId,
+/// Errors: reading `log`.
+fn read_chunk<R: Read + Seek>(
+    log: &mut R,
+    len: u64,
     offset: u64,
+    growing: bool,
 ) -> std::io::Result<LogChunk> {
-    let path = RunFiles::new(state_dir, id).log_path();
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(LogChunk {
-                bytes: Vec::new(),
-                next: 0,
-                size: 0,
-                first: 0,
-            })
-        }
-        Err(e) => return Err(e),
-    };
     let mut start = Vec::with_capacity(MARKER_MAX_LEN);
-    (&mut file)
+    (&mut *log)
         .take(MARKER_MAX_LEN as u64)
         .read_to_end(&mut start)?;
     let (marker_len, dropped) = parse_marker(&start).map_or((0, 0), |(l, d)| (l as u64, d));
-    let len = file.metadata()?.len();
     let size = dropped + len.saturating_sub(marker_len);
     let (mut bytes, from) = if offset < dropped {
         (marker_line(dropped - offset).into_bytes(), marker_len)
     } else {
         (Vec::new(), (marker_len + (offset - dropped)).min(len))
     };
-    file.seek(SeekFrom::Start(from))?;
+    log.seek(SeekFrom::Start(from))?;
     let mut output = Vec::new();
-    file.take(LOG_CHUNK).read_to_end(&mut output)?;
-    let skipped = utf8_cut(&mut output);
+    log.take(LOG_CHUNK).read_to_end(&mut output)?;
+    let skipped = utf8_cut(&mut output, growing);
     let next = dropped + (from + (skipped + output.len()) as u64).saturating_sub(marker_len);
     bytes.append(&mut output);
     Ok(LogChunk {
@@ -104,9 +134,14 @@ pub(super) fn read_log(
 /// Cuts `buf` (log bytes read from some offset) to UTF-8 character boundaries, so that each
 /// chunk decodes on its own: drops up to 3 leading continuation bytes (an offset inside a
 /// character) and a trailing incomplete character (cut by the chunk's size, or not fully
-/// written yet), unless nothing else is left. Returns how many bytes were dropped at the
+/// written yet: it comes whole in the next chunk). Returns how many bytes were dropped at the
 /// start. Bytes that are not UTF-8 at all are left as they are.
-fn utf8_cut(buf: &mut Vec<u8>) -> usize {
+///
+/// A piece of one character that is all there is left is kept back only while the log is
+/// `growing` (its command may still write the rest; passed on, the rest would come alone and be
+/// dropped as a stray continuation). Once the run has ended nothing more will come, so such a
+/// piece is passed on as it is, never held back for ever.
+fn utf8_cut(buf: &mut Vec<u8>, growing: bool) -> usize {
     let skip = buf
         .iter()
         .take(3)
@@ -132,7 +167,7 @@ fn utf8_cut(buf: &mut Vec<u8>) -> usize {
             _ => 1,
         };
         let at = tail_from + lead;
-        if need > buf.len() - at && at > 0 {
+        if need > buf.len() - at && (at > 0 || growing) {
             buf.truncate(at);
         }
         break;
@@ -142,9 +177,11 @@ fn utf8_cut(buf: &mut Vec<u8>) -> usize {
 
 /// Where a run's log is read from, seen from this daemon.
 enum Source {
-    /// Its file here: this host ran it (or its files are here), or the request is another
-    /// daemon's relay, or the database is this host's alone.
+    /// Its file here: the database is this host's alone, this host ran the run, or the
+    /// request is another daemon's relay.
     Here,
+    /// No host ever ran it (queued, or ended before a claim): it has no log.
+    Nowhere,
     /// Another host ran it; the run has ended and the database kept its whole log.
     Tail(LogTail),
     /// Another host ran it: its listener (`None`: it publishes none), and the tail the
@@ -160,18 +197,14 @@ enum Source {
 /// relay. Errors: the database's.
 fn locate(o: &Observed, run: &Run, relayed: bool) -> Result<Source, StoreError> {
     let config = o.config();
-    let other = match run.host.as_deref() {
-        Some(h) if !relayed && config.database.is_some() && h != config.host => h,
-        _ => return Ok(Source::Here),
-    };
-    // Its files here after all (this host ran under another name before): the file is the
-    // log.
-    if RunFiles::new(&o.state_dir, run.id)
-        .exists()
-        .unwrap_or(false)
-    {
+    if relayed || config.database.is_none() {
         return Ok(Source::Here);
     }
+    let other = match run.host.as_deref() {
+        None => return Ok(Source::Nowhere),
+        Some(h) if h == config.host => return Ok(Source::Here),
+        Some(h) => h,
+    };
     let tail = if run.status.is_terminal() {
         o.store.log_tail(run.id)?
     } else {
@@ -199,11 +232,13 @@ fn locate(o: &Observed, run: &Run, relayed: bool) -> Result<Source, StoreError> 
 /// A chunk of a log, and where it came from when not from this host's file.
 pub(super) struct Served {
     /// The chunk, in positions of the command's whole output — but for a cut tail
-    /// (`from_tail` with `cut`), whose positions count from the tail's first byte.
+    /// (`source` `tail-cut`), whose positions count from the tail's first byte.
     pub(super) chunk: LogChunk,
-    /// Read from the tail the database kept (the host that ran the run, and whether the tail
-    /// is only the end of a longer log).
-    pub(super) from_tail: Option<(String, bool)>,
+    /// `tail` or `tail-cut` when read from the tail the database kept (from here, or by the
+    /// host relayed to), as the answer's `X-Log-Source` says.
+    pub(super) source: Option<String>,
+    /// The host the tail came from, when it is cut (the whole log is there).
+    pub(super) cut_from: Option<String>,
 }
 
 /// Why a log could not be served: the status to answer and a one-line reason.
@@ -228,6 +263,7 @@ pub(super) async fn chunk_of(
     relayed: bool,
 ) -> Result<Served, Unserved> {
     let id = run.id;
+    let growing = !run.status.is_terminal();
     let down = |e: &dyn std::fmt::Display| Unserved {
         status: StatusCode::SERVICE_UNAVAILABLE,
         reason: format!("the database could not be read: {e}"),
@@ -239,11 +275,15 @@ pub(super) async fn chunk_of(
     };
     let here = |chunk| Served {
         chunk,
-        from_tail: None,
+        source: None,
+        cut_from: None,
     };
     let (name, addr, tail) = match source {
         Source::Here => {
-            return match o.read(move |o| read_log(&o.state_dir, id, offset)).await {
+            return match o
+                .read(move |o| read_log(&o.state_dir, id, offset, growing))
+                .await
+            {
                 Ok(Ok(chunk)) => Ok(here(chunk)),
                 Ok(Err(e)) => Err(Unserved {
                     status: StatusCode::INTERNAL_SERVER_ERROR,
@@ -252,6 +292,7 @@ pub(super) async fn chunk_of(
                 Err(e) => Err(down(&e)),
             }
         }
+        Source::Nowhere => return Ok(here(empty())),
         Source::Tail(t) => return Ok(tail_chunk(t, offset)),
         Source::Host { name, addr, tail } => (name, addr, tail),
     };
@@ -263,21 +304,18 @@ pub(super) async fn chunk_of(
             ),
         });
     };
-    // Off the listener's one database read at a time: a slow host must not hold up the rest.
-    let asked = addr.clone();
-    let answer = tokio::task::spawn_blocking(move || remote::get_log(&asked, id, offset, true))
-        .await
-        .unwrap_or_else(|e| Err(e.to_string()));
+    let answer = relay(o, &addr, &name, id, offset).await;
     match answer {
-        Ok(a) => {
-            let next = a.next_offset.unwrap_or(offset + a.body.len() as u64);
-            Ok(here(LogChunk {
-                size: a.size.unwrap_or(next),
-                next,
+        Ok(a) => Ok(Served {
+            chunk: LogChunk {
+                size: a.size.unwrap_or(a.next_offset),
+                next: a.next_offset,
                 bytes: a.body,
                 first: 0,
-            }))
-        }
+            },
+            source: a.source,
+            cut_from: None,
+        }),
         Err(e) => tail.map(|t| tail_chunk(t, offset)).ok_or_else(|| Unserved {
             status: StatusCode::BAD_GATEWAY,
             reason: format!(
@@ -287,32 +325,68 @@ pub(super) async fn chunk_of(
     }
 }
 
-/// The chunk at `offset` of a tail the database kept, in the tail's own positions.
+/// Asks host `host`'s listener at `addr` for the chunk of run `id` at `offset`, on a blocking
+/// thread, at most [`MAX_RELAYS`] at once (a request waits its turn for as long as one relay
+/// may take, then gives up). Errors: in words, for a message.
+async fn relay(
+    o: &Arc<Observed>,
+    addr: &str,
+    host: &str,
+    id: RunId,
+    offset: u64,
+) -> Result<remote::LogAnswer, String> {
+    let wait: Duration = remote::TIMEOUT;
+    let Ok(Ok(_turn)) = tokio::time::timeout(wait, o.relays.acquire()).await else {
+        return Err(format!(
+            "{MAX_RELAYS} relays to other hosts were under way for {} s",
+            wait.as_secs()
+        ));
+    };
+    let (addr, host) = (addr.to_string(), host.to_string());
+    tokio::task::spawn_blocking(move || remote::get_log(&addr, &host, id, offset, true))
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()))
+}
+
+/// The chunk at `offset` of a tail the database kept: a whole log is read as its file would
+/// be (positions of the whole output, a compaction's marker included); a cut one, the end of
+/// a longer log, in its own positions, from its first whole character.
 fn tail_chunk(t: LogTail, offset: u64) -> Served {
-    let size = t.tail.len() as u64;
-    let from = offset.min(size) as usize;
+    let len = t.tail.len() as u64;
+    if !t.cut {
+        // Reading bytes in memory cannot fail.
+        let chunk =
+            read_chunk(&mut Cursor::new(&t.tail), len, offset, false).unwrap_or_else(|_| empty());
+        return Served {
+            chunk,
+            source: Some("tail".into()),
+            cut_from: None,
+        };
+    }
+    let from = offset.min(len) as usize;
     let mut bytes = t.tail[from..].to_vec();
     bytes.truncate(LOG_CHUNK as usize);
-    let skipped = utf8_cut(&mut bytes);
+    let skipped = utf8_cut(&mut bytes, false);
     Served {
         chunk: LogChunk {
             next: (from + skipped + bytes.len()) as u64,
             bytes,
-            size,
+            size: len,
             first: 0,
         },
-        from_tail: Some((t.host, t.cut)),
+        source: Some("tail-cut".into()),
+        cut_from: Some(t.host),
     }
 }
 
 /// `GET /api/runs/{id}/log?offset=N`: the run's log (stdout and stderr) from byte N of the
-/// command's whole output, at most 256 KiB of it, as `text/plain` (see [`read_log`]); the
-/// header `X-Log-Next-Offset` says where the next read starts and `X-Log-Size` how much output
-/// there was in all. Another host's run: relayed from that host's listener, or read from the
-/// tail the database kept (header `X-Log-Source: tail`, or `tail-cut` when the tail is only the
-/// end of the log, whose positions then count from the tail's first byte). 404 for an unknown
-/// run; 400 for an id or offset that is not a whole number; 502 with a one-line reason when
-/// another host's log cannot be read from here.
+/// command's whole output, at most 256 KiB of it, as `text/plain` (see [`read_chunk`]); the
+/// header `X-Log-Next-Offset` says where the next read starts, `X-Log-Size` how much output
+/// there was in all, and `X-Fleet-Host` names this host. Another host's run: relayed from that
+/// host's listener, or read from the tail the database kept (header `X-Log-Source: tail`, or
+/// `tail-cut` when the tail is only the end of the log, whose positions then count from the
+/// tail's first byte). 404 for an unknown run; 400 for an id or offset that is not a whole
+/// number; 502 with a one-line reason when another host's log cannot be read from here.
 pub(super) async fn log(
     State(o): State<Arc<Observed>>,
     RunIdPath(id): RunIdPath,
@@ -324,7 +398,7 @@ pub(super) async fn log(
         Err(res) => return res,
     };
     let relayed = headers.contains_key(remote::RELAYED);
-    match chunk_of(&o, run, q.offset.unwrap_or(0), relayed).await {
+    let mut res = match chunk_of(&o, run, q.offset.unwrap_or(0), relayed).await {
         Ok(served) => {
             let mut res = (
                 [
@@ -344,23 +418,29 @@ pub(super) async fn log(
                 served.chunk.bytes,
             )
                 .into_response();
-            if let Some((_, cut)) = served.from_tail {
-                res.headers_mut().insert(
-                    header::HeaderName::from_static("x-log-source"),
-                    header::HeaderValue::from_static(if cut { "tail-cut" } else { "tail" }),
-                );
+            if let Some(v) = served.source.and_then(|s| HeaderValue::from_str(&s).ok()) {
+                res.headers_mut()
+                    .insert(header::HeaderName::from_static("x-log-source"), v);
             }
             res
         }
         Err(u) => (u.status, format!("{}\n", u.reason)).into_response(),
+    };
+    // Which host answered: a reader that meant another (at an address that host published
+    // once) refuses the answer.
+    if let Ok(v) = HeaderValue::from_str(&o.config().host) {
+        res.headers_mut()
+            .insert(header::HeaderName::from_static(remote::HOST_HEADER), v);
     }
+    res
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{read_log, utf8_cut, LogChunk};
+    use super::{read_log, tail_chunk, utf8_cut, LogChunk};
     use crate::shim::logbound::marker_line;
     use crate::shim::runfiles::RunFiles;
+    use store::LogTail;
 
     /// Positions count the command's whole output: in a compacted log, a position older than
     /// the oldest output kept gets a marker for the bytes it missed, a later one the output
@@ -370,7 +450,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("runs")).unwrap();
         let log = RunFiles::new(dir.path(), 7).log_path();
-        let read = |offset| read_log(dir.path(), 7, offset).unwrap();
+        let read = |offset| read_log(dir.path(), 7, offset, false).unwrap();
         let chunk = |bytes: String, next, size, first| LogChunk {
             bytes: bytes.into_bytes(),
             next,
@@ -409,7 +489,7 @@ mod tests {
         for from in 0..text.len() {
             for to in from + 1..=text.len() {
                 let mut buf = text[from..to].to_vec();
-                let skipped = utf8_cut(&mut buf);
+                let skipped = utf8_cut(&mut buf, false);
                 if std::str::from_utf8(&text[from..to]).is_ok() {
                     assert_eq!(skipped, 0);
                     assert_eq!(buf, &text[from..to]);
@@ -424,5 +504,62 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A character not fully written yet comes whole in a later chunk, even when its first
+    /// bytes are all there is to read — while the run may still write. Once it has ended, a
+    /// piece that will never be completed is passed on as it is.
+    #[test]
+    fn a_character_being_written_is_held_back_until_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("runs")).unwrap();
+        let log = RunFiles::new(dir.path(), 7).log_path();
+        let read = |offset, growing| read_log(dir.path(), 7, offset, growing).unwrap();
+        // "ab", then the first two bytes of 日 (e6 97 a5).
+        std::fs::write(&log, b"ab\xe6\x97").unwrap();
+        let first = read(0, true);
+        assert_eq!((first.bytes.as_slice(), first.next), (&b"ab"[..], 2));
+        let held = read(2, true);
+        assert_eq!((held.bytes.as_slice(), held.next), (&b""[..], 2));
+        std::fs::write(&log, b"ab\xe6\x97\xa5cd\n").unwrap();
+        let rest = read(2, true);
+        assert_eq!(String::from_utf8(rest.bytes).unwrap(), "日cd\n");
+        assert_eq!(rest.next, 8);
+        // Ended with a piece of a character: passed on, not held for ever.
+        std::fs::write(&log, b"ab\xe6\x97").unwrap();
+        assert_eq!(read(2, false).bytes, b"\xe6\x97");
+    }
+
+    /// A whole log the database kept reads as its file would, a compaction's marker included:
+    /// the same positions as the host that ran it serves. A cut one reads in its own
+    /// positions, from its first whole character.
+    #[test]
+    fn a_kept_tail_reads_as_its_file_would() {
+        let whole = LogTail {
+            host: "a".into(),
+            tail: format!("{}abcdef", marker_line(1_000)).into_bytes(),
+            cut: false,
+        };
+        let served = tail_chunk(whole.clone(), 1_002);
+        assert_eq!(served.chunk.bytes, b"cdef");
+        assert_eq!((served.chunk.next, served.chunk.size), (1_006, 1_006));
+        assert_eq!(served.source.as_deref(), Some("tail"));
+        let served = tail_chunk(whole, 6);
+        assert_eq!(
+            served.chunk.bytes,
+            format!("{}abcdef", marker_line(994)).into_bytes()
+        );
+
+        let cut = LogTail {
+            host: "a".into(),
+            // The last bytes of 日 (e6 97 a5), then text.
+            tail: b"\x97\xa5xyz".to_vec(),
+            cut: true,
+        };
+        let served = tail_chunk(cut, 0);
+        assert_eq!(served.chunk.bytes, b"xyz");
+        assert_eq!((served.chunk.next, served.chunk.size), (5, 5));
+        assert_eq!(served.source.as_deref(), Some("tail-cut"));
+        assert_eq!(served.cut_from.as_deref(), Some("a"));
     }
 }

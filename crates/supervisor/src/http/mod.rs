@@ -62,6 +62,9 @@ pub struct Observed {
     /// and however many requests arrive, the listener holds at most one of its connections, so
     /// an EVAL never waits for a connection a scrape or a dashboard holds.
     reads: tokio::sync::Semaphore,
+    /// Relays to other hosts' listeners under way (see `log::MAX_RELAYS`): each holds a
+    /// blocking thread for up to a few seconds, and a slow host must not take them all.
+    relays: tokio::sync::Semaphore,
 }
 
 impl Observed {
@@ -83,6 +86,7 @@ impl Observed {
             state_dir,
             config: RwLock::new(config),
             reads: tokio::sync::Semaphore::new(1),
+            relays: tokio::sync::Semaphore::new(log::MAX_RELAYS),
         }
     }
 

@@ -292,23 +292,30 @@ pub(super) async fn run(State(o): State<Arc<Observed>>, RunIdPath(id): RunIdPath
                 from if from <= end.chunk.first => 0,
                 from => from,
             };
-            chunk_of(&o, row, from, false)
-                .await
-                .map(|c| (from, c.chunk.next, c.chunk.bytes, c.from_tail))
+            chunk_of(&o, row, from, false).await.map(|c| (from, c))
         }
         Err(e) => Err(e),
     };
-    let (from, next, bytes, note) = match log {
-        Ok((from, next, bytes, from_tail)) => {
-            let note = match from_tail {
-                Some((host, true)) => format!(
+    let (from, next, bytes, source, note) = match log {
+        Ok((from, served)) => {
+            let note = match (&served.source, served.cut_from) {
+                (Some(s), Some(host)) if s == "tail-cut" => format!(
                     "the end of the log, as the database kept it; the whole log is on host {host}"
                 ),
+                (Some(s), None) if s == "tail-cut" => {
+                    "the end of the log, as the database kept it".to_string()
+                }
                 _ => String::new(),
             };
-            (from, next, bytes, note)
+            (
+                from,
+                served.chunk.next,
+                served.chunk.bytes,
+                served.source.unwrap_or_default(),
+                note,
+            )
         }
-        Err(e) => (0, 0, Vec::new(), e.reason),
+        Err(e) => (0, 0, Vec::new(), String::new(), e.reason),
     };
     let mut rows = String::new();
     for key in [
@@ -335,10 +342,11 @@ pub(super) async fn run(State(o): State<Arc<Observed>>, RunIdPath(id): RunIdPath
         "<header><h1><a href=\"/\">fleet</a> · run {id}</h1></header><main>\
          <table id=\"run\" data-run-id=\"{id}\" data-status=\"{}\"><tbody>{rows}</tbody></table>\
          <h2>Log{}</h2><p id=\"log-note\" class=\"note\">{}</p>\
-         <pre id=\"log\" data-run-id=\"{id}\" data-offset=\"{next}\">{}</pre></main>",
+         <pre id=\"log\" data-run-id=\"{id}\" data-offset=\"{next}\" data-source=\"{}\">{}</pre></main>",
         esc(&text(&run["status"])),
         if from > 0 { " (its end)" } else { "" },
         esc(&note),
+        esc(&source),
         esc(&String::from_utf8_lossy(&bytes)),
     );
     Html(page(&format!("fleet · run {id}"), "run", &body)).into_response()

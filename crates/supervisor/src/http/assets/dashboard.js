@@ -122,6 +122,16 @@ async function pollRun() {
         note.textContent = "";
         delete note.dataset.error;
       }
+      // Another host's run that ended with a longer log than the database keeps, and whose
+      // host cannot be asked: what comes now is the kept end, in positions of its own. Start
+      // over with it rather than append it at a position it does not have.
+      if (more.headers.get("X-Log-Source") === "tail-cut" && log.dataset.source !== "tail-cut") {
+        log.dataset.source = "tail-cut";
+        log.dataset.offset = "0";
+        log.textContent = "";
+        note.textContent = "the end of the log, as the database kept it";
+        continue;
+      }
       // The server cuts chunks on character boundaries, so each decodes on its own.
       const chunk = await more.text();
       log.dataset.offset = more.headers.get("X-Log-Next-Offset");
