@@ -148,6 +148,15 @@ fn another_hosts_run_log_is_relayed_or_read_from_the_database() {
     h.fleet("a").wait_terminal(p);
     let answer = get(&a, &format!("/api/runs/{p}/log"));
     assert_eq!(answer.text(), format!("{hello}bye\n"));
+    // `fleet check` on a tells the leftover with p's id for what it is, not p's records.
+    let out = h.fleet("a").cmd(&["check"]);
+    assert_eq!(out.code(), Some(1), "{out:?}");
+    assert!(
+        out.stdout.contains(&format!(
+            "the database says host b ran run {p}, not this host (a)"
+        )),
+        "{out:?}"
+    );
     drop(a_daemon);
 }
 

@@ -369,8 +369,32 @@ pub fn check(
     let dirs: BTreeSet<RunId> = at(&state.root().join(RUNS_DIR), list_run_ids(state.root()))?
         .into_iter()
         .collect();
+    // Files with the id of a run the database says another host ran are not that run's (its
+    // files are on that host's disk): another install's (a state directory that used another
+    // database before) or this host's under an earlier name. Reported, never read as the
+    // run's records.
+    let elsewhere = |id: RunId| {
+        by_id
+            .get(&id)
+            .filter(|r| r.host.is_some() && !ran_here(r, this_host.as_deref()))
+            .and_then(|r| r.host.clone())
+    };
     report.run_dirs = dirs.len();
     for &id in &dirs {
+        if let Some(host) = elsewhere(id) {
+            report.violations.push(Violation {
+                kind: ViolationKind::FolderWithoutRun,
+                run_id: Some(id),
+                message: format!(
+                    "run {id}'s files ({}) are here, but the database says host {host} ran run {id}, not this host ({}): \
+                     files of another install (this state directory used another database before?) or of this host under an earlier name; \
+                     fleet never removes them: move them away or delete them by hand",
+                    RunFiles::new(state.root(), id).describe(),
+                    this_host.as_deref().unwrap_or("?"),
+                ),
+            });
+            continue;
+        }
         // The shims' own record of starts: the ground truth the database may never have seen
         // (a late shim that ignored a tombstone would start the command behind its back).
         let dir = RunFiles::new(state.root(), id);
@@ -413,7 +437,7 @@ pub fn check(
             }
         }
     }
-    for &id in &dirs {
+    for &id in dirs.iter().filter(|id| elsewhere(**id).is_none()) {
         let dir = RunFiles::new(state.root(), id);
         let Some(locked) = files::readable(&mut report, id, &dir.lock_path(), dir.is_locked())
         else {
