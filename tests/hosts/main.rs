@@ -19,7 +19,8 @@
 //! - `prune`: each host prunes only the runs it ran; `fleet check` passes on every host;
 //! - `publish`: a lower namespace cap published while runs are active on all hosts: no start
 //!   until the namespace is under the new cap fleet-wide;
-//! - `relayed_log`: a daemon's log API and dashboard show another host's run log;
+//! - `relayed_log`: a daemon's log API and dashboard (in Chromium too) show another host's
+//!   run log;
 //! - `reload_rule`: a rewrite of the same bytes publishes nothing; `fleet reload` replaces a
 //!   published config no host can use.
 //!
@@ -28,6 +29,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[path = "../http/cdp.rs"]
+#[allow(dead_code)]
+mod cdp;
 #[path = "../http/client.rs"]
 #[allow(dead_code)]
 mod client;

@@ -240,3 +240,72 @@ fn a_trickling_listener_holds_up_neither_the_daemon_nor_its_api() {
     std::fs::write(h.shared().join("go"), "").unwrap();
     drop(a_daemon);
 }
+
+/// The dashboard of host a follows a run host b runs, in a real browser: its output as it
+/// comes, the reason on the page while b cannot be read (and the follow going on), and the
+/// whole log, once, when it ends.
+#[test]
+fn another_hosts_run_is_followed_on_the_dashboard_in_chromium() {
+    use crate::cdp::{find_chromium, Browser};
+    use_private_bin();
+    let Some(chromium) = find_chromium() else {
+        let msg = "CHROMIUM IS MISSING: the dashboard's many-hosts browser test did not run. \
+                   Install it (`apt-get install chromium`) or point FLEET_CHROMIUM at it.";
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{msg}");
+        }
+        eprintln!("\n*** {msg} ***\n");
+        return;
+    };
+    let Some(h) = Hosts::new(&["a", "b"], |dir| {
+        let gate = shell_quote(&dir.join("go"));
+        format!(
+            "max_concurrency = 4\n[projects.p]\nhosts = [\"b\"]\ncommand = {}\n",
+            sh(&format!(
+                "echo hello from $FLEET_RUN_ID; while [ ! -e {gate} ]; do sleep 0.05; done; echo bye"
+            ))
+        )
+    }) else {
+        return;
+    };
+    let (_a_daemon, a, mut b_daemon, p) = p_running_on_b(&h);
+    let mut browser = Browser::start(&chromium, &h.fleet("a").marker, 1000, 700);
+    browser.open(&format!("http://{a}/runs/{p}"));
+    browser.wait(
+        "b's output on a's page",
+        &format!("document.getElementById('log').textContent === 'hello from {p}\\n'"),
+    );
+    browser.eval("window.fleetTestMark = 1");
+
+    b_daemon.signal(Signal::TERM);
+    h.wait_until(DEADLINE, "b's daemon to stop", || {
+        b_daemon.try_exit().is_some()
+    });
+    browser.wait(
+        "the reason b cannot be read",
+        &format!(
+            "document.getElementById('log-note').textContent.startsWith('run {p} ran on host b, ')"
+        ),
+    );
+    let _b_again = h.start("b");
+    std::fs::write(h.shared().join("go"), "").unwrap();
+    browser.wait(
+        "the end of the run, and the reason gone",
+        "document.getElementById('run').dataset.status === 'succeeded' && \
+         document.getElementById('log').textContent.includes('bye') && \
+         document.getElementById('log-note').textContent === ''",
+    );
+    assert_eq!(
+        browser.eval("window.fleetTestMark"),
+        1,
+        "the page was reloaded"
+    );
+    assert_eq!(
+        browser
+            .eval("document.getElementById('log').textContent")
+            .as_str()
+            .unwrap(),
+        format!("hello from {p}\nbye\n"),
+        "the page shows the whole log, once"
+    );
+}
