@@ -96,8 +96,9 @@ fn a_refused_retry_hook_or_end_holds_up_only_its_own_run() {
 }
 
 /// A claim the database refuses (another program's trigger) leaves its run queued while every
-/// other run goes on, and holds it back for a growing wait: over 2.5 s of EVALs it is asked
-/// for, and warned about, a few times, not at every EVAL. Once the trigger is gone it starts.
+/// other run goes on — those queued behind it in its own project included — and holds it back
+/// for a growing wait: over 2.5 s of EVALs it is asked for, and warned about, a few times, not
+/// at every EVAL. Once the trigger is gone it starts.
 #[test]
 fn a_refused_claim_is_held_back_not_asked_for_at_every_eval() {
     let f = Fleet::new(
@@ -108,11 +109,11 @@ fn a_refused_claim_is_held_back_not_asked_for_at_every_eval() {
     // Creates the database, then the other program's trigger.
     let frozen = f.enqueue("frozen");
     f.db()
-        .execute_batch(
+        .execute_batch(&format!(
             "CREATE TRIGGER refuse_frozen BEFORE UPDATE OF status ON runs \
-               WHEN NEW.project = 'frozen' AND NEW.status = 'starting' \
-               BEGIN SELECT RAISE(ABORT, 'frozen stays queued'); END;",
-        )
+               WHEN NEW.id = {frozen} AND NEW.status = 'starting' \
+               BEGIN SELECT RAISE(ABORT, 'frozen stays queued'); END;"
+        ))
         .unwrap();
     let d = f.start_daemon();
     let refusals = || {
@@ -137,6 +138,10 @@ fn a_refused_claim_is_held_back_not_asked_for_at_every_eval() {
         ran += 1;
     }
     assert!(ran >= 5, "only {ran} runs in 2.5 s");
+    assert_eq!(status_of(&f.run(frozen)), "queued");
+    // The runs queued behind it in its own project (one seat) are not held up by it.
+    let behind = f.enqueue("frozen");
+    assert_eq!(status_of(&f.wait_terminal(behind)), "succeeded");
     assert_eq!(status_of(&f.run(frozen)), "queued");
     // Asked for after 1 s and 2 s: three refusals at most, against one per EVAL before.
     assert!(refusals() <= 3, "{} refusals:\n{}", refusals(), d.stderr());

@@ -50,6 +50,22 @@ fn a_host_whose_file_differs_enqueues_by_the_published_config() {
         "fleet: unknown project \"old\" (not in the config in force, version 1 published by host a)",
         "{out:?}"
     );
+    // Its settings are the published ones too, and the message says where they come from.
+    let out = b.cmd(&["enqueue", "new", "--", "extra"]);
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "[projects.new] table, in the config in force, version 1 published by host a"
+        ),
+        "{out:?}"
+    );
+    // A project the fleet knows, with nothing to cancel: said so, not an unknown project.
+    let out = b.cmd(&["cancel", "--project", "new", "--queued"]);
+    assert_eq!(
+        (out.code(), out.stdout.trim()),
+        (Some(0), "nothing to cancel"),
+        "{out:?}"
+    );
     let out = b.cmd(&["pause", "old"]);
     assert_eq!(out.code(), Some(2), "{out:?}");
     assert!(

@@ -214,3 +214,70 @@ fn after_a_restore_new_runs_are_numbered_above_the_run_files() {
         d.stderr()
     );
 }
+
+/// A backup that still queued runs which have run since: restored, those runs are claimed
+/// again, and their files say their commands were started already. Each claim ends there —
+/// the run `lost`, its note saying why — instead of starting the command a second time, and
+/// its log is not written to again; `fleet check` finds no double start.
+#[test]
+fn after_a_restore_a_run_that_ran_since_the_backup_is_not_started_again() {
+    let f = Fleet::new(
+        "[projects.p]\nmax_parallel = 4\ncommand = [\"sh\", \"-c\", \"echo run $FLEET_RUN_ID\"]\n",
+    );
+    let ids: Vec<i64> = (0..3).map(|_| f.enqueue("p")).collect();
+    // The backup holds them queued.
+    let backup = f.file("backup.db");
+    back_up(&f, &backup);
+    let mut d = f.start_daemon();
+    for &id in &ids {
+        assert_eq!(status_of(&f.wait_terminal(id)), "succeeded");
+    }
+    d.kill();
+    let db = f.state_dir().join("fleet.db");
+    std::fs::copy(&backup, &db).unwrap();
+    for extra in ["fleet.db-wal", "fleet.db-shm"] {
+        let _ = std::fs::remove_file(f.state_dir().join(extra));
+    }
+    let d = f.start_daemon();
+    for &id in &ids {
+        let run = f.wait_terminal(id);
+        assert_eq!(status_of(&run), "lost", "{run}");
+        let note = run["reason"].as_str().unwrap_or("");
+        assert!(
+            note.contains(&format!(
+                "run {id}'s files say its command was already started"
+            )),
+            "{run}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(f.state_dir().join(format!("runs/{id}.log"))).unwrap(),
+            format!("run {id}\n"),
+            "run {id}'s command ran again"
+        );
+    }
+    let out = f.cmd(&["check"]);
+    assert!(!out.stdout.contains("double_start"), "{out:?}");
+    drop(d);
+}
+
+/// A stray file whose name is a run id far past any backup's lag (the largest id there is) is
+/// not numbered past: runs are still numbered from where the database is, and can be queued.
+#[test]
+fn a_stray_run_file_with_a_huge_id_is_not_numbered_past() {
+    let f = fleet();
+    let first = f.enqueue("p");
+    let runs = f.state_dir().join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    std::fs::write(runs.join(format!("{}.lock", i64::MAX)), "").unwrap();
+    let d = f.start_daemon();
+    assert_eq!(status_of(&f.wait_terminal(first)), "succeeded");
+    let next = f.enqueue("p");
+    assert_eq!(next, first + 1);
+    assert_eq!(status_of(&f.wait_terminal(next)), "succeeded");
+    assert!(
+        d.stderr()
+            .contains("taken for a stray file, not numbered past"),
+        "{}",
+        d.stderr()
+    );
+}

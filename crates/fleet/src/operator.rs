@@ -104,7 +104,7 @@ pub fn enqueue(path: &Path, req: &EnqueueArgs) -> Result<()> {
         .map(|item| run_args::parse_env(item))
         .collect::<Result<Vec<_>>>()?;
     let env = run_args::dedup_env(env);
-    run_args::check_for(p, &req.args, &env)?;
+    run_args::check_for(p, &source, &req.args, &env)?;
     let store = match store {
         Some(s) => s,
         None => open_store(&config)?,
@@ -315,6 +315,12 @@ fn known(path: &Path, kind: &str, name: &str) -> bool {
     let Ok(config) = supervisor::config::Config::load(path) else {
         // No config to compare with (only `--state-dir`): nothing matched, which says enough.
         return true;
+    };
+    // On a shared database, the names every daemon knows (the published config's); a
+    // database that cannot be read leaves the file's.
+    let config = match crate::cli::in_force(path, config.clone()) {
+        Ok((in_force, _, _)) => in_force,
+        Err(_) => config,
     };
     match kind {
         "project" => config.projects.contains_key(name),

@@ -24,33 +24,40 @@ use crate::console;
 /// no `http_listen`, or whose listener cannot be reached or refuses (also in the middle of a
 /// `--follow`); the database's errors; the reader of stdout gone.
 pub fn print(store: &Store, run: &Run, host: &str, follow: bool) -> Result<()> {
+    // An ended run's whole log, when the database kept it whole: no need to ask the host. A
+    // cut one is the fallback when the host cannot serve the whole log.
+    let mut cut_tail = None;
     if run.status.is_terminal() {
         if let Some(t) = store.log_tail(run.id).map_err(Failure::action)? {
-            if t.cut {
-                console::eprintln(format!(
-                    "(tail of the log kept in the database; the full log is on host {})",
-                    t.host
-                ));
+            if !t.cut {
+                return console::write_bytes(&t.tail);
             }
-            // A cut tail may start inside a character: from the first whole one.
-            let from = if t.cut {
-                t.tail
-                    .iter()
-                    .take(3)
-                    .take_while(|b| (**b & 0xC0) == 0x80)
-                    .count()
-            } else {
-                0
-            };
-            return console::write_bytes(&t.tail[from..]);
+            cut_tail = Some(t);
         }
     }
+    let print_cut_tail = |t: &store::LogTail| {
+        console::eprintln(format!(
+            "(tail of the log kept in the database; the full log is on host {}, whose listener cannot be read from here)",
+            t.host
+        ));
+        // A cut tail may start inside a character: from the first whole one.
+        let from = t
+            .tail
+            .iter()
+            .take(3)
+            .take_while(|b| (**b & 0xC0) == 0x80)
+            .count();
+        console::write_bytes(&t.tail[from..])
+    };
     let hosts = store.hosts().map_err(Failure::action)?;
     let addr = hosts
         .iter()
         .find(|h: &&HostRow| h.name == host)
         .and_then(|h| h.http_addr.clone());
     let Some(addr) = addr else {
+        if let Some(t) = &cut_tail {
+            return print_cut_tail(t);
+        }
         return Err(Failure::action(format!(
             "run {} is {} on host {host}, whose log cannot be read from here (it serves no http_listen); run `fleet logs {}` on {host}",
             run.id,
@@ -58,6 +65,12 @@ pub fn print(store: &Store, run: &Run, host: &str, follow: bool) -> Result<()> {
             run.id
         )));
     };
+    // Nothing printed yet: the cut tail can still stand in for the whole log.
+    if let Some(t) = &cut_tail {
+        if get_log(&addr, host, run.id, 0, false).is_err() {
+            return print_cut_tail(t);
+        }
+    }
     let unreadable = |e: String| {
         Failure::action(format!(
             "run {} ran on host {host}, whose listener {addr} cannot be read: {e}; run `fleet logs {}` on {host}",

@@ -38,19 +38,24 @@ pub fn check_name(name: &str) -> std::result::Result<(), &'static str> {
     Ok(())
 }
 
-/// Refuses `args` and `env` for `project` when it did not set `accept_args = true`. Nothing
-/// given is always accepted. (Their size needs no check here: each reached this process through
+/// Refuses `args` and `env` for `project` (of the config `source` names, for the message) when
+/// it did not set `accept_args = true`. Nothing given is always accepted. (Their size needs no check here: each reached this process through
 /// an exec, under the same kernel limits; a total past the limit with the daemon's environment
 /// fails the run at start, with a message naming the limit.)
 ///
 /// Errors: exit 2 with a one-line message naming the project.
-pub fn check_for(project: &ProjectConfig, args: &[String], env: &[(String, String)]) -> Result<()> {
+pub fn check_for(
+    project: &ProjectConfig,
+    source: &str,
+    args: &[String],
+    env: &[(String, String)],
+) -> Result<()> {
     if args.is_empty() && env.is_empty() {
         return Ok(());
     }
     if !project.accept_args {
         return Err(Failure::input(format!(
-            "project {:?} does not accept arguments or --env (set accept_args = true in its [projects.{}] table)",
+            "project {:?} does not accept arguments or --env (set accept_args = true in its [projects.{}] table, in {source})",
             project.name, project.name
         )));
     }

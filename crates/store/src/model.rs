@@ -188,6 +188,27 @@ pub struct Claimed {
     pub run: Run,
 }
 
+/// The most [`crate::Store::reserve_run_ids`] moves the next run id in one go.
+pub const MAX_RESERVE_JUMP: RunId = 1_000_000_000;
+
+/// What [`crate::Store::reserve_run_ids`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reserved {
+    /// The database's next id was above the id given already: nothing written.
+    Ahead,
+    /// New runs are now numbered above the id given; `from` is the id the next run would have
+    /// had.
+    Moved {
+        /// The next id before.
+        from: RunId,
+    },
+    /// The id given is more than [`MAX_RESERVE_JUMP`] past the next one (`next`): not taken.
+    TooFar {
+        /// The database's next id, unchanged.
+        next: RunId,
+    },
+}
+
 /// A claim the database refused although its run was queued and its seats free: a constraint,
 /// or a trigger another program put on `runs` (raising an error, or dropping the write
 /// silently). The run stays queued; nothing of the claim was written.

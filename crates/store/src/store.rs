@@ -13,8 +13,8 @@ use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
     Applied, CancelOutcome, ClaimRefusal, ClaimRequest, Claimed, DaemonRow, Delayed, Event,
     FailureHooks, FireRequest, Fired, HoldKind, Millis, NewRun, Pauses, ProjectActivity,
-    PruneCandidate, PrunePolicy, QueueHead, Run, RunFilter, RunId, RunStatus, ScheduleRow,
-    Transition,
+    PruneCandidate, PrunePolicy, QueueHead, Reserved, Run, RunFilter, RunId, RunStatus,
+    ScheduleRow, Transition,
 };
 use crate::{BulkCancelled, CancelSelection};
 use crate::{EndedTotal, QueueSummary};
@@ -254,12 +254,14 @@ impl Store {
     /// id that has files in this host's state directory. A database restored from an older
     /// backup would otherwise number new runs from where the backup left off, and a new run
     /// would share its id — its lock file, records and log — with a run of the lost history
-    /// whose files are still here. Returns the id the next run would have had when that had
-    /// to change (`None`: it was above `highest` already, nothing written). Ids only grow: a
-    /// value below the database's own next id changes nothing.
+    /// whose files are still here. Ids only grow: a value below the database's own next id
+    /// changes nothing ([`Reserved::Ahead`], nothing written). A value more than
+    /// [`MAX_RESERVE_JUMP`] ahead is not taken ([`Reserved::TooFar`]): no backup lags by a
+    /// billion runs, so it is a stray file's name, and numbering past it would bring every
+    /// install near the end of the id range (or past it: no run could be queued any more).
     ///
     /// Errors: busy database (nothing written).
-    pub fn reserve_run_ids(&self, highest: RunId) -> Result<Option<RunId>> {
+    pub fn reserve_run_ids(&self, highest: RunId) -> Result<Reserved> {
         match &self.backend {
             Backend::Sqlite(db) => db.reserve_run_ids(highest),
             Backend::Postgres(db) => db.reserve_run_ids(highest),

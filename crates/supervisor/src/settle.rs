@@ -210,6 +210,14 @@ pub fn outcome(exit: &ExitRecord) -> (RunStatus, Option<i32>, Option<i32>, Optio
                     .unwrap_or_else(|| "the command could not be started".into()),
             ),
         ),
+        Outcome::AlreadyStarted => (
+            RunStatus::Lost,
+            None,
+            None,
+            Some(exit.error.clone().unwrap_or_else(|| {
+                "not started: its command had been started by another claim".into()
+            })),
+        ),
         _ if exit.timed_out => (
             RunStatus::TimedOut,
             exit.code,

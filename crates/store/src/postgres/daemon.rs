@@ -12,7 +12,7 @@ use postgres::{Row, Transaction};
 use super::PgStore;
 use crate::decide::hosts::{fence, EpochFacts, HOST_COLUMNS, VERSION};
 use crate::error::Result;
-use crate::{DaemonRow, HostRow, Millis, RunId};
+use crate::{DaemonRow, HostRow, Millis, Reserved, RunId, MAX_RESERVE_JUMP};
 
 impl PgStore {
     /// [`crate::Store::take_over`]: the epoch bump, the host row, and the active runs no host
@@ -58,7 +58,7 @@ impl PgStore {
     /// sequence. Moving the sequence is done under a lock that keeps every other host from
     /// inserting (or changing) a run meanwhile, so no id another host just drew is handed out
     /// again; it is taken only when the sequence is behind, which a running fleet never is.
-    pub(crate) fn reserve_run_ids(&self, highest: RunId) -> Result<Option<RunId>> {
+    pub(crate) fn reserve_run_ids(&self, highest: RunId) -> Result<Reserved> {
         let mut conn = self.conn()?;
         let next = |tx: &mut Transaction<'_>| -> Result<RunId> {
             // The id the sequence hands out next.
@@ -72,16 +72,19 @@ impl PgStore {
         };
         let mut tx = conn.transaction()?;
         if next(&mut tx)? > highest {
-            return Ok(None);
+            return Ok(Reserved::Ahead);
         }
         tx.batch_execute("LOCK TABLE runs IN SHARE ROW EXCLUSIVE MODE")?;
         let before = next(&mut tx)?;
         if before > highest {
-            return Ok(None);
+            return Ok(Reserved::Ahead);
+        }
+        if highest - (before - 1) > MAX_RESERVE_JUMP {
+            return Ok(Reserved::TooFar { next: before });
         }
         tx.execute("SELECT setval('runs_id_seq', $1, true)", &[&highest])?;
         tx.commit()?;
-        Ok(Some(before))
+        Ok(Reserved::Moved { from: before })
     }
 
     /// [`crate::Store::set_daemon_config`]; a row of another epoch is left as it is.

@@ -12,7 +12,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use super::SqliteStore;
 use crate::decide::hosts::{fence, EpochFacts, HOST_COLUMNS, VERSION};
 use crate::error::Result;
-use crate::{DaemonRow, HostRow, Millis, RunId};
+use crate::{DaemonRow, HostRow, Millis, Reserved, RunId, MAX_RESERVE_JUMP};
 
 impl SqliteStore {
     /// [`crate::Store::take_over`]: the epoch bump, the host row, and every active run made
@@ -52,17 +52,24 @@ impl SqliteStore {
 
     /// [`crate::Store::reserve_run_ids`]: `runs.id` is `AUTOINCREMENT`, so SQLite numbers a
     /// new run from the larger of `sqlite_sequence`'s value and the largest id present.
-    pub(crate) fn reserve_run_ids(&self, highest: RunId) -> Result<Option<RunId>> {
-        let mut conn = self.conn()?;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let last: RunId = tx.query_row(
+    pub(crate) fn reserve_run_ids(&self, highest: RunId) -> Result<Reserved> {
+        const LAST: &str =
             "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0), \
-                        COALESCE((SELECT MAX(id) FROM runs), 0))",
-            [],
-            |r| r.get(0),
-        )?;
+                                   COALESCE((SELECT MAX(id) FROM runs), 0))";
+        let mut conn = self.conn()?;
+        // Read first, without the write lock: at every start but after a restore, nothing
+        // is to be written.
+        let last: RunId = conn.query_row(LAST, [], |r| r.get(0))?;
         if last >= highest {
-            return Ok(None);
+            return Ok(Reserved::Ahead);
+        }
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let last: RunId = tx.query_row(LAST, [], |r| r.get(0))?;
+        if last >= highest {
+            return Ok(Reserved::Ahead);
+        }
+        if highest - last > MAX_RESERVE_JUMP {
+            return Ok(Reserved::TooFar { next: last + 1 });
         }
         let moved = tx.execute(
             "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'runs'",
@@ -75,7 +82,7 @@ impl SqliteStore {
             )?;
         }
         tx.commit()?;
-        Ok(Some(last + 1))
+        Ok(Reserved::Moved { from: last + 1 })
     }
 
     /// [`crate::Store::set_daemon_config`]; a row of another epoch is left as it is.

@@ -152,6 +152,15 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         }
         None => None,
     };
+    // The highest run id with files here, read while the database opens and is taken over
+    // (a folder of many runs takes a few milliseconds to list): new runs are numbered above
+    // it before anything is fired or claimed (below).
+    let highest_with_files = {
+        let root = state.root().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            crate::shim::runfiles::highest_run_id(&root).map_err(|e| (root, e))
+        })
+    };
     let store = connect::open_store(&state).await?;
     // Only once the database opened: a daemon refused at its start (a database written by a
     // newer fleet, say) never ran, and the commands must not take its host name for the one
@@ -194,16 +203,15 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // claimed: a database restored from an older backup would otherwise hand a new run the id,
     // and so the lock file, records and log, of a run of the history it lost.
     {
+        let highest = match highest_with_files.await.expect("listing runs/ panicked") {
+            Ok(highest) => highest,
+            Err((root, e)) => {
+                tracing::warn!(error = %e, path = %root.join(crate::shim::runfiles::RUNS_DIR).display(), "cannot list the run files; new run ids are not checked against them");
+                None
+            }
+        };
         let store = store.clone();
-        let root = state.root().to_path_buf();
         let reserved = tokio::task::spawn_blocking(move || {
-            let highest = match crate::shim::runfiles::list_run_ids(&root) {
-                Ok(ids) => ids.last().copied(),
-                Err(e) => {
-                    tracing::warn!(error = %e, path = %root.join(crate::shim::runfiles::RUNS_DIR).display(), "cannot list the run files; new run ids are not checked against them");
-                    None
-                }
-            };
             let Some(highest) = highest else {
                 return Ok(None);
             };
@@ -213,19 +221,26 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
                         tracing::warn!(error = %e, "the database is busy; retrying the run id check");
                         std::thread::sleep(Duration::from_millis(500));
                     }
-                    other => break other.map(|moved| moved.map(|from| (from, highest))),
+                    other => break other.map(|r| Some((r, highest))),
                 }
             }
         })
         .await
         .expect("reserve_run_ids panicked")?;
-        if let Some((from, highest)) = reserved {
-            tracing::warn!(
+        match reserved {
+            Some((store::Reserved::Moved { from }, highest)) => tracing::warn!(
                 next_id = from,
                 highest_with_files = highest,
                 "the database would have numbered new runs from {from}, but runs up to {highest} have files here (a database restored from an older backup?): new runs are numbered from {}; `fleet check` lists the files no run explains",
-                highest + 1
-            );
+                highest.saturating_add(1)
+            ),
+            Some((store::Reserved::TooFar { next }, highest)) => tracing::warn!(
+                next_id = next,
+                highest_with_files = highest,
+                "files of a run {highest} are here, more than {} past the next run id ({next}): taken for a stray file, not numbered past; see `fleet check`",
+                store::MAX_RESERVE_JUMP
+            ),
+            _ => {}
         }
     }
     // What was opened, to notice at every tick a state directory removed or replaced under us.

@@ -297,6 +297,22 @@ fn supervise_claim(args: &ShimArgs, signals: &BlockedSignals, own: &Own) -> i32 
     }
 }
 
+/// The exit record of claim `token` whose command was never started (`outcome` says why it
+/// was not, `error` in words).
+fn not_started(token: u64, outcome: Outcome, error: String) -> ExitRecord {
+    ExitRecord {
+        token,
+        outcome,
+        code: None,
+        signal: None,
+        timed_out: false,
+        term_requested: false,
+        error: Some(error),
+        started_at: None,
+        finished_at: now_rfc3339(),
+    }
+}
+
 fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
     crash_point!("shim-before-lock");
     let dir = RunFiles::new(&a.state_dir, a.run_id);
@@ -317,6 +333,32 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
             a.run_id, a.token
         ));
         return Ok(EXIT_OK);
+    }
+
+    // A `started` record of another claim: this run's command was started once already. A
+    // claim is requeued only when its command provably never started, so no earlier claim can
+    // legitimately have one; it comes from a database restored from an older backup that still
+    // queued the run, or from another install's files with this run's id. Starting again
+    // would start one attempt twice: the claim ends here, recorded (the run ends `lost`).
+    if let Ok(Some(old)) = &earlier {
+        if old.token != a.token {
+            let why = format!(
+                "not started: run {}'s files say its command was already started, by claim {} at {} \
+                 (a database restored from an older backup, or another install's files with this run's id)",
+                a.run_id, old.token, old.at
+            );
+            warn(format_args!(
+                "fleet shim: run {} claim {}: {why}",
+                a.run_id, a.token
+            ));
+            write_exit(
+                a,
+                &dir,
+                &lock,
+                &not_started(a.token, Outcome::AlreadyStarted, why),
+            )?;
+            return Ok(EXIT_OK);
+        }
     }
 
     crash_point!("shim-before-started");
@@ -373,18 +415,12 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
             if let Ok(mut log) = dir.open_log() {
                 let _ = writeln!(log, "{message}");
             }
-            let record = ExitRecord {
-                token: a.token,
-                outcome: Outcome::SpawnFailed,
-                code: None,
-                signal: None,
-                timed_out: false,
-                term_requested: false,
-                error: Some(message),
-                started_at: None,
-                finished_at: now_rfc3339(),
-            };
-            write_exit(a, &dir, &lock, &record)?;
+            write_exit(
+                a,
+                &dir,
+                &lock,
+                &not_started(a.token, Outcome::SpawnFailed, message),
+            )?;
             return Ok(EXIT_OK);
         }
     };

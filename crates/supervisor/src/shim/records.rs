@@ -72,6 +72,12 @@ pub enum Outcome {
     /// The command could not be started at all (missing program, bad cwd, permission);
     /// [`ExitRecord::error`] says why. Nothing ran.
     SpawnFailed,
+    /// The shim did not start the command: the run's files already held the `started` record
+    /// of another claim, so its command had been started once already (a database restored
+    /// from an older backup that still queued the run, or another install's files with this
+    /// run's id). Starting it again would be a second start of one attempt; the run ends `lost`
+    /// (its fate, for this claim, is unknown). [`ExitRecord::error`] says which claim.
+    AlreadyStarted,
 }
 
 /// Written by the shim, durably, once the command and its process group are gone, before the

@@ -807,6 +807,36 @@ pub fn list_run_ids(state_dir: &Path) -> io::Result<Vec<i64>> {
     Ok(ids)
 }
 
+/// The highest id of a run that has files under `<state_dir>/runs/` (as [`list_run_ids`]
+/// counts them), `None` when there are none: one pass over the folder's names, nothing
+/// sorted or kept, for the daemon's start (see `Store::reserve_run_ids`).
+///
+/// Errors: I/O errors reading the folder.
+pub fn highest_run_id(state_dir: &Path) -> io::Result<Option<i64>> {
+    let entries = match fs::read_dir(state_dir.join(RUNS_DIR)) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut highest = None;
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let stem = name
+            .strip_suffix(LOCK_SUFFIX)
+            .or_else(|| name.strip_suffix(LOG_SUFFIX))
+            .unwrap_or(name);
+        let Some(id) = run_id(stem) else { continue };
+        // A bare number is an earlier layout's folder only if it is one.
+        if stem.len() == name.len() && !entry.file_type()?.is_dir() {
+            continue;
+        }
+        highest = highest.max(Some(id));
+    }
+    Ok(highest)
+}
+
 /// The run id a name in `runs/` stands for: a positive integer written as fleet writes it
 /// (no sign, no leading zero), else `None` — `-5`, `+7` or `007` are someone else's files.
 fn run_id(name: &str) -> Option<i64> {

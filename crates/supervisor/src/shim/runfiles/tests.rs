@@ -437,6 +437,14 @@ fn list_run_ids_lists_every_layout_once() {
     }
     fs::create_dir(tmp.path().join("runs/011")).unwrap();
     assert_eq!(list_run_ids(tmp.path()).unwrap(), vec![2, 5, 10, 33]);
+    // The highest of them, by the same rules (a plain file named 99 is not a run's).
+    fs::write(tmp.path().join("runs/99"), b"a file").unwrap();
+    fs::write(tmp.path().join("runs/099.lock"), b"").unwrap();
+    assert_eq!(highest_run_id(tmp.path()).unwrap(), Some(33));
+    fs::write(tmp.path().join("runs/40.log"), b"").unwrap();
+    assert_eq!(highest_run_id(tmp.path()).unwrap(), Some(40));
+    let empty = tempfile::tempdir().unwrap();
+    assert_eq!(highest_run_id(empty.path()).unwrap(), None);
 }
 
 #[test]
