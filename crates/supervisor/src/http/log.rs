@@ -304,7 +304,9 @@ pub(super) async fn chunk_of(
             ),
         });
     };
-    let answer = relay(o, &addr, &name, id, offset).await;
+    let answer = relay(o, &addr, &name, id, offset)
+        .await
+        .and_then(|a| sane(a, growing));
     match answer {
         Ok(a) => Ok(Served {
             chunk: LogChunk {
@@ -346,6 +348,23 @@ async fn relay(
     tokio::task::spawn_blocking(move || remote::get_log(&addr, &host, id, offset, true))
         .await
         .unwrap_or_else(|e| Err(e.to_string()))
+}
+
+/// A relayed answer as this daemon passes it on: at most one chunk (and a marker line), and an
+/// `X-Log-Source` only where one can be (`tail` or `tail-cut`, for a run that has ended), so
+/// that whatever answers at a host's address cannot make the dashboard take a running log for
+/// a kept tail. Errors: an answer larger than a chunk, in words.
+fn sane(mut a: remote::LogAnswer, growing: bool) -> Result<remote::LogAnswer, String> {
+    if a.body.len() as u64 > LOG_CHUNK + MARKER_MAX_LEN as u64 {
+        return Err(format!(
+            "its answer carries {} bytes, more than one chunk of log",
+            a.body.len()
+        ));
+    }
+    if growing || !matches!(a.source.as_deref(), Some("tail" | "tail-cut")) {
+        a.source = None;
+    }
+    Ok(a)
 }
 
 /// The chunk at `offset` of a tail the database kept: a whole log is read as its file would
@@ -561,5 +580,37 @@ mod tests {
         assert_eq!((served.chunk.next, served.chunk.size), (5, 5));
         assert_eq!(served.source.as_deref(), Some("tail-cut"));
         assert_eq!(served.cut_from.as_deref(), Some("a"));
+    }
+
+    /// A relayed answer carries at most a chunk, and a kept tail's `X-Log-Source` only for a
+    /// run that has ended.
+    #[test]
+    fn a_relayed_answer_is_passed_on_only_as_one_could_be() {
+        let answer = |body: usize, source: Option<&str>| crate::http::remote::LogAnswer {
+            body: vec![b'x'; body],
+            next_offset: body as u64,
+            size: None,
+            source: source.map(str::to_string),
+        };
+        assert_eq!(
+            super::sane(answer(5, Some("tail-cut")), true)
+                .unwrap()
+                .source,
+            None
+        );
+        assert_eq!(
+            super::sane(answer(5, Some("tail-cut")), false)
+                .unwrap()
+                .source
+                .as_deref(),
+            Some("tail-cut")
+        );
+        assert_eq!(
+            super::sane(answer(5, Some("other")), false).unwrap().source,
+            None
+        );
+        let limit = (super::LOG_CHUNK as usize) + crate::shim::logbound::MARKER_MAX_LEN;
+        assert!(super::sane(answer(limit, None), true).is_ok());
+        assert!(super::sane(answer(limit + 1, None), true).is_err());
     }
 }
