@@ -70,7 +70,8 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
     let mut position: Option<u64> = None;
     // On a shared database a run no host has claimed has no log anywhere yet: files with its
     // id here are another install's (see `ran_here`).
-    let unclaimed = |r: &store::Run| store.is_shared() && r.host.is_none();
+    let unclaimed =
+        |r: &store::Run| store.is_shared() && r.host.is_none() && r.started_at.is_none();
     if !follow {
         if unclaimed(&row) {
             return Ok(());

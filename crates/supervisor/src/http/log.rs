@@ -180,7 +180,7 @@ enum Source {
     /// Its file here: the database is this host's alone, this host ran the run, or the
     /// request is another daemon's relay.
     Here,
-    /// No host ever ran it (queued, or ended before a claim): it has no log.
+    /// No host ever claimed it (queued, or ended before a claim): it has no log.
     Nowhere,
     /// Another host ran it; the run has ended and the database kept its whole log.
     Tail(LogTail),
@@ -201,7 +201,11 @@ fn locate(o: &Observed, run: &Run, relayed: bool) -> Result<Source, StoreError> 
         return Ok(Source::Here);
     }
     let other = match run.host.as_deref() {
-        None => return Ok(Source::Nowhere),
+        // Claimed by no host: never started, no log anywhere.
+        None if run.started_at.is_none() => return Ok(Source::Nowhere),
+        // Started before the database knew hosts (an upgrade of a shared database): its files
+        // are where it ran, and only there can they be read.
+        None => return Ok(Source::Here),
         Some(h) if h == config.host => return Ok(Source::Here),
         Some(h) => h,
     };
