@@ -13,6 +13,7 @@
 //! - `utf8`: log chunks start and end on character boundaries;
 //! - `unknown`: `/api/runs` for an unknown project or namespace is 404;
 //! - `overdue`: a schedule the database refuses reads as overdue in `/metrics`;
+//! - `refused_claims`: a refused claim neither holds up its project nor spins the daemon;
 //! - `alerts`: the alert rules in docs/OPERATIONS.md name only metrics `/metrics` serves;
 //! - `browser`: the dashboard in headless Chromium follows a run from the queue to its end and
 //!   its log, without a reload.
@@ -33,6 +34,7 @@ mod limits;
 mod metrics;
 mod overdue;
 mod ready;
+mod refused_claims;
 mod removed;
 mod socket;
 mod unknown;

@@ -261,7 +261,8 @@ fn after_a_restore_a_run_that_ran_since_the_backup_is_not_started_again() {
 }
 
 /// A stray file whose name is a run id far past any backup's lag (the largest id there is) is
-/// not numbered past: runs are still numbered from where the database is, and can be queued.
+/// not numbered past, and does not hide the files of runs a restored database lost: runs are
+/// numbered above those, and can be queued.
 #[test]
 fn a_stray_run_file_with_a_huge_id_is_not_numbered_past() {
     let f = fleet();
@@ -269,10 +270,13 @@ fn a_stray_run_file_with_a_huge_id_is_not_numbered_past() {
     let runs = f.state_dir().join("runs");
     std::fs::create_dir_all(&runs).unwrap();
     std::fs::write(runs.join(format!("{}.lock", i64::MAX)), "").unwrap();
+    std::fs::write(runs.join("5000000000.log"), "").unwrap();
+    // A run the database does not know (lost with a restore): numbered past.
+    std::fs::write(runs.join(format!("{}.lock", first + 5)), "").unwrap();
     let d = f.start_daemon();
     assert_eq!(status_of(&f.wait_terminal(first)), "succeeded");
     let next = f.enqueue("p");
-    assert_eq!(next, first + 1);
+    assert_eq!(next, first + 6);
     assert_eq!(status_of(&f.wait_terminal(next)), "succeeded");
     assert!(
         d.stderr()

@@ -65,6 +65,9 @@ pub struct EvalOutcome {
     /// Transitions the database refused even alone (see `daemon/refused.rs`): unwritten, tried again
     /// later, after a growing wait; the EVAL went on without them.
     pub refused: Vec<Transition>,
+    /// How many claims of this EVAL the database refused (their runs now held back): the next
+    /// EVAL comes at once, so that the runs behind them in their projects take their place.
+    pub claims_refused: usize,
     /// The failed runs the claimed failure hooks' runs report, by id, read after the claim:
     /// their fields become the hook's `FLEET_FAILED_*` variables.
     pub failed_runs: BTreeMap<RunId, Run>,
@@ -198,13 +201,18 @@ impl Daemon {
         if let Some(at) = self.refused_due() {
             self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
         }
-        // A run held back after a refused claim is asked for again once its wait is over.
+        // A run held back after a refused claim is asked for again once its wait is over; the
+        // runs behind it in its project are asked for at once, in its place (an EVAL now).
+        let now = now_ms();
         self.observed
             .metrics
-            .refused_claims(self.claim_backoff.len());
-        if let Some(at) = self.claim_backoff.next_due() {
-            let at = Instant::now() + Duration::from_millis((at - now_ms()).max(0) as u64);
+            .refused_claims(self.claim_backoff.held_at(now));
+        if let Some(at) = self.claim_backoff.next_due(now) {
+            let at = Instant::now() + Duration::from_millis((at - now).max(0) as u64);
             self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
+        }
+        if outcome.claims_refused > 0 {
+            self.wake_within(Duration::ZERO);
         }
         self.wake_after_spawn_hold();
         if let (false, Some(left)) = (view.usable(), view.settle_left()) {
@@ -487,6 +495,7 @@ fn pack_and_claim(
         let requests = claim_requests(&picks, &caps, config, gates.config_version);
         let mut refused = Vec::new();
         let claimed = store.claim_noting_refusals(epoch, &requests, now, &mut refused)?;
+        out.claims_refused = refused.len();
         for (r, wait) in claim_backoff.settle(refused, now) {
             tracing::warn!(
                 run = r.run_id,

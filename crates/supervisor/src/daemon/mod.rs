@@ -155,10 +155,10 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // The highest run id with files here, read while the database opens and is taken over
     // (a folder of many runs takes a few milliseconds to list): new runs are numbered above
     // it before anything is fired or claimed (below).
-    let highest_with_files = {
+    let run_ids = {
         let root = state.root().to_path_buf();
         tokio::task::spawn_blocking(move || {
-            crate::shim::runfiles::highest_run_id(&root).map_err(|e| (root, e))
+            crate::shim::runfiles::run_ids_highest_first(&root).map_err(|e| (root, e))
         })
     };
     let store = connect::open_store(&state).await?;
@@ -203,44 +203,60 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // claimed: a database restored from an older backup would otherwise hand a new run the id,
     // and so the lock file, records and log, of a run of the history it lost.
     {
-        let highest = match highest_with_files.await.expect("listing runs/ panicked") {
-            Ok(highest) => highest,
+        let ids = match run_ids.await.expect("listing runs/ panicked") {
+            Ok(ids) => ids,
             Err((root, e)) => {
                 tracing::warn!(error = %e, path = %root.join(crate::shim::runfiles::RUNS_DIR).display(), "cannot list the run files; new run ids are not checked against them");
-                None
+                Vec::new()
             }
         };
         let store = store.clone();
-        let reserved = tokio::task::spawn_blocking(move || {
-            let Some(highest) = highest else {
-                return Ok(None);
-            };
-            loop {
-                match store.reserve_run_ids(highest) {
-                    Err(e) if e.is_busy() => {
-                        tracing::warn!(error = %e, "the database is busy; retrying the run id check");
-                        std::thread::sleep(Duration::from_millis(500));
+        // Highest first; an id too far past the database's to be a run it lost is a stray
+        // file's name: said, and the next one tried (a few at most: past that, the database
+        // keeps its own numbering).
+        let outcomes = tokio::task::spawn_blocking(move || {
+            let mut outcomes = Vec::new();
+            let mut candidates = ids.into_iter();
+            let mut last = None;
+            for _ in 0..16 {
+                let Some(highest) = candidates.by_ref().find(|id| Some(*id) != last) else {
+                    break;
+                };
+                last = Some(highest);
+                let reserved = loop {
+                    match store.reserve_run_ids(highest) {
+                        Err(e) if e.is_busy() => {
+                            tracing::warn!(error = %e, "the database is busy; retrying the run id check");
+                            std::thread::sleep(Duration::from_millis(500));
+                        }
+                        other => break other?,
                     }
-                    other => break other.map(|r| Some((r, highest))),
+                };
+                outcomes.push((reserved, highest));
+                if !matches!(reserved, store::Reserved::TooFar { .. }) {
+                    break;
                 }
             }
+            Ok::<_, store::StoreError>(outcomes)
         })
         .await
         .expect("reserve_run_ids panicked")?;
-        match reserved {
-            Some((store::Reserved::Moved { from }, highest)) => tracing::warn!(
-                next_id = from,
-                highest_with_files = highest,
-                "the database would have numbered new runs from {from}, but runs up to {highest} have files here (a database restored from an older backup?): new runs are numbered from {}; `fleet check` lists the files no run explains",
-                highest.saturating_add(1)
-            ),
-            Some((store::Reserved::TooFar { next }, highest)) => tracing::warn!(
-                next_id = next,
-                highest_with_files = highest,
-                "files of a run {highest} are here, more than {} past the next run id ({next}): taken for a stray file, not numbered past; see `fleet check`",
-                store::MAX_RESERVE_JUMP
-            ),
-            _ => {}
+        for (reserved, highest) in outcomes {
+            match reserved {
+                store::Reserved::Moved { from } => tracing::warn!(
+                    next_id = from,
+                    run_ids = highest,
+                    "the database would have numbered new runs from {from}, but runs up to {highest} have files here (a database restored from an older backup?): new runs are numbered from {}; `fleet check` lists the files no run explains",
+                    highest.saturating_add(1)
+                ),
+                store::Reserved::TooFar { next } => tracing::warn!(
+                    next_id = next,
+                    run_ids = highest,
+                    "files of a run {highest} are here, more than {} past the next run id ({next}): taken for a stray file, not numbered past; see `fleet check`",
+                    store::MAX_RESERVE_JUMP
+                ),
+                store::Reserved::Ahead => {}
+            }
         }
     }
     // What was opened, to notice at every tick a state directory removed or replaced under us.

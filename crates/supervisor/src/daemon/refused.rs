@@ -58,12 +58,24 @@ impl ClaimBackoff {
         self.held.get(&run).is_some_and(|(due, _)| *due > now)
     }
 
-    /// The earliest instant a held run may be asked for again: an EVAL is due then.
-    pub fn next_due(&self) -> Option<Millis> {
-        self.held.values().map(|(due, _)| *due).min()
+    /// The earliest instant after `now` a held run may be asked for again: an EVAL is due
+    /// then. A wait already over is not one (the run is a candidate again): counting it would
+    /// make every EVAL due at once, a spin.
+    pub fn next_due(&self, now: Millis) -> Option<Millis> {
+        self.held
+            .values()
+            .map(|(due, _)| *due)
+            .filter(|due| *due > now)
+            .min()
     }
 
-    /// How many runs are held (or were, and have not been asked for since).
+    /// How many runs are held at `now` (their wait not over).
+    pub fn held_at(&self, now: Millis) -> usize {
+        self.held.values().filter(|(due, _)| *due > now).count()
+    }
+
+    /// How many runs are remembered: held, or held until lately and not asked for since (their
+    /// next refusal doubles the wait).
     pub fn len(&self) -> usize {
         self.held.len()
     }
@@ -316,7 +328,11 @@ mod tests {
             assert!(b.holds(7, now + wait.as_millis() as i64 - 1));
             assert!(!b.holds(7, now + wait.as_millis() as i64));
             assert!(!b.holds(8, now), "only the refused run is held");
-            assert_eq!(b.next_due(), Some(now + wait.as_millis() as i64));
+            assert_eq!(b.next_due(now), Some(now + wait.as_millis() as i64));
+            assert_eq!(b.held_at(now), 1);
+            let over = now + wait.as_millis() as i64;
+            assert_eq!(b.next_due(over), None, "a wait already over is no wake-up");
+            assert_eq!(b.held_at(over), 0);
             now += wait.as_millis() as i64;
         }
         assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60, 60]);

@@ -807,18 +807,18 @@ pub fn list_run_ids(state_dir: &Path) -> io::Result<Vec<i64>> {
     Ok(ids)
 }
 
-/// The highest id of a run that has files under `<state_dir>/runs/` (as [`list_run_ids`]
-/// counts them), `None` when there are none: one pass over the folder's names, nothing
-/// sorted or kept, for the daemon's start (see `Store::reserve_run_ids`).
+/// The ids of the runs that have files under `<state_dir>/runs/` (as [`list_run_ids`] counts
+/// them), highest first, an id with several files once per file: one pass over the folder's
+/// names and one sort, for the daemon's start (see `Store::reserve_run_ids`).
 ///
 /// Errors: I/O errors reading the folder.
-pub fn highest_run_id(state_dir: &Path) -> io::Result<Option<i64>> {
+pub fn run_ids_highest_first(state_dir: &Path) -> io::Result<Vec<i64>> {
     let entries = match fs::read_dir(state_dir.join(RUNS_DIR)) {
         Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let mut highest = None;
+    let mut ids = Vec::new();
     for entry in entries {
         let entry = entry?;
         let name = entry.file_name();
@@ -832,9 +832,10 @@ pub fn highest_run_id(state_dir: &Path) -> io::Result<Option<i64>> {
         if stem.len() == name.len() && !entry.file_type()?.is_dir() {
             continue;
         }
-        highest = highest.max(Some(id));
+        ids.push(id);
     }
-    Ok(highest)
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(ids)
 }
 
 /// The run id a name in `runs/` stands for: a positive integer written as fleet writes it

@@ -440,11 +440,12 @@ fn list_run_ids_lists_every_layout_once() {
     // The highest of them, by the same rules (a plain file named 99 is not a run's).
     fs::write(tmp.path().join("runs/99"), b"a file").unwrap();
     fs::write(tmp.path().join("runs/099.lock"), b"").unwrap();
-    assert_eq!(highest_run_id(tmp.path()).unwrap(), Some(33));
-    fs::write(tmp.path().join("runs/40.log"), b"").unwrap();
-    assert_eq!(highest_run_id(tmp.path()).unwrap(), Some(40));
+    assert_eq!(
+        run_ids_highest_first(tmp.path()).unwrap(),
+        vec![33, 10, 10, 5, 2, 2]
+    );
     let empty = tempfile::tempdir().unwrap();
-    assert_eq!(highest_run_id(empty.path()).unwrap(), None);
+    assert!(run_ids_highest_first(empty.path()).unwrap().is_empty());
 }
 
 #[test]
