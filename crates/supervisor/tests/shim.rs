@@ -490,8 +490,12 @@ fn command_starts_with_a_clean_signal_state() {
     );
 }
 
+/// A second claim of a run whose command was started already (its files hold the first
+/// claim's `started` record: a database restored from a backup that still queued the run, or
+/// another install's files) is refused: its shim records an `already_started` exit naming the
+/// first claim, and starts nothing — the log holds the first claim's output alone.
 #[test]
-fn every_claim_appends_to_the_log() {
+fn a_second_claim_of_a_started_run_is_refused() {
     let f = Fixture::new();
     for token in [1, 2] {
         let script = format!("echo claim {token}");
@@ -499,35 +503,42 @@ fn every_claim_appends_to_the_log() {
         assert!(status.success(), "{err}");
     }
     let dir = f.dir();
+    assert_eq!(fs::read_to_string(dir.log_path()).unwrap(), "claim 1\n");
+    let exit = dir.read_exit().unwrap().unwrap();
+    assert_eq!(exit.token, 2);
     assert_eq!(
-        fs::read_to_string(dir.log_path()).unwrap(),
-        "claim 1\nclaim 2\n"
+        exit.outcome,
+        supervisor::shim::records::Outcome::AlreadyStarted
     );
-    assert_eq!(dir.read_exit().unwrap().unwrap().token, 2);
-    assert_eq!(dir.read_started().unwrap().unwrap().token, 2);
+    assert!(
+        exit.error
+            .as_deref()
+            .is_some_and(|e| e.contains("already started, by claim 1")),
+        "{exit:?}"
+    );
+    let started = dir.read_started().unwrap().unwrap();
+    assert_eq!((started.token, started.history), (1, vec![1]));
 }
 
-/// Every claim's start stays on record in the started record's history — what `fleet check`
-/// reads to tell a run started twice — including a record an older fleet wrote without one.
+/// The same for a `started` record an older fleet wrote (in its run folder, with no history).
 #[test]
-fn every_claim_start_stays_in_the_started_history() {
+fn an_older_versions_started_record_refuses_a_second_claim_too() {
     let f = Fixture::new();
     let dir = f.dir();
-    // A started record of claim 1 with no history (an older version's, in its folder), as if
-    // its run was requeued afterwards.
     fs::create_dir_all(dir.folder()).unwrap();
     fs::write(
         dir.folder().join("started"),
         r#"{"token":1,"shim_pid":1,"shim_start_time":1,"at":"2024-01-01T00:00:00.000Z"}"#,
     )
     .unwrap();
-    for token in [2, 3] {
-        let (status, _, err) = finish(spawn_shim(&f.args(token, &["true"]), &[]));
-        assert!(status.success(), "{err}");
-        let started = dir.read_started().unwrap().unwrap();
-        assert_eq!(started.token, token);
-        assert_eq!(started.history, (1..=token).collect::<Vec<u64>>());
-    }
+    let (status, _, err) = finish(spawn_shim(&f.args(2, &["true"]), &[]));
+    assert!(status.success(), "{err}");
+    let exit = dir.read_exit().unwrap().unwrap();
+    assert_eq!(
+        (exit.token, exit.outcome),
+        (2, supervisor::shim::records::Outcome::AlreadyStarted)
+    );
+    assert_eq!(dir.read_started().unwrap().unwrap().token, 1);
 }
 
 #[test]
