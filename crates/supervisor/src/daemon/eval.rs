@@ -484,7 +484,7 @@ fn pack_and_claim(
     // A run whose claim the database refused a moment ago waits out its backoff: asked for
     // at once it would be refused again, and take a seat another run could use.
     if !claim_backoff.is_empty() {
-        behind_held(store, config, &running, &mut heads, claim_backoff, now)?;
+        super::refused::behind_held(store, config, &running, &mut heads, claim_backoff, now)?;
     }
     let candidates = candidates(heads, config);
     let picks = packer_for(&caps).pack(&caps, &running, &candidates);
@@ -547,47 +547,6 @@ fn more_heads(
         }
     }
     heads.extend(extra);
-    Ok(())
-}
-
-/// Leaves out of `heads` the runs `claim_backoff` holds at `now`, and puts in their place the
-/// next queued runs of their projects that it does not hold (as many as the project has free
-/// seats in `running`): a run the database refuses must not stall the runs queued behind it in
-/// its project. One extra query per project whose only candidates were held.
-fn behind_held(
-    store: &Store,
-    config: &Config,
-    running: &RunningSet,
-    heads: &mut Vec<QueueHead>,
-    claim_backoff: &super::ClaimBackoff,
-    now: Millis,
-) -> Result<(), StoreError> {
-    let mut stalled: Vec<String> = heads
-        .iter()
-        .filter(|h| claim_backoff.holds(h.run_id, now))
-        .map(|h| h.project.clone())
-        .collect();
-    heads.retain(|h| !claim_backoff.holds(h.run_id, now));
-    stalled.sort_unstable();
-    stalled.dedup();
-    stalled.retain(|p| !heads.iter().any(|h| h.project == *p));
-    for project in stalled {
-        let Some(p) = config.projects.get(&project) else {
-            continue;
-        };
-        let free = (p.max_parallel as usize).saturating_sub(running.count_of(&project));
-        if free == 0 {
-            continue;
-        }
-        // Past every held run of the project, at most, to the ones behind them.
-        let limit = free + claim_backoff.len();
-        let next = store.queue_of(&project, now, limit as u32)?;
-        heads.extend(
-            next.into_iter()
-                .filter(|h| !claim_backoff.holds(h.run_id, now))
-                .take(free),
-        );
-    }
     Ok(())
 }
 

@@ -158,7 +158,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     let run_ids = {
         let root = state.root().to_path_buf();
         tokio::task::spawn_blocking(move || {
-            crate::shim::runfiles::run_ids_highest_first(&root).map_err(|e| (root, e))
+            crate::shim::runfiles::list_run_ids(&root).map_err(|e| (root, e))
         })
     };
     let store = connect::open_store(&state).await?;
@@ -216,13 +216,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         // keeps its own numbering).
         let outcomes = tokio::task::spawn_blocking(move || {
             let mut outcomes = Vec::new();
-            let mut candidates = ids.into_iter();
-            let mut last = None;
-            for _ in 0..16 {
-                let Some(highest) = candidates.by_ref().find(|id| Some(*id) != last) else {
-                    break;
-                };
-                last = Some(highest);
+            for highest in ids.into_iter().rev().take(16) {
                 let reserved = loop {
                     match store.reserve_run_ids(highest) {
                         Err(e) if e.is_busy() => {

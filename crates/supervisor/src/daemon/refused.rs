@@ -17,10 +17,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use store::{Applied, ClaimRefusal, Millis, RunId, RunStatus, Store, StoreError, Transition};
+use packer::RunningSet;
+use store::{
+    Applied, ClaimRefusal, Millis, QueueHead, RunId, RunStatus, Store, StoreError, Transition,
+};
 use tokio::time::Instant;
 
 use super::state::Daemon;
+use crate::config::Config;
 
 /// A transition the database refused even written alone, waiting to be tried again.
 pub(super) struct Refused {
@@ -111,6 +115,47 @@ impl ClaimBackoff {
         self.held.retain(|_, (due, _)| *due > now);
         out
     }
+}
+
+/// Leaves out of `heads` the runs `claim_backoff` holds at `now`, and puts in their place the
+/// next queued runs of their projects that it does not hold (as many as the project has free
+/// seats in `running`): a run the database refuses must not stall the runs queued behind it in
+/// its project. One extra query per project whose only candidates were held.
+pub(super) fn behind_held(
+    store: &Store,
+    config: &Config,
+    running: &RunningSet,
+    heads: &mut Vec<QueueHead>,
+    claim_backoff: &ClaimBackoff,
+    now: Millis,
+) -> Result<(), StoreError> {
+    let mut stalled: Vec<String> = heads
+        .iter()
+        .filter(|h| claim_backoff.holds(h.run_id, now))
+        .map(|h| h.project.clone())
+        .collect();
+    heads.retain(|h| !claim_backoff.holds(h.run_id, now));
+    stalled.sort_unstable();
+    stalled.dedup();
+    stalled.retain(|p| !heads.iter().any(|h| h.project == *p));
+    for project in stalled {
+        let Some(p) = config.projects.get(&project) else {
+            continue;
+        };
+        let free = (p.max_parallel as usize).saturating_sub(running.count_of(&project));
+        if free == 0 {
+            continue;
+        }
+        // Past every held run of the project, at most, to the ones behind them.
+        let limit = free + claim_backoff.len();
+        let next = store.queue_of(&project, now, limit as u32)?;
+        heads.extend(
+            next.into_iter()
+                .filter(|h| !claim_backoff.holds(h.run_id, now))
+                .take(free),
+        );
+    }
+    Ok(())
 }
 
 impl Daemon {

@@ -807,37 +807,6 @@ pub fn list_run_ids(state_dir: &Path) -> io::Result<Vec<i64>> {
     Ok(ids)
 }
 
-/// The ids of the runs that have files under `<state_dir>/runs/` (as [`list_run_ids`] counts
-/// them), highest first, an id with several files once per file: one pass over the folder's
-/// names and one sort, for the daemon's start (see `Store::reserve_run_ids`).
-///
-/// Errors: I/O errors reading the folder.
-pub fn run_ids_highest_first(state_dir: &Path) -> io::Result<Vec<i64>> {
-    let entries = match fs::read_dir(state_dir.join(RUNS_DIR)) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut ids = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let stem = name
-            .strip_suffix(LOCK_SUFFIX)
-            .or_else(|| name.strip_suffix(LOG_SUFFIX))
-            .unwrap_or(name);
-        let Some(id) = run_id(stem) else { continue };
-        // A bare number is an earlier layout's folder only if it is one.
-        if stem.len() == name.len() && !entry.file_type()?.is_dir() {
-            continue;
-        }
-        ids.push(id);
-    }
-    ids.sort_unstable_by(|a, b| b.cmp(a));
-    Ok(ids)
-}
-
 /// The run id a name in `runs/` stands for: a positive integer written as fleet writes it
 /// (no sign, no leading zero), else `None` — `-5`, `+7` or `007` are someone else's files.
 fn run_id(name: &str) -> Option<i64> {

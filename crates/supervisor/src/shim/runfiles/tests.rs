@@ -437,15 +437,12 @@ fn list_run_ids_lists_every_layout_once() {
     }
     fs::create_dir(tmp.path().join("runs/011")).unwrap();
     assert_eq!(list_run_ids(tmp.path()).unwrap(), vec![2, 5, 10, 33]);
-    // The highest of them, by the same rules (a plain file named 99 is not a run's).
+    // A plain file named like a high id is not a run's, nor a name fleet does not write.
     fs::write(tmp.path().join("runs/99"), b"a file").unwrap();
     fs::write(tmp.path().join("runs/099.lock"), b"").unwrap();
-    assert_eq!(
-        run_ids_highest_first(tmp.path()).unwrap(),
-        vec![33, 10, 10, 5, 2, 2]
-    );
+    assert_eq!(list_run_ids(tmp.path()).unwrap(), vec![2, 5, 10, 33]);
     let empty = tempfile::tempdir().unwrap();
-    assert!(run_ids_highest_first(empty.path()).unwrap().is_empty());
+    assert!(list_run_ids(empty.path()).unwrap().is_empty());
 }
 
 #[test]
