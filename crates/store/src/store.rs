@@ -256,7 +256,7 @@ impl Store {
     /// would share its id — its lock file, records and log — with a run of the lost history
     /// whose files are still here. Ids only grow: a value below the database's own next id
     /// changes nothing ([`Reserved::Ahead`], nothing written). A value more than
-    /// [`MAX_RESERVE_JUMP`] ahead is not taken ([`Reserved::TooFar`]): no backup lags by a
+    /// [`MAX_RESERVE_JUMP`](crate::MAX_RESERVE_JUMP) ahead is not taken ([`Reserved::TooFar`]): no backup lags by a
     /// billion runs, so it is a stray file's name, and numbering past it would bring every
     /// install near the end of the id range (or past it: no run could be queued any more).
     ///
