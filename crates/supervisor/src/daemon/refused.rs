@@ -46,8 +46,8 @@ const REFUSED_RETRY_FIRST: Duration = Duration::from_secs(1);
 const REFUSED_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Runs whose claim the database refused, held out of the packing until their wait is over:
-/// the first wait is [`REFUSED_RETRY_FIRST`], doubled at each refusal in a row up to
-/// [`REFUSED_RETRY_MAX`], as for refused transitions. Kept by the daemon across EVALs and
+/// the first wait is 1 s, doubled at each refusal in a row up to 60 s, as for refused
+/// transitions. Kept by the daemon across EVALs and
 /// handed to [`super::eval_blocking`]; times are milliseconds since the Unix epoch (UTC), the
 /// EVAL's own clock.
 #[derive(Debug, Default)]
