@@ -187,9 +187,12 @@ fn a_trickling_listener_holds_up_neither_the_daemon_nor_its_api() {
     // b's address now answers with a valid head, then a byte every 200 ms, for a minute.
     let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let fake_url = format!("http://{}", fake.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = accepted.clone();
     std::thread::spawn(move || {
         for conn in fake.incoming() {
             let Ok(mut conn) = conn else { return };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             std::thread::spawn(move || {
                 use std::io::Write;
                 let head = b"HTTP/1.0 200 OK\r\nX-Fleet-Host: b\r\nX-Log-Next-Offset: 5\r\n\r\n";
@@ -237,6 +240,10 @@ fn a_trickling_listener_holds_up_neither_the_daemon_nor_its_api() {
         "12 relays to a trickling listener answered in {:?}",
         asked.elapsed()
     );
+    // At most four relays at once, each held to its deadline: the requests past them gave up
+    // waiting for a turn rather than each taking a thread of the daemon (12 without the cap).
+    let reached = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(reached <= 8, "{reached} connections reached the listener");
     std::fs::write(h.shared().join("go"), "").unwrap();
     drop(a_daemon);
 }
