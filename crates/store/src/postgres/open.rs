@@ -119,7 +119,7 @@ pub fn describe_url(url: &str) -> std::result::Result<String, String> {
     }
     let config: postgres::Config = url
         .parse()
-        .map_err(|e: postgres::Error| format!("not a PostgreSQL URL: {e}"))?;
+        .map_err(|e: postgres::Error| format!("not a PostgreSQL URL: {}", super::PgError(e)))?;
     if config.get_hosts().is_empty() {
         return Err("the URL names no host (give one, or ?host=/socket/folder)".into());
     }
@@ -150,9 +150,9 @@ impl PgStore {
                 source: e,
             }
         };
-        let mut config: postgres::Config = url
-            .parse()
-            .map_err(|e: postgres::Error| bad("(connection string)".into())(Box::new(e)))?;
+        let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
+            bad("(connection string)".into())(Box::new(super::PgError(e)))
+        })?;
         let target = describe(&config);
         // The busy timeout: a statement that waits longer for a lock fails as busy and its
         // transaction rolls back. Set at connection start, so every pooled connection has it.
@@ -328,5 +328,34 @@ mod tests {
             describe_url("postgres://u:p@h:6543/d").unwrap(),
             "postgresql d on h:6543 as u"
         );
+    }
+
+    /// A URL the driver cannot read says which part is wrong (the driver's own error says only
+    /// "invalid connection string"), and never repeats the URL or its password.
+    #[test]
+    fn a_bad_url_names_the_part_that_is_wrong() {
+        for (url, part) in [
+            (
+                "postgresql://u:secret@h:99999/d",
+                "invalid value for option `port`",
+            ),
+            (
+                "postgresql://u:secret@h:abc/d",
+                "invalid value for option `port`",
+            ),
+            (
+                "postgresql://u:secret@h/d?bogus=1",
+                "unknown option `bogus`",
+            ),
+            (
+                "postgresql://u:secret@h/d?connect_timeout=soon",
+                "`connect_timeout`",
+            ),
+            ("postgresql://u:secret@h/d?sslmode=maybe", "`sslmode`"),
+        ] {
+            let e = describe_url(url).unwrap_err();
+            assert!(e.contains(part), "{url}: {e}");
+            assert!(!e.contains("secret"), "{url}: {e}");
+        }
     }
 }
