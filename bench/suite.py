@@ -15,7 +15,8 @@ Measures:
   1. dispatch   N runs of `true` under a cap of 16, queued to terminal, against `xargs -P16` and
                 pueue (installed from crates.io into target/bench-tools on first use); as
                 context, bench/floor.c (built with gcc): the least one monitor process per run
-                costs, bare and with fleet's file and syncs.
+                costs, bare, with fleet's file and syncs, with the file and no syncs, and with
+                the syncs but no file per run (records in one shared journal).
   2. eval       the bench `cargo bench -p supervisor --bench eval` (EVAL cost at 1k, 10k, 100k
                 queued): criterion's medians, one size after the other, read from
                 target/criterion/eval/<N>/new/estimates.json (context), and the judged ratio
@@ -316,11 +317,17 @@ def floor_build(out_dir):
     return exe
 
 
+# bench/floor.c's modes, each with the row's words for what its monitor does per run.
+FLOOR_MODES = (("bare", "a fork per run, nothing else"),
+               ("durable", "a fork per run, a new file and fleet's three syncs"),
+               ("unsynced", "a fork per run, a new file, no sync"),
+               ("shared", "a fork per run, no new file: a byte-range lock and two synced appends to one shared journal"))
+
+
 def floor_drain(exe, n, mode):
-    """Times bench/floor.c draining n runs of `true` at 16 parallel; `mode` is "bare" (a fork
-    per run, nothing else) or "durable" (also the run's file and the three syncs fleet's
-    records need). Its files go in a fresh temporary folder, removed afterwards like a drain's
-    state directory."""
+    """Times bench/floor.c draining n runs of `true` at 16 parallel; `mode` is one of
+    FLOOR_MODES (what each adds: bench/floor.c's header). Its files go in a fresh temporary
+    folder, removed afterwards like a drain's state directory."""
     d = tempfile.mkdtemp(prefix="fleet-bench-floor-")
     try:
         t = time.monotonic()
@@ -485,28 +492,29 @@ def measure_dispatch(a, sz, rows, raw):
         floor, floor_why_not = floor_build(a.out_dir), None
     except NotRun as e:
         floor, floor_why_not = None, str(e)
-    xs, fs, ps, bare, durable = [], [], [], [], []
+    xs, fs, ps = [], [], []
+    floors = {mode: [] for mode, _ in FLOOR_MODES}
     for i in range(rep):
         xs.append(xargs_drain(n))
         fs.append(fleet_drain(a.fleet, n))
         if floor:
-            bare.append(floor_drain(floor, n, "bare"))
-            durable.append(floor_drain(floor, n, "durable"))
+            for mode, _ in FLOOR_MODES:
+                floors[mode].append(floor_drain(floor, n, mode))
         if bins:
             ps.append(pueue_drain(bins, m))
         print(f"  dispatch {i + 1}/{rep}: xargs {xs[-1]:.2f} s, fleet {fs[-1]:.2f} s"
-              + (f", floor {bare[-1]:.2f} s bare, {durable[-1]:.2f} s durable" if floor else "")
+              + (", floor " + ", ".join(f"{ts[-1]:.2f} s {mode}" for mode, ts in floors.items()) if floor else "")
               + (f", pueue {ps[-1]:.2f} s ({m} runs)" if bins else ""), file=sys.stderr, flush=True)
     raw["dispatch"] = dict(runs=n, xargs_s=xs, fleet_s=fs, pueue_runs=m, pueue_s=ps,
-                           floor_bare_s=bare, floor_durable_s=durable)
+                           **{f"floor_{mode}_s": ts for mode, ts in floors.items()})
     x, f = statistics.median(xs), statistics.median(fs)
     med = f"median of {rep}" if rep > 1 else "1 run"
     rows.append(dict(measure=f"drain {n:,} `true`, cap 16: wall time vs `xargs -P16`",
                      fleet=f"{f:.2f} s", anchor=f"xargs {x:.2f} s", ratio=f"{f / x:.2f}x", target="≤ 1.5x",
                      met=f / x <= 1.5, notes=f"{med}; fleet {fmt_list(fs, 's')}, xargs {fmt_list(xs, 's')}"))
     if floor:
-        for what, ts in (("a fork per run, nothing else", bare),
-                         ("a fork per run, a new file and fleet's three syncs", durable)):
+        for mode, what in FLOOR_MODES:
+            ts = floors[mode]
             t = statistics.median(ts)
             rows.append(dict(measure=f"floor of one monitor process per run (bench/floor.c: {what}; "
                                      f"its time in the fleet column), {n:,} `true`, 16 parallel, vs `xargs -P16`",
