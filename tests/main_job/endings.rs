@@ -105,11 +105,11 @@ fn leftovers_in_the_process_group_are_killed_when_the_command_exits() {
 }
 
 /// A command that starts processes outside its process group (a new session by `setsid`, with
-/// a child of its own) and exits: they are killed too before the run's end is recorded, since
+/// a child of its own) and exits: they are ended too before the run's end is recorded, since
 /// the shim is their subreaper — so a retry could never run beside them. The shim's log says
 /// how many it found.
 #[test]
-fn processes_that_left_the_process_group_are_killed_when_the_command_exits() {
+fn processes_that_left_the_process_group_are_ended_when_the_command_exits() {
     let f = Fleet::with(|dir| {
         let leader = dir.join("escaped.pid");
         let child = dir.join("escaped-child.pid");
@@ -132,15 +132,126 @@ fn processes_that_left_the_process_group_are_killed_when_the_command_exits() {
     // Gone when the end was recorded; polled only to tolerate /proc's lag.
     wait_gone(&f, leader, "the process that left the command's session");
     wait_gone(&f, child, "its child");
-    // The command's output, then the shim's note of what it killed (the sh and its sleep).
+    // The command's output, then the shim's note of what it ended (the sh and its sleep, both
+    // gone on SIGTERM).
     assert_eq!(
         f.logs(id),
-        "leaving\nfleet: killed 2 process(es) the command had started outside its process group \
-         (setsid, a double fork), still running when it ended\n"
+        "leaving\nfleet: ended 2 process(es) the command had started outside its process group \
+         (setsid, a double fork), still running when it ended (SIGTERM)\n"
     );
     f.wait_until(DEADLINE, "the shim's warning in the daemon's log", || {
         d.stderr().contains("had left its process group")
     });
+}
+
+/// A helper script for the tests below: it says it is ready once its SIGTERM trap is set, then
+/// waits; on SIGTERM it writes `cleaned` to the file given and exits, unless told to ignore
+/// SIGTERM.
+fn write_helper(dir: &std::path::Path) -> std::path::PathBuf {
+    let helper = dir.join("helper.sh");
+    std::fs::write(
+        &helper,
+        "case \"$3\" in\n\
+         ignore) trap '' TERM ;;\n\
+         *) trap 'echo cleaned > \"$2\"; exit 0' TERM ;;\n\
+         esac\n\
+         echo $$ > \"$1\"\n\
+         while :; do sleep 0.05; done\n",
+    )
+    .unwrap();
+    helper
+}
+
+/// What a command leaves running when it exits, in its process group (a background child) or
+/// outside it (a helper it detached with `setsid`), gets SIGTERM first, as a cancelled command
+/// does, and the run's end waits for it: both may clean up (a lock file, a temporary folder)
+/// before they go.
+#[test]
+fn what_the_command_leaves_running_gets_sigterm_before_sigkill() {
+    let f = Fleet::with(|dir| {
+        let helper = shell_quote(&write_helper(dir));
+        let q = |name: &str| shell_quote(&dir.join(name));
+        format!(
+            "[projects.leaver]\ncommand = {}\n",
+            sh(&format!(
+                "setsid sh {helper} {er} {ec} & sh {helper} {gr} {gc} & \
+                 while [ ! -s {er} ] || [ ! -s {gr} ]; do sleep 0.01; done; echo leaving",
+                er = q("escaped.ready"),
+                ec = q("escaped.cleaned"),
+                gr = q("group.ready"),
+                gc = q("group.cleaned"),
+            ))
+        )
+    });
+    let _d = f.start_daemon();
+    let id = f.enqueue("leaver");
+    let r = f.wait_terminal(id);
+    assert_eq!(status_of(&r), "succeeded", "{r}");
+    // Written by their SIGTERM traps before the run's end was recorded: no polling.
+    for who in ["escaped", "group"] {
+        assert_eq!(
+            std::fs::read_to_string(f.file(&format!("{who}.cleaned")))
+                .ok()
+                .as_deref(),
+            Some("cleaned\n"),
+            "the {who} helper got no SIGTERM"
+        );
+    }
+    // (The group's helper's shell may say "Terminated" of its `sleep`, which got the group's
+    // SIGTERM too.)
+    let log = f.logs(id);
+    assert!(log.starts_with("leaving\n"), "{log:?}");
+    assert!(
+        log.ends_with(
+            "\nfleet: ended 1 process(es) the command had started outside its process group \
+             (setsid, a double fork), still running when it ended (SIGTERM)\n"
+        ),
+        "{log:?}"
+    );
+}
+
+/// A helper that ignores SIGTERM gets SIGKILL once the project's `kill_grace` is over, and the
+/// run's end is recorded once it is gone.
+#[test]
+fn a_leftover_that_ignores_sigterm_is_killed_after_the_kill_grace() {
+    let f = Fleet::with(|dir| {
+        let helper = shell_quote(&write_helper(dir));
+        let ready = shell_quote(&dir.join("escaped.ready"));
+        format!(
+            "[projects.leaver]\ncommand = {}\nkill_grace = \"3s\"\n",
+            sh(&format!(
+                "setsid sh {helper} {ready} /dev/null ignore & \
+                 while [ ! -s {ready} ]; do sleep 0.01; done; echo leaving",
+            ))
+        )
+    });
+    let _d = f.start_daemon();
+    let id = f.enqueue("leaver");
+    let r = f.wait_terminal(id);
+    assert_eq!(status_of(&r), "succeeded", "{r}");
+    let helper = read_pid(&f.file("escaped.ready"), &f);
+    wait_gone(&f, helper, "the helper that ignored SIGTERM");
+    // The run's times are the command's own, not the helper's grace: the command ended as
+    // soon as the helper was ready, well within the 3 s grace the helper held the end back.
+    let at = |key: &str| {
+        chrono::DateTime::parse_from_rfc3339(r[key].as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{key}: {e}: {r}"))
+    };
+    let took = at("finished_at") - at("started_at");
+    assert!(took < chrono::TimeDelta::milliseconds(2500), "{took}: {r}");
+    // The helper, and the `sleep 0.05` it may have been waiting for when it was killed (handed
+    // to the shim then, outside the command's group too).
+    let log = f.logs(id);
+    assert!(
+        log == "leaving\nfleet: ended 1 process(es) the command had started outside its process \
+                group (setsid, a double fork), still running when it ended (SIGTERM; SIGKILL for 1 \
+                still running after the kill grace)\n"
+            || log
+                == "leaving\nfleet: ended 2 process(es) the command had started outside its \
+                    process group (setsid, a double fork), still running when it ended (SIGTERM; \
+                    SIGKILL for 2 still running after the kill grace)\n",
+        "{log:?}"
+    );
 }
 
 /// The same on `fleet cancel`: a process the command moved to a session of its own is gone by

@@ -20,10 +20,12 @@
 //! 6. writes `running`, tells the daemon `running <pid>` on stdout;
 //! 7. waits — for the command, its output and signals, in one `poll` — passing termination
 //!    requests on to the process group, enforcing the timeout and the kill grace;
-//! 8. kills whatever is left of the process group, then every child it still has: it made
+//! 8. ends whatever the command left running, in its process group or out of it: it made
 //!    itself the child subreaper before step 5, so what left the group (`setsid`, a double
-//!    fork) was handed to it ([`crate::sys::subreaper`]); durably writes `exit` (retried until
-//!    it is on disk), and only then exits (releasing the lock).
+//!    fork) was handed to it ([`crate::sys::subreaper`]). SIGTERM to the group and to each
+//!    such child, up to the kill grace (what remains of it when a termination was under way),
+//!    then SIGKILL to what is left; durably writes `exit` (retried until it is on disk), and
+//!    only then exits (releasing the lock).
 //!
 //! The shim is single-threaded and must stay so: the parent-death signal is tied to the *thread*
 //! that forked the command, so a thread that forked and then ended would kill the command early,
@@ -452,9 +454,13 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
         // operators look for why a helper the command left behind is gone. After the
         // command's own output (the pump has finished), before the exit record.
         if let Ok(mut log) = dir.open_log() {
+            let how = match ended.killed {
+                0 => "SIGTERM".to_string(),
+                n => format!("SIGTERM; SIGKILL for {n} still running after the kill grace"),
+            };
             let _ = writeln!(
                 log,
-                "fleet: killed {} process(es) the command had started outside its process group (setsid, a double fork), still running when it ended",
+                "fleet: ended {} process(es) the command had started outside its process group (setsid, a double fork), still running when it ended ({how})",
                 ended.escaped
             );
         }
@@ -559,11 +565,18 @@ fn command_env(a: &ShimArgs) -> Vec<(OsString, OsString)> {
     env.into_iter().collect()
 }
 
+/// How often the shim looks again for what the command left running while it waits for it to
+/// end after SIGTERM (a SIGCHLD wakes it sooner).
+const LEFTOVERS_POLL: Duration = Duration::from_millis(50);
+
 /// What the wait loop learnt.
 struct Ended {
     status: ExitStatus,
-    /// How many processes that had left the command's process group were killed at its end.
+    /// How many processes that had left the command's process group were still running at its
+    /// end (sent SIGTERM, or killed at once when the grace was already over).
     escaped: usize,
+    /// How many of them were still running once the grace was over, and were killed.
+    killed: usize,
     timed_out: bool,
     term_requested: bool,
     finished_at: String,
@@ -626,19 +639,46 @@ fn supervise(
         }
     }
     let finished_at = now_rfc3339();
-    // The leader is a zombie, not reaped: its pid, hence the group id, cannot be reused yet, so
-    // this SIGKILL reaches only processes the command left in its group (e.g. a grandchild).
+    // What the command left running — in its group (a background child) or outside it (a
+    // helper it detached) — is ended as a termination ends the command: SIGTERM, then SIGKILL
+    // once the grace is over, so that it may clean up (a lock file, a temporary folder). A
+    // termination already under way keeps its deadline; one whose grace is over gets none.
+    // The leader is a zombie, not reaped: its pid, hence the group id, cannot be reused yet,
+    // so a signal to the group reaches only processes the command left in it.
+    let mut leftovers = subreaper::Leftovers::default();
+    if !killed {
+        let deadline = if terminating {
+            kill_at
+        } else {
+            signal_group(pgid, Signal::SIGTERM);
+            Instant::now().checked_add(a.kill_grace)
+        };
+        while leftovers.term(pid, pgid) && deadline.is_none_or(|d| Instant::now() < d) {
+            // A SIGCHLD ends the wait early; the cap catches the end of a process that is
+            // not this shim's child (a grandchild whose parent lives on), which sends none.
+            let wait = deadline
+                .map_or(LEFTOVERS_POLL, |d| {
+                    d.saturating_duration_since(Instant::now())
+                })
+                .min(LEFTOVERS_POLL);
+            // A termination request now changes nothing: the command has ended.
+            match pump.as_deref_mut() {
+                Some(p) => p.wait(Some(wait))?,
+                None => signals.wait(Some(wait)),
+            };
+        }
+    }
     signal_group(pgid, Signal::SIGKILL);
     let status = spawn::wait_child(pid)?;
     // And what left the group, handed to this shim as its subreaper: killed and reaped too,
     // together with the group's processes handed over as their parents died, before the exit
     // record is written and the lock released — so nothing of this attempt runs beside the
     // next one.
-    let adopted = subreaper::end_adopted(pgid);
+    let adopted = leftovers.end(pgid);
     if adopted.escaped > 0 {
         warn(format_args!(
-            "fleet shim: run {} claim {}: {} process(es) the command started had left its process group and were still running; killed them (SIGKILL)",
-            a.run_id, a.token, adopted.escaped
+            "fleet shim: run {} claim {}: {} process(es) the command started had left its process group and were still running when it ended; sent SIGTERM, and SIGKILL to {} still running after the kill grace",
+            a.run_id, a.token, adopted.escaped, adopted.killed
         ));
     }
     if !adopted.unkillable.is_empty() {
@@ -655,6 +695,7 @@ fn supervise(
     Ok(Ended {
         status,
         escaped: adopted.escaped,
+        killed: adopted.killed,
         timed_out,
         term_requested,
         finished_at,

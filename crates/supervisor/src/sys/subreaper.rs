@@ -4,8 +4,8 @@
 //! A process that leaves its parent's process group (`setsid`, `setpgid`, a double fork) is out
 //! of reach of a signal sent to that group, and when its parent dies it is handed to the
 //! machine's init. Once the caller is marked as the subreaper ([`become_subreaper`]), such an
-//! orphan is handed to the caller instead, which can then end it ([`end_adopted`]) and reap
-//! the ones that end on their own ([`reap_adopted`]).
+//! orphan is handed to the caller instead, which can then ask it to end ([`Leftovers`]), end
+//! it ([`Leftovers::end`]) and reap the ones that end on their own ([`reap_adopted`]).
 //!
 //! Only a child of the caller is ever signalled here: while it is not reaped, its pid cannot
 //! name another process.
@@ -29,7 +29,7 @@ pub fn become_subreaper() -> io::Result<()> {
 /// Reaps the children of the caller that have ended, except `keep`, which is left waitable:
 /// the orphans a subreaper adopted and that ended while `keep` still runs. Never blocks. Stops
 /// at the first waitable child that is `keep` (what is behind it is reaped by
-/// [`end_adopted`]).
+/// [`Leftovers::end`]).
 pub fn reap_adopted(keep: i32) {
     while let Children::Ended(pid) = peek_children() {
         if pid == keep {
@@ -84,108 +84,172 @@ fn peek_children() -> Children {
     }
 }
 
-/// What [`end_adopted`] did.
+/// The SIGTERM half of ending what a command left running: every live child of the caller
+/// outside the command's process group gets SIGTERM once ([`Leftovers::term`]), so that a helper
+/// the command detached (a background `git gc`, an agent) may clean up as the command's own
+/// group may, before [`Leftovers::end`] kills what is still there.
+///
+/// Only a child of the caller is ever signalled, and no child is reaped meanwhile: a pid it
+/// signalled names the same process until [`Leftovers::end`] reaps it.
+#[derive(Debug, Default)]
+pub struct Leftovers {
+    signalled: BTreeSet<i32>,
+    unkillable: BTreeSet<i32>,
+    escaped: usize,
+}
+
+impl Leftovers {
+    /// One pass: lists the caller's children, sends SIGTERM to each live one outside group
+    /// `pgid` not signalled yet (the group's own members get the group's signal from the
+    /// caller), skipping `leader` (the command, a zombie not yet reaped). Returns true while a
+    /// live child other than `leader` and those that may not be signalled (EPERM: another
+    /// user's) is left: what the caller waits for, up to its grace.
+    ///
+    /// Call it again after each SIGCHLD: a child that ends hands its own children over, and
+    /// those outside the group get their SIGTERM at the next pass.
+    pub fn term(&mut self, leader: i32, pgid: i32) -> bool {
+        let me = rustix::process::getpid();
+        let mut left = false;
+        for child in children_of(me) {
+            if child == leader || self.unkillable.contains(&child) {
+                continue;
+            }
+            let Some(ids) = process::stat_ids(child) else {
+                continue;
+            };
+            if process::ended(ids.state) {
+                continue;
+            }
+            if ids.group != pgid && !self.signalled.contains(&child) {
+                let Some(pid) = Pid::from_raw(child) else {
+                    continue;
+                };
+                match rustix::process::kill_process(pid, rustix::process::Signal::TERM) {
+                    Ok(()) => {
+                        self.signalled.insert(child);
+                        self.escaped += 1;
+                    }
+                    Err(rustix::io::Errno::PERM) => {
+                        self.unkillable.insert(child);
+                        continue;
+                    }
+                    // Ended meanwhile.
+                    Err(_) => continue,
+                }
+            }
+            left = true;
+        }
+        left
+    }
+}
+
+/// What [`Leftovers::end`] did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Ended {
-    /// How many processes outside the process group it was given it found alive and killed:
-    /// those that had left that group.
+    /// How many processes outside the process group it was given were found alive, by the
+    /// SIGTERM passes ([`Leftovers::term`]) or by this one: those that had left that group.
     pub escaped: usize,
+    /// How many of those were still alive here, and killed.
+    pub killed: usize,
     /// The children it found alive but could not signal (EPERM: they run as another user),
     /// left running and not waited for.
     pub unkillable: Vec<i32>,
 }
 
-/// Kills (SIGKILL) every child the caller still has — the orphans it adopted, and the
-/// processes of group `pgid` handed to it as their parents died — and reaps them, over and
-/// over, since each one killed may hand its own children over, until none is left.
-///
-/// Each pass lists the children once, signals only those it has not signalled yet (a child
-/// not reaped keeps its pid, so a pid signalled once is the same process), then reaps every
-/// child that has ended before it lists again: thousands of escapees cost a few passes, not
-/// one per process. Blocks while a child it killed has not ended yet; a child that may not be
-/// signalled is not waited for: once only such children are left, it returns.
-pub fn end_adopted(pgid: i32) -> Ended {
-    // The usual case, a command that left nothing behind: one `waitid` says so, where listing
-    // the children reads `/proc`.
-    if let Children::None = peek_children() {
-        return Ended::default();
-    }
-    let me = rustix::process::getpid();
-    let mut signalled = BTreeSet::new();
-    let mut unkillable = BTreeSet::new();
-    let mut escaped = 0;
-    loop {
-        let children = children_of(me);
-        for &child in &children {
-            if signalled.contains(&child) || unkillable.contains(&child) {
-                continue;
-            }
-            let Some(pid) = Pid::from_raw(child) else {
-                continue;
-            };
-            let ids = process::stat_ids(child);
-            let outside = ids.as_ref().is_some_and(|i| i.group != pgid);
-            // Unreadable: ended meanwhile.
-            let alive = ids.is_some_and(|i| !process::ended(i.state));
-            match rustix::process::kill_process(pid, rustix::process::Signal::KILL) {
-                Ok(()) => {
-                    signalled.insert(child);
-                    escaped += usize::from(outside && alive);
-                }
-                Err(rustix::io::Errno::PERM) if alive => {
-                    unkillable.insert(child);
-                }
-                // Ended meanwhile: reaped below like the others.
-                Err(_) => {
-                    signalled.insert(child);
-                }
-            }
+impl Leftovers {
+    /// Kills (SIGKILL) every child the caller still has — the orphans it adopted, and the
+    /// processes of group `pgid` handed to it as their parents died — and reaps them, over and
+    /// over, since each one killed may hand its own children over, until none is left.
+    ///
+    /// Each pass lists the children once, signals only those it has not signalled yet (a child
+    /// not reaped keeps its pid, so a pid signalled once is the same process), then reaps every
+    /// child that has ended before it lists again: thousands of escapees cost a few passes, not
+    /// one per process. Blocks while a child it killed has not ended yet; a child that may not
+    /// be signalled is not waited for: once only such children are left, it returns.
+    pub fn end(mut self, pgid: i32) -> Ended {
+        // The usual case, a command that left nothing behind: one `waitid` says so, where
+        // listing the children reads `/proc`.
+        if let Children::None = peek_children() {
+            return self.ended(0);
         }
-        if children.iter().all(|c| unkillable.contains(c)) {
-            return Ended {
-                escaped,
-                unkillable: unkillable.into_iter().collect(),
-            };
-        }
-        // Reap whatever has ended; wait for one only when nothing had.
-        let mut reaped = false;
+        let me = rustix::process::getpid();
+        // Killed here; `self.signalled` holds those the SIGTERM passes signalled (and counted).
+        let mut signalled = BTreeSet::new();
+        let mut killed = 0;
         loop {
-            match rustix::process::wait(WaitOptions::NOHANG) {
-                Ok(Some((pid, _))) => {
-                    forget(&mut signalled, &mut unkillable, pid);
-                    reaped = true;
+            let children = children_of(me);
+            for &child in &children {
+                if signalled.contains(&child) || self.unkillable.contains(&child) {
+                    continue;
                 }
-                Ok(None) => break,
-                Err(rustix::io::Errno::INTR) => {}
-                // ECHILD: nothing left at all.
-                Err(_) => {
-                    return Ended {
-                        escaped,
-                        unkillable: unkillable.into_iter().collect(),
+                let Some(pid) = Pid::from_raw(child) else {
+                    continue;
+                };
+                let ids = process::stat_ids(child);
+                let outside = ids.as_ref().is_some_and(|i| i.group != pgid);
+                // Unreadable: ended meanwhile.
+                let alive = ids.is_some_and(|i| !process::ended(i.state));
+                match rustix::process::kill_process(pid, rustix::process::Signal::KILL) {
+                    Ok(()) => {
+                        signalled.insert(child);
+                        if outside && alive {
+                            killed += 1;
+                            if self.signalled.insert(child) {
+                                self.escaped += 1;
+                            }
+                        }
+                    }
+                    Err(rustix::io::Errno::PERM) if alive => {
+                        self.unkillable.insert(child);
+                    }
+                    // Ended meanwhile: reaped below like the others.
+                    Err(_) => {
+                        signalled.insert(child);
                     }
                 }
             }
-        }
-        if !reaped {
-            match rustix::process::wait(WaitOptions::empty()) {
-                Ok(Some((pid, _))) => forget(&mut signalled, &mut unkillable, pid),
-                Ok(None) | Err(rustix::io::Errno::INTR) => {}
-                Err(_) => {
-                    return Ended {
-                        escaped,
-                        unkillable: unkillable.into_iter().collect(),
+            if children.iter().all(|c| self.unkillable.contains(c)) {
+                return self.ended(killed);
+            }
+            // Reap whatever has ended; wait for one only when nothing had.
+            let mut reaped = false;
+            loop {
+                match rustix::process::wait(WaitOptions::NOHANG) {
+                    Ok(Some((pid, _))) => {
+                        self.forget(&mut signalled, pid);
+                        reaped = true;
                     }
+                    Ok(None) => break,
+                    Err(rustix::io::Errno::INTR) => {}
+                    // ECHILD: nothing left at all.
+                    Err(_) => return self.ended(killed),
+                }
+            }
+            if !reaped {
+                match rustix::process::wait(WaitOptions::empty()) {
+                    Ok(Some((pid, _))) => self.forget(&mut signalled, pid),
+                    Ok(None) | Err(rustix::io::Errno::INTR) => {}
+                    Err(_) => return self.ended(killed),
                 }
             }
         }
     }
-}
 
-/// Drops a reaped child from both sets: its pid may now name another process.
-fn forget(signalled: &mut BTreeSet<i32>, unkillable: &mut BTreeSet<i32>, pid: Pid) {
-    let pid = pid.as_raw_nonzero().get();
-    signalled.remove(&pid);
-    unkillable.remove(&pid);
+    fn ended(self, killed: usize) -> Ended {
+        Ended {
+            escaped: self.escaped,
+            killed,
+            unkillable: self.unkillable.into_iter().collect(),
+        }
+    }
+
+    /// Drops a reaped child from every set: its pid may now name another process.
+    fn forget(&mut self, killed: &mut BTreeSet<i32>, pid: Pid) {
+        let pid = pid.as_raw_nonzero().get();
+        killed.remove(&pid);
+        self.signalled.remove(&pid);
+        self.unkillable.remove(&pid);
+    }
 }
 
 /// The children of process `me` (single-threaded: its main thread's list), live or ended and
