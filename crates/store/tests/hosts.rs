@@ -338,7 +338,7 @@ fn seats_out_of_step_with_runs_are_reported(db: &Db) {
     if db.is_postgres() {
         db.exec(
             "",
-            &format!("UPDATE cap_seats SET run_id = {id} WHERE kind = 'global' AND seat = 3"),
+            &format!("UPDATE cap_seats SET run_id = {id} WHERE kind = 'global' AND seat = 0"),
         );
         let found = a.seat_problems().unwrap();
         assert_eq!(found.len(), 1, "{found:?}");

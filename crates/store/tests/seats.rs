@@ -283,7 +283,45 @@ fn run_filters_combine(db: &Db) {
     );
 }
 
+/// Caps of a million — the largest the config accepts — cost what the runs active under them
+/// need: three claims take three seats at once, and on PostgreSQL make only the seat rows they
+/// may need, where a first claim that made a row per unit of every cap took seconds and
+/// hundreds of megabytes (and a cap of a few billion never finished).
+fn a_cap_of_a_million_costs_what_its_runs_need(db: &Db) {
+    let (s, epoch) = common::open(db);
+    let ids: Vec<RunId> = (0..3)
+        .map(|i| s.enqueue(&new_run("p", "ns"), i).unwrap())
+        .collect();
+    let million = |id| ClaimRequest {
+        global_cap: 1_000_000,
+        namespace_cap: Some(1_000_000),
+        ..req(id, "ns", 1_000_000)
+    };
+    let claimed = s
+        .claim(
+            epoch,
+            &ids.iter().map(|&id| million(id)).collect::<Vec<_>>(),
+            10,
+        )
+        .unwrap();
+    assert_eq!(claimed.len(), 3, "{claimed:?}");
+    assert_eq!(seats(&s, "p"), [0, 1, 2]);
+    // On PostgreSQL, the rows made for each cap: twice the three wanted, and a margin of 64
+    // for other hosts' claims.
+    if let Some(rows) = db.pg_count("SELECT count(*) FROM cap_seats") {
+        assert_eq!(rows, 2 * (2 * 3 + 64), "seat rows made");
+    }
+    // One more, alone, later: rows made for four.
+    let id = s.enqueue(&new_run("p", "ns"), 11).unwrap();
+    assert_eq!(s.claim(epoch, &[million(id)], 12).unwrap().len(), 1);
+    assert_eq!(seats(&s, "p"), [0, 1, 2, 3]);
+    if let Some(rows) = db.pg_count("SELECT count(*) FROM cap_seats") {
+        assert_eq!(rows, 2 * (2 * (3 + 1) + 64), "seat rows made");
+    }
+}
+
 both_backends!(
+    a_cap_of_a_million_costs_what_its_runs_need,
     a_fourth_active_run_is_refused_at_max_parallel_three,
     concurrent_claims_never_exceed_max_parallel,
     a_paused_project_or_namespace_is_claimed_nothing_until_resumed,

@@ -17,7 +17,7 @@ use super::events::{insert_event, EventRow};
 use super::paused::held_by;
 use super::runs::{run_from_row, RUN_COLUMNS};
 use super::{is_unique_violation, PgStore};
-use crate::decide::claim::{caps, stale_config, Cap};
+use crate::decide::claim::{caps, lowest_free_seat, stale_config, Cap};
 use crate::error::Result;
 use crate::{ClaimRefusal, ClaimRequest, Claimed, Millis, RunId, RunStatus, StoreError};
 
@@ -42,11 +42,13 @@ impl PgStore {
             tx.commit()?;
             host
         };
+        // Each cap with how many of these claims count against it: its seats are made as far
+        // as they may be needed, not to the cap.
         let mut all_caps: Vec<Cap<'_>> = requests.iter().flat_map(|r| caps(r, &host)).collect();
         all_caps.sort_unstable();
-        all_caps.dedup();
-        for c in all_caps {
-            provide_seats(&mut *conn, c.kind.as_str(), c.name, c.cap)?;
+        for group in all_caps.chunk_by(|a, b| a == b) {
+            let c = group[0];
+            provide_seats(&mut *conn, c.kind.as_str(), c.name, c.cap, group.len())?;
         }
         let mut tx = conn.transaction()?;
         // Checked again in the claim's own transaction: the seats were made outside it.
@@ -206,46 +208,67 @@ fn check_published(tx: &mut Transaction<'_>, requests: &[ClaimRequest]) -> Resul
 /// The lowest seat of `project` below `max_parallel` that no committed active run holds, read in
 /// the claim's transaction; `None` when all are taken (or `max_parallel` is 0). A seat taken by
 /// a claim not yet committed looks free here: the unique index `runs_one_active_per_project`
-/// then refuses the second of the two claims.
+/// then refuses the second of the two claims. Reads the project's active runs only, so that it
+/// costs what they are, not what `max_parallel` is.
 fn free_project_seat(
     tx: &mut Transaction<'_>,
     project: &str,
     max_parallel: u32,
 ) -> Result<Option<u32>> {
-    let row = tx.query_one(
-        "SELECT min(s) FROM generate_series(0, $2::bigint - 1) AS s \
-         WHERE NOT EXISTS (SELECT 1 FROM runs WHERE project = $1 \
-                             AND status IN ('starting','running') AND seat = s)",
-        &[&project, &i64::from(max_parallel)],
-    )?;
-    Ok(row.try_get::<_, Option<i64>>(0)?.map(|s| s as u32))
+    let taken = tx
+        .query(
+            "SELECT seat FROM runs WHERE project = $1 AND status IN ('starting','running') \
+             ORDER BY seat",
+            &[&project],
+        )?
+        .iter()
+        .map(|r| Ok(u32::try_from(r.try_get::<_, i64>(0)?).unwrap_or(u32::MAX)))
+        .collect::<Result<Vec<u32>>>()?;
+    // `taken` is sorted, as `lowest_free_seat` needs.
+    Ok(lowest_free_seat(taken, max_parallel))
 }
 
-/// Makes the seat rows `0 .. cap-1` of cap (`kind`, `name`) exist (free) if they do not yet, in
-/// a statement of its own, committed before the claim's transaction begins: the rows are made
-/// once per cap and size, and making them inside the claim would have claims wait on each
-/// other's inserts. All rows of a cap are made by one statement in seat order, so when the
-/// last one exists they all do, and two processes making them at once never deadlock.
+/// Makes the seat rows of cap (`kind`, `name`) that `wanted` more claims may need exist (free) if
+/// they do not yet: seats `0 .. n-1`, `n` being twice the seats held now and `wanted`, plus
+/// [`SEAT_HEADROOM`], at most `cap`.
+/// In a statement of its own, committed before the claim's transaction begins: making them
+/// inside the claim would have claims wait on each other's inserts. The rows of a cap are made
+/// in seat order, so when seat `n-1` exists all below it do, and two processes making them at
+/// once never deadlock.
+///
+/// Made as needed, not to the cap: a cap of a million costs the rows the runs active under it
+/// at once have needed, not a million rows made by the first claim. The margin is for the
+/// claims of other hosts (and processes) made at the same time, which count seats held a moment
+/// earlier: should they still take every row, the cap looks full for a moment, as when a seat
+/// is locked ([`take_seat`]); the run stays queued, and the next EVAL makes more.
 pub(super) fn provide_seats(
     conn: &mut impl postgres::GenericClient,
     kind: &str,
     name: &str,
     cap: u32,
+    wanted: usize,
 ) -> Result<()> {
+    let wanted = i64::try_from(wanted).unwrap_or(i64::MAX);
     conn.execute(
-        "INSERT INTO cap_seats (kind, name, seat) \
-         SELECT $1, $2, s FROM generate_series(0, $3::bigint - 1) AS s \
+        "WITH need AS ( \
+           SELECT LEAST($3::bigint, 2 * ($4::bigint + (SELECT count(*) FROM cap_seats \
+                    WHERE kind = $1 AND name = $2 AND run_id IS NOT NULL)) + $5::bigint) AS n) \
+         INSERT INTO cap_seats (kind, name, seat) \
+         SELECT $1, $2, s FROM need, generate_series(0, need.n - 1) AS s \
          WHERE NOT EXISTS (SELECT 1 FROM cap_seats WHERE kind = $1 AND name = $2 \
-                             AND seat = $3::bigint - 1) \
+                             AND seat = need.n - 1) \
          ORDER BY s ON CONFLICT DO NOTHING",
-        &[&kind, &name, &i64::from(cap)],
+        &[&kind, &name, &i64::from(cap), &wanted, &SEAT_HEADROOM],
     )?;
     Ok(())
 }
 
+/// The seat rows of a cap made beyond twice what its runs hold and want ([`provide_seats`]).
+const SEAT_HEADROOM: i64 = 64;
+
 /// Takes for `run` the lowest free seat `0 .. cap-1` of cap (`kind`, `name`), in the caller's
-/// transaction; false when none is free (the cap is full). The rows must exist
-/// ([`provide_seats`]).
+/// transaction; false when none is free (the cap is full, or the free seats are not made yet:
+/// [`provide_seats`]).
 ///
 /// Why it cannot be exceeded: a seat is a row, taken under its row lock (`FOR UPDATE`). A seat
 /// another transaction is taking (or freeing) is locked, and skipped (`SKIP LOCKED`) rather than

@@ -74,6 +74,21 @@ impl Db {
         }
     }
 
+    /// The one integer `postgres` reads on a plain PostgreSQL connection; `None` on SQLite.
+    #[allow(dead_code)]
+    pub fn pg_count(&self, postgres: &str) -> Option<i64> {
+        match self {
+            Db::Sqlite(_) => None,
+            Db::Postgres(db) => Some(
+                postgres::Client::connect(&db.url, postgres::NoTls)
+                    .unwrap()
+                    .query_one(postgres, &[])
+                    .unwrap()
+                    .get(0),
+            ),
+        }
+    }
+
     /// [`Db::exec`], handing back the database's refusal instead of panicking on it.
     pub fn try_exec(&self, sqlite: &str, postgres: &str) -> Result<(), String> {
         match self {

@@ -47,7 +47,7 @@ pub use host::{
 };
 pub use model::{
     valid_name, Config, HttpListen, LogFormat, NamespaceConfig, Overlap, ProjectConfig,
-    DEFAULT_NAMESPACE, INHERITED, KEYS, MIN_STARTING_DEADLINE, MIN_TICK, REQUIRED, UNSET,
+    DEFAULT_NAMESPACE, INHERITED, KEYS, MAX_CAP, MIN_STARTING_DEADLINE, MIN_TICK, REQUIRED, UNSET,
 };
 pub use retention::{
     Retention, DEFAULT_KEEP_FOR, DEFAULT_KEEP_RUNS, DEFAULT_MAX_LOG_SIZE, OFF as RETENTION_OFF,

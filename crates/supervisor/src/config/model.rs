@@ -10,6 +10,13 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The largest cap accepted (`max_concurrency` at the top level, of a namespace or of a host,
+/// and a project's `max_parallel`): a million runs active at once is beyond any machine's
+/// process table, and a bigger number only costs. On PostgreSQL a cap is held as seat rows,
+/// and the claim's transaction must be able to count them; earlier versions took numbers up to
+/// `usize::MAX` and cut them to 32 bits, so that a cap of 2^32 silently became 0.
+pub const MAX_CAP: u32 = 1_000_000;
+
 /// The shortest `tick` accepted: the tick is only a backstop, and a shorter one makes an idle
 /// daemon spin.
 pub const MIN_TICK: Duration = Duration::from_millis(100);

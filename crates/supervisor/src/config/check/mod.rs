@@ -409,10 +409,9 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// A cap: an integer of at least 1 that fits `usize`.
+    /// A cap: an integer from 1 to [`MAX_CAP`](crate::config::MAX_CAP).
     fn expect_cap(&mut self, v: &Value<'_>, key: &str) -> Option<usize> {
-        let max = i128::try_from(usize::MAX).unwrap_or(i128::MAX);
-        self.expect_int(v, key, 1, max)
+        self.expect_int(v, key, 1, i128::from(crate::config::MAX_CAP))
             .and_then(|n| usize::try_from(n).ok())
     }
 }

@@ -340,10 +340,11 @@ impl Checker<'_> {
         Some(d)
     }
 
-    /// `max_parallel`: an integer from 1 to `u32::MAX` (0 would never start the project; a
-    /// float or a string is refused too).
+    /// `max_parallel`: an integer from 1 to [`MAX_CAP`](crate::config::MAX_CAP) (0 would never
+    /// start the project; a float or a string is refused too).
     fn max_parallel(&mut self, v: &Value<'_>, key: &str) -> Option<u32> {
-        self.expect_u32(v, key, 1)
+        self.expect_int(v, key, 1, i128::from(crate::config::MAX_CAP))
+            .and_then(|n| u32::try_from(n).ok())
     }
 
     /// `overlap`: one of `forbid`, `queue`, `replace`.

@@ -38,6 +38,42 @@ fn caps_must_be_positive() {
     assert_eq!((line, key.as_str()), (1, "max_concurrency"));
 }
 
+/// Every cap stops at a million: a bigger one was cut to 32 bits (2^32 became 0, and nothing
+/// ever started), and on PostgreSQL each unit of a cap is a row the claim counts.
+#[test]
+fn caps_stop_at_a_million() {
+    let accepted = "max_concurrency = 1_000_000\n[namespaces.ops]\nmax_concurrency = 1000000\n\
+                    [hosts.h]\nmax_concurrency = 1000000\n\
+                    [projects.p]\ncommand = [\"true\"]\nmax_parallel = 1000000\n";
+    Config::parse(accepted, path()).unwrap();
+    for (toml, line, key) in [
+        ("max_concurrency = 4294967296\n", 1, "max_concurrency"),
+        (
+            "max_concurrency = 18446744073709551615\n",
+            1,
+            "max_concurrency",
+        ),
+        (
+            "[namespaces.ops]\nmax_concurrency = 1000001\n",
+            2,
+            "namespaces.ops.max_concurrency",
+        ),
+        (
+            "[hosts.h]\nmax_concurrency = 1000001\n",
+            2,
+            "hosts.h.max_concurrency",
+        ),
+    ] {
+        let (l, k) = one(toml, "must be at most 1000000");
+        assert_eq!((l, k.as_str()), (line, key), "{toml}");
+    }
+    let (l, k) = one(
+        &project("max_parallel = 4294967295"),
+        "must be at most 1000000",
+    );
+    assert_eq!((l, k.as_str()), (3, "projects.p.max_parallel"));
+}
+
 #[test]
 fn tick_must_be_positive_and_durations_must_parse() {
     let (line, key) = one("tick = \"0s\"\n", "greater than zero");
