@@ -133,6 +133,30 @@ fn missed_occurrences_fire_the_latest_and_count_the_others() {
     assert_eq!(runs_of(&s.store, "minute").len(), 1);
 }
 
+/// Past about a thousand missed occurrences the scheduler stops counting them one by one: the
+/// count it gives is then a lower bound, and the run's note says "at least" rather than
+/// passing it off as exact.
+#[test]
+fn a_count_of_missed_occurrences_past_the_cap_is_said_to_be_a_lower_bound() {
+    let s = setup();
+    let c = config(TWO);
+    fire_due(&s.store, s.epoch, &c, T0).unwrap();
+    // Five hours of ten-second occurrences: 1,799 missed before the one that fires.
+    fire_due(&s.store, s.epoch, &c, T0 + 5 * 3600 * S + 5 * S).unwrap();
+    let runs = runs_of(&s.store, "ten");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let reason = runs[0].reason.clone().unwrap_or_default();
+    let counted: u64 = reason
+        .strip_prefix("at least ")
+        .unwrap_or_else(|| panic!("no \"at least\": {reason}"))
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count: {reason}"));
+    assert!((1..=1799).contains(&counted), "{reason}");
+    // Under the cap, the count is exact and said plainly (the test above).
+}
+
 #[test]
 fn an_occurrence_later_than_the_starting_deadline_is_recorded_as_skipped() {
     let s = setup();

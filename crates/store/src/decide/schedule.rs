@@ -126,8 +126,13 @@ pub(crate) fn skipped_note(req: &FireRequest) -> Option<String> {
         .copied()
         .map(crate::rfc3339)
         .unwrap_or_default();
+    let at_least = if req.skipped_count_at_least {
+        "at least "
+    } else {
+        ""
+    };
     Some(format!(
-        "{} earlier occurrence(s) missed and skipped ({first} .. {last})",
+        "{at_least}{} earlier occurrence(s) missed and skipped ({first} .. {last})",
         req.skipped_count
     ))
 }

@@ -57,6 +57,7 @@ fn req(overlap: OverlapPolicy, max_parallel: u32) -> FireRequest {
         skipped: vec![],
         skipped_first: None,
         skipped_count: 0,
+        skipped_count_at_least: false,
         too_late: None,
         overlap,
         max_parallel,

@@ -188,6 +188,7 @@ pub fn req(expected: Option<Millis>, fire: Option<Millis>, overlap: OverlapPolic
         skipped: vec![],
         skipped_first: None,
         skipped_count: 0,
+        skipped_count_at_least: false,
         too_late: None,
         overlap,
         max_parallel: 1,

@@ -192,6 +192,7 @@ pub fn fire_due_with(
             skipped,
             skipped_first: d.skipped_first.map(|t| t.timestamp_millis()),
             skipped_count,
+            skipped_count_at_least: !d.skipped_count_exact,
             too_late,
             overlap: match project.overlap {
                 Overlap::Forbid => OverlapPolicy::Forbid,
