@@ -9,12 +9,15 @@
 //! - `unreadable`: state that exists but may not be read is "permission denied", naming it,
 //!   exit 1 — never an empty install, never "ok";
 //! - `newer`: a database a newer fleet migrated is refused by every command and the daemon,
-//!   naming it, exit 2, and left as it was.
+//!   naming it, exit 2, and left as it was;
+//! - `private`: the directory, `runs/` and the database stay the owner's alone, even after a
+//!   `chmod` opened them up.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod newer;
+mod private;
 mod replaced;
 mod unreadable;
 mod zombie;

@@ -88,6 +88,56 @@ pub struct StateDir {
     database: Option<DatabaseUrl>,
 }
 
+/// The files of a state directory fleet keeps private besides the directory itself: `runs/`
+/// (0700) and the SQLite database with its write-ahead log and shared memory (no access for
+/// group or others).
+const PRIVATE_INSIDE: [(&str, u32); 4] = [
+    (crate::shim::runfiles::RUNS_DIR, 0o700),
+    ("fleet.db", 0o600),
+    ("fleet.db-wal", 0o600),
+    ("fleet.db-shm", 0o600),
+];
+
+/// Makes the state directory `root`, its `runs/` and the database files (`fleet.db`, `-wal`,
+/// `-shm`) private again wherever someone opened them up (`chmod 777`): group and others lose
+/// every access (0700 for the folders, 0600 for the files). Returns each path
+/// it changed with the mode it found. Best effort: a file that is missing, or not this user's to
+/// change, is left as it is (opening it then fails with its own error, naming it).
+///
+/// Run at every start of the daemon or a writing command ([`StateDir::ensure`]), and by a
+/// running daemon now and then, so that an opening-up does not last.
+pub fn tighten(root: &Path) -> Vec<(PathBuf, u32)> {
+    let mut changed = Vec::new();
+    if let Some(found) = make_private(root, 0o700) {
+        changed.push((root.to_path_buf(), found));
+    }
+    changed.extend(tighten_inside(root));
+    changed
+}
+
+/// [`tighten`] for what is inside `root`.
+fn tighten_inside(root: &Path) -> Vec<(PathBuf, u32)> {
+    PRIVATE_INSIDE
+        .iter()
+        .filter_map(|(name, mode)| {
+            let path = root.join(name);
+            make_private(&path, *mode).map(|found| (path, found))
+        })
+        .collect()
+}
+
+/// Sets `path` to `mode` when group or others have any access to it; the mode it found when it
+/// changed it. Follows no symlink: the state directory's files are never links.
+fn make_private(path: &Path, mode: u32) -> Option<u32> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let found = meta.permissions().mode() & 0o7777;
+    if meta.file_type().is_symlink() || found & 0o077 == 0 {
+        return None;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).ok()?;
+    Some(found)
+}
+
 impl StateDir {
     /// The state directory at `root` (absolute, as the config resolved it). No I/O.
     pub fn new(root: impl Into<PathBuf>) -> StateDir {
@@ -173,6 +223,16 @@ impl StateDir {
         if meta.permissions().mode() & 0o777 != 0o700 {
             std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700))
                 .map_err(unusable)?;
+        }
+        tighten_inside(&self.root);
+        // A new database is made private from its first byte (SQLite makes its files with the
+        // umask's mode, and its write-ahead log and shared memory take the database's mode).
+        if self.database.is_none() {
+            let _ = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(self.db_path());
         }
         // A directory we cannot write is found now, with its name, not at the first claim.
         let probe = self.root.join(".probe");

@@ -1,5 +1,6 @@
 //! The daemon's share of pruning: now and then, at a turn of the loop (idle or not), a few small batches on a
 //! blocking thread (see [`crate::prune`]), then free pages and the write-ahead log given back.
+//! The same step makes the state directory private again if its permissions were opened up.
 //! At most one step runs at a time; the loop never waits for it.
 
 use tokio::task::JoinHandle;
@@ -42,12 +43,14 @@ impl PruneStep {
         }
         self.last = Instant::now();
         let policy = prune::policy(&daemon.config, store::now_ms());
+        let root = daemon.state.root().to_path_buf();
         if policy.default.keeps_all() && policy.projects.values().all(|k| k.keeps_all()) {
+            self.running = Some(tokio::task::spawn_blocking(move || keep_private(&root)));
             return;
         }
         let store = daemon.store.clone();
-        let root = daemon.state.root().to_path_buf();
         self.running = Some(tokio::task::spawn_blocking(move || {
+            keep_private(&root);
             let mut total = 0;
             for _ in 0..BATCHES_PER_STEP {
                 match prune::prune_batch(&root, &store, &policy, false) {
@@ -73,5 +76,13 @@ impl PruneStep {
                 tracing::warn!(error = %e, "could not give free database pages back; trying again later");
             }
         }));
+    }
+}
+
+/// The state directory made private again if someone opened it up while the daemon ran (it is
+/// made so at every start too): a `chmod 777` lasts until the next step, not until a restart.
+fn keep_private(root: &std::path::Path) {
+    for (path, found) in crate::statedir::tighten(root) {
+        tracing::warn!(path = %path.display(), found = %format!("{found:o}"), "the state directory's permissions were opened up; made private again");
     }
 }
