@@ -36,7 +36,8 @@ const SECOND: (&str, &str) = ("second", "0-59");
 
 /// Parses a cron expression the way fleet.toml accepts it: 5 fields (minute hour day-of-month
 /// month day-of-week), or 6 with seconds first, or one of the [`MACROS`]. Day-of-month and
-/// day-of-week combine with OR, as in classic cron.
+/// day-of-week combine as in classic cron: with OR when both are restricted, with AND when
+/// either starts with `*` (`0 0 */2 * 5`: odd-numbered days that are Fridays).
 ///
 /// # Errors
 ///
@@ -54,18 +55,27 @@ pub fn parse_schedule(expr: &str) -> Result<Cron, String> {
             fields.len()
         ));
     }
-    let cron = parser()
+    // Classic cron (Vixie's, cronie's): day of month and day of week combine with OR only when
+    // both are restricted; a field that starts with `*` (`*`, `*/2`) leaves the other alone to
+    // decide (AND). croner takes only a bare `*` that way, so `0 0 */2 * 5` fired on every
+    // odd day and every Friday, where cron fires on odd-numbered Fridays.
+    let dom = fields[fields.len() - 3];
+    let dow = fields[fields.len() - 1];
+    let classic_and = dom.starts_with('*') || dow.starts_with('*');
+    let cron = parser(classic_and)
         .parse(&text)
         .map_err(|e| field_error(&fields, &e))?;
     never_fires(&cron, &fields)?;
     Ok(cron)
 }
 
-/// croner's parser as fleet uses it: seconds optional, no year field.
-fn parser() -> CronParser {
+/// croner's parser as fleet uses it: seconds optional, no year field; day of month and day of
+/// week both required of a day when `dom_and_dow` (see [`parse_schedule`]).
+fn parser(dom_and_dow: bool) -> CronParser {
     CronParser::builder()
         .seconds(Seconds::Optional)
         .year(Year::Disallowed)
+        .dom_and_dow(dom_and_dow)
         .build()
 }
 
@@ -107,7 +117,7 @@ fn field_error(fields: &[&str], err: &croner::errors::CronError) -> String {
         let probe: Vec<&str> = (0..fields.len())
             .map(|j| if j == i { *field } else { "*" })
             .collect();
-        if let Err(e) = parser().parse(&probe.join(" ")) {
+        if let Err(e) = parser(false).parse(&probe.join(" ")) {
             let (name, range) = named[i];
             return format!(
                 "{name} field {field:?} is invalid ({}); {name} takes {range}",

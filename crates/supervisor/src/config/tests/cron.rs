@@ -96,6 +96,55 @@ fn errors_name_the_field_and_its_range() {
     }
 }
 
+/// Day of month and day of week combine as in classic cron: OR when both are restricted, AND
+/// when either starts with `*` — `*/2` included, which croner alone reads as restricted.
+#[test]
+fn day_of_month_and_day_of_week_combine_as_in_classic_cron() {
+    let from = utc("2026-12-01T00:00:00Z"); // a Tuesday
+    let next = |expr: &str, n: usize| -> Vec<String> {
+        let tt = Timetable::new(expr, None).unwrap();
+        let mut at = from;
+        (0..n)
+            .map(|_| {
+                at = tt.next_after(at).unwrap();
+                at.format("%Y-%m-%d %a").to_string()
+            })
+            .collect()
+    };
+    // Odd-numbered Fridays only (cronie), not every odd day and every Friday.
+    assert_eq!(
+        next("0 0 */2 * 5", 3),
+        ["2026-12-11 Fri", "2026-12-25 Fri", "2027-01-01 Fri"]
+    );
+    // A restricted day of month with `*/1` weekdays: the day of month decides.
+    assert_eq!(
+        next("0 0 13 * */1", 2),
+        ["2026-12-13 Sun", "2027-01-13 Wed"]
+    );
+    // Both restricted: either.
+    assert_eq!(
+        next("0 0 1 * MON", 3),
+        ["2026-12-07 Mon", "2026-12-14 Mon", "2026-12-21 Mon"]
+    );
+    assert_eq!(
+        next("0 0 10 * MON", 2),
+        ["2026-12-07 Mon", "2026-12-10 Thu"]
+    );
+    // A bare `*` on either side, as before.
+    assert_eq!(next("0 0 * * FRI", 1), ["2026-12-04 Fri"]);
+    assert_eq!(next("0 0 25 12 *", 1), ["2026-12-25 Fri"]);
+    // The Quartz forms CONFIG.md lists.
+    assert_eq!(next("0 0 L * ?", 2), ["2026-12-31 Thu", "2027-01-31 Sun"]);
+    assert_eq!(next("0 0 ? * 5L", 2), ["2026-12-25 Fri", "2027-01-29 Fri"]);
+    assert_eq!(next("0 0 ? * FRIL", 1), ["2026-12-25 Fri"]);
+    assert_eq!(next("0 0 13W * ?", 2), ["2026-12-14 Mon", "2027-01-13 Wed"]);
+    assert_eq!(next("0 0 LW * ?", 1), ["2026-12-31 Thu"]);
+    assert_eq!(
+        next("0 0 ? * MON#2", 2),
+        ["2026-12-14 Mon", "2027-01-11 Mon"]
+    );
+}
+
 /// An expression no date ever matches is refused (croner alone accepts it, and it would never
 /// fire); rare but real dates are accepted.
 #[test]
