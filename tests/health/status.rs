@@ -55,29 +55,32 @@ fn no_daemon_exits_3_a_running_one_0_a_killed_one_3() {
 }
 
 /// After `state_dir` is edited under a running daemon (which keeps its own until it restarts),
-/// `fleet status` reads the new folder, which no daemon has used: it says so, rather than a
+/// `fleet status` reads the new folder, where no daemon has run: it says so, rather than a
 /// bare "not running" that reads as "the daemon is down" and invites a second one.
 #[test]
-fn status_of_a_state_directory_no_daemon_has_used_says_so() {
+fn status_of_a_state_directory_no_daemon_has_run_with_says_so() {
     let f = Fleet::new(CONFIG);
     let mut d = f.start_daemon();
     wait_code(&f, 0, "status 0 from the running daemon");
     f.write_config(&format!("state_dir = \"elsewhere\"\n{CONFIG}"));
     let (code, s) = status(&f);
     assert_eq!(code, Some(3), "{s}");
-    assert_eq!(s["daemon"]["state_dir_exists"], false, "{s}");
+    assert_eq!(s["daemon"]["ever_ran_here"], false, "{s}");
+    let said = "daemon: not running here: no daemon has run with this state directory yet";
     let out = f.cmd(&["status"]);
-    assert!(
-        out.stdout
-            .starts_with("daemon: not running here: no daemon has used this state directory yet"),
-        "{out:?}"
-    );
+    assert!(out.stdout.starts_with(said), "{out:?}");
+    // A command that makes the new folder and its database (a script's `fleet enqueue`) leaves
+    // it so: still no daemon has run there, and the run it queued waits for one.
+    f.enqueue("p");
+    let (_, s) = status(&f);
+    assert_eq!(s["daemon"]["ever_ran_here"], false, "{s}");
+    assert!(f.cmd(&["status"]).stdout.starts_with(said));
     // Where a daemon did run, a stopped one is just that.
     f.write_config(CONFIG);
     d.kill();
     let (code, s) = status(&f);
     assert_eq!(code, Some(3), "{s}");
-    assert_eq!(s["daemon"]["state_dir_exists"], true, "{s}");
+    assert_eq!(s["daemon"]["ever_ran_here"], true, "{s}");
     assert!(f
         .cmd(&["status"])
         .stdout

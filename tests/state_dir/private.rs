@@ -1,7 +1,7 @@
 //! The state directory stays private: `fleet.db` (with its write-ahead log and shared memory)
 //! is made 0600 from its first byte, whatever the umask, and a `chmod 777` of the directory or
-//! of `runs/` is undone by the next writing command and, while a daemon runs, within a prune
-//! step (30 ticks).
+//! of `runs/` is undone by the next command that opens it and, while a daemon runs, within a
+//! prune step (30 ticks).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -43,7 +43,7 @@ fn an_opened_up_state_directory_is_made_private_again() {
     let state = f.state_dir();
     let runs = state.join("runs");
     let db = state.join("fleet.db");
-    // A writing command puts every one of them back.
+    // A command puts every one of them back.
     chmod(&state, 0o777);
     chmod(&db, 0o666);
     std::fs::create_dir_all(&runs).unwrap();
@@ -53,6 +53,19 @@ fn an_opened_up_state_directory_is_made_private_again() {
         (mode(&state), mode(&runs), mode(&db)),
         (0o700, 0o700, 0o600)
     );
+    // And any other command that opens the state directory, reading (`runs`) or writing
+    // (`cancel`) the database.
+    for args in [&["runs"][..], &["cancel", "999"][..]] {
+        chmod(&state, 0o777);
+        chmod(&runs, 0o777);
+        chmod(&db, 0o666);
+        f.cmd(args);
+        assert_eq!(
+            (mode(&state), mode(&runs), mode(&db)),
+            (0o700, 0o700, 0o600),
+            "fleet {args:?}"
+        );
+    }
     // And a running daemon, without a restart.
     let d = f.start_daemon();
     f.wait_terminal(id);

@@ -102,9 +102,10 @@ impl Status {
                 "running": false,
                 "pid": null,
                 "epoch": row.as_ref().map(|r| r.epoch),
-                // False when no daemon has ever used this state directory: after an edit of
-                // `state_dir`, a daemon started before it still runs on its old one.
-                "state_dir_exists": state.root().exists(),
+                // False when no daemon has ever run with this state directory (its database
+                // records none): after an edit of `state_dir`, a daemon started before it
+                // still runs on its old one.
+                "ever_ran_here": row.is_some(),
             }),
         };
         // This host's own capacity (`[hosts.<name>]`), when it has one: the runs active on it
@@ -265,11 +266,11 @@ impl Status {
                     err.replace('\n', "\n  ")
                 );
             }
-        } else if d["state_dir_exists"].as_bool() == Some(false) {
+        } else if d["ever_ran_here"].as_bool() == Some(false) {
             // Said, since "not running" alone after an edit of `state_dir` reads as "the
             // daemon is down" and invites a second one beside it.
-            s += "daemon: not running here: no daemon has used this state directory yet (one \
-                  started before `state_dir` was edited keeps its own until it restarts)\n";
+            s += "daemon: not running here: no daemon has run with this state directory yet \
+                  (one started before `state_dir` was edited keeps its own until it restarts)\n";
         } else {
             s += "daemon: not running\n";
         }

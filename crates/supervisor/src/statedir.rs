@@ -104,8 +104,9 @@ const PRIVATE_INSIDE: [(&str, u32); 4] = [
 /// it changed with the mode it found. Best effort: a file that is missing, or not this user's to
 /// change, is left as it is (opening it then fails with its own error, naming it).
 ///
-/// Run at every start of the daemon or a writing command ([`StateDir::ensure`]), and by a
-/// running daemon now and then, so that an opening-up does not last.
+/// Run by every command as it opens the state directory ([`StateDir::ensure`],
+/// [`StateDir::open_existing_store`]), and by a running daemon now and then, so that an
+/// opening-up does not last.
 pub fn tighten(root: &Path) -> Vec<(PathBuf, u32)> {
     let mut changed = Vec::new();
     if let Some(found) = make_private(root, 0o700) {
@@ -262,6 +263,9 @@ impl StateDir {
     /// denied"), never an empty install. A PostgreSQL database always exists (its schema is
     /// brought up to date on connecting); one that cannot be reached is an error.
     pub fn open_existing_store(&self) -> Result<Option<Store>, StateDirError> {
+        // Read-only as far as the install goes, but a `chmod 777` is undone by whichever
+        // command comes first (it creates nothing: what is missing stays missing).
+        tighten(&self.root);
         if let Some(db) = &self.database {
             return Ok(Some(Store::open_postgres(
                 db.secret_url(),
