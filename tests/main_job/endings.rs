@@ -117,7 +117,7 @@ fn processes_that_left_the_process_group_are_ended_when_the_command_exits() {
             "[projects.escaper]\ncommand = {}\n",
             sh(&format!(
                 "setsid sh -c 'echo $$ > {leader}; sleep 300 & echo $! > {child}; wait' & \
-                 while [ ! -s {child} ]; do sleep 0.01; done; echo leaving",
+                 while [ ! -s {child} ]; do sleep 0.01; done; printf leaving",
                 leader = shell_quote(&leader),
                 child = shell_quote(&child),
             ))
@@ -133,7 +133,7 @@ fn processes_that_left_the_process_group_are_ended_when_the_command_exits() {
     wait_gone(&f, leader, "the process that left the command's session");
     wait_gone(&f, child, "its child");
     // The command's output, then the shim's note of what it ended (the sh and its sleep, both
-    // gone on SIGTERM).
+    // gone on SIGTERM), on a line of its own although the output did not end one.
     assert_eq!(
         f.logs(id),
         "leaving\nfleet: ended 2 process(es) the command had started outside its process group \

@@ -123,6 +123,11 @@ pub fn describe_url(url: &str) -> std::result::Result<String, String> {
     if config.get_hosts().is_empty() {
         return Err("the URL names no host (give one, or ?host=/socket/folder)".into());
     }
+    // The driver takes port 0, where no server can listen: it would fail only at the first
+    // connection, as "connection refused".
+    if config.get_ports().contains(&0) {
+        return Err("port 0 names no server; give the server's port (5432 by default)".into());
+    }
     // Said here, not at the first connection: every connection is plain, so a URL that
     // demands TLS could never connect, and `fleet validate` would have passed it.
     if config.get_ssl_mode() == postgres::config::SslMode::Require {
@@ -352,6 +357,7 @@ mod tests {
                 "`connect_timeout`",
             ),
             ("postgresql://u:secret@h/d?sslmode=maybe", "`sslmode`"),
+            ("postgresql://u:secret@h:0/d", "port 0"),
         ] {
             let e = describe_url(url).unwrap_err();
             assert!(e.contains(part), "{url}: {e}");

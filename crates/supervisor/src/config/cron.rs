@@ -62,6 +62,16 @@ pub fn parse_schedule(expr: &str) -> Result<Cron, String> {
     let dom = fields[fields.len() - 3];
     let dow = fields[fields.len() - 1];
     let classic_and = dom.starts_with('*') || dow.starts_with('*');
+    // croner takes a bare `L` among the weekdays for a last-of-something with no weekday, which
+    // matches no day; Quartz reads it as Saturday. Neither is what a reader of the file would
+    // guess: refused, naming what to write.
+    if dow.split(',').any(|part| part.eq_ignore_ascii_case("L")) {
+        return Err(format!(
+            "day of week field {dow:?} is invalid (a bare L names no weekday); write SAT for \
+             every Saturday, or a weekday before it, such as 5L or FRIL, for the last Friday of \
+             the month"
+        ));
+    }
     let cron = parser(classic_and)
         .parse(&text)
         .map_err(|e| field_error(&fields, &e))?;

@@ -414,9 +414,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
         Ok(spawned) => spawned,
         Err(message) => {
             // Best effort: the log is where operators look; the exit record is what counts.
-            if let Ok(mut log) = dir.open_log() {
-                let _ = writeln!(log, "{message}");
-            }
+            note_in_log(&dir, &message);
             write_exit(
                 a,
                 &dir,
@@ -453,17 +451,17 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
         // Best effort, as for a command that could not start: the run's log is where
         // operators look for why a helper the command left behind is gone. After the
         // command's own output (the pump has finished), before the exit record.
-        if let Ok(mut log) = dir.open_log() {
-            let how = match ended.killed {
-                0 => "SIGTERM".to_string(),
-                n => format!("SIGTERM; SIGKILL for {n} still running after the kill grace"),
-            };
-            let _ = writeln!(
-                log,
+        let how = match ended.killed {
+            0 => "SIGTERM".to_string(),
+            n => format!("SIGTERM; SIGKILL for {n} still running after the kill grace"),
+        };
+        note_in_log(
+            &dir,
+            &format!(
                 "fleet: ended {} process(es) the command had started outside its process group (setsid, a double fork), still running when it ended ({how})",
                 ended.escaped
-            );
-        }
+            ),
+        );
     }
 
     let (outcome, code, signal) = match (ended.status.code(), ended.status.signal()) {
@@ -563,6 +561,26 @@ fn command_env(a: &ShimArgs) -> Vec<(OsString, OsString)> {
     #[cfg(feature = "failpoints")]
     env.remove(std::ffi::OsStr::new(legacy::ENV));
     env.into_iter().collect()
+}
+
+/// Appends `line` to the run's log as a line of its own: after a newline when the command's
+/// output did not end with one, so that the log's last line is the note (scripts look for it
+/// with `tail -n1`). Best effort: the log is where operators look, the records are what count.
+fn note_in_log(dir: &RunFiles, line: &str) {
+    let Ok(mut log) = dir.open_log() else {
+        return;
+    };
+    let ends_open = std::fs::File::open(dir.log_path())
+        .and_then(|f| {
+            let len = f.metadata()?.len();
+            let mut last = [b'\n'];
+            if len > 0 {
+                std::os::unix::fs::FileExt::read_exact_at(&f, &mut last, len - 1)?;
+            }
+            Ok(last[0] != b'\n')
+        })
+        .unwrap_or(false);
+    let _ = writeln!(log, "{}{line}", if ends_open { "\n" } else { "" });
 }
 
 /// How often the shim looks again for what the command left running while it waits for it to

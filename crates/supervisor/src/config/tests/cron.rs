@@ -143,6 +143,14 @@ fn day_of_month_and_day_of_week_combine_as_in_classic_cron() {
         next("0 0 ? * MON#2", 2),
         ["2026-12-14 Mon", "2027-01-11 Mon"]
     );
+    // A bare `L` among the weekdays names none (croner would match no day with it): refused.
+    for expr in ["0 0 1 * L", "0 0 * * l", "0 0 5 * MON,L"] {
+        let (line, key) = one(
+            &project(&format!("schedule = \"{expr}\"")),
+            "a bare L names no weekday",
+        );
+        assert_eq!((line, key.as_str()), (3, "projects.p.schedule"), "{expr}");
+    }
 }
 
 /// An expression no date ever matches is refused (croner alone accepts it, and it would never
