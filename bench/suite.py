@@ -796,6 +796,26 @@ def restart_once(f, first):
     return dt, (at - wall0 * 1000) / 1000 if at else None
 
 
+# A run's records as a shim leaves them (`started` alone: what the restart reads is the slot's
+# first byte and its lock).
+STARTED_LINE = (b'{"record":"started","token":1,"shim_pid":1,"shim_start_time":1,'
+                b'"at":"2026-01-01T00:00:00.000Z","history":[1]}\n')
+SLOT_LEN, RUNS_PER_SEGMENT = 4096, 1024
+
+
+def write_slot(runs_dir, rid, line):
+    """Puts `line` (zeros after it) in run `rid`'s slot of its segment, `runs/records-<first id>`,
+    as fleet lays them out (supervisor::shim::segment): a 4 KiB header, then 4 KiB per run."""
+    first = rid // RUNS_PER_SEGMENT * RUNS_PER_SEGMENT
+    path = os.path.join(runs_dir, f"records-{first}")
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        os.pwrite(fd, b"fleet run records 1\n", 0)
+        os.pwrite(fd, line.ljust(SLOT_LEN, b"\0"), SLOT_LEN * (1 + rid % RUNS_PER_SEGMENT))
+    finally:
+        os.close(fd)
+
+
 def measure_restart(a, sz, rows, raw):
     n, q, reps = sz["restart_rows"], sz["restart_queued"], sz["restart_reps"]
     f, first, done_ids = restart_template(a, n, q)
@@ -805,19 +825,20 @@ def measure_restart(a, sz, rows, raw):
         for variant in ("rows", "rows+files"):
             if variant == "rows+files":
                 # A daemon that ran these runs left their files under runs/ (nothing prunes
-                # them: `<id>.lock` and `<id>.log` each); recovery looks at every run there, so
-                # it is measured with them too.
+                # them: each run's records in its slot of a segment, and a log); recovery looks
+                # at every run there, so it is measured with them too.
                 os.makedirs(runs_dir, mode=0o700, exist_ok=True)
                 for rid in done_ids:
-                    for suffix in (".lock", ".log"):
-                        path = os.path.join(runs_dir, f"{rid}{suffix}")
-                        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+                    write_slot(runs_dir, rid, STARTED_LINE)
+                    path = os.path.join(runs_dir, f"{rid}.log")
+                    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
             samples = []
             for _ in range(reps):
                 samples.append(restart_once(f, first))
                 # Remove the files of the runs this restart claimed: the template has none.
                 for rid in range(first, first + q):
-                    for suffix in (".lock", ".log"):
+                    write_slot(runs_dir, rid, b"")
+                    for suffix in (".lock", ".log", ".more"):
                         try:
                             os.remove(os.path.join(runs_dir, f"{rid}{suffix}"))
                         except FileNotFoundError:

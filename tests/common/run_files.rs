@@ -41,7 +41,44 @@ pub fn log_path(f: &Fleet, id: i64) -> PathBuf {
     RunFiles::new(&f.state_dir(), id).log_path()
 }
 
-/// The path of run `id`'s lock file, which holds its records.
+/// The path of the file that holds run `id`'s lock and records: its segment, shared with other
+/// runs (see [`slot_used`] for whether it holds anything of this run).
 pub fn lock_path(f: &Fleet, id: i64) -> PathBuf {
     RunFiles::new(&f.state_dir(), id).lock_path()
+}
+
+/// Run `id`'s lock file in the layout of the version before slots, `runs/<id>.lock`.
+pub fn flat_lock_path(f: &Fleet, id: i64) -> PathBuf {
+    RunFiles::new(&f.state_dir(), id).flat_lock_path()
+}
+
+/// Whether run `id`'s slot holds anything (a record, a tombstone, a torn line).
+pub fn slot_used(f: &Fleet, id: i64) -> bool {
+    let slot = RunFiles::new(&f.state_dir(), id).record_slot();
+    match slot.open(false) {
+        Ok(segment) => !slot.read(&segment).unwrap().is_empty(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => panic!("run {id}'s segment: {e}"),
+    }
+}
+
+/// The text of run `id`'s slot: its record lines as the shim wrote them ("" when empty).
+pub fn slot_text(f: &Fleet, id: i64) -> String {
+    let slot = RunFiles::new(&f.state_dir(), id).record_slot();
+    match slot.open(false) {
+        Ok(segment) => String::from_utf8_lossy(&slot.read(&segment).unwrap()).into_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => panic!("run {id}'s segment: {e}"),
+    }
+}
+
+/// Replaces what run `id`'s slot holds with `bytes` (zeros after them), as an operator's hand
+/// or a damaged disk would: the slot's lock is neither taken nor needed.
+pub fn overwrite_slot(f: &Fleet, id: i64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let slot = RunFiles::new(&f.state_dir(), id).record_slot();
+    let segment = slot.open(false).unwrap();
+    let mut all = bytes.to_vec();
+    all.resize(supervisor::shim::segment::SLOT_LEN as usize, 0);
+    segment.write_all_at(&all, slot.range().start).unwrap();
 }

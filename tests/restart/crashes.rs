@@ -115,25 +115,39 @@ fn crash_after_claim_requeues_same_attempt() {
     assert_check_ok(&f);
 }
 
-/// The pids of the processes waiting (blocked, not holding) for an `flock` on `path`, from
-/// /proc/locks, where a waiter's line carries `->` and the file as `MAJOR:MINOR:INODE`.
-fn flock_waiters(path: &std::path::Path) -> Vec<i32> {
+/// Whether process `pid` waits for run `id`'s slot lock: someone waits (blocked, not holding)
+/// for an OFD lock over the slot's bytes — /proc/locks, where a waiter's line carries `->`, the
+/// file as `MAJOR:MINOR:INODE` and the range, but no pid for an OFD lock — and `pid` is in
+/// `fcntl(_, F_OFD_SETLKW, _)` (/proc/<pid>/syscall).
+fn waits_at_slot_lock(f: &Fleet, id: i64, pid: i32) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let Ok(ino) = std::fs::metadata(path).map(|m| m.ino()) else {
-        return Vec::new();
+    let files = supervisor::shim::runfiles::RunFiles::new(&f.state_dir(), id);
+    let range = files.record_slot().range();
+    let Ok(ino) = std::fs::metadata(files.lock_path()).map(|m| m.ino()) else {
+        return false;
     };
     let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
-    locks
-        .lines()
-        .filter_map(|l| {
-            let fields: Vec<&str> = l.split_whitespace().collect();
-            let at = fields.iter().position(|f| *f == "->")?;
-            // -> FLOCK ADVISORY WRITE <pid> <maj:min:ino> ...
-            let pid: i32 = fields.get(at + 4)?.parse().ok()?;
-            let file_ino: u64 = fields.get(at + 5)?.rsplit(':').next()?.parse().ok()?;
-            (fields.get(at + 1) == Some(&"FLOCK") && file_ino == ino).then_some(pid)
-        })
-        .collect()
+    let someone_waits = locks.lines().any(|l| {
+        let fields: Vec<&str> = l.split_whitespace().collect();
+        let Some(at) = fields.iter().position(|f| *f == "->") else {
+            return false;
+        };
+        // -> OFDLCK ADVISORY WRITE -1 <maj:min:ino> <first byte> <last byte>
+        let file_ino = fields
+            .get(at + 5)
+            .and_then(|f| f.rsplit(':').next()?.parse::<u64>().ok());
+        let first = fields.get(at + 6).and_then(|f| f.parse::<u64>().ok());
+        fields.get(at + 1) == Some(&"OFDLCK") && file_ino == Some(ino) && first == Some(range.start)
+    });
+    // fcntl is system call 72 on x86-64 and 25 on arm64; F_OFD_SETLKW is 38.
+    let fcntl = if cfg!(target_arch = "aarch64") {
+        "25"
+    } else {
+        "72"
+    };
+    let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+    let fields: Vec<&str> = syscall.split_whitespace().collect();
+    someone_waits && fields.first() == Some(&fcntl) && fields.get(2) == Some(&"0x26")
 }
 
 /// The tombstone trap with the late shim held *at* its lock: it arrives while recovery holds the
@@ -173,9 +187,8 @@ fn late_shim_waiting_at_the_lock_finds_the_tombstone() {
 
     let hold = format!("recovery-before-tombstone=sleep({HOLD_MS})");
     let d2 = f.start_daemon_env(&[("FAILPOINTS", &hold)]);
-    let lock = lock_path(&f, id);
     f.wait_until(DEADLINE, "the late shim to wait at the run's lock", || {
-        let waiting = flock_waiters(&lock).contains(&late[0]);
+        let waiting = waits_at_slot_lock(&f, id, late[0]);
         assert!(
             waiting || !f.file("once.start").exists(),
             "the late shim started the run instead of waiting at the lock (did the new \

@@ -184,7 +184,7 @@ fn assert_held_until_the_group_is_ended(f: &Fleet, held: i64, waiting: i64, p: &
     assert_eq!(status_of(&f.wait_terminal(waiting)), "succeeded");
 }
 
-/// Every file of run `id` in `runs/` (the lock and record file, the log, …).
+/// Every file of run `id`'s own in `runs/` (its log, …; its records are in its slot).
 fn run_files(f: &Fleet, id: i64) -> Vec<std::path::PathBuf> {
     let prefix = format!("{id}.");
     std::fs::read_dir(f.state_dir().join("runs"))
@@ -204,9 +204,10 @@ fn a_shim_killed_after_its_files_were_removed_keeps_its_run_while_the_group_live
     let d = f.start_daemon();
     let held = f.enqueue("held");
     let p = running(&f, held);
-    let files = run_files(&f, held);
-    assert!(!files.is_empty());
-    for file in files {
+    // Its records (in its slot) and any file of its own (its log).
+    assert!(slot_used(&f, held));
+    overwrite_slot(&f, held, b"");
+    for file in run_files(&f, held) {
         std::fs::remove_file(file).unwrap();
     }
     let waiting = f.enqueue("other");
@@ -231,7 +232,7 @@ fn recovery_holds_a_run_whose_file_was_overwritten_while_its_group_lives() {
     let held = f.enqueue("held");
     let p = running(&f, held);
     d1.kill();
-    std::fs::write(lock_path(&f, held), "garbage\n").unwrap();
+    overwrite_slot(&f, held, b"garbage\n");
     kill_shim(&f, &p);
     // The file is what is wrong, and `fleet check` says so — not that the run lost its shim.
     let report = check_report(&f);

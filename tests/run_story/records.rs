@@ -3,12 +3,10 @@
 //! exit record after it gives the run its real end; `fleet check` reports the bad line and goes
 //! on.
 
-use std::io::Write;
-
 use crate::common::*;
 use crate::{gated, open_gate};
 
-/// Garbage appended to the lock file while the command runs; the shim then appends its exit
+/// Garbage appended to the run's slot while the command runs; the shim then appends its exit
 /// record (code 7) after it. The run ends `failed`, exit 7 — not `lost` "the shim died".
 #[test]
 fn a_bad_line_before_the_exit_record_hides_nothing() {
@@ -17,12 +15,9 @@ fn a_bad_line_before_the_exit_record_hides_nothing() {
     let id = f.enqueue("p");
     f.wait_status(id, "running");
     let lock = lock_path(&f, id);
-    let lines = std::fs::read_to_string(&lock).unwrap().lines().count();
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&lock)
-        .unwrap();
-    file.write_all(b"garbage line\n").unwrap();
+    let text = slot_text(&f, id);
+    let lines = text.lines().count();
+    overwrite_slot(&f, id, format!("{text}garbage line\n").as_bytes());
     open_gate(&f);
 
     let r = f.wait_terminal(id);
@@ -54,20 +49,18 @@ fn check_compares_exit_records_and_goes_past_bad_lines() {
     assert_eq!(status_of(&f.wait_terminal(second)), "succeeded");
     assert_check_ok(&f);
 
-    // The first run's lock file holds a bad line; the second's exit record is edited.
+    // The first run's slot holds a bad line; the second's exit record is edited.
     let lock = |id: i64| lock_path(&f, id);
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(lock(first))
-        .unwrap();
-    file.write_all(b"garbage line\n").unwrap();
-    let bad_line = std::fs::read_to_string(lock(first))
-        .unwrap()
-        .lines()
-        .count();
-    let text = std::fs::read_to_string(lock(second)).unwrap();
+    let text = slot_text(&f, first);
+    overwrite_slot(&f, first, format!("{text}garbage line\n").as_bytes());
+    let bad_line = slot_text(&f, first).lines().count();
+    let text = slot_text(&f, second);
     assert!(text.contains("\"code\":0"), "{text}");
-    std::fs::write(lock(second), text.replace("\"code\":0", "\"code\":5")).unwrap();
+    overwrite_slot(
+        &f,
+        second,
+        text.replace("\"code\":0", "\"code\":5").as_bytes(),
+    );
 
     let out = f.cmd(&["check"]);
     assert_ne!(out.code(), Some(0), "{}", out.stdout);

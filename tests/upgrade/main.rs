@@ -1,8 +1,10 @@
-//! The upgrade path: runs whose shims are of an earlier version — a folder per run, `runs/<id>/`,
-//! with the records appended to its `lock` (the version just before this one) or each in a file
-//! of its own (the one before) — still in flight when a daemon of this version takes over, are
-//! adopted and settled with their real exit status; `fleet check`, `fleet logs` and prune read
-//! every layout, and the new daemon's own runs use this version's flat files beside them.
+//! The upgrade path: runs whose shims are of an earlier version — a lock file per run,
+//! `runs/<id>.lock`, with the records appended to it (the version just before this one), or a
+//! folder per run, `runs/<id>/`, with the records appended to its `lock` (the one before) or each
+//! in a file of its own (the one before that) — still in flight when a daemon of this version
+//! takes over, are adopted and settled with their real exit status; `fleet check`, `fleet logs`
+//! and prune read every layout, and the new daemon's own runs use this version's slots beside
+//! them.
 //!
 //! The earlier versions' shims are the test-only earlier-layout writer
 //! (`supervisor::shim::legacy`, selected by `FLEET_TEST_LEGACY_RUN_LAYOUT` in the daemon's
@@ -17,7 +19,7 @@ use std::path::Path;
 
 use common::*;
 
-/// Selects an earlier version's run layout in a test build's shims: `folder` or `files`.
+/// Selects an earlier version's run layout in a test build's shims: `flat`, `folder` or `files`.
 const LEGACY: &str = "FLEET_TEST_LEGACY_RUN_LAYOUT";
 
 /// A command that prints a line, waits for `gate` to exist (polling: it is the command that
@@ -53,13 +55,19 @@ fn assert_check_ok(f: &Fleet, when: &str) {
     assert_eq!(out.code(), Some(0), "fleet check {when}: {out:?}");
 }
 
-/// The version just before this one: a folder per run, the records appended to its `lock`.
+/// The version just before this one: a lock file per run, the records appended to it.
+#[test]
+fn runs_of_the_lock_file_per_run_layout_are_adopted_and_settled_with_their_real_status() {
+    upgrade_from("flat");
+}
+
+/// The version before that: a folder per run, the records appended to its `lock`.
 #[test]
 fn runs_of_the_folder_layout_are_adopted_and_settled_with_their_real_status() {
     upgrade_from("folder");
 }
 
-/// The version before that: a folder per run, a file per record.
+/// The version before those two: a folder per run, a file per record.
 #[test]
 fn runs_of_the_file_per_record_layout_are_adopted_and_settled_with_their_real_status() {
     upgrade_from("files");
@@ -82,20 +90,29 @@ fn upgrade_from(layout: &str) {
         (status_of(&r), r["exit_code"].as_i64()),
         ("failed", Some(3))
     );
-    // The old daemon's shims wrote the earlier layout: a folder per run, and nothing of this
-    // version's. (A binary built without the `failpoints` feature ignores the variable and
-    // fails here: this test then proves nothing.)
+    // The old daemon's shims wrote the earlier layout, and nothing of this version's. (A binary
+    // built without the `failpoints` feature ignores the variable and fails here: this test
+    // then proves nothing.)
     for id in [seven, zero, down, quick_old] {
-        let lock = std::fs::read(run_file(&f, id, "lock")).unwrap_or_else(|e| {
-            panic!("run {id}: no folder lock ({e}): build with --all-features")
+        let own = match layout {
+            "flat" => flat_lock_path(&f, id),
+            _ => run_file(&f, id, "lock"),
+        };
+        let lock = std::fs::read(&own).unwrap_or_else(|e| {
+            panic!(
+                "run {id}: no {} ({e}): build with --all-features",
+                own.display()
+            )
         });
         match layout {
-            "folder" => {
+            "flat" | "folder" => {
                 assert!(
                     String::from_utf8_lossy(&lock).contains(r#""record":"started""#),
-                    "run {id}: records appended to the folder's lock"
+                    "run {id}: records appended to {}",
+                    own.display()
                 );
                 assert!(!run_file(&f, id, "started").exists());
+                assert_eq!(layout == "flat", !run_file(&f, id, "").exists(), "run {id}");
             }
             _ => {
                 assert!(run_file(&f, id, "started").is_file(), "run {id}");
@@ -103,13 +120,8 @@ fn upgrade_from(layout: &str) {
             }
         }
     }
-    // (The old daemon here is this version's, so the run it settled has a lock file of this
-    // version's too: only the runs in flight are as an earlier version leaves them.)
-    for id in [seven, zero, down] {
-        assert!(
-            !lock_path(&f, id).exists(),
-            "run {id}: this version's lock file"
-        );
+    for id in [seven, zero, down, quick_old] {
+        assert!(!slot_used(&f, id), "run {id}: this version's slot");
     }
     assert!(has_record(&f, quick_old, "exit"));
 
@@ -161,7 +173,7 @@ fn upgrade_from(layout: &str) {
     assert_eq!(f.logs(seven), "seven began\nseven ends\n");
     assert_eq!(f.logs(quick_old), "quick\n");
 
-    // The new daemon's own runs use the new layout, beside the old folders: no folder at all.
+    // The new daemon's own runs use the new layout, beside the old files: their slot only.
     let quick_new = f.enqueue("quick");
     let r = f.wait_terminal(quick_new);
     assert_eq!(
@@ -172,20 +184,23 @@ fn upgrade_from(layout: &str) {
         !run_file(&f, quick_new, "").exists(),
         "a folder for a new run"
     );
-    assert!(lock_path(&f, quick_new).is_file());
+    assert!(
+        !flat_lock_path(&f, quick_new).exists(),
+        "a lock file for a new run"
+    );
+    assert!(slot_used(&f, quick_new));
     let records = run_records(&f, quick_new);
     assert_eq!(records.exit.map(|e| e.code), Some(Some(3)));
     assert_eq!(f.logs(quick_new), "quick\n");
     assert_check_ok(&f, "after the upgrade");
 
-    // Prune reads both: with one run kept per project, the old layout's run of `quick` goes,
-    // folder first.
+    // Prune reads both: with one run kept per project, the old layout's run of `quick` goes.
     let text = std::fs::read_to_string(f.file("fleet.toml")).unwrap();
     f.replace_config(&format!("keep_runs = 1\n{text}"));
     f.cmd_ok(&["prune"]);
-    f.wait_until(DEADLINE, "the old layout's folder pruned", || {
-        !run_file(&f, quick_old, "").exists()
+    f.wait_until(DEADLINE, "the old layout's files pruned", || {
+        !run_file(&f, quick_old, "").exists() && !flat_lock_path(&f, quick_old).exists()
     });
-    assert!(lock_path(&f, quick_new).exists(), "newest kept");
+    assert!(slot_used(&f, quick_new), "newest kept");
     assert_check_ok(&f, "after the prune");
 }

@@ -540,7 +540,7 @@ mod tests {
         assert!(ok.ok(), "{:?}", ok.violations);
 
         let lock = run.try_lock().unwrap().unwrap();
-        let lock = run.lock_folder_too(lock).unwrap().unwrap();
+        let lock = run.lock_earlier_too(lock).unwrap().unwrap();
         run.write_started(&lock, &started(1, vec![2, 1])).unwrap();
         run.write_tombstone(&lock, 1).unwrap();
         drop(lock);

@@ -134,11 +134,11 @@ pub fn settle(dir: &RunFiles, token: u64, recorded_pgid: Option<i32>) -> io::Res
         if records.started.is_some_and(|s| s.token == token) {
             return Ok(Fate::Lost);
         }
-        if !lock.covers_folder() {
+        if !lock.covers_earlier() {
             // A late shim of an earlier version looks for its tombstone in the run's folder
             // only: the tombstone goes there too, under that lock. Such a shim may have taken
             // it (then it is alive) or used it (then its records are read again, above).
-            lock = match dir.lock_folder_too(lock)? {
+            lock = match dir.lock_earlier_too(lock)? {
                 Some(both) => both,
                 None => return Ok(Fate::Alive),
             };

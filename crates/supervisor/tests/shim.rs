@@ -202,14 +202,21 @@ fn exit_code_is_recorded() {
     assert!(!dir.is_locked().unwrap(), "the lock is released at exit");
 }
 
+/// The bytes of `dir`'s slot: its records as the shim wrote them.
+fn slot_bytes(dir: &RunFiles) -> Vec<u8> {
+    let slot = dir.record_slot();
+    slot.read(&slot.open(false).unwrap()).unwrap()
+}
+
 #[test]
 fn started_record_is_written_before_the_command_runs() {
     let f = Fixture::new();
     let dir = f.dir();
-    // The command copies the record file as it finds it when it runs.
-    let started_path = dir.lock_path();
+    // The command copies its run's slot as it finds it when it runs.
+    let segment = dir.lock_path();
+    let slot = (dir.record_slot().range().start / supervisor::shim::segment::SLOT_LEN).to_string();
     let seen = f.work.join("seen");
-    let script = r#"cat "$1" > "$2""#;
+    let script = r#"dd if="$1" bs=4096 skip="$3" count=1 2>/dev/null | tr -d '\000' > "$2""#;
     let args = f.args(
         8,
         &[
@@ -217,8 +224,9 @@ fn started_record_is_written_before_the_command_runs() {
             "-c",
             script,
             "sh",
-            started_path.to_str().unwrap(),
+            segment.to_str().unwrap(),
             seen.to_str().unwrap(),
+            &slot,
         ],
     );
     let (status, _, err) = finish(spawn_shim(&args, &[]));
@@ -362,7 +370,7 @@ fn tombstoned_claim_never_runs_the_command() {
     // blocks on the lock, then must find the tombstone.
     let lock = dir.try_lock().unwrap().expect("lock");
     let shim = spawn_shim(&f.args(7, &["sh", "-c", "touch marker"]), &[]);
-    let lock = dir.lock_folder_too(lock).unwrap().expect("both locks");
+    let lock = dir.lock_earlier_too(lock).unwrap().expect("both locks");
     dir.write_tombstone(&lock, 7).unwrap();
     drop(lock);
     let (status, out, err) = finish(shim);
@@ -589,14 +597,14 @@ mod failpoints {
         let (f, dir) = crash_at("shim-started-record-torn");
         assert!(dir.read_started().unwrap().is_none());
         assert!(!f.work.join("marker").exists());
-        let torn = fs::read(dir.lock_path()).unwrap();
+        let torn = slot_bytes(&dir);
         assert!(
             !torn.is_empty() && !torn.ends_with(b"\n"),
             "a torn line is left"
         );
         let (status, _, err) = finish(spawn_shim(&f.args(4, &["true"]), &[]));
         assert!(status.success(), "{err}");
-        let text = fs::read_to_string(dir.lock_path()).unwrap();
+        let text = String::from_utf8(slot_bytes(&dir)).unwrap();
         assert_eq!(text.lines().count(), 3, "started, running, exit: {text}");
         assert_eq!(dir.read_exit().unwrap().unwrap().token, 4);
 
@@ -685,7 +693,7 @@ mod failpoints {
             .try_lock()
             .unwrap()
             .expect("the delayed shim has not locked yet");
-        let lock = dir.lock_folder_too(lock).unwrap().expect("both locks");
+        let lock = dir.lock_earlier_too(lock).unwrap().expect("both locks");
         dir.write_tombstone(&lock, 9).unwrap();
         drop(lock);
         let (status, _, err) = finish(shim);
@@ -789,15 +797,21 @@ fn an_escaped_writer_does_not_hold_the_shim() {
     );
 }
 
-/// A complete line of the lock file that is not a record may have been this claim's tombstone:
+/// A complete line of the slot that is not a record may have been this claim's tombstone:
 /// with no tombstone of its token readable, the shim refuses to start the command (fails
 /// closed) rather than guess "not given up".
 #[test]
-fn an_unreadable_line_in_the_lock_file_keeps_the_command_from_starting() {
+fn an_unreadable_line_in_the_slot_keeps_the_command_from_starting() {
     let f = Fixture::new();
     let dir = f.dir();
     drop(dir.try_lock().unwrap().expect("lock"));
-    fs::write(dir.lock_path(), "{\"record\":\"tombst\n").unwrap();
+    let slot = dir.record_slot();
+    std::os::unix::fs::FileExt::write_all_at(
+        &slot.open(false).unwrap(),
+        b"{\"record\":\"tombst\n",
+        slot.range().start,
+    )
+    .unwrap();
     let (status, out, err) = finish(spawn_shim(&f.args(7, &["sh", "-c", "touch marker"]), &[]));
     assert_eq!(status.code(), Some(1), "{err}");
     assert_eq!(out, "");

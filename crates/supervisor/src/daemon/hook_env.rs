@@ -56,7 +56,7 @@ fn failed_log(state_dir: &Path, id: store::RunId) -> String {
     let files = RunFiles::new(state_dir, id);
     // Only where the run's files are (another host's run has them there); an error is
     // ignored: the hook still gets the path, and reads nothing there either way.
-    if files.lock_path().exists() {
+    if files.exists().unwrap_or(false) {
         let _ = files.open_log();
     }
     files.log_path().display().to_string()

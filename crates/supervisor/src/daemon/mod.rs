@@ -63,6 +63,10 @@ use crate::slots::SlotPool;
 use crate::statedir::{StateDir, StateDirError};
 use state::Daemon;
 
+/// How many of the highest run ids with files here a starting daemon checks the database's
+/// numbering against: an id too far past it is a stray file's name, and the next is tried.
+const RESERVE_TRIES: usize = 16;
+
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -158,7 +162,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     let run_ids = {
         let root = state.root().to_path_buf();
         tokio::task::spawn_blocking(move || {
-            crate::shim::runfiles::list_run_ids(&root).map_err(|e| (root, e))
+            crate::shim::runfiles::highest_run_ids(&root, RESERVE_TRIES).map_err(|e| (root, e))
         })
     };
     let store = connect::open_store(&state).await?;
@@ -216,7 +220,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         // keeps its own numbering).
         let outcomes = tokio::task::spawn_blocking(move || {
             let mut outcomes = Vec::new();
-            for highest in ids.into_iter().rev().take(16) {
+            for highest in ids.into_iter().rev().take(RESERVE_TRIES) {
                 let reserved = loop {
                     match store.reserve_run_ids(highest) {
                         Err(e) if e.is_busy() => {

@@ -523,7 +523,7 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
 /// them as active (`active_ids`). A folder that cannot be listed, or a lock that cannot be
 /// probed, is logged (not "no shims": unread) and left out.
 fn unrecorded_shims(state_dir: &Path, active_ids: &BTreeSet<RunId>) -> Vec<RunId> {
-    let ids = match crate::shim::runfiles::list_run_ids(state_dir) {
+    let ids = match crate::shim::runfiles::live_run_candidates(state_dir) {
         Ok(ids) => ids,
         Err(e) => {
             let runs = state_dir.join(crate::shim::runfiles::RUNS_DIR);

@@ -153,14 +153,15 @@ fn a_corrupt_exit_record_is_missing_so_a_started_run_is_lost() {
     ));
 }
 
-/// Appends a complete line that is not a record to the run's record file.
+/// Appends a complete line that is not a record to the run's slot.
 fn append_garbage(dir: &RunFiles) {
-    let mut file = fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(dir.lock_path())
+    use std::os::unix::fs::FileExt;
+    let slot = dir.record_slot();
+    let segment = slot.open(true).unwrap();
+    let used = slot.read(&segment).unwrap().len() as u64;
+    segment
+        .write_all_at(b"garbage line\n", slot.range().start + used)
         .unwrap();
-    std::io::Write::write_all(&mut file, b"garbage line\n").unwrap();
 }
 
 /// A bad line before the exit record hides nothing: the real end counts.

@@ -3,9 +3,11 @@
 //! one of them, so that a test can leave runs in flight exactly as a shim of an earlier
 //! version would, and check that a daemon of this version adopts and settles them:
 //!
-//! - `folder` (the version just before this one): a folder per run, `runs/<id>/`, with `lock`
-//!   (the records appended to it, as this version does), `log` and `tombstones`;
-//! - `files` (the one before): the same folder, but each record in a file of its own
+//! - `flat` (the version just before this one): a lock file per run, `runs/<id>.lock`, flocked
+//!   by the shim, with the records appended to it, and `runs/<id>.log`;
+//! - `folder` (the one before): a folder per run, `runs/<id>/`, with `lock` (the records
+//!   appended to it), `log` and `tombstones`;
+//! - `files` (the one before that): the same folder, but each record in a file of its own
 //!   (`started`, `running`, `exit`), written to a temporary file and renamed into place, the
 //!   durable ones fsynced with their folder.
 //!
@@ -22,13 +24,16 @@ use super::runfiles::{
     Layout, Record, RunFiles, RunLock, EXIT_FILE, FILE_MODE, RUNNING_FILE, STARTED_FILE,
 };
 
-/// The environment variable that selects an earlier layout: `folder` or `files` (anything else
-/// is `files`, the first layout these tests knew); removed from the command's environment.
+/// The environment variable that selects an earlier layout: `flat`, `folder` or `files`
+/// (anything else is `files`, the first layout these tests knew); removed from the command's
+/// environment.
 pub const ENV: &str = "FLEET_TEST_LEGACY_RUN_LAYOUT";
 
 /// Which earlier layout this shim writes, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Legacy {
+    /// A lock file per run, records appended to it.
+    Flat,
     /// A folder per run, records appended to its `lock`.
     Folder,
     /// A folder per run, a file per record.
@@ -38,7 +43,9 @@ pub enum Legacy {
 /// The earlier layout this shim was asked to write, from [`ENV`].
 pub fn selected() -> Option<Legacy> {
     let value = std::env::var_os(ENV)?;
-    Some(if value == "folder" {
+    Some(if value == "flat" {
+        Legacy::Flat
+    } else if value == "folder" {
         Legacy::Folder
     } else {
         Legacy::Files
@@ -48,7 +55,8 @@ pub fn selected() -> Option<Legacy> {
 /// `files` as a shim of the selected earlier layout writes them (unchanged when none is).
 pub fn files_for_shim(files: RunFiles) -> RunFiles {
     match selected() {
-        Some(_) => files.with_layout(Layout::Folder),
+        Some(Legacy::Flat) => files.with_layout(Layout::Flat),
+        Some(Legacy::Folder | Legacy::Files) => files.with_layout(Layout::Folder),
         None => files,
     }
 }

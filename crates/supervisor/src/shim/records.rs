@@ -1,10 +1,10 @@
 //! A run's records — `started`, `running`, `exit`, and recovery's `tombstone` — and their
-//! on-disk form: one JSON line each, appended to the run's lock file (see [`super::runfiles`]).
+//! on-disk form: one JSON line each, appended to the run's slot (see [`super::runfiles`]).
 //! This module owns the format (how a record is encoded, how a file of them is read back, what a
 //! torn or corrupt line means); it never opens a file and never decides a run's fate.
 //!
-//! Why lines appended to the lock file rather than one file per record: the shim holds that
-//! file already, so a record costs one write (and, where it must survive a machine crash, one
+//! Why lines appended to the place the shim holds its lock on (its slot) rather than one file per
+//! record: the shim holds it already, so a record costs one write (and, where it must survive a machine crash, one
 //! `fdatasync`) instead of a new inode, a temporary file, a rename and a folder fsync.
 //!
 //! A line is complete when it ends with `\n`. A writer writes a whole line in one call, so the
@@ -161,6 +161,34 @@ pub struct Records {
     /// record of any kind: a reader that finds no valid record of the kind it needs must not
     /// take "none" for an answer while this is not empty.
     pub bad: Vec<BadLine>,
+}
+
+impl Records {
+    /// Completes these records, read from a newer place, with `older`'s: each kind this holds
+    /// none of is taken from `older`; the tombstones of both are kept (older first, each token
+    /// once), and so are the bad lines (older first).
+    pub fn fill_from(&mut self, older: Records) {
+        if self.started.is_none() {
+            self.started = older.started;
+        }
+        if self.running.is_none() {
+            self.running = older.running;
+        }
+        if self.exit.is_none() {
+            self.exit = older.exit;
+        }
+        // Older first, each token once: a tombstone is written to every layout at once.
+        let mut tombstones = older.tombstones;
+        for t in std::mem::take(&mut self.tombstones) {
+            if !tombstones.contains(&t) {
+                tombstones.push(t);
+            }
+        }
+        self.tombstones = tombstones;
+        let mut bad = older.bad;
+        bad.append(&mut self.bad);
+        self.bad = bad;
+    }
 }
 
 /// A complete line of a record file that is not a record (corruption: a writer writes whole

@@ -3,51 +3,59 @@
 //! and writes tombstones). It must never decide a run's fate: that is `settle`'s job, from what
 //! these files say.
 //!
-//! These files are how a run's fate is known after a daemon crash. They sit flat in `runs/`,
-//! named by the run's id, without a folder per run (a folder is one more inode to allocate per
-//! run, which is what a start costs most on the disk):
+//! These files are how a run's fate is known after a daemon crash. A run's lock and records
+//! live in its *record slot*, 4 KiB of a segment file shared by 1,024 runs
+//! ([`super::segment`]), so that starting a run creates no file (a new inode is what a start
+//! cost most on the disk):
 //!
-//! | file                   | written by         | what                                                     |
-//! | ---------------------- | ------------------ | -------------------------------------------------------- |
-//! | `<id>.lock`            | shim, recovery     | flocked (LOCK_EX) by the shim for its whole life; holds the records and the tombstones |
-//! | `<id>.log`             | command, via shim  | its stdout and stderr, appended to by every claim; made at the first output |
-//! | `<id>.log.compacting`  | shim               | a log compaction's side file ([`super::logbound`])       |
+//! | file                       | written by         | what                                                |
+//! | -------------------------- | ------------------ | --------------------------------------------------- |
+//! | `records-<first id>`       | shims, recovery    | the run's record slot: locked (an OFD lock on its bytes) by the shim for its whole life; holds the records and the tombstones |
+//! | `<id>.more`                | shim, recovery     | the records that no longer fit in the slot, appended (rare: a run claimed many times) |
+//! | `<id>.log`                 | command, via shim  | its stdout and stderr, appended to by every claim; made at the first output |
+//! | `<id>.log.compacting`      | shim               | a log compaction's side file ([`super::logbound`])  |
 //!
-//! The records are lines appended to `<id>.lock` (format in [`super::records`]):
+//! The records are lines (format in [`super::records`]):
 //!
 //! | record      | when                                                 | durable                        |
 //! | ----------- | ---------------------------------------------------- | ------------------------------ |
-//! | `started`   | before the command is spawned                        | `fdatasync` + `fsync` of `runs/` |
+//! | `started`   | before the command is spawned                        | `fdatasync` of the segment     |
 //! | `running`   | right after the spawn (carries the command's pid)    | no                             |
-//! | `exit`      | after the command (its whole process group) is gone  | `fdatasync`                    |
-//! | `tombstone` | by recovery, once it gave a claim up                 | `fdatasync` + `fsync` of `runs/` |
+//! | `exit`      | after the command (its whole process group) is gone  | `fdatasync` of the segment     |
+//! | `tombstone` | by recovery, once it gave a claim up                 | `fdatasync` of the segment     |
+//!
+//! A segment's entry in `runs/` is made durable once, by its first opener, before anything in
+//! it counts ([`super::segment::HEADER`]); so is a `<id>.more` by the writer that makes it.
 //!
 //! A run whose command never writes a byte has no log file at all: readers take a missing log
 //! for an empty one.
 //!
 //! # Earlier layouts
 //!
-//! Earlier versions kept a folder per run, `runs/<id>/`, holding `lock`, `log` and `tombstones`,
-//! with the records appended to `lock` (the version just before this one) or each in a file of
-//! its own, `started`, `running` and `exit`, replaced by rename (the one before). Their shims
-//! may still be running after an upgrade, so every reader here reads all three: records come
-//! from `<id>.lock` first, then for a kind it holds none of from the folder's `lock`, then from
-//! the folder's own file of that record; a run's lock is held when either lock file is; a
-//! claim is tombstoned when either place says so. The log is the folder's when the folder has
-//! one.
+//! The version just before this one kept a lock file per run, `runs/<id>.lock`, flocked by the
+//! shim for its whole life, with the records appended to it. Earlier ones kept a folder per
+//! run, `runs/<id>/`, holding `lock`, `log` and `tombstones`, with the records appended to
+//! `lock` or (the first) each in a file of its own, `started`, `running` and `exit`, replaced by
+//! rename. Their shims may still be running after an upgrade, so every reader here reads all of
+//! them, newest layout first: for each kind of record, the newest found in `<id>.more`, then
+//! the slot, then `<id>.lock`, then the folder's `lock`, then the folder's own file of that
+//! record. A run's lock is held when its slot's lock or either lock file is; a claim is
+//! tombstoned when any place says so.
 //!
 //! A shim of an earlier version that is late (forked before the upgrade, not yet at its lock)
-//! looks for its tombstone in the folder only, and creates the folder itself. So a claim given
-//! up by recovery is tombstoned in both places, under both locks ([`RunFiles::lock_folder_too`]):
-//! this is the one write of this version into a folder, and only on that rare path.
+//! looks for its tombstone in its own layout only. So a claim given up by recovery is
+//! tombstoned in every place, under every lock ([`RunFiles::lock_earlier_too`]): these are the
+//! only writes of this version into an earlier layout, and only on that rare path.
 //!
 //! A run may be claimed more than once (requeued after a crash, same attempt), so every record
 //! carries the claim's `token`: readers compare it and never mistake an earlier claim's record
 //! for the current one.
 //!
-//! Why a lock file rather than a pid: the kernel drops an `flock` when its holder dies, so "the
-//! lock is free" proves the shim is gone, and no reused pid can be mistaken for it.
+//! Why a lock rather than a pid: the kernel drops an OFD lock (or an `flock`) when its holder
+//! dies, so "the lock is free" proves the shim is gone, and no reused pid can be mistaken for
+//! it.
 
+use std::cell::Cell;
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
@@ -55,6 +63,7 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
+use super::segment::{self, open_lock_file, RecordSlot};
 use crate::sys::files;
 
 pub use super::records::{
@@ -63,15 +72,18 @@ pub use super::records::{
 
 /// Name of the folder under the state directory that holds every run's files.
 pub const RUNS_DIR: &str = "runs";
-/// Suffix of a run's lock file, `runs/<id>.lock`: the shim holds an exclusive `flock` on it for
-/// its whole life, and the records and tombstones are appended to it.
-pub const LOCK_SUFFIX: &str = ".lock";
+/// Suffix of a run's overflow file, `runs/<id>.more`: the records that no longer fit in its
+/// slot, appended.
+pub const MORE_SUFFIX: &str = ".more";
 /// Suffix of a run's log, `runs/<id>.log`.
 pub const LOG_SUFFIX: &str = ".log";
 /// Suffix of a log compaction's side file, after the log's own name.
 pub const COMPACTING_SUFFIX: &str = ".compacting";
+/// The version just before this one: suffix of a run's own lock file, `runs/<id>.lock`, flocked
+/// by its shim, with the records appended. Read, and written only to tombstone a claim.
+pub const LOCK_SUFFIX: &str = ".lock";
 /// Earlier layouts: the lock file in the run's folder (the records appended to it in the
-/// version just before this one). Read, and written only to tombstone a claim.
+/// version that had the folder last). Read, and written only to tombstone a claim.
 pub const LOCK_FILE: &str = "lock";
 /// Earlier layouts: the file of the `started` record ([`StartedRecord`]); read, never written,
 /// but by the test-only earlier-layout writer.
@@ -95,7 +107,12 @@ pub(super) const FILE_MODE: u32 = 0o600;
 /// Where a shim writes. Readers read every layout whatever this says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Layout {
-    /// This version's: `runs/<id>.lock`, `runs/<id>.log`.
+    /// This version's: the run's slot in `runs/records-<first id>`, `runs/<id>.more`,
+    /// `runs/<id>.log`.
+    Slots,
+    /// The version just before's lock file per run, `runs/<id>.lock`: written only by the
+    /// test-only earlier-layout writer ([`super::legacy`]).
+    #[cfg(feature = "failpoints")]
     Flat,
     /// An earlier version's folder, `runs/<id>/`: written only by the test-only earlier-layout
     /// writer ([`super::legacy`]), so that a test can leave runs exactly as an earlier shim.
@@ -111,32 +128,42 @@ pub struct RunFiles {
     layout: Layout,
 }
 
-/// An exclusive `flock` on a run's lock file, released when dropped (or when the holding process
-/// dies: the kernel drops it, which is why a free lock proves the shim is gone). Recovery also
-/// holds the earlier layout's lock while it tombstones a claim.
+/// A run's lock, released when dropped (or when the holding process dies: the kernel drops it,
+/// which is why a free lock proves the shim is gone): the OFD lock on the run's slot, and, when
+/// recovery tombstones a claim, the earlier layouts' lock files too.
 ///
 /// Methods that write a run's files take a `&RunLock` to prove the caller holds that run's lock.
 #[derive(Debug)]
 pub struct RunLock {
-    /// The lock file the records are appended to (`<id>.lock`, or the folder's `lock` for the
-    /// test-only earlier-layout writer).
+    /// Whose lock this is.
+    id: i64,
+    /// The file the holder writes records into: the run's segment, or the lock file of the
+    /// test-only earlier-layout writers.
     file: File,
-    /// The earlier layout's lock, when held too.
+    /// The slot locked through `file`; `None` when `file` itself is flocked (the test-only
+    /// writers of earlier layouts).
+    slot: Option<RecordSlot>,
+    /// `runs/<id>.lock` of the version just before, flocked, when held too.
+    flat: Option<File>,
+    /// The earlier layout's folder lock, when held too.
     folder: Option<File>,
-    /// Whose lock this is: the run's lock file path.
+    /// `file`'s path.
     path: PathBuf,
+    /// Whether this run's records go to `<id>.more` (once one did, all later ones must, so
+    /// that reading the slot, then the overflow, keeps their order); `None` until looked at.
+    more: Cell<Option<bool>>,
 }
 
 impl RunLock {
-    /// The lock file this lock holds (the one records are appended to).
+    /// The file this lock's records go to: the run's segment (shared with other runs), or an
+    /// earlier layout's lock file for the test-only writers.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Whether the earlier layout's folder lock is held as well (see
-    /// [`RunFiles::lock_folder_too`]).
-    pub fn covers_folder(&self) -> bool {
-        self.folder.is_some()
+    /// Whether every earlier layout's lock is held as well (see [`RunFiles::lock_earlier_too`]).
+    pub fn covers_earlier(&self) -> bool {
+        self.folder.is_some() && (self.flat.is_some() || self.slot.is_none())
     }
 }
 
@@ -144,20 +171,28 @@ impl Drop for RunLock {
     fn drop(&mut self) {
         // Closing the files would release the locks anyway; unlocking explicitly first keeps
         // the release at this exact point even if a descriptor were ever shared.
-        let _ = files::unlock(&self.file);
-        if let Some(f) = &self.folder {
+        match &self.slot {
+            Some(slot) => {
+                let _ = slot.unlock(&self.file);
+            }
+            None => {
+                let _ = files::unlock(&self.file);
+            }
+        }
+        for f in [&self.flat, &self.folder].into_iter().flatten() {
             let _ = files::unlock(f);
         }
     }
 }
 
 impl RunFiles {
-    /// The files of run `run_id` under `state_dir` (`<state_dir>/runs/<run_id>.*`). No I/O.
+    /// The files of run `run_id` under `state_dir` (its slot in `<state_dir>/runs/records-…`,
+    /// and `<state_dir>/runs/<run_id>.*`). No I/O.
     pub fn new(state_dir: &Path, run_id: i64) -> RunFiles {
         RunFiles {
             id: run_id,
             runs: state_dir.join(RUNS_DIR),
-            layout: Layout::Flat,
+            layout: Layout::Slots,
         }
     }
 
@@ -173,30 +208,61 @@ impl RunFiles {
         self.id
     }
 
-    /// The run's lock file, `runs/<id>.lock`, where its records and tombstones are appended:
-    /// the path to name in messages about the run's files.
+    /// The run's slot: its segment file and its bytes there.
+    pub fn record_slot(&self) -> RecordSlot {
+        RecordSlot::of(&self.runs, self.id)
+    }
+
+    /// The file that holds the run's lock and records: its segment, `runs/records-<first id>`
+    /// (shared with 1,023 other runs). The path to name in messages about the run's records.
     pub fn lock_path(&self) -> PathBuf {
+        self.record_slot().segment().to_path_buf()
+    }
+
+    /// The version just before's lock file, `runs/<id>.lock` (it may not exist).
+    pub fn flat_lock_path(&self) -> PathBuf {
         self.runs.join(format!("{}{LOCK_SUFFIX}", self.id))
     }
 
-    /// The run's files for a message: `<state_dir>/runs/<id>.*` when any of its flat files
-    /// exists, and the earlier layout's folder when it exists (the flat pattern when neither
-    /// does).
+    /// The run's overflow file, `runs/<id>.more` (it exists only for a run whose records
+    /// outgrew its slot).
+    pub fn more_path(&self) -> PathBuf {
+        self.runs.join(format!("{}{MORE_SUFFIX}", self.id))
+    }
+
+    /// The run's files for a message: its record slot (`record slot of run <id> in <segment>`) when it holds
+    /// anything, `<state_dir>/runs/<id>.*` when any such file exists, and an earlier layout's
+    /// folder when it exists — each that applies, joined by "and" (the slot when none does).
     pub fn describe(&self) -> String {
-        let flat = self
-            .runs
-            .join(format!("{}.*", self.id))
-            .display()
-            .to_string();
-        let folder = self.folder();
-        let has_flat = [self.lock_path(), self.flat_log_path()]
-            .iter()
-            .any(|p| p.exists());
-        match (has_flat, folder.is_dir()) {
-            (true, true) => format!("{flat} and {}/", folder.display()),
-            (false, true) => format!("{}/", folder.display()),
-            _ => flat,
+        let slot = format!(
+            "record slot of run {} in {}",
+            self.id,
+            self.record_slot().segment().display()
+        );
+        let mut parts = Vec::new();
+        if self.slot_bytes().is_ok_and(|b| !b.is_empty()) {
+            parts.push(slot.clone());
         }
+        let flat = [
+            self.flat_lock_path(),
+            self.more_path(),
+            self.flat_log_path(),
+        ];
+        if flat.iter().any(|p| p.exists()) {
+            parts.push(
+                self.runs
+                    .join(format!("{}.*", self.id))
+                    .display()
+                    .to_string(),
+            );
+        }
+        if self.folder().is_dir() {
+            parts.push(format!("{}/", self.folder().display()));
+        }
+        if parts.is_empty() {
+            return slot;
+        }
+        parts.join(" and ")
     }
 
     /// The folder of the earlier layouts, `runs/<id>/` (it may not exist).
@@ -212,7 +278,7 @@ impl RunFiles {
         if self.writes_folder() || folder_log.exists() {
             return folder_log;
         }
-        self.runs.join(format!("{}{LOG_SUFFIX}", self.id))
+        self.flat_log_path()
     }
 
     /// The side file a compaction of the log at `log` writes before renaming it over the log.
@@ -234,82 +300,86 @@ impl RunFiles {
     }
 
     /// Takes the run's lock without waiting: `Ok(None)` if another open file description
-    /// (another process, normally the shim) holds it — this version's lock file or, when the
-    /// run has an earlier layout's folder, the folder's. Creates `runs/<id>.lock` if missing,
-    /// so that recovery can lock and tombstone a claim whose shim has not even created it yet.
+    /// (another process, normally the shim) holds it — the slot's lock, or an earlier layout's
+    /// lock file where the run has one. Creates the segment if missing, so that recovery can
+    /// lock and tombstone a claim whose shim has not even opened it yet.
     ///
-    /// Errors: I/O errors creating or opening the lock files, or from `flock`.
+    /// Errors: I/O errors creating or opening the files, or from the locks.
     pub fn try_lock(&self) -> io::Result<Option<RunLock>> {
-        let file = self.open_lock(true)?;
-        if !files::try_lock_exclusive(&file)? {
+        let Some(mut lock) = self.own_lock(false)? else {
             return Ok(None);
-        }
-        let mut lock = RunLock {
-            file,
-            folder: None,
-            path: self.own_lock_path(),
         };
-        match self.open_folder_lock(false) {
-            Ok(f) if files::try_lock_exclusive(&f)? => lock.folder = Some(f),
-            Ok(_) => return Ok(None),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        for (place, path) in self.earlier_locks() {
+            match open_lock_file(&path, false) {
+                Ok(f) if files::try_lock_exclusive(&f)? => *place.of(&mut lock) = Some(f),
+                Ok(_) => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(Some(lock))
     }
 
-    /// `lock`, with the earlier layout's folder lock held too, creating the folder and its lock
-    /// file if missing: `Ok(None)` if another holder has the folder's lock (a shim of an earlier
-    /// version got there first; `lock` is released). Needed before a tombstone: a late shim of
-    /// an earlier version locks and looks in the folder only. The caller reads the records
-    /// again under the returned lock, since such a shim may have written some in between.
+    /// `lock`, with every earlier layout's lock held too — `runs/<id>.lock` and the folder's
+    /// `lock` — creating the files (and the folder) where missing: `Ok(None)` if another holder
+    /// has one of them (a shim of an earlier version got there first; `lock` is released).
+    /// Needed before a tombstone: a late shim of an earlier version locks and looks in its own
+    /// layout only. The caller reads the records again under the returned lock, since such a
+    /// shim may have written some in between.
     ///
-    /// Errors: I/O errors creating or locking the folder's lock file.
-    pub fn lock_folder_too(&self, mut lock: RunLock) -> io::Result<Option<RunLock>> {
-        if lock.folder.is_some() {
-            return Ok(Some(lock));
+    /// Errors: I/O errors creating or locking the earlier layouts' lock files.
+    pub fn lock_earlier_too(&self, mut lock: RunLock) -> io::Result<Option<RunLock>> {
+        for (place, path) in self.earlier_locks() {
+            if place.of(&mut lock).is_some() {
+                continue;
+            }
+            if place == Earlier::Folder {
+                let folder = self.folder();
+                match DirBuilder::new().mode(DIR_MODE).create(&folder) {
+                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+                        return Err(naming(&folder, e))
+                    }
+                    _ => {}
+                }
+            }
+            let f = open_lock_file(&path, true).map_err(|e| naming(&path, e))?;
+            if !files::try_lock_exclusive(&f)? {
+                return Ok(None);
+            }
+            *place.of(&mut lock) = Some(f);
         }
-        let folder = self.folder();
-        match DirBuilder::new().mode(DIR_MODE).create(&folder) {
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(naming(&folder, e)),
-            _ => {}
-        }
-        let f = self
-            .open_folder_lock(true)
-            .map_err(|e| naming(&folder.join(LOCK_FILE), e))?;
-        if !files::try_lock_exclusive(&f)? {
-            return Ok(None);
-        }
-        lock.folder = Some(f);
         Ok(Some(lock))
     }
 
     /// Takes the run's lock for its shim, waiting as long as another holder keeps it; creates
-    /// `runs/` and the lock file if missing. The shim calls this before anything else it does
+    /// `runs/` and the segment if missing. The shim calls this before anything else it does
     /// with the run's files, and checks the tombstones right after: a shim that was late to
     /// lock may find its claim given up by recovery, and must then not start the command.
     ///
-    /// Errors: I/O errors creating or opening the lock file, or from `flock`.
+    /// Errors: I/O errors creating or opening the segment, or from the lock.
     pub fn lock_blocking(&self) -> io::Result<RunLock> {
-        let file = self.open_lock(true)?;
-        files::lock_exclusive(&file)?;
-        Ok(RunLock {
-            file,
-            folder: None,
-            path: self.own_lock_path(),
-        })
+        match self.own_lock(true)? {
+            Some(lock) => Ok(lock),
+            None => Err(io::Error::other("a waiting lock came back untaken")),
+        }
     }
 
     /// Whether the run's lock is held by another open file description — in practice, whether
-    /// the run's shim is alive: this version's lock file or the earlier layout's. Probes with a
-    /// non-blocking `flock` and releases at once; creates nothing (a missing lock file means
-    /// nobody holds it). Note: a [`RunLock`] held by the calling process itself also counts as
-    /// "held".
+    /// the run's shim is alive: its slot's lock, or an earlier layout's lock file. Probes
+    /// without keeping anyone out; creates nothing (a missing file means nobody holds it).
+    /// Note: a [`RunLock`] held by the calling process itself also counts as "held".
     ///
-    /// Errors: I/O errors opening a lock file (other than "not found") or from `flock`.
+    /// Errors: I/O errors opening a file (other than "not found") or probing a lock.
     pub fn is_locked(&self) -> io::Result<bool> {
-        for file in [self.open_lock(false), self.open_folder_lock(false)] {
-            let file = match file {
+        let slot = self.record_slot();
+        match slot.open(false) {
+            Ok(segment) if slot.is_held(&segment)? => return Ok(true),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        for (_, path) in self.earlier_locks() {
+            let file = match open_lock_file(&path, false) {
                 Ok(f) => f,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
@@ -322,14 +392,23 @@ impl RunFiles {
         Ok(false)
     }
 
-    /// Waits until no one holds the run's lock — this version's lock file and the earlier
-    /// layout's, each if it exists (nothing is created) — taking and releasing each in turn.
-    /// For a daemon that adopted a run and waits for its shim to end.
+    /// Waits until no one holds the run's lock — its slot's lock and each earlier layout's
+    /// lock file that exists (nothing is created) — taking and releasing each in turn. For a
+    /// daemon that adopted a run and waits for its shim to end.
     ///
-    /// Errors: I/O errors opening a lock file (other than "not found") or from `flock`.
+    /// Errors: I/O errors opening a file (other than "not found") or from a lock.
     pub fn wait_released(&self) -> io::Result<()> {
-        for file in [self.open_lock(false), self.open_folder_lock(false)] {
-            match file {
+        let slot = self.record_slot();
+        match slot.open(false) {
+            Ok(segment) => {
+                slot.lock(&segment, true)?;
+                slot.unlock(&segment)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        for (_, path) in self.earlier_locks() {
+            match open_lock_file(&path, false) {
                 Ok(f) => files::lock_exclusive(&f)?,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
@@ -338,12 +417,20 @@ impl RunFiles {
         Ok(())
     }
 
-    /// Whether any file of the run exists (its lock file, its folder of an earlier layout or
-    /// its log).
+    /// Whether any file of the run exists: anything in its slot, its overflow, its log, or an
+    /// earlier layout's lock file or folder.
     ///
-    /// Errors: I/O errors other than "not found" from `stat`.
+    /// Errors: I/O errors other than "not found".
     pub fn exists(&self) -> io::Result<bool> {
-        for p in [self.lock_path(), self.folder(), self.flat_log_path()] {
+        if !self.slot_bytes()?.is_empty() {
+            return Ok(true);
+        }
+        for p in [
+            self.more_path(),
+            self.flat_lock_path(),
+            self.folder(),
+            self.flat_log_path(),
+        ] {
             match fs::symlink_metadata(&p) {
                 Ok(_) => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -353,26 +440,24 @@ impl RunFiles {
         Ok(false)
     }
 
-    /// The newest record of each kind — from `runs/<id>.lock`, or for a kind it holds none of,
-    /// from the earlier layout's folder (its `lock`, then the record's own file) — and every
-    /// tombstone of the lock file. Nothing there is "no record". Lines of the lock files that
-    /// are not records are in [`Records::bad`], for the caller to report (and to fail closed on
+    /// The newest record of each kind — from `runs/<id>.more`, then the slot, then
+    /// `runs/<id>.lock`, then the earlier layout's folder (its `lock`, then the record's own
+    /// file) — and every tombstone of them all. Nothing there is "no record". Lines that are
+    /// not records are in [`Records::bad`], for the caller to report (and to fail closed on
     /// when the record it needs is missing).
     ///
     /// Errors: I/O errors, and `InvalidData` (naming the file) for an earlier version's record
     /// file that is not valid (never a panic).
     pub fn records(&self) -> io::Result<Records> {
-        let records = self.appended(&self.lock_path())?;
-        Ok(self.with_folder(records)?.0)
+        let slot = self.slot_bytes()?;
+        Ok(self.gather(&slot)?.0)
     }
 
     /// What a shim that has just taken `held`, this run's lock, must know before it starts its
     /// claim `token`: whether recovery gave that claim up (as [`RunFiles::is_tombstoned`], and
     /// with its errors), and the newest `started` record (as [`RunFiles::read_started`], its
-    /// error kept apart: an unreadable earlier record does not stop the claim). One read of the
-    /// lock file, through `held`'s own descriptor, and one look for the earlier layout's
-    /// folder — on the path of every start, where reopening the file for each question cost
-    /// two opens and the folder's absence was looked up three times.
+    /// error kept apart: an unreadable earlier record does not stop the claim). The slot is
+    /// read through `held`'s own descriptor, on the path of every start.
     ///
     /// Errors: `InvalidInput` if `held` is another run's lock; as [`RunFiles::is_tombstoned`].
     pub fn before_start(
@@ -384,8 +469,12 @@ impl RunFiles {
         if self.writes_folder() {
             return Ok((self.is_tombstoned(token)?, self.read_started()));
         }
-        let own = super::records::decode(&read_all(&held.file)?, &held.path);
-        let (records, folder) = self.with_folder(own)?;
+        let own = match &held.slot {
+            Some(slot) => slot.read(&held.file)?,
+            None => read_all(&held.file)?,
+        };
+        let (records, folder) = self.gather(&own)?;
+        held.more.set(Some(self.more_path().exists()));
         let tombstoned = if records.tombstones.contains(&token) {
             true
         } else if let Some(bad) = records.bad.first() {
@@ -396,8 +485,25 @@ impl RunFiles {
         Ok((tombstoned, or_bad(records.started, &records.bad)))
     }
 
-    /// `records` (those of `runs/<id>.lock`) completed from the earlier layout's folder as
-    /// [`RunFiles::records`] describes, and whether that folder exists.
+    /// The records of every layout, `own` being the bytes of the slot (or, for the test-only
+    /// writer of the version just before, of `runs/<id>.lock`), newest first as
+    /// [`RunFiles::records`] describes; and whether an earlier layout's folder exists.
+    fn gather(&self, own: &[u8]) -> io::Result<(Records, bool)> {
+        let own_path = if self.writes_flat() {
+            self.flat_lock_path()
+        } else {
+            self.lock_path()
+        };
+        let mut records = self.appended(&self.more_path())?;
+        records.fill_from(super::records::decode(own, &own_path));
+        if !self.writes_flat() {
+            records.fill_from(self.appended(&self.flat_lock_path())?);
+        }
+        self.with_folder(records)
+    }
+
+    /// `records` completed from the earlier layout's folder as [`RunFiles::records`] describes,
+    /// and whether that folder exists.
     fn with_folder(&self, mut records: Records) -> io::Result<(Records, bool)> {
         // One `stat` instead of four failed opens for a run of this version, on the shim's
         // start and every reap.
@@ -405,26 +511,15 @@ impl RunFiles {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((records, false)),
             _ => {}
         }
-        let folder = self.appended(&self.folder().join(LOCK_FILE))?;
-        records.bad.extend(folder.bad);
-        records.tombstones.extend(folder.tombstones);
+        records.fill_from(self.appended(&self.folder().join(LOCK_FILE))?);
         if records.started.is_none() {
-            records.started = match folder.started {
-                Some(r) => Some(r),
-                None => self.read_json(STARTED_FILE)?,
-            };
+            records.started = self.read_json(STARTED_FILE)?;
         }
         if records.running.is_none() {
-            records.running = match folder.running {
-                Some(r) => Some(r),
-                None => self.read_json(RUNNING_FILE)?,
-            };
+            records.running = self.read_json(RUNNING_FILE)?;
         }
         if records.exit.is_none() {
-            records.exit = match folder.exit {
-                Some(r) => Some(r),
-                None => self.read_json(EXIT_FILE)?,
-            };
+            records.exit = self.read_json(EXIT_FILE)?;
         }
         Ok((records, true))
     }
@@ -456,10 +551,10 @@ impl RunFiles {
     }
 
     /// Whether recovery gave up the claim `token` ("a shim carrying it must not start the
-    /// command"): a tombstone record in the lock file, or the token in the earlier layout's
-    /// `tombstones` file. Missing files mean no tombstones. A last line without its newline is
-    /// a torn append from a crashed writer and is ignored (its writer never finished, so it
-    /// never requeued the run).
+    /// command"): a tombstone record in any layout's records, or the token in the earlier
+    /// layout's `tombstones` file. Missing files mean no tombstones. A last line without its
+    /// newline is a torn append from a crashed writer and is ignored (its writer never
+    /// finished, so it never requeued the run).
     ///
     /// Errors: I/O errors, and `InvalidData` for a complete line that is not a record or a
     /// token when no tombstone of `token` is found (it may have been that one) — the shim then
@@ -503,22 +598,23 @@ impl RunFiles {
     }
 
     /// Records that claim `token` is dead, durably before it returns, so that recovery may
-    /// requeue the run: a tombstone record appended to the lock file (`fdatasync`, and `fsync`
-    /// of `runs/`, for a lock file recovery itself created), and the token appended to the
-    /// earlier layout's `tombstones` (fsynced with its folder), where a late shim of an earlier
-    /// version looks. `held` must be this run's lock and cover the folder too
-    /// ([`RunFiles::lock_folder_too`]): a shim checks for tombstones only after taking its
-    /// lock, so writing under both locks means no shim can be between its check and its start.
+    /// requeue the run: a tombstone record in the run's slot (or overflow), `fdatasync`ed; one
+    /// appended to `runs/<id>.lock` (synced with `runs/`), where a late shim of the version
+    /// just before looks; and the token appended to the earlier layout's `tombstones` (fsynced
+    /// with its folder), where a late shim of the folder layouts looks. `held` must be this
+    /// run's lock and cover the earlier layouts too ([`RunFiles::lock_earlier_too`]): a shim
+    /// checks for tombstones only after taking its lock, so writing under every lock means no
+    /// shim can be between its check and its start.
     ///
-    /// Errors: `InvalidInput` if `held` is another run's lock or does not cover the folder;
-    /// I/O errors.
+    /// Errors: `InvalidInput` if `held` is another run's lock or does not cover the earlier
+    /// layouts; I/O errors.
     pub fn write_tombstone(&self, held: &RunLock, token: u64) -> io::Result<()> {
         self.check_held(held)?;
-        if held.folder.is_none() {
+        if !held.covers_earlier() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "tombstoning claim {token} of run {} needs the folder's lock too",
+                    "tombstoning claim {token} of run {} needs the earlier layouts' locks too",
                     self.id
                 ),
             ));
@@ -529,6 +625,12 @@ impl RunFiles {
         });
         self.append(held, &record, true)?;
         self.sync_parent()?;
+        if let Some(flat) = &held.flat {
+            let path = self.flat_lock_path();
+            append_line(flat, &super::records::encode(&record)?, true)
+                .and_then(|()| sync_dir(&self.runs))
+                .map_err(|e| naming(&path, e))?;
+        }
         let folder = self.folder();
         let path = folder.join(TOMBSTONES_FILE);
         append_token(&path, token)
@@ -536,10 +638,9 @@ impl RunFiles {
             .map_err(|e| naming(&path, e))
     }
 
-    /// Appends the `started` record and makes it durable (`fdatasync` of the lock file, then
-    /// `fsync` of its folder, whose entry for a lock file created by this claim is not yet on
-    /// disk): it must survive a crash of the machine before the command is spawned, so that
-    /// its absence proves the command never started.
+    /// Appends the `started` record and makes it durable (`fdatasync`; the segment's entry is
+    /// durable since its first open): it must survive a crash of the machine before the command
+    /// is spawned, so that its absence proves the command never started.
     ///
     /// Errors: `InvalidInput` if `held` is another run's lock; I/O errors.
     pub fn write_started(&self, held: &RunLock, record: &StartedRecord) -> io::Result<()> {
@@ -555,9 +656,9 @@ impl RunFiles {
         self.append(held, &Record::Running(record.clone()), false)
     }
 
-    /// Appends the `exit` record and makes it durable (`fdatasync`; the file's folder entry is
-    /// durable since `started`), before the shim releases the lock: the real status must
-    /// survive the shim, and a crash of the machine right after the command ended.
+    /// Appends the `exit` record and makes it durable (`fdatasync`), before the shim releases
+    /// the lock: the real status must survive the shim, and a crash of the machine right after
+    /// the command ended.
     ///
     /// Errors: `InvalidInput` if `held` is another run's lock; I/O errors.
     pub fn write_exit(&self, held: &RunLock, record: &ExitRecord) -> io::Result<()> {
@@ -572,6 +673,14 @@ impl RunFiles {
     pub fn write_torn(&self, held: &RunLock, record: &Record) -> io::Result<()> {
         self.check_held(held)?;
         let line = super::records::encode(record)?;
+        if let Some(slot) = &held.slot {
+            if !self.overflowing(held) {
+                return slot.append_torn(&held.file, &line);
+            }
+            let more = open_appending(&self.more_path(), true)?;
+            let end = clean_end(&more)?;
+            return more.write_all_at(&line[..line.len() / 2], end);
+        }
         let end = clean_end(&held.file)?;
         held.file.write_all_at(&line[..line.len() / 2], end)
     }
@@ -585,17 +694,17 @@ impl RunFiles {
         open_appending(&self.log_path(), false)
     }
 
-    /// Removes every file of the run — its log and a compaction's side file, the earlier
-    /// layout's folder, then the lock file — while holding its lock (`held`), so that no shim
-    /// of the run can start in between. `Ok(false)` when something appeared in the folder while
-    /// it went, every time of `tries`: the rest is left for later. For prune, which removes
-    /// only runs that ended. Files already gone are fine.
+    /// Removes every file of the run — its log and a compaction's side file, its overflow, the
+    /// earlier layouts' lock file and folder — then empties its slot, while holding its lock
+    /// (`held`), so that no shim of the run can start in between. `Ok(false)` when something
+    /// appeared in the folder while it went, every time of `tries`: the rest is left for later.
+    /// For prune, which removes only runs that ended. Files already gone are fine.
     ///
     /// Errors: `InvalidInput` if `held` is another run's lock; I/O errors.
     pub fn remove(&self, held: RunLock, tries: usize) -> io::Result<bool> {
         self.check_held(&held)?;
         let log = self.flat_log_path();
-        for p in [Self::compacting_path(&log), log] {
+        for p in [Self::compacting_path(&log), log, self.more_path()] {
             remove_file(&p)?;
         }
         let mut folder_gone = false;
@@ -613,9 +722,12 @@ impl RunFiles {
         if !folder_gone {
             return Ok(false);
         }
-        // Last, still held: a crash before this leaves the lock file, and so the run, for the
-        // next prune to finish.
-        remove_file(&self.lock_path())?;
+        // Last, still held: a crash before this leaves the slot (or the lock file), and so the
+        // run, for the next prune to finish.
+        remove_file(&self.flat_lock_path())?;
+        if let Some(slot) = &held.slot {
+            slot.clear(&held.file)?;
+        }
         drop(held);
         Ok(true)
     }
@@ -623,6 +735,16 @@ impl RunFiles {
     /// `runs/<id>.log`, whether or not it exists.
     fn flat_log_path(&self) -> PathBuf {
         self.runs.join(format!("{}{LOG_SUFFIX}", self.id))
+    }
+
+    /// The bytes of the run's slot (empty when its segment does not exist).
+    fn slot_bytes(&self) -> io::Result<Vec<u8>> {
+        let slot = self.record_slot();
+        match slot.open(false) {
+            Ok(segment) => slot.read(&segment),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Whether this value's writes go to the earlier layout's folder (test-only writer).
@@ -634,56 +756,82 @@ impl RunFiles {
         false
     }
 
-    /// The lock file this value's writer holds and appends to.
+    /// Whether this value's writes go to `runs/<id>.lock`, as the version just before's did
+    /// (test-only writer).
+    fn writes_flat(&self) -> bool {
+        #[cfg(feature = "failpoints")]
+        if self.layout == Layout::Flat {
+            return true;
+        }
+        false
+    }
+
+    /// The lock files of the earlier layouts this value's lock must also cover to tombstone a
+    /// claim, each with where a [`RunLock`] keeps it.
+    fn earlier_locks(&self) -> Vec<(Earlier, PathBuf)> {
+        if self.writes_folder() {
+            return Vec::new();
+        }
+        let folder = (Earlier::Folder, self.folder().join(LOCK_FILE));
+        if self.writes_flat() {
+            return vec![folder];
+        }
+        vec![(Earlier::Flat, self.flat_lock_path()), folder]
+    }
+
+    /// This value's own lock: the slot's (`wait`: as long as it takes), or for the test-only
+    /// writers of earlier layouts, an `flock` on their lock file. `Ok(None)` when held by
+    /// another (never with `wait`).
+    fn own_lock(&self, wait: bool) -> io::Result<Option<RunLock>> {
+        let (file, slot, path) = match self.layout {
+            Layout::Slots => {
+                let slot = self.record_slot();
+                let file = slot.open(true)?;
+                if !slot.lock(&file, wait)? {
+                    return Ok(None);
+                }
+                let path = slot.segment().to_path_buf();
+                (file, Some(slot), path)
+            }
+            #[cfg(feature = "failpoints")]
+            Layout::Flat | Layout::Folder => {
+                let path = self.own_lock_path();
+                let file = self.open_own_lock_file(&path)?;
+                if wait {
+                    files::lock_exclusive(&file)?;
+                } else if !files::try_lock_exclusive(&file)? {
+                    return Ok(None);
+                }
+                (file, None, path)
+            }
+        };
+        Ok(Some(RunLock {
+            id: self.id,
+            file,
+            slot,
+            flat: None,
+            folder: None,
+            path,
+            more: Cell::new(None),
+        }))
+    }
+
+    /// The lock file the test-only writers of earlier layouts hold and append to.
+    #[cfg(feature = "failpoints")]
     fn own_lock_path(&self) -> PathBuf {
         if self.writes_folder() {
             self.folder().join(LOCK_FILE)
         } else {
-            self.lock_path()
+            self.flat_lock_path()
         }
     }
 
-    /// The records appended to the lock file at `path` (none if it does not exist).
-    fn appended(&self, path: &Path) -> io::Result<Records> {
-        match fs::read(path) {
-            Ok(bytes) => Ok(super::records::decode(&bytes, path)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Records::default()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Appends `record`'s line to the held lock file, after cutting off a torn line a dead
-    /// writer left (see [`super::records`]); `durable`: then `fdatasync`s it (which covers the
-    /// file's new size, so an append is durable without the `fsync` of its timestamps).
-    fn append(&self, held: &RunLock, record: &Record, durable: bool) -> io::Result<()> {
-        self.check_held(held)?;
-        let line = super::records::encode(record)?;
-        let end = clean_end(&held.file)?;
-        // One positioned write of the whole line: a reader sees it whole or sees it torn (and
-        // skips it), never two records run together. Only the lock's holder writes here.
-        held.file.write_all_at(&line, end)?;
-        if durable {
-            held.file.sync_data()?;
-        }
-        Ok(())
-    }
-
-    /// `fsync` of the folder holding the lock file this value writes: it makes the lock file's
-    /// entry durable.
-    fn sync_parent(&self) -> io::Result<()> {
-        if self.writes_folder() {
-            sync_dir(&self.folder())
-        } else {
-            sync_dir(&self.runs)
-        }
-    }
-
-    /// Opens this value's lock file (`create`: making `runs/`, or the folder for the test-only
-    /// writer, when missing).
-    fn open_lock(&self, create: bool) -> io::Result<File> {
-        let path = self.own_lock_path();
-        match open_lock_file(&path, create) {
-            Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+    /// Opens (creating it, and its folder, when missing) the lock file of a test-only writer
+    /// of an earlier layout.
+    #[cfg(feature = "failpoints")]
+    fn open_own_lock_file(&self, path: &Path) -> io::Result<File> {
+        match open_lock_file(path, true) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if self.writes_folder() {
                     DirBuilder::new()
                         .recursive(true)
@@ -692,30 +840,84 @@ impl RunFiles {
                 } else {
                     self.create_runs_dir()?;
                 }
-                open_lock_file(&path, create)
+                open_lock_file(path, true)
             }
             other => other,
         }
     }
 
-    /// Opens the earlier layout's folder lock (`create`: when missing; the folder must exist).
-    /// The test-only folder writer's own lock is that file, so it is never probed twice.
-    fn open_folder_lock(&self, create: bool) -> io::Result<File> {
-        if self.writes_folder() {
-            return Err(io::ErrorKind::NotFound.into());
+    /// The records appended to the file at `path` (none if it does not exist).
+    fn appended(&self, path: &Path) -> io::Result<Records> {
+        match fs::read(path) {
+            Ok(bytes) => Ok(super::records::decode(&bytes, path)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Records::default()),
+            Err(e) => Err(e),
         }
-        open_lock_file(&self.folder().join(LOCK_FILE), create)
+    }
+
+    /// Whether `held`'s records go to `<id>.more` (see [`RunLock::more`]); looks once.
+    fn overflowing(&self, held: &RunLock) -> bool {
+        if let Some(known) = held.more.get() {
+            return known;
+        }
+        let found = fs::symlink_metadata(self.more_path()).is_ok();
+        held.more.set(Some(found));
+        found
+    }
+
+    /// Appends `record`'s line where the holder of `held` writes: the run's slot, or once the
+    /// slot is full its overflow file (made durable in `runs/` when this append creates it), or
+    /// the test-only writers' lock file; `durable`: then `fdatasync`s it (which covers a file's
+    /// new size, so an append is durable without the `fsync` of its timestamps).
+    fn append(&self, held: &RunLock, record: &Record, durable: bool) -> io::Result<()> {
+        self.check_held(held)?;
+        let line = super::records::encode(record)?;
+        let Some(slot) = &held.slot else {
+            return append_line(&held.file, &line, durable);
+        };
+        if !self.overflowing(held) && slot.append(&held.file, &line, durable)? {
+            return Ok(());
+        }
+        let path = self.more_path();
+        let created = !path.exists();
+        let more = open_appending(&path, true).map_err(|e| naming(&path, e))?;
+        held.more.set(Some(true));
+        append_line(&more, &line, durable).map_err(|e| naming(&path, e))?;
+        if created {
+            // A record in a file whose entry could vanish in a crash would prove nothing.
+            sync_dir(&self.runs)?;
+        }
+        Ok(())
+    }
+
+    /// `fsync` of the folder holding the lock file a test-only writer of an earlier layout
+    /// made (its entry must be durable before its `started` record counts). Nothing for this
+    /// version's slots, whose segment's entry is durable since its first open.
+    fn sync_parent(&self) -> io::Result<()> {
+        if self.writes_folder() {
+            sync_dir(&self.folder())
+        } else if self.writes_flat() {
+            sync_dir(&self.runs)
+        } else {
+            Ok(())
+        }
     }
 
     fn check_held(&self, held: &RunLock) -> io::Result<()> {
-        if held.path == self.own_lock_path() {
+        let own = match self.layout {
+            Layout::Slots => self.lock_path(),
+            #[cfg(feature = "failpoints")]
+            Layout::Flat | Layout::Folder => self.own_lock_path(),
+        };
+        if held.id == self.id && held.path == own {
             Ok(())
         } else {
             Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "writing run {}'s files requires its lock, but the lock given is {}",
+                    "writing run {}'s files requires its lock, but the lock given is run {}'s ({})",
                     self.id,
+                    held.id,
                     held.path.display()
                 ),
             ))
@@ -734,6 +936,38 @@ impl RunFiles {
             .map(Some)
             .map_err(|e| invalid_data(format!("{}: {e}", path.display())))
     }
+}
+
+/// Which earlier layout's lock file a [`RunLock`] holds besides the slot's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Earlier {
+    /// `runs/<id>.lock`, the version just before this one.
+    Flat,
+    /// `runs/<id>/lock`, the folder layouts.
+    Folder,
+}
+
+impl Earlier {
+    /// Where `lock` keeps this layout's lock file.
+    fn of(self, lock: &mut RunLock) -> &mut Option<File> {
+        match self {
+            Earlier::Flat => &mut lock.flat,
+            Earlier::Folder => &mut lock.folder,
+        }
+    }
+}
+
+/// Appends `line` to `file` (a lock or overflow file only its writer's lock holder writes)
+/// after cutting off a torn line a dead writer left (see [`super::records`]), in one positioned
+/// write: a reader sees it whole or torn (and skips it), never two records run together.
+/// `durable`: then `fdatasync`s it.
+fn append_line(file: &File, line: &[u8], durable: bool) -> io::Result<()> {
+    let end = clean_end(file)?;
+    file.write_all_at(line, end)?;
+    if durable {
+        file.sync_data()?;
+    }
+    Ok(())
 }
 
 /// The whole of `file`, read from its start with positioned reads (its offset is left alone).
@@ -759,52 +993,121 @@ fn or_bad<T>(found: Option<T>, bad: &[BadLine]) -> io::Result<Option<T>> {
     }
 }
 
-/// Opens a lock file read-write, mode 0600 when created.
-fn open_lock_file(path: &Path, create: bool) -> io::Result<File> {
-    // O_CLOEXEC (std sets it anyway; spelled out because it is load-bearing): the command must
-    // not inherit the lock, or it would keep holding it after the shim died and recovery would
-    // believe the shim alive. O_NOFOLLOW: a link planted in its place is an error, never a
-    // file elsewhere that the records would be appended to.
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(create)
-        .mode(FILE_MODE)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-        .open(path)
+
+/// The ids of the runs that have files under `<state_dir>/runs/` — anything in their slot of a
+/// segment, `<id>.more`, `<id>.log`, or an earlier layout's `<id>.lock` or folder `<id>/` —
+/// ascending, each once. Other entries are skipped; a missing `runs/` means no runs. Reads
+/// every segment whole (4 MiB per 1,024 runs): for `fleet check`, which reads every run's
+/// records anyway; [`highest_run_ids`] and [`live_run_candidates`] answer their questions
+/// without it.
+///
+/// Errors: I/O errors reading the folder or a segment.
+pub fn list_run_ids(state_dir: &Path) -> io::Result<Vec<i64>> {
+    let found = RunsDir::read(state_dir)?;
+    let mut ids = found.named;
+    for (first, path) in &found.segments {
+        ids.extend(segment::used_ids(path, *first)?);
+    }
+    Ok(sorted_once(ids))
 }
 
-/// The ids of the runs that have files under `<state_dir>/runs/` (`<id>.lock`, `<id>.log`, or a
-/// folder `<id>/` of an earlier layout), ascending, each once. Other entries are skipped; a
-/// missing `runs/` means no runs.
+/// The `limit` highest of [`list_run_ids`], ascending, reading the segments from the highest
+/// down only as far as needed: what a daemon reads before its first claim, so that a database
+/// restored from an older backup never numbers a new run like one whose files are here.
 ///
-/// Errors: I/O errors reading the folder.
-pub fn list_run_ids(state_dir: &Path) -> io::Result<Vec<i64>> {
-    let entries = match fs::read_dir(state_dir.join(RUNS_DIR)) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut ids = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let id = if let Some(stem) = name
-            .strip_suffix(LOCK_SUFFIX)
-            .or_else(|| name.strip_suffix(LOG_SUFFIX))
-        {
-            run_id(stem)
-        } else if entry.file_type()?.is_dir() {
-            run_id(name)
-        } else {
-            None
-        };
-        ids.extend(id);
+/// Errors: as [`list_run_ids`].
+pub fn highest_run_ids(state_dir: &Path, limit: usize) -> io::Result<Vec<i64>> {
+    let found = RunsDir::read(state_dir)?;
+    let mut ids = found.named;
+    let mut from_slots = 0;
+    for (first, path) in found.segments.iter().rev() {
+        if from_slots >= limit {
+            break;
+        }
+        let top = segment::used_ids_from_top(path, *first, limit - from_slots)?;
+        from_slots += top.len();
+        ids.extend(top);
     }
+    let mut ids = sorted_once(ids);
+    let keep = ids.len().saturating_sub(limit);
+    Ok(ids.split_off(keep))
+}
+
+/// The runs whose shim may be alive here, ascending: every run whose slot's lock someone holds,
+/// and every run with an earlier layout's lock file or folder (for the caller to probe with
+/// [`RunFiles::is_locked`]). Costs a few lock probes per segment and live shim, never a read
+/// of the history: recovery's look for shims the database does not know of.
+///
+/// Errors: I/O errors reading the folder or probing a segment's locks.
+pub fn live_run_candidates(state_dir: &Path) -> io::Result<Vec<i64>> {
+    let found = RunsDir::read(state_dir)?;
+    let mut ids = found.with_lock_files;
+    for (first, path) in &found.segments {
+        ids.extend(segment::held_ids(path, *first)?);
+    }
+    Ok(sorted_once(ids))
+}
+
+/// `ids` ascending, each once.
+fn sorted_once(mut ids: Vec<i64>) -> Vec<i64> {
     ids.sort_unstable();
     ids.dedup();
-    Ok(ids)
+    ids
+}
+
+/// What the names in `runs/` say (one pass over the folder).
+struct RunsDir {
+    /// The ids of runs with a file or folder of their own (`<id>.lock`, `.log`, `.more`, `<id>/`).
+    named: Vec<i64>,
+    /// Of those, the runs with an earlier layout's lock file or folder.
+    with_lock_files: Vec<i64>,
+    /// The segments, by first id, ascending.
+    segments: Vec<(i64, PathBuf)>,
+}
+
+impl RunsDir {
+    /// Reads `<state_dir>/runs/` (a missing folder holds nothing). Other entries are skipped.
+    fn read(state_dir: &Path) -> io::Result<RunsDir> {
+        let runs = state_dir.join(RUNS_DIR);
+        let mut found = RunsDir {
+            named: Vec::new(),
+            with_lock_files: Vec::new(),
+            segments: Vec::new(),
+        };
+        let entries = match fs::read_dir(&runs) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(found),
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(first) = segment::segment_first_id(name) {
+                if entry.file_type()?.is_file() {
+                    found.segments.push((first, runs.join(name)));
+                }
+                continue;
+            }
+            if let Some(id) = name.strip_suffix(LOCK_SUFFIX).and_then(run_id) {
+                found.named.push(id);
+                found.with_lock_files.push(id);
+            } else if let Some(id) = name
+                .strip_suffix(LOG_SUFFIX)
+                .or_else(|| name.strip_suffix(MORE_SUFFIX))
+                .and_then(run_id)
+            {
+                found.named.push(id);
+            } else if let Some(id) = run_id(name) {
+                if entry.file_type()?.is_dir() {
+                    found.named.push(id);
+                    found.with_lock_files.push(id);
+                }
+            }
+        }
+        found.segments.sort_unstable();
+        Ok(found)
+    }
 }
 
 /// The run id a name in `runs/` stands for: a positive integer written as fleet writes it

@@ -9,6 +9,30 @@ fn run_dir() -> (tempfile::TempDir, RunFiles) {
     (tmp, dir)
 }
 
+/// The bytes of `dir`'s slot, as text.
+fn slot_text(dir: &RunFiles) -> String {
+    String::from_utf8(dir.slot_bytes().unwrap()).unwrap()
+}
+
+/// Writes `bytes` into `dir`'s slot after what it holds (making the segment), as another
+/// writer or a damaged disk would: no line checks, no zeros after.
+fn put_in_slot(dir: &RunFiles, bytes: &[u8]) {
+    let slot = dir.record_slot();
+    let segment = slot.open(true).unwrap();
+    let used = slot.read(&segment).unwrap().len() as u64;
+    segment
+        .write_all_at(bytes, slot.range().start + used)
+        .unwrap();
+}
+
+/// Empties `dir`'s slot and its lock file of the version before, so that only the earlier
+/// folder layout's files say anything.
+fn clear_own(dir: &RunFiles) {
+    let slot = dir.record_slot();
+    slot.clear(&slot.open(true).unwrap()).unwrap();
+    let _ = fs::remove_file(dir.flat_lock_path());
+}
+
 /// The names in `runs/`, sorted.
 fn names_in_runs(tmp: &tempfile::TempDir) -> Vec<String> {
     let mut names: Vec<_> = fs::read_dir(tmp.path().join(RUNS_DIR))
@@ -22,7 +46,9 @@ fn names_in_runs(tmp: &tempfile::TempDir) -> Vec<String> {
 #[test]
 fn new_does_no_io_and_runs_is_made_0700() {
     let (tmp, dir) = run_dir();
-    assert_eq!(dir.lock_path(), tmp.path().join("runs/42.lock"));
+    assert_eq!(dir.lock_path(), tmp.path().join("runs/records-0"));
+    assert_eq!(dir.flat_lock_path(), tmp.path().join("runs/42.lock"));
+    assert_eq!(dir.more_path(), tmp.path().join("runs/42.more"));
     assert_eq!(dir.log_path(), tmp.path().join("runs/42.log"));
     assert_eq!(dir.folder(), tmp.path().join("runs/42"));
     assert!(!tmp.path().join("runs").exists());
@@ -36,6 +62,20 @@ fn new_does_no_io_and_runs_is_made_0700() {
     assert_eq!(mode, 0o700);
     let mode = fs::metadata(dir.lock_path()).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+    // The segment's header says its entry in `runs/` is durable; the slot is still empty, so
+    // the run has no files yet.
+    let head = fs::read(dir.lock_path()).unwrap();
+    assert!(head.starts_with(segment::HEADER), "{head:?}");
+    assert!(!dir.exists().unwrap());
+    dir.write_running(
+        &lock,
+        &RunningRecord {
+            token: 1,
+            pid: 2,
+            at: now_rfc3339(),
+        },
+    )
+    .unwrap();
     assert!(dir.exists().unwrap());
     drop(lock);
     dir.create_runs_dir().unwrap(); // idempotent
@@ -77,11 +117,12 @@ fn records_round_trip_and_missing_is_none() {
     assert_eq!(dir.read_started().unwrap(), Some(started));
     assert_eq!(dir.read_running().unwrap(), Some(running));
     assert_eq!(dir.read_exit().unwrap(), Some(exit));
-    let raw = fs::read_to_string(dir.lock_path()).unwrap();
+    let raw = slot_text(&dir);
     assert!(raw.contains(r#""record":"exit""#), "{raw}");
     assert!(raw.contains(r#""outcome":"spawn_failed""#), "{raw}");
-    // The records live in the lock file, and the run has no folder: one file in all.
-    assert_eq!(names_in_runs(&tmp), vec!["42.lock".to_string()]);
+    assert_eq!(raw.lines().count(), 3, "{raw}");
+    // The records live in the run's slot of a shared segment: no file of the run's own.
+    assert_eq!(names_in_runs(&tmp), vec!["records-0".to_string()]);
 }
 
 /// The settle tests' started record of claim `token`.
@@ -94,15 +135,11 @@ fn a_torn_last_line_is_skipped_then_cut_off() {
     let (_tmp, dir) = run_dir();
     let lock = dir.try_lock().unwrap().unwrap();
     dir.write_started(&lock, &started(1)).unwrap();
-    let mut f = OpenOptions::new()
-        .append(true)
-        .open(dir.lock_path())
-        .unwrap();
-    f.write_all(br#"{"record":"exit","token":1,"outc"#).unwrap();
+    put_in_slot(&dir, br#"{"record":"exit","token":1,"outc"#);
     assert_eq!(dir.read_exit().unwrap(), None, "a torn exit is no exit");
     assert_eq!(dir.read_started().unwrap().unwrap().token, 1);
     dir.write_started(&lock, &started(2)).unwrap();
-    let text = fs::read_to_string(dir.lock_path()).unwrap();
+    let text = slot_text(&dir);
     assert_eq!(text.lines().count(), 2, "{text}");
     assert!(!text.contains("outc"), "{text}");
     assert_eq!(dir.read_started().unwrap().unwrap().token, 2);
@@ -113,11 +150,10 @@ fn a_torn_last_line_is_skipped_then_cut_off() {
 #[test]
 fn a_complete_line_that_is_not_a_record_is_invalid_data() {
     let (_tmp, dir) = run_dir();
-    dir.create_runs_dir().unwrap();
-    fs::write(dir.lock_path(), b"{\"record\":\"exit\"}\n").unwrap();
+    put_in_slot(&dir, b"{\"record\":\"exit\"}\n");
     let e = dir.read_exit().unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::InvalidData);
-    assert!(e.to_string().contains("runs/42.lock"), "{e}");
+    assert!(e.to_string().contains("runs/records-0"), "{e}");
     assert_eq!(
         dir.read_started().unwrap_err().kind(),
         io::ErrorKind::InvalidData
@@ -131,11 +167,7 @@ fn a_bad_line_is_set_aside_and_the_records_around_it_count() {
     let (_tmp, dir) = run_dir();
     let lock = dir.try_lock().unwrap().unwrap();
     dir.write_started(&lock, &started(3)).unwrap();
-    let mut file = fs::OpenOptions::new()
-        .append(true)
-        .open(dir.lock_path())
-        .unwrap();
-    io::Write::write_all(&mut file, b"garbage line\n").unwrap();
+    put_in_slot(&dir, b"garbage line\n");
     let exit = ExitRecord {
         token: 3,
         outcome: Outcome::Exited,
@@ -155,15 +187,18 @@ fn a_bad_line_is_set_aside_and_the_records_around_it_count() {
     assert_eq!(all.bad.len(), 1);
     let said = all.bad[0].to_string();
     assert!(said.starts_with("line 2 of "), "{said}");
-    assert!(said.contains("runs/42.lock: not a run record ("), "{said}");
+    assert!(
+        said.contains("runs/records-0: not a run record ("),
+        "{said}"
+    );
     assert!(!said.contains("column"), "{said}");
 }
 
-/// The earlier layouts read the same: a folder whose `lock` holds the records (the version
-/// just before), and one file per record (the one before that); a record of a kind in the
-/// run's own lock file wins over both, and the folder's `lock` wins over the files.
+/// The earlier layouts read the same: a lock file per run (the version just before), a folder
+/// whose `lock` holds the records (the one before), and one file per record (the one before
+/// that); a record of a kind in a newer layout wins over the older ones, and the slot over all.
 #[test]
-fn the_earlier_layouts_are_read_and_the_flat_records_win() {
+fn the_earlier_layouts_are_read_and_the_newest_records_win() {
     let (_tmp, dir) = run_dir();
     fs::create_dir_all(dir.folder()).unwrap();
     let old = started(1);
@@ -192,11 +227,16 @@ fn the_earlier_layouts_are_read_and_the_flat_records_win() {
         55,
         "from its own file"
     );
-    // The run's own lock file, newest of all.
+    // The lock file per run of the version just before, newer than the folder.
+    let line = super::super::records::encode(&Record::Started(started(3))).unwrap();
+    fs::write(dir.flat_lock_path(), &line).unwrap();
+    assert_eq!(dir.read_started().unwrap().unwrap().token, 3);
+    assert_eq!(dir.read_exit().unwrap().unwrap().code, Some(4));
+    // The run's slot, newest of all.
     let lock = dir.try_lock().unwrap().unwrap();
-    dir.write_started(&lock, &started(3)).unwrap();
+    dir.write_started(&lock, &started(4)).unwrap();
     let all = dir.records().unwrap();
-    assert_eq!(all.started.unwrap().token, 3);
+    assert_eq!(all.started.unwrap().token, 4);
     assert_eq!(all.exit.unwrap().token, 2, "no newer exit record");
     assert_eq!(all.running.unwrap().token, 1, "no newer running record");
 }
@@ -241,16 +281,28 @@ fn lock_is_exclusive_and_released_on_drop() {
     assert!(!dir.is_locked().unwrap());
     let again = dir.lock_blocking().unwrap();
     assert_eq!(again.path(), dir.lock_path());
-    assert!(!again.covers_folder());
+    assert!(!again.covers_earlier());
 }
 
-/// A shim of an earlier version holds its folder's lock: the run is locked, nobody else takes
-/// it, and waiting for its release waits for that lock.
+/// A shim of an earlier version holds its own lock file (`<id>.lock`, or its folder's): the run
+/// is locked, nobody else takes it, and waiting for its release waits for that lock.
 #[test]
 fn an_earlier_layouts_lock_counts() {
+    for folder in [false, true] {
+        an_earlier_lock_counts(folder);
+    }
+}
+
+fn an_earlier_lock_counts(in_folder: bool) {
     let (_tmp, dir) = run_dir();
-    fs::create_dir_all(dir.folder()).unwrap();
-    let old_shim = open_lock_file(&dir.folder().join(LOCK_FILE), true).unwrap();
+    let path = if in_folder {
+        fs::create_dir_all(dir.folder()).unwrap();
+        dir.folder().join(LOCK_FILE)
+    } else {
+        dir.create_runs_dir().unwrap();
+        dir.flat_lock_path()
+    };
+    let old_shim = open_lock_file(&path, true).unwrap();
     assert!(files::try_lock_exclusive(&old_shim).unwrap());
     assert!(dir.is_locked().unwrap());
     assert!(
@@ -264,10 +316,72 @@ fn an_earlier_layouts_lock_counts() {
     drop(old_shim);
     waiter.join().unwrap();
     let lock = dir.try_lock().unwrap().unwrap();
+    let held = if in_folder { &lock.folder } else { &lock.flat };
     assert!(
-        lock.covers_folder(),
-        "an existing folder lock is taken with the run's"
+        held.is_some(),
+        "an existing earlier lock file is taken with the run's"
     );
+}
+
+/// Runs that share a segment lock and write apart: one's lock never stands for another's,
+/// and each slot holds its own run's records.
+#[test]
+fn neighbours_in_a_segment_are_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = RunFiles::new(tmp.path(), 1);
+    let b = RunFiles::new(tmp.path(), 2);
+    let far = RunFiles::new(tmp.path(), 1025);
+    assert_eq!(a.lock_path(), b.lock_path());
+    assert_ne!(a.lock_path(), far.lock_path());
+    let lock_a = a.try_lock().unwrap().unwrap();
+    assert!(a.is_locked().unwrap());
+    assert!(!b.is_locked().unwrap(), "a's lock is not b's");
+    let lock_b = b.try_lock().unwrap().expect("b's slot is free");
+    a.write_started(&lock_a, &started(1)).unwrap();
+    b.write_started(&lock_b, &started(2)).unwrap();
+    b.write_exit(&lock_b, &exit_of(2, 0)).unwrap();
+    drop(lock_b);
+    assert!(a.is_locked().unwrap() && !b.is_locked().unwrap());
+    assert_eq!(a.read_started().unwrap().unwrap().token, 1);
+    assert_eq!(a.read_exit().unwrap(), None);
+    assert_eq!(b.read_started().unwrap().unwrap().token, 2);
+    let segment = a.lock_path();
+    assert_eq!(segment::held_ids(&segment, 0).unwrap(), vec![1]);
+    assert_eq!(segment::used_ids(&segment, 0).unwrap(), vec![1, 2]);
+    drop(lock_a);
+    assert_eq!(segment::held_ids(&segment, 0).unwrap(), Vec::<i64>::new());
+    assert_eq!(list_run_ids(tmp.path()).unwrap(), vec![1, 2]);
+}
+
+/// Records that outgrow the slot go to `<id>.more`, and every later one follows them there, so
+/// that reading the slot then the overflow keeps their order.
+#[test]
+fn records_that_outgrow_the_slot_go_on_in_the_overflow() {
+    let (tmp, dir) = run_dir();
+    let lock = dir.try_lock().unwrap().unwrap();
+    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
+    let tokens: Vec<u64> = (1..=80).collect();
+    for &t in &tokens {
+        dir.write_tombstone(&lock, t).unwrap();
+    }
+    assert!(dir.more_path().is_file(), "{:?}", names_in_runs(&tmp));
+    assert!(slot_text(&dir).len() <= segment::SLOT_LEN as usize);
+    drop(lock);
+    let lock = dir.try_lock().unwrap().unwrap();
+    dir.write_started(&lock, &started(99)).unwrap();
+    dir.write_exit(&lock, &exit_of(99, 3)).unwrap();
+    let all = dir.records().unwrap();
+    assert_eq!(all.tombstones, tokens, "every tombstone, in order");
+    assert_eq!(all.started.unwrap().token, 99);
+    assert_eq!(all.exit.unwrap().code, Some(3));
+    assert!(
+        !slot_text(&dir).contains(r#""token":99"#),
+        "after the overflow, records go on there"
+    );
+    assert!(list_run_ids(tmp.path()).unwrap().contains(&42));
+    assert!(dir.remove(lock, 1).unwrap());
+    assert!(!dir.more_path().exists());
+    assert!(!dir.exists().unwrap());
 }
 
 #[test]
@@ -277,9 +391,9 @@ fn lock_file_is_close_on_exec() {
     assert!(crate::sys::files::is_close_on_exec(&lock.file).unwrap());
 }
 
-/// A tombstone goes to both places a shim may look — the run's lock file and the earlier
-/// layout's `tombstones` — and needs both locks; a late shim of an earlier version that took
-/// the folder's lock first wins (the claim is then alive, not tombstoned).
+/// A tombstone goes to every place a shim may look — the run's slot, the lock file of the
+/// version before and the folder layout's `tombstones` — and needs every lock; a late shim of
+/// an earlier version that took its lock first wins (the claim is then alive, not tombstoned).
 #[test]
 fn tombstones_go_to_both_layouts_under_both_locks() {
     let (tmp, dir) = run_dir();
@@ -292,13 +406,23 @@ fn tombstones_go_to_both_layouts_under_both_locks() {
     fs::create_dir_all(dir.folder()).unwrap();
     let old_shim = open_lock_file(&dir.folder().join(LOCK_FILE), true).unwrap();
     assert!(files::try_lock_exclusive(&old_shim).unwrap());
-    assert!(dir.lock_folder_too(lock).unwrap().is_none());
+    assert!(dir.lock_earlier_too(lock).unwrap().is_none());
     drop(old_shim);
     fs::remove_dir_all(dir.folder()).unwrap();
+    // Nor while one of the version before holds `<id>.lock`.
+    let old_shim = open_lock_file(&dir.flat_lock_path(), true).unwrap();
+    assert!(files::try_lock_exclusive(&old_shim).unwrap());
+    let lock = dir.try_lock().unwrap();
+    assert!(
+        lock.is_none(),
+        "an existing `<id>.lock` is taken with the slot's lock"
+    );
+    drop(old_shim);
+    fs::remove_file(dir.flat_lock_path()).unwrap();
 
     let lock = dir.try_lock().unwrap().unwrap();
-    let lock = dir.lock_folder_too(lock).unwrap().unwrap();
-    assert!(lock.covers_folder());
+    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
+    assert!(lock.covers_earlier());
     dir.write_tombstone(&lock, 5).unwrap();
     dir.write_tombstone(&lock, 9).unwrap();
     assert!(dir.is_tombstoned(5).unwrap());
@@ -309,18 +433,32 @@ fn tombstones_go_to_both_layouts_under_both_locks() {
         fs::read_to_string(dir.folder().join(TOMBSTONES_FILE)).unwrap(),
         "5\n9\n"
     );
-    assert_eq!(names_in_runs(&tmp), vec!["42", "42.lock"]);
+    assert_eq!(names_in_runs(&tmp), vec!["42", "42.lock", "records-0"]);
+    let flat = fs::read_to_string(dir.flat_lock_path()).unwrap();
+    assert_eq!(flat.lines().count(), 2, "{flat}");
     drop(lock);
-    // Each place alone is enough: the earlier layout's file …
-    fs::write(dir.lock_path(), b"").unwrap();
+    // Each place alone is enough: the folder layout's file …
+    clear_own(&dir);
     assert!(dir.is_tombstoned(5).unwrap());
-    // … and the run's lock file.
+    // … the lock file of the version before …
     let lock = dir.try_lock().unwrap().unwrap();
-    let lock = dir.lock_folder_too(lock).unwrap().unwrap();
+    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
     dir.write_tombstone(&lock, 11).unwrap();
+    drop(lock);
     fs::remove_file(dir.folder().join(TOMBSTONES_FILE)).unwrap();
+    let slot = dir.record_slot();
+    slot.clear(&slot.open(false).unwrap()).unwrap();
     assert!(dir.is_tombstoned(11).unwrap());
     assert!(!dir.is_tombstoned(5).unwrap());
+    // … and the run's slot.
+    let lock = dir.try_lock().unwrap().unwrap();
+    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
+    dir.write_tombstone(&lock, 13).unwrap();
+    drop(lock);
+    fs::remove_file(dir.folder().join(TOMBSTONES_FILE)).unwrap();
+    fs::remove_file(dir.flat_lock_path()).unwrap();
+    assert!(dir.is_tombstoned(13).unwrap());
+    assert!(!dir.is_tombstoned(11).unwrap());
 }
 
 /// The earlier layout's tombstones file: a torn last token is no tombstone, the next append
@@ -329,17 +467,21 @@ fn tombstones_go_to_both_layouts_under_both_locks() {
 fn folder_tombstones_survive_torn_lines() {
     let (_tmp, dir) = run_dir();
     let lock = dir.try_lock().unwrap().unwrap();
-    let lock = dir.lock_folder_too(lock).unwrap().unwrap();
+    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
     dir.write_tombstone(&lock, 5).unwrap();
-    fs::write(dir.lock_path(), b"").unwrap();
+    clear_own(&dir);
     // A crashed writer left "12" of "123" without its newline: not a tombstone for 12 …
     let path = dir.folder().join(TOMBSTONES_FILE);
     let mut f = OpenOptions::new().append(true).open(&path).unwrap();
     f.write_all(b"12").unwrap();
     assert!(!dir.is_tombstoned(12).unwrap());
     // … and the next append does not glue onto it.
+    drop(lock);
+    let lock = dir.try_lock().unwrap().unwrap();
+    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
     dir.write_tombstone(&lock, 7).unwrap();
-    fs::write(dir.lock_path(), b"").unwrap();
+    drop(lock);
+    clear_own(&dir);
     assert!(dir.is_tombstoned(7).unwrap());
     assert!(
         dir.is_tombstoned(12).unwrap(),
@@ -353,17 +495,15 @@ fn folder_tombstones_survive_torn_lines() {
     );
 }
 
-/// A bad line in the lock file may have been a tombstone: a claim not found tombstoned there
-/// is an error (the shim refuses to start), never "not tombstoned".
+/// A bad line in the slot may have been a tombstone: a claim not found tombstoned there is an
+/// error (the shim refuses to start), never "not tombstoned".
 #[test]
 fn a_bad_line_fails_the_tombstone_check_closed() {
     let (_tmp, dir) = run_dir();
-    dir.create_runs_dir().unwrap();
-    fs::write(
-        dir.lock_path(),
+    put_in_slot(
+        &dir,
         b"{\"record\":\"tombstone\",\"token\":3,\"at\":\"x\"}\nnope\n",
-    )
-    .unwrap();
+    );
     assert!(dir.is_tombstoned(3).unwrap(), "found before the bad line");
     assert_eq!(
         dir.is_tombstoned(4).unwrap_err().kind(),
@@ -377,7 +517,9 @@ fn writes_require_this_runs_lock() {
     let a = RunFiles::new(tmp.path(), 1);
     let b = RunFiles::new(tmp.path(), 2);
     let lock_a = a.try_lock().unwrap().unwrap();
-    let lock_a = a.lock_folder_too(lock_a).unwrap().unwrap();
+    let lock_a = a.lock_earlier_too(lock_a).unwrap().unwrap();
+    // Both slots are in one segment: the lock is told apart by its run, not its file.
+    assert_eq!(a.lock_path(), b.lock_path());
     let e = b.write_tombstone(&lock_a, 1).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     let e = b.write_started(&lock_a, &started(1)).unwrap_err();
@@ -398,6 +540,12 @@ fn unreadable_lock_or_tombstones_are_errors() {
         "a lock file that cannot be read"
     );
     fs::remove_dir(dir.lock_path()).unwrap();
+    fs::create_dir_all(dir.flat_lock_path()).unwrap();
+    assert!(
+        dir.is_locked().is_err(),
+        "a lock file of the version before that cannot be opened"
+    );
+    fs::remove_dir(dir.flat_lock_path()).unwrap();
     fs::create_dir_all(dir.folder().join(LOCK_FILE)).unwrap();
     assert!(
         dir.is_locked().is_err(),
@@ -415,9 +563,15 @@ fn unreadable_lock_or_tombstones_are_errors() {
 fn list_run_ids_lists_every_layout_once() {
     let tmp = tempfile::tempdir().unwrap();
     assert_eq!(list_run_ids(tmp.path()).unwrap(), Vec::<i64>::new());
-    for id in [10, 2] {
-        drop(RunFiles::new(tmp.path(), id).lock_blocking().unwrap());
+    // A slot locked but empty is no run's files; one with a record is.
+    drop(RunFiles::new(tmp.path(), 3).lock_blocking().unwrap());
+    for id in [10, 2, 2050] {
+        let run = RunFiles::new(tmp.path(), id);
+        let lock = run.lock_blocking().unwrap();
+        run.write_started(&lock, &started(1)).unwrap();
     }
+    fs::write(tmp.path().join("runs/12.more"), b"").unwrap();
+    fs::write(tmp.path().join("runs/13.lock"), b"").unwrap();
     RunFiles::new(tmp.path(), 2).open_log().unwrap();
     fs::create_dir(tmp.path().join("runs/33")).unwrap();
     fs::create_dir(tmp.path().join("runs/10")).unwrap();
@@ -432,15 +586,20 @@ fn list_run_ids_lists_every_layout_once() {
         "007.lock",
         "0.lock",
         "9.log.compacting",
+        "records-5",
+        "records-01024",
+        "records-x",
     ] {
         fs::write(tmp.path().join("runs").join(stray), b"").unwrap();
     }
     fs::create_dir(tmp.path().join("runs/011")).unwrap();
-    assert_eq!(list_run_ids(tmp.path()).unwrap(), vec![2, 5, 10, 33]);
+    fs::create_dir(tmp.path().join("runs/records-4096")).unwrap();
+    let all = vec![2, 5, 10, 12, 13, 33, 2050];
+    assert_eq!(list_run_ids(tmp.path()).unwrap(), all);
     // A plain file named like a high id is not a run's, nor a name fleet does not write.
     fs::write(tmp.path().join("runs/99"), b"a file").unwrap();
     fs::write(tmp.path().join("runs/099.lock"), b"").unwrap();
-    assert_eq!(list_run_ids(tmp.path()).unwrap(), vec![2, 5, 10, 33]);
+    assert_eq!(list_run_ids(tmp.path()).unwrap(), all);
     let empty = tempfile::tempdir().unwrap();
     assert!(list_run_ids(empty.path()).unwrap().is_empty());
 }
@@ -460,38 +619,51 @@ fn log_is_appended_and_an_earlier_layouts_log_is_the_log() {
     assert_eq!(dir.log_path(), dir.folder().join(LOG_FILE));
 }
 
-/// Removal under the lock takes every file of the run, the earlier layout's folder included,
-/// and leaves other runs alone.
+/// Removal under the lock takes every file of the run, the earlier layouts' included, empties
+/// its slot, and leaves other runs alone (their slots in the same segment too).
 #[test]
 fn remove_takes_every_file() {
     let (tmp, dir) = run_dir();
     let other = RunFiles::new(tmp.path(), 420);
-    drop(other.lock_blocking().unwrap());
+    let other_lock = other.lock_blocking().unwrap();
+    other.write_started(&other_lock, &started(5)).unwrap();
+    drop(other_lock);
     let lock = dir.try_lock().unwrap().unwrap();
     dir.write_started(&lock, &started(1)).unwrap();
     dir.open_log().unwrap().write_all(b"x\n").unwrap();
     fs::write(RunFiles::compacting_path(&dir.log_path()), b"y").unwrap();
-    let lock = dir.lock_folder_too(lock).unwrap().unwrap();
+    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
     dir.write_tombstone(&lock, 9).unwrap();
+    assert!(dir.flat_lock_path().exists());
     assert!(dir.remove(lock, 3).unwrap());
     assert!(!dir.exists().unwrap());
-    assert_eq!(names_in_runs(&tmp), vec!["420.lock".to_string()]);
+    assert_eq!(slot_text(&dir), "");
+    assert_eq!(names_in_runs(&tmp), vec!["records-0".to_string()]);
+    assert_eq!(other.read_started().unwrap().unwrap().token, 5);
 }
 
-/// Messages name the files a run has: its flat files, its earlier layout's folder, or both.
+/// Messages name the files a run has: its slot, its files of its own, an earlier layout's
+/// folder, or all that apply.
 #[test]
 fn describe_names_what_exists() {
     let (tmp, dir) = run_dir();
+    let slot = format!(
+        "record slot of run 42 in {}",
+        tmp.path().join("runs/records-0").display()
+    );
     let flat = format!("{}", tmp.path().join("runs/42.*").display());
     let folder = format!("{}/", tmp.path().join("runs/42").display());
-    assert_eq!(dir.describe(), flat);
+    assert_eq!(dir.describe(), slot);
     fs::create_dir_all(dir.folder()).unwrap();
     assert_eq!(dir.describe(), folder);
-    drop(dir.lock_blocking().unwrap());
+    dir.open_log().unwrap();
     assert_eq!(dir.describe(), format!("{flat} and {folder}"));
+    let lock = dir.lock_blocking().unwrap();
+    dir.write_started(&lock, &started(1)).unwrap();
+    assert_eq!(dir.describe(), format!("{slot} and {flat} and {folder}"));
 }
 
-/// A symbolic link planted where a run's log or lock file goes is not followed: the command's
+/// A symbolic link planted where a run's log or segment goes is not followed: the command's
 /// output and the records never land in whatever it points at.
 #[test]
 fn links_in_place_of_run_files_are_not_followed() {
@@ -505,4 +677,41 @@ fn links_in_place_of_run_files_are_not_followed() {
     assert!(dir.lock_blocking().is_err());
     assert!(dir.try_lock().is_err());
     assert_eq!(fs::read(&target).unwrap(), b"");
+}
+
+/// The highest ids read only as far down the segments as needed, with the ids of files of
+/// their own; the live candidates are the held record slots and every earlier lock file.
+#[test]
+fn highest_ids_and_live_candidates() {
+    let tmp = tempfile::tempdir().unwrap();
+    assert!(highest_run_ids(tmp.path(), 3).unwrap().is_empty());
+    for id in [1, 5, 1023, 1024, 2000, 3100] {
+        let run = RunFiles::new(tmp.path(), id);
+        let lock = run.lock_blocking().unwrap();
+        run.write_started(&lock, &started(1)).unwrap();
+    }
+    // An empty segment above the others (locked once, nothing written) holds no run.
+    drop(RunFiles::new(tmp.path(), 5000).lock_blocking().unwrap());
+    fs::write(tmp.path().join("runs/1500.log"), b"").unwrap();
+    assert_eq!(
+        highest_run_ids(tmp.path(), 3).unwrap(),
+        vec![1500, 2000, 3100]
+    );
+    assert_eq!(highest_run_ids(tmp.path(), 1).unwrap(), vec![3100]);
+    assert_eq!(
+        highest_run_ids(tmp.path(), 100).unwrap(),
+        list_run_ids(tmp.path()).unwrap()
+    );
+
+    assert!(live_run_candidates(tmp.path()).unwrap().is_empty());
+    let alive = RunFiles::new(tmp.path(), 1024).lock_blocking().unwrap();
+    let other = RunFiles::new(tmp.path(), 7).lock_blocking().unwrap();
+    fs::write(tmp.path().join("runs/9.lock"), b"").unwrap();
+    fs::create_dir(tmp.path().join("runs/11")).unwrap();
+    assert_eq!(
+        live_run_candidates(tmp.path()).unwrap(),
+        vec![7, 9, 11, 1024]
+    );
+    drop((alive, other));
+    assert_eq!(live_run_candidates(tmp.path()).unwrap(), vec![9, 11]);
 }
