@@ -1,7 +1,8 @@
 //! A `postgresql://` URL cut into its parts the way the driver cuts it, for what must know where
 //! each part is without connecting: the checks the driver leaves out (a malformed
 //! percent-escape, a `connect_timeout` that is not a number of seconds), which must name the
-//! part that is wrong without repeating it (it may be the password).
+//! part that is wrong without repeating it (it may be the password); and the password itself,
+//! which the config a host publishes for the fleet must not carry ([`mask_password`]).
 //!
 //! The driver's parser is libpq's loose one, and this module follows it to the byte, so that the
 //! password found here is the one the driver would send: the credentials end at the first `@`
@@ -12,6 +13,9 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
+
+/// What stands for a password in a URL with its password masked ([`mask_password`]).
+pub const PASSWORD_MASK: &str = "********";
 
 /// Where each part of a `postgresql://` URL lies in its text (byte ranges, as written: still
 /// percent-encoded).
@@ -167,6 +171,35 @@ fn escapes(text: &str, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `url` with every password the driver would send replaced by [`PASSWORD_MASK`]: the one in
+/// its credentials (`user:PASSWORD@`) and the value of a `password` parameter. Everything else
+/// is kept byte for byte, so that two URLs that differ only by their passwords mask to the same
+/// text, and a URL with no password comes back unchanged (borrowed). Text that is not a
+/// `postgresql://` URL comes back unchanged too.
+pub fn mask_password(url: &str) -> Cow<'_, str> {
+    let Some(parts) = cut(url) else {
+        return Cow::Borrowed(url);
+    };
+    let mut secrets: Vec<Range<usize>> = parts.password.into_iter().collect();
+    secrets.extend(parts.params.iter().filter_map(|(name, value)| {
+        let name = percent_decode(&url[name.clone()]);
+        value.clone().filter(|_| &*name == b"password")
+    }));
+    if secrets.iter().all(|r| &url[r.clone()] == PASSWORD_MASK) {
+        return Cow::Borrowed(url);
+    }
+    let mut out = String::with_capacity(url.len());
+    let mut at = 0;
+    // The ranges come in the order they lie in the text, and never overlap.
+    for r in secrets {
+        out.push_str(&url[at..r.start]);
+        out.push_str(PASSWORD_MASK);
+        at = r.end;
+    }
+    out.push_str(&url[at..]);
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +222,39 @@ mod tests {
         let p = cut("postgres://fleet@/jobs?host=/run/postgresql").unwrap();
         assert!(p.password.is_none());
         assert!(cut("mysql://u:p@h/d").is_none());
+    }
+
+    #[test]
+    fn every_password_is_masked_and_nothing_else() {
+        for (url, masked) in [
+            (
+                "postgresql://fleet:hunter2@db.internal:5432/fleet",
+                "postgresql://fleet:********@db.internal:5432/fleet",
+            ),
+            // The driver ends the credentials at the first `@`.
+            (
+                "postgres://u:p%40ss@h/d?connect_timeout=5",
+                "postgres://u:********@h/d?connect_timeout=5",
+            ),
+            ("postgresql://u:@h/d", "postgresql://u:********@h/d"),
+            (
+                "postgresql://u@h/d?password=hunter2&sslmode=disable",
+                "postgresql://u@h/d?password=********&sslmode=disable",
+            ),
+            (
+                "postgresql://u:a@h/d?pass%77ord=b",
+                "postgresql://u:********@h/d?pass%77ord=********",
+            ),
+        ] {
+            assert_eq!(mask_password(url), masked, "{url}");
+            assert_eq!(mask_password(masked), masked, "masking twice: {url}");
+        }
+        for plain in [
+            "postgresql://fleet@/fleet?host=/run/postgresql",
+            "postgresql:///fleet",
+            "not a url",
+        ] {
+            assert!(matches!(mask_password(plain), Cow::Borrowed(_)), "{plain}");
+        }
     }
 }
