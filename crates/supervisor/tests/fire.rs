@@ -134,9 +134,8 @@ fn missed_occurrences_fire_the_latest_and_count_the_others() {
     assert_eq!(runs_of(&s.store, "minute").len(), 1);
 }
 
-/// Past about a thousand missed occurrences the scheduler stops counting them one by one: the
-/// count it gives is then a lower bound, and the run's note says "at least" rather than
-/// passing it off as exact.
+/// Past 1,102 missed occurrences the scheduler stops counting them: the count it gives is then
+/// a lower bound, and the run's note says "at least" rather than passing it off as exact.
 #[test]
 fn a_count_of_missed_occurrences_past_the_cap_is_said_to_be_a_lower_bound() {
     let s = setup();
@@ -156,6 +155,46 @@ fn a_count_of_missed_occurrences_past_the_cap_is_said_to_be_a_lower_bound() {
         .unwrap_or_else(|| panic!("no count: {reason}"));
     assert!((1..=1799).contains(&counted), "{reason}");
     // Under the cap, the count is exact and said plainly (the test above).
+}
+
+/// The note of the run fired after `skipped` missed occurrences of a per-second schedule, and
+/// the schedule's skipped total.
+fn note_after_missing(skipped: i64) -> (String, i64) {
+    let s = setup();
+    let c = config("[projects.sec]\ncommand = [\"true\"]\nschedule = \"* * * * * *\"\n");
+    fire_due(&s.store, s.epoch, &c, T0).unwrap();
+    // Occurrences at 1 s ..= skipped + 1 s: the last fires, the others were missed.
+    fire_due(&s.store, s.epoch, &c, T0 + (skipped + 1) * S).unwrap();
+    let runs = runs_of(&s.store, "sec");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].occurrence, Some(T0 + (skipped + 1) * S));
+    let row = s.store.schedules().unwrap().remove(0);
+    (
+        runs[0].reason.clone().unwrap_or_default(),
+        row.skipped_total,
+    )
+}
+
+/// At exactly the most the scheduler counts, the count is exact and said plainly; one past it,
+/// the note says "at least" that bound plus one, which is true.
+#[test]
+fn a_count_of_missed_occurrences_at_the_bound_is_exact_and_one_past_it_is_not() {
+    use supervisor::schedule::timetable::SKIP_COUNT_EXACT_MAX as MAX;
+    let (note, total) = note_after_missing(MAX as i64);
+    assert!(
+        note.starts_with(&format!("{MAX} earlier occurrence(s) missed and skipped")),
+        "{note}"
+    );
+    assert_eq!(total, MAX as i64);
+    let (note, total) = note_after_missing(MAX as i64 + 1);
+    assert!(
+        note.starts_with(&format!(
+            "at least {} earlier occurrence(s) missed and skipped",
+            MAX + 1
+        )),
+        "{note}"
+    );
+    assert_eq!(total, MAX as i64 + 1);
 }
 
 /// What `f` logs at WARN and above, as text.
