@@ -21,6 +21,8 @@
 //!   until the namespace is under the new cap fleet-wide;
 //! - `relayed_log`: a daemon's log API and dashboard (in Chromium too) show another host's
 //!   run log;
+//! - `published_password`: the published config never holds the `database` password, and a
+//!   host's file that differs by its password alone is not said to differ;
 //! - `reload_rule`: a rewrite of the same bytes publishes nothing; `fleet reload` replaces a
 //!   published config no host can use.
 //!
@@ -43,6 +45,7 @@ mod forget_policy;
 mod in_force;
 mod prune;
 mod publish;
+mod published_password;
 mod relayed_log;
 mod reload_rule;
 mod remote_log;

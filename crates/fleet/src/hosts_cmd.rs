@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use serde_json::{json, Value};
-use store::{now_ms, HostRow, HostState, Millis, Published, Run, SILENCE_MS};
+use store::{now_ms, HostRow, HostState, Millis, Run, SILENCE_MS};
 use supervisor::retry::RetryPolicy;
 
 use crate::cli::{load, open_existing_at, state_of, Failure, Result};
@@ -30,6 +30,11 @@ pub fn hosts(path: &Path, json: bool) -> Result<()> {
         None => (Vec::new(), None),
     };
     let now = now_ms();
+    // Each heartbeat carries the digest of its host's file as it would be published (the
+    // `database` password masked): compared with the published text's, taken the same way.
+    let published = published
+        .as_ref()
+        .map(|p| supervisor::config::published_digest(p.text.as_bytes()));
     // SQLite: one host, which heartbeats not (its daemon lock says whether it runs).
     let holder = match state.database() {
         None => Some(state.daemon_holder().ok().flatten()),
@@ -38,7 +43,7 @@ pub fn hosts(path: &Path, json: bool) -> Result<()> {
     let list: Vec<Value> = hosts
         .iter()
         .map(|h| {
-            let mut v = row(h, published.as_ref(), now);
+            let mut v = row(h, published.as_deref(), now);
             if let Some(holder) = holder {
                 if h.forgotten_at.is_none() {
                     let alive = holder == Some(h.pid);
@@ -55,10 +60,11 @@ pub fn hosts(path: &Path, json: bool) -> Result<()> {
     }
 }
 
-/// One host as JSON (snake_case fields, times RFC 3339 UTC, ages in seconds).
-fn row(h: &HostRow, published: Option<&Published>, now: Millis) -> Value {
+/// One host as JSON (snake_case fields, times RFC 3339 UTC, ages in seconds); `published` is
+/// the digest of the published config's text, if one is published.
+fn row(h: &HostRow, published: Option<&str>, now: Millis) -> Value {
     let differs = match (published, &h.config_digest) {
-        (Some(p), Some(d)) => Some(*d != p.digest),
+        (Some(p), Some(d)) => Some(d != p),
         _ => None,
     };
     json!({

@@ -194,7 +194,9 @@ impl Status {
 
     /// Adds this host's name (`host`), the published config's version
     /// (`published_config_version`, null when nothing is published) and whether the local
-    /// fleet.toml (`local`, its bytes) differs from it (`local_config_differs`).
+    /// fleet.toml (`local`, its bytes) differs from it (`local_config_differs`), compared as
+    /// every host compares them: by [`supervisor::config::published_digest`], so a file that
+    /// differs by its `database` password alone does not differ.
     pub fn with_host(
         mut self,
         host: Option<&str>,
@@ -203,9 +205,10 @@ impl Status {
     ) -> Status {
         self.value["host"] = json!(host);
         self.value["published_config_version"] = json!(published.map(|p| p.version));
-        self.value["local_config_differs"] = json!(published
-            .zip(local)
-            .map(|(p, l)| supervisor::config::digest(&l) != p.digest));
+        self.value["local_config_differs"] = json!(published.zip(local).map(|(p, l)| {
+            use supervisor::config::published_digest;
+            published_digest(&l) != published_digest(p.text.as_bytes())
+        }));
         self
     }
 

@@ -50,7 +50,8 @@ pub struct HostRow {
     pub version: String,
     /// The published config version it applies, if any.
     pub config_version: Option<i64>,
-    /// The digest of its LOCAL fleet.toml, if reported.
+    /// The digest of its LOCAL fleet.toml as it would be published (its `database` password
+    /// masked, as in the published text), if reported.
     pub config_digest: Option<String>,
     /// Where its HTTP listener is reachable (`http://addr:port`), if it serves one.
     pub http_addr: Option<String>,
@@ -111,7 +112,8 @@ impl HostRow {
 pub struct HostInfo {
     /// The published config version applied (None: not following a published config).
     pub config_version: Option<i64>,
-    /// The digest of the host's local fleet.toml.
+    /// The digest of the host's local fleet.toml as it would be published (its `database`
+    /// password masked): never of a text that holds the password.
     pub config_digest: Option<String>,
     /// Its HTTP listener as a URL base, if it serves one.
     pub http_addr: Option<String>,
@@ -135,7 +137,9 @@ pub struct Published {
     pub version: i64,
     /// The digest of `text`, as the publisher computed it.
     pub digest: String,
-    /// The fleet.toml text itself.
+    /// The fleet.toml text itself, as its host published it (since the password of the
+    /// `database` URL is masked in what a host publishes, a text holds one only when an earlier
+    /// fleet version published it).
     pub text: String,
     /// When it was published (ms UTC).
     pub published_at: Millis,

@@ -455,9 +455,9 @@ pub struct FireRequest {
     pub skipped_first: Option<Millis>,
     /// The number of skipped occurrences, when more were skipped than `skipped` lists.
     pub skipped_count: u64,
-    /// True when more occurrences were skipped than were counted: `skipped_count` is then a
-    /// lower bound (the scheduler stops counting past about a thousand), and the run's note says
-    /// "at least".
+    /// True when more occurrences were skipped than the scheduler counts exactly (1,102):
+    /// `skipped_count` is then a lower bound, and the run's note says "at least". A count of
+    /// exactly that many is exact, and this is false.
     pub skipped_count_at_least: bool,
     /// A missed occurrence that was too late to start (beyond starting_deadline): recorded as a
     /// `cancelled` run with the reason, so the operator sees it in `fleet runs`.

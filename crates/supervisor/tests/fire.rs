@@ -1,8 +1,9 @@
 //! The "fire schedules" step of an EVAL (`schedule::fire_due`) against a real store, with the
 //! clock injected: a new schedule is armed without firing the past, a due occurrence makes
 //! exactly one run, a second pass at the same instant makes none, a schedule not yet due costs
-//! nothing and says when it is, a late occurrence is recorded as skipped, a changed timetable
-//! starts afresh, and the earliest next occurrence of all projects wakes the daemon.
+//! nothing and says when it is, a late occurrence is recorded as skipped, the warning on missed
+//! occurrences names the rule that applied, a changed timetable starts afresh, and the earliest
+//! next occurrence of all projects wakes the daemon.
 
 use std::path::Path;
 use std::time::Duration;
@@ -133,9 +134,8 @@ fn missed_occurrences_fire_the_latest_and_count_the_others() {
     assert_eq!(runs_of(&s.store, "minute").len(), 1);
 }
 
-/// Past about a thousand missed occurrences the scheduler stops counting them one by one: the
-/// count it gives is then a lower bound, and the run's note says "at least" rather than
-/// passing it off as exact.
+/// Past 1,102 missed occurrences the scheduler stops counting them: the count it gives is then
+/// a lower bound, and the run's note says "at least" rather than passing it off as exact.
 #[test]
 fn a_count_of_missed_occurrences_past_the_cap_is_said_to_be_a_lower_bound() {
     let s = setup();
@@ -155,6 +155,114 @@ fn a_count_of_missed_occurrences_past_the_cap_is_said_to_be_a_lower_bound() {
         .unwrap_or_else(|| panic!("no count: {reason}"));
     assert!((1..=1799).contains(&counted), "{reason}");
     // Under the cap, the count is exact and said plainly (the test above).
+}
+
+/// The note of the run fired after `skipped` missed occurrences of a per-second schedule, and
+/// the schedule's skipped total.
+fn note_after_missing(skipped: i64) -> (String, i64) {
+    let s = setup();
+    let c = config("[projects.sec]\ncommand = [\"true\"]\nschedule = \"* * * * * *\"\n");
+    fire_due(&s.store, s.epoch, &c, T0).unwrap();
+    // Occurrences at 1 s ..= skipped + 1 s: the last fires, the others were missed.
+    fire_due(&s.store, s.epoch, &c, T0 + (skipped + 1) * S).unwrap();
+    let runs = runs_of(&s.store, "sec");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].occurrence, Some(T0 + (skipped + 1) * S));
+    let row = s.store.schedules().unwrap().remove(0);
+    (
+        runs[0].reason.clone().unwrap_or_default(),
+        row.skipped_total,
+    )
+}
+
+/// At exactly the most the scheduler counts, the count is exact and said plainly; one past it,
+/// the note says "at least" that bound plus one, which is true.
+#[test]
+fn a_count_of_missed_occurrences_at_the_bound_is_exact_and_one_past_it_is_not() {
+    use supervisor::schedule::timetable::SKIP_COUNT_EXACT_MAX as MAX;
+    let (note, total) = note_after_missing(MAX as i64);
+    assert!(
+        note.starts_with(&format!("{MAX} earlier occurrence(s) missed and skipped")),
+        "{note}"
+    );
+    assert_eq!(total, MAX as i64);
+    let (note, total) = note_after_missing(MAX as i64 + 1);
+    assert!(
+        note.starts_with(&format!(
+            "at least {} earlier occurrence(s) missed and skipped",
+            MAX + 1
+        )),
+        "{note}"
+    );
+    assert_eq!(total, MAX as i64 + 1);
+}
+
+/// What `f` logs at WARN and above, as text.
+fn warnings(f: impl FnOnce()) -> String {
+    #[derive(Clone, Default)]
+    struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let bytes = capture.0.lock().unwrap().clone();
+    String::from_utf8(bytes).unwrap()
+}
+
+/// The warning on missed occurrences says which rule decided what became of the latest one:
+/// `starting_deadline` only for a project that has one.
+#[test]
+fn the_missed_occurrences_warning_names_the_rule_that_applied() {
+    // No starting_deadline: the latest runs however late.
+    let s = setup();
+    let c = config(TWO);
+    fire_due(&s.store, s.epoch, &c, T0).unwrap();
+    let said = warnings(|| {
+        fire_due(&s.store, s.epoch, &c, T0 + 45 * S).unwrap();
+    });
+    let line = said
+        .lines()
+        .find(|l| l.contains("missed occurrences skipped") && l.contains("project=ten"))
+        .unwrap_or_else(|| panic!("no warning on the missed occurrences:\n{said}"));
+    assert!(!line.contains("within starting_deadline"), "{line}");
+    assert!(line.contains("no starting_deadline"), "{line}");
+    assert!(line.contains("however late"), "{line}");
+    assert_eq!(runs_of(&s.store, "ten").len(), 1, "the latest ran");
+
+    // With one, within it and past it.
+    for (now, fired, rule) in [
+        (T0 + 42 * S, true, "within starting_deadline"),
+        (T0 + 47 * S, false, "later than starting_deadline"),
+    ] {
+        let s = setup();
+        let c = config(
+            "[projects.ten]\ncommand = [\"true\"]\nschedule = \"*/10 * * * * *\"\n\
+             starting_deadline = \"5s\"\n",
+        );
+        fire_due(&s.store, s.epoch, &c, T0).unwrap();
+        let said = warnings(|| {
+            fire_due(&s.store, s.epoch, &c, now).unwrap();
+        });
+        let line = said
+            .lines()
+            .find(|l| l.contains("missed occurrences skipped"))
+            .unwrap_or_else(|| panic!("no warning on the missed occurrences:\n{said}"));
+        assert!(line.contains(rule), "{line}");
+        assert_eq!(line.contains("only the latest is fired"), fired, "{line}");
+    }
 }
 
 #[test]

@@ -29,7 +29,8 @@
 //! Files, one per concern, as in `sqlite`: `open` (pool, migrations, change probe), `schema`,
 //! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon` (take over, fencing), `hosts`
 //! (heartbeats, forget, the published config, log tails), `operator`, `paused`, `prune`,
-//! `activity`, `schedules`, `clock`, `summary` (the monitoring reads).
+//! `activity`, `schedules`, `clock`, `summary` (the monitoring reads), `url` (a URL cut as the
+//! driver cuts it, its password masked).
 //!
 //! The decisions are [`crate::decide`]'s, shared with SQLite; nothing here imports from the
 //! SQLite backend.
@@ -52,11 +53,13 @@ mod schema;
 mod summary;
 mod timed;
 mod transitions;
+mod url;
 
 use postgres::error::SqlState;
 
 pub use open::describe_url;
 pub(crate) use open::PgProbe;
+pub use url::{mask_password, PASSWORD_MASK};
 
 use crate::error::Result;
 use crate::StoreError;

@@ -94,21 +94,23 @@ fn describe(config: &postgres::Config) -> String {
 }
 
 /// Checks a `database` setting without connecting: a `postgresql://` (or `postgres://`) URL the
-/// driver can read. Returns the database it names for messages and logs (host, port, database,
+/// driver can read, whose percent-escapes are well formed and whose `connect_timeout`, if any,
+/// is a whole number of seconds of at least 1. Returns the database it names for messages and logs (host, port, database,
 /// user; never the password).
 ///
 /// Errors: a one-line reason, which never repeats the URL (it may hold a password).
 pub fn describe_url(url: &str) -> std::result::Result<String, String> {
-    if !(url.starts_with("postgresql://") || url.starts_with("postgres://")) {
+    let Some(parts) = super::url::cut(url) else {
         return Err("expected a postgresql:// URL".into());
-    }
+    };
     // libpq's TLS modes the driver does not know: said for what they are, instead of the
-    // driver's "invalid connection string".
-    if let Some(mode) = url
-        .split_once('?')
-        .into_iter()
-        .flat_map(|(_, query)| query.split('&'))
-        .filter_map(|pair| pair.strip_prefix("sslmode="))
+    // driver's "invalid connection string". Read from the parameters as the driver cuts them,
+    // never from the password.
+    if let Some(mode) = parts
+        .params
+        .iter()
+        .filter(|(name, _)| &url[name.clone()] == "sslmode")
+        .filter_map(|(_, value)| value.clone().map(|v| &url[v]))
         .find(|mode| matches!(*mode, "verify-ca" | "verify-full" | "allow"))
     {
         return Err(format!(
@@ -117,6 +119,9 @@ pub fn describe_url(url: &str) -> std::result::Result<String, String> {
              reach the server over a network you trust"
         ));
     }
+    // What the driver would take without a word: a malformed percent-escape (kept as
+    // written), a `connect_timeout` that is not a number of seconds.
+    super::url::check(url, &parts)?;
     let config: postgres::Config = url
         .parse()
         .map_err(|e: postgres::Error| format!("not a PostgreSQL URL: {}", super::PgError(e)))?;
@@ -358,10 +363,56 @@ mod tests {
             ),
             ("postgresql://u:secret@h/d?sslmode=maybe", "`sslmode`"),
             ("postgresql://u:secret@h:0/d", "port 0"),
+            (
+                "postgres://u:secret%zz@h/db",
+                "the password holds a malformed percent-escape",
+            ),
+            ("postgres://u:secret%4@h/db", "malformed percent-escape"),
+            ("postgres://u:secret%00@h/db", "%00"),
+            ("postgres://u%g1:secret@h/db", "the user holds"),
+            ("postgres://u:secret@h/d%zz", "the database name holds"),
+            (
+                "postgres://u@h/db?password=secret%zz",
+                "the value of `password` holds",
+            ),
+            (
+                "postgres://u:secret@h/db?connect_timeout=-5",
+                "`connect_timeout` must be a whole number of seconds",
+            ),
+            (
+                "postgres://u:secret@h/db?connect_timeout=0",
+                "`connect_timeout` must be a whole number of seconds",
+            ),
+            (
+                "postgres://u:secret@h/db?connect_timeout=%2D5",
+                "`connect_timeout` must be a whole number of seconds",
+            ),
+            (
+                "postgres://u:secret@h/db?connect%5Ftimeout=+5",
+                "`connect_timeout` must be a whole number of seconds",
+            ),
+            (
+                "postgres://u:secret@h/db?connect_timeout=",
+                "`connect_timeout` must be a whole number of seconds",
+            ),
         ] {
             let e = describe_url(url).unwrap_err();
             assert!(e.contains(part), "{url}: {e}");
             assert!(!e.contains("secret"), "{url}: {e}");
+        }
+    }
+
+    /// What the checks must not refuse: well-formed escapes (a `%` written as `%25`, an `@` as
+    /// `%40`), a positive timeout, and a TLS mode spelled inside a password.
+    #[test]
+    fn good_escapes_and_timeouts_pass() {
+        for url in [
+            "postgres://u:p%25q%40r@h/db?connect_timeout=5",
+            "postgres://u:p@h/db?connect_timeout=010&application_name=a%20b",
+            "postgresql://fleet@/jobs?host=%2Frun%2Fpostgresql",
+            "postgresql://u:x?sslmode=allow&@h/db",
+        ] {
+            assert!(describe_url(url).is_ok(), "{url}: {:?}", describe_url(url));
         }
     }
 }

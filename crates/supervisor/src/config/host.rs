@@ -88,8 +88,10 @@ pub fn machine_hostname() -> Result<String, String> {
     }
 }
 
-/// The digest of a fleet.toml's bytes, as hosts compare them: `sha256:` and 64 hex digits. Two
-/// hosts whose files have the same digest run the same config text.
+/// The digest of a fleet.toml's bytes: `sha256:` and 64 hex digits. A daemon keeps its file's to
+/// tell an edit from a rewrite of the same bytes; hosts compare a file with the published config
+/// by [`published_digest`](crate::config::published_digest), this digest of the text with its
+/// `database` password masked.
 pub fn digest(text: &[u8]) -> String {
     use sha2::Digest;
     let sum = sha2::Sha256::digest(text);

@@ -20,6 +20,8 @@
 //!   password).
 //! * `host`: the host keys' data and rules ([`HostConfig`], [`valid_host_name`],
 //!   [`machine_hostname`], the default of `host`).
+//! * `published`: what a host publishes of its file on a shared database ([`published_text`]:
+//!   the `database` password masked) and the digest hosts compare ([`published_digest`]).
 //! * `retention`: [`Retention`], how much history and log a project keeps.
 //! * `error`: [`ConfigError`] and [`ConfigErrors`], and how they display.
 //!
@@ -33,6 +35,7 @@ mod host;
 mod load;
 mod model;
 mod paths;
+mod published;
 mod retention;
 
 #[cfg(test)]
@@ -49,6 +52,7 @@ pub use model::{
     valid_name, Config, HttpListen, LogFormat, NamespaceConfig, Overlap, ProjectConfig,
     DEFAULT_NAMESPACE, INHERITED, KEYS, MAX_CAP, MIN_STARTING_DEADLINE, MIN_TICK, REQUIRED, UNSET,
 };
+pub use published::{published_digest, published_text};
 pub use retention::{
     Retention, DEFAULT_KEEP_FOR, DEFAULT_KEEP_RUNS, DEFAULT_MAX_LOG_SIZE, OFF as RETENTION_OFF,
 };

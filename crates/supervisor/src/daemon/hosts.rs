@@ -51,7 +51,9 @@ impl Daemon {
         let local = std::fs::read(&self.config_path).ok();
         let info = HostInfo {
             config_version: self.published_version,
-            config_digest: local.as_deref().map(crate::config::digest),
+            // Of the text as it would be published: the password left out, as on the
+            // published side, so a file differing by its password alone does not differ.
+            config_digest: local.map(|bytes| self.published_digest_of(&bytes)),
             http_addr: self.http_addr.clone(),
         };
         let store = self.store.clone();
@@ -67,11 +69,27 @@ impl Daemon {
         }
     }
 
+    /// [`crate::config::published_digest`] of the local file's `bytes`, remembered in
+    /// [`Daemon::heartbeat_digest`] by the digest of the bytes themselves.
+    fn published_digest_of(&mut self, bytes: &[u8]) -> String {
+        let raw = crate::config::digest(bytes);
+        match &self.heartbeat_digest {
+            Some((seen, published)) if *seen == raw => published.clone(),
+            _ => {
+                let published = crate::config::published_digest(bytes);
+                self.heartbeat_digest = Some((raw, published.clone()));
+                published
+            }
+        }
+    }
+
     /// On a shared database: publishes this host's local fleet.toml as the fleet's config —
     /// at start (`always` false) only when nothing is published yet; after an operator's
     /// reload or an edit of its content (`always`) as the next version whenever its digest
-    /// differs from the published one (the same text is not published twice). A failure is
-    /// logged; the heartbeat shows the version this host published, if any.
+    /// differs from the published one (the same text is not published twice). What is
+    /// published is [`crate::config::published_text`]: the file with its `database` password
+    /// masked, under its digest. A failure is logged; the heartbeat shows the version this
+    /// host published, if any.
     pub(super) async fn publish_local(&mut self, always: bool) {
         if self.state.database().is_none() {
             return;
@@ -79,15 +97,22 @@ impl Daemon {
         let Ok(text) = std::fs::read_to_string(&self.config_path) else {
             return;
         };
+        let text = crate::config::published_text(&text).into_owned();
         let digest = crate::config::digest(text.as_bytes());
         let store = self.store.clone();
         let epoch = self.epoch;
         let done = tokio::task::spawn_blocking(move || match store.published_config()? {
-            Some(p) if !always => Ok(if p.digest == digest {
-                Some(p.version)
-            } else {
-                None
-            }),
+            // Compared as every host compares a file with the published text: by the digest of
+            // each one's masked text (a text an earlier version published holds the password).
+            Some(p) if !always => Ok(
+                if crate::config::published_digest(p.text.as_bytes()) == digest {
+                    Some(p.version)
+                } else {
+                    None
+                },
+            ),
+            // By the digest stored with it: a text published with its password (by an earlier
+            // version) never matches, so an operator's reload replaces it with a masked one.
             Some(p) if p.digest == digest => Ok(Some(p.version)),
             _ => store
                 .publish_config(epoch, &text, &digest, now_ms())
@@ -158,7 +183,8 @@ impl Daemon {
                 self.published_version = Some(p.version);
                 // Another host's edit leaves this host's file behind: said once per version.
                 let local = std::fs::read(&self.config_path).ok();
-                if local.is_some_and(|text| crate::config::digest(&text) != p.digest) {
+                let published = crate::config::published_digest(p.text.as_bytes());
+                if local.is_some_and(|text| crate::config::published_digest(&text) != published) {
                     tracing::warn!(
                         version = p.version,
                         by = %p.published_by,

@@ -333,6 +333,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         published_version: None,
         published_refused: None,
         local_digest: None,
+        heartbeat_digest: None,
     };
     daemon.local_digest = std::fs::read(&daemon.config_path)
         .ok()

@@ -114,4 +114,8 @@ pub(super) struct Daemon {
     /// The digest of the local fleet.toml as last taken (shared database): a read of the file
     /// that finds the same text is no edit, and leaves the published config in force.
     pub(super) local_digest: Option<String>,
+    /// The local fleet.toml's digest as last reported by the heartbeat: its bytes' digest and
+    /// its [`crate::config::published_digest`], taken again only when the bytes change (that
+    /// one parses the file, and the heartbeat comes every 2 s).
+    pub(super) heartbeat_digest: Option<(String, String)>,
 }

@@ -33,6 +33,25 @@ fn shown(t: Option<DateTime<Utc>>) -> String {
         .unwrap_or_default()
 }
 
+/// The warning logged when occurrences were missed (the daemon was down, the machine asleep, the
+/// clock stepped), naming the rule that decided what became of the latest one: the project's
+/// `starting_deadline` when it has one (`has_deadline`), within which the latest was fired
+/// (`fired`) or past which it was skipped too; without one, the latest is fired however late.
+fn missed_message(has_deadline: bool, fired: bool) -> &'static str {
+    match (has_deadline, fired) {
+        (false, _) => {
+            "missed occurrences skipped (only the latest is fired: the project has no \
+             starting_deadline, so it is fired however late)"
+        }
+        (true, true) => {
+            "missed occurrences skipped (only the latest is fired: it is within starting_deadline)"
+        }
+        (true, false) => {
+            "missed occurrences skipped (the latest too: it is later than starting_deadline)"
+        }
+    }
+}
+
 /// The schedules whose step failed on their own (one project's write refused, say by a trigger
 /// another program put on the database), and when each is tried again. The daemon keeps it
 /// across EVALs, so that one project's failure neither stops every other schedule and claim
@@ -255,7 +274,8 @@ pub fn fire_due_with(
                 skipped = skipped_count,
                 exact = d.skipped_count_exact,
                 first = %shown(d.skipped_first),
-                "missed occurrences skipped (only the latest within starting_deadline runs)"
+                "{}",
+                missed_message(project.starting_deadline.is_some(), d.fire.is_some())
             );
         }
         if let Some(late) = d.too_late {

@@ -45,8 +45,9 @@
 //! then galloping back from `now` in doubling windows until a window holds an occurrence, then
 //! bisecting that window to the second — `O(log gap)` searches, so a year-long outage of a
 //! per-second schedule costs about fifty searches, not 31 million. Skipped occurrences are
-//! counted forward up to [`SKIP_COUNT_CAP`]; past that the count is a lower bound and the
-//! [`SKIPPED_KEEP`] latest are found by walking back from the fired one the same way.
+//! counted forward up to [`SKIP_COUNT_CAP`]; past that the [`SKIPPED_KEEP`] latest are found by
+//! walking back from the fired one the same way, two more than kept: the count is exact up to
+//! [`SKIP_COUNT_EXACT_MAX`], and past it `SKIP_COUNT_EXACT_MAX + 1`, a lower bound.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -58,9 +59,17 @@ use croner::Cron;
 /// At most this many skipped occurrences are listed in [`Due::skipped`] (the latest ones).
 pub const SKIPPED_KEEP: usize = 100;
 
-/// Skipped occurrences are counted exactly up to about this many; past it [`Due::skipped_count`]
-/// is a lower bound and [`Due::skipped_count_exact`] is false.
+/// Skipped occurrences are counted one by one, forward from the first, up to this many; the
+/// rest are looked for backwards from the latest (see [`SKIP_COUNT_EXACT_MAX`]).
 pub const SKIP_COUNT_CAP: u64 = 1000;
+
+/// The largest [`Due::skipped_count`] that is exact: [`SKIP_COUNT_CAP`] counted forward, and up
+/// to [`SKIPPED_KEEP`] + 2 found walking back, which meet. When the two walks do not meet, the
+/// occurrence the forward walk stopped at lies below the backward one's last: that makes
+/// `SKIP_COUNT_EXACT_MAX + 1` found, proof that there are more than `SKIP_COUNT_EXACT_MAX`, and
+/// the count is that lower bound ([`Due::skipped_count_exact`] false). A count of exactly
+/// `SKIP_COUNT_EXACT_MAX` is always exact.
+pub const SKIP_COUNT_EXACT_MAX: u64 = SKIP_COUNT_CAP + SKIPPED_KEEP as u64 + 2;
 
 /// Forward steps `Timetable::last_from` takes before galloping back from the upper end.
 const LINEAR_STEPS: usize = 64;
@@ -293,7 +302,8 @@ pub struct Due {
     /// [`SKIPPED_KEEP`] latest. Includes [`Due::too_late`] when that is set.
     pub skipped: Vec<DateTime<Utc>>,
     /// How many occurrences were skipped in all (including a too-late one). Exact when
-    /// [`Due::skipped_count_exact`]; otherwise a lower bound (more than [`SKIP_COUNT_CAP`]).
+    /// [`Due::skipped_count_exact`]; otherwise a lower bound, one more than
+    /// [`SKIP_COUNT_EXACT_MAX`] (and one more again with a too-late one).
     pub skipped_count: u64,
     /// Whether [`Due::skipped_count`] is exact.
     pub skipped_count_exact: bool,
@@ -426,11 +436,13 @@ fn skipped_before(
     let Some(resume) = cur.filter(|o| *o < latest) else {
         return (kept.into(), count, true);
     };
-    // Too many to walk: collect the latest ones backwards from `latest`, one more than kept
-    // to learn whether the forward walk and this one met.
-    let mut back = Vec::with_capacity(SKIPPED_KEEP + 1);
+    // Too many to walk: collect the latest ones backwards from `latest`, up to two more than
+    // kept. The walks meet when this one reaches `resume`: the count is then exact, up to
+    // SKIP_COUNT_EXACT_MAX. Otherwise `resume` lies below all it collected, which makes
+    // SKIP_COUNT_EXACT_MAX + 1 found: more than SKIP_COUNT_EXACT_MAX, a true lower bound.
+    let mut back = Vec::with_capacity(SKIPPED_KEEP + 2);
     let mut upto = latest - TimeDelta::seconds(1);
-    while back.len() <= SKIPPED_KEEP && resume <= upto {
+    while back.len() < SKIPPED_KEEP + 2 && resume <= upto {
         let o = tt.last_upto(resume - TimeDelta::seconds(1), resume, upto);
         back.push(o);
         upto = o - TimeDelta::seconds(1);
@@ -445,6 +457,8 @@ fn skipped_before(
         all.drain(..drop);
         (all, count, true)
     } else {
+        // `resume` and what `back` holds: SKIP_COUNT_EXACT_MAX + 1 found, so more than
+        // SKIP_COUNT_EXACT_MAX in all.
         count += back.len() as u64 + 1;
         back.truncate(SKIPPED_KEEP);
         back.reverse();

@@ -255,3 +255,35 @@ fn names_are_restricted() {
     assert!(c.project("a.b_c-D9").is_some());
     assert!(c.namespaces.contains_key("x.y"));
 }
+
+/// A `database` URL the driver would take but not as written — a malformed percent-escape in
+/// the password, a `connect_timeout` that is not a number of seconds — is one error naming the
+/// file, line and key, and never repeating the password.
+#[test]
+fn odd_database_urls_are_refused_without_their_password() {
+    for (url, needle) in [
+        (
+            "postgres://u:hunter2%zz@h/db",
+            "the password holds a malformed percent-escape",
+        ),
+        (
+            "postgres://u:hunter2@h/db?connect_timeout=-5",
+            "`connect_timeout` must be a whole number of seconds",
+        ),
+        (
+            "postgres://u:hunter2@h/db?connect_timeout=soon",
+            "`connect_timeout` must be a whole number of seconds",
+        ),
+    ] {
+        let text = format!("max_concurrency = 2\ndatabase = \"{url}\"\n");
+        let errs = super::errors(&text);
+        assert_eq!(errs.len(), 1, "{url}: {errs:#?}");
+        let (line, key, message) = &errs[0];
+        assert_eq!((*line, key.as_str()), (2, "database"), "{url}");
+        assert!(message.contains(needle), "{url}: {message}");
+        let shown = Config::parse(&text, path()).unwrap_err().to_string();
+        assert_eq!(shown.lines().count(), 1, "{shown}");
+        assert!(shown.starts_with("fleet.toml:2: database: "), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+}

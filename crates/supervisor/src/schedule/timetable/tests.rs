@@ -538,6 +538,7 @@ fn skipped_counts_are_exact_until_they_cannot_be() {
         cap + keep,
         cap + keep + 1,
         cap + keep + 2,
+        cap + keep + 3,
         cap + 5000,
     ] {
         // Occurrences cursor+1s ..= cursor+(skipped+1)s; the last fires.
@@ -557,13 +558,40 @@ fn skipped_counts_are_exact_until_they_cannot_be() {
                 d.skipped_count <= skipped as u64,
                 "{skipped}: a lower bound"
             );
-            assert!(d.skipped_count > SKIP_COUNT_CAP);
+            assert_eq!(d.skipped_count, SKIP_COUNT_EXACT_MAX + 1, "{skipped}");
         }
         assert_eq!(
             d.skipped_count_exact,
-            skipped <= cap + keep + 1,
+            skipped <= SKIP_COUNT_EXACT_MAX as i64,
             "{skipped}: exact while the two walks meet"
         );
+    }
+}
+
+/// A count of exactly [`SKIP_COUNT_EXACT_MAX`] is exact, not a lower bound; one more is past
+/// what is counted: a lower bound that is still true (one more than the exact maximum).
+#[test]
+fn a_count_at_the_bound_is_exact_and_one_past_it_is_a_lower_bound() {
+    let t = tt("* * * * * *", None);
+    let cursor = utc("2025-06-01T00:00:00Z");
+    let at = SKIP_COUNT_EXACT_MAX as i64;
+    assert_eq!(at, 1102);
+    for (skipped, count, exact) in [
+        (at, SKIP_COUNT_EXACT_MAX, true),
+        (at + 1, SKIP_COUNT_EXACT_MAX + 1, false),
+        (at + 2, SKIP_COUNT_EXACT_MAX + 1, false),
+    ] {
+        let latest = cursor + secs(skipped + 1);
+        let d = due(&t, Some(cursor), latest, None);
+        assert_eq!(d.fire, Some(latest), "{skipped}");
+        assert_eq!(
+            (d.skipped_count, d.skipped_count_exact),
+            (count, exact),
+            "{skipped} skipped"
+        );
+        assert_eq!(d.skipped.len(), SKIPPED_KEEP);
+        assert_eq!(d.skipped.last(), Some(&(latest - secs(1))));
+        assert_eq!(d.skipped_first, Some(cursor + secs(1)));
     }
 }
 
