@@ -2,24 +2,22 @@
 //! tombstone and does not start the run; a crash right after the claim requeues the same
 //! attempt. Each run starts exactly once.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::common::*;
 use crate::helpers::*;
 
-/// The tombstone trap: a shim spawned just before the daemon died, but late to take its lock,
-/// must not start a run that recovery already gave up and requeued.
-#[test]
-fn late_shim_finds_tombstone_and_does_not_start() {
-    const LATE_MS: u64 = 3000;
+/// An install of project `once` (its command appends to `once.start`; `top`: keys before it)
+/// whose first run's shim sleeps `late_ms` before its lock, its daemon aborted right after
+/// spawning it: (the install, the run's id, when the daemon died). The late shim is alive.
+fn with_a_late_shim(top: &str, late_ms: u64) -> (Fleet, i64, Instant) {
     let f = Fleet::with(|dir| {
         format!(
-            "[projects.once]\ncommand = {}\n",
+            "{top}[projects.once]\ncommand = {}\n",
             quick_command(&dir.join("once.start"))
         )
     });
-    let start_file = f.file("once.start");
-    let failpoints = format!("shim-before-lock=sleep({LATE_MS});daemon-after-spawn=return");
+    let failpoints = format!("shim-before-lock=sleep({late_ms});daemon-after-spawn=return");
     let mut d1 = f.start_daemon_env(&[("FAILPOINTS", &failpoints)]);
     let id = f.enqueue("once");
     wait_daemon_abort(
@@ -30,8 +28,18 @@ fn late_shim_finds_tombstone_and_does_not_start() {
     );
     let aborted_at = Instant::now();
     // The late shim is asleep before its lock.
-    let late_shims = others(&f, &[]);
-    assert!(!late_shims.is_empty(), "the late shim should be alive");
+    assert!(!others(&f, &[]).is_empty(), "the late shim should be alive");
+    drop(d1);
+    (f, id, aborted_at)
+}
+
+/// The tombstone trap: a shim spawned just before the daemon died, but late to take its lock,
+/// must not start a run that recovery already gave up and requeued.
+#[test]
+fn late_shim_finds_tombstone_and_does_not_start() {
+    const LATE_MS: u64 = 3000;
+    let (f, id, aborted_at) = with_a_late_shim("", LATE_MS);
+    let start_file = f.file("once.start");
 
     let d2 = f.start_daemon();
     let recovered_in = aborted_at.elapsed();
@@ -74,6 +82,52 @@ fn late_shim_finds_tombstone_and_does_not_start() {
         "the late shim should say it found the tombstone:\n{late}"
     );
     assert_eq!(f.runs().len(), 1, "{:#?}", f.runs());
+    assert_check_ok(&f);
+}
+
+/// The tombstone trap, later still: the late shim sleeps through the requeued run's end and its
+/// prune. Prune must leave the tombstone (a run's record slot emptied whole would let the late
+/// shim start the run a second time, long after it ended), and `fleet check` must take what it
+/// leaves for what it is.
+#[test]
+fn late_shim_finds_tombstone_after_its_run_was_pruned() {
+    const LATE_MS: u64 = 9000;
+    // Prune keeps what ended in the last 30 ticks: 3 s at this tick.
+    let top = "tick = \"100ms\"\nkeep_runs = 1\nkeep_for = \"off\"\n";
+    let (f, id, aborted_at) = with_a_late_shim(top, LATE_MS);
+    let start_file = f.file("once.start");
+
+    let d2 = f.start_daemon();
+    assert_eq!(status_of(&f.wait_terminal(id)), "succeeded");
+    // A newer run of the project, then a prune: the first run is forgotten, its files go.
+    let next = f.enqueue("once");
+    assert_eq!(status_of(&f.wait_terminal(next)), "succeeded");
+    f.wait_until(DEADLINE, "the first run to be pruned", || {
+        f.cmd_ok(&["prune"]);
+        !f.cmd_ok(&["runs", "--json"])
+            .contains(&format!("\"id\":{id},"))
+    });
+    assert!(
+        aborted_at.elapsed() < Duration::from_millis(LATE_MS),
+        "the late shim woke before the prune ({:?}): the test proves nothing",
+        aborted_at.elapsed()
+    );
+    f.wait_until(DEADLINE, "the late shim to exit", || {
+        others(&f, &[d2.pid()]).is_empty()
+    });
+    let started = lines(&start_file);
+    let first: Vec<&String> = started
+        .iter()
+        .filter(|l| l.starts_with(&format!("start {id} ")))
+        .collect();
+    assert_eq!(
+        first.len(),
+        1,
+        "run {id} started {} times (the late shim found no tombstone after the prune): \
+         {started:?}\n{}",
+        first.len(),
+        f.diagnostics()
+    );
     assert_check_ok(&f);
 }
 

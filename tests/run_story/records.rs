@@ -23,7 +23,11 @@ fn a_bad_line_before_the_exit_record_hides_nothing() {
     let r = f.wait_terminal(id);
     assert_eq!(status_of(&r), "failed", "{r}\n{}", f.diagnostics());
     assert_eq!(r["exit_code"], 7, "{r}");
-    let said = format!("line {} of {}: not a run record", lines + 1, lock.display());
+    let said = format!(
+        "line {} of {} (record slot of run {id}): not a run record",
+        lines + 1,
+        lock.display()
+    );
     let log = d.stderr();
     assert!(
         log.lines()
@@ -65,7 +69,7 @@ fn check_compares_exit_records_and_goes_past_bad_lines() {
     let out = f.cmd(&["check"]);
     assert_ne!(out.code(), Some(0), "{}", out.stdout);
     let said = format!(
-        "violation: unreadable_file: line {bad_line} of {}: not a run record (",
+        "violation: unreadable_file: line {bad_line} of {} (record slot of run {first}): not a run record (",
         lock(first).display()
     );
     assert!(

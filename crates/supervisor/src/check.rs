@@ -444,14 +444,18 @@ pub fn check(
             continue;
         };
         if !locked {
-            // A locked one is reported as a shim without an active run below.
-            if !by_id.contains_key(&id) && orphan(store, id)? {
+            // A locked one is reported as a shim without an active run below. What prune
+            // leaves of a run with tombstones (for a late shim of a claim given up) is not
+            // a run the database lost.
+            let leftover = || dir.only_tombstones().unwrap_or(false);
+            if !by_id.contains_key(&id) && orphan(store, id)? && !leftover() {
                 report.violations.push(Violation {
                     kind: ViolationKind::FolderWithoutRun,
                     run_id: Some(id),
                     message: format!(
                         "run {id}'s files ({}) have no database row ({} restored from an older backup?); \
-                         fleet never removes them: check the database, then move them away or delete them by hand",
+                         fleet never removes them: check the database, then move them away or delete them by hand \
+                         (a record slot: write zeros over its 4 KiB, never remove the segment; see OPERATIONS.md)",
                         dir.describe(),
                         if state.database().is_some() { "the database" } else { "a fleet.db" }
                     ),

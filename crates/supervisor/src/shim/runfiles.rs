@@ -489,10 +489,16 @@ impl RunFiles {
     /// writer of the version just before, of `runs/<id>.lock`), newest first as
     /// [`RunFiles::records`] describes; and whether an earlier layout's folder exists.
     fn gather(&self, own: &[u8]) -> io::Result<(Records, bool)> {
+        // A bad line is named by its number in the record slot: the slot, not its segment,
+        // is what the number counts in.
         let own_path = if self.writes_flat() {
             self.flat_lock_path()
         } else {
-            self.lock_path()
+            PathBuf::from(format!(
+                "{} (record slot of run {})",
+                self.lock_path().display(),
+                self.id
+            ))
         };
         let mut records = self.appended(&self.more_path())?;
         records.fill_from(super::records::decode(own, &own_path));
@@ -695,14 +701,21 @@ impl RunFiles {
     }
 
     /// Removes every file of the run — its log and a compaction's side file, its overflow, the
-    /// earlier layouts' lock file and folder — then empties its slot, while holding its lock
-    /// (`held`), so that no shim of the run can start in between. `Ok(false)` when something
-    /// appeared in the folder while it went, every time of `tries`: the rest is left for later.
-    /// For prune, which removes only runs that ended. Files already gone are fine.
+    /// earlier layouts' lock file and folder — then empties its record slot, while holding its
+    /// lock (`held`), so that no shim of the run can start in between. `Ok(false)` when
+    /// something appeared in the folder while it went, every time of `tries`: the rest is left
+    /// for later. For prune, which removes only runs that ended. Files already gone are fine.
+    ///
+    /// The tombstones stay: a claim recovery gave up may still have a shim on its way, stopped
+    /// (frozen, swapped out) before its lock for as long as it took the run to be requeued, end
+    /// and be pruned; it must find its tombstone whenever it comes. So a run with any leaves
+    /// its record slot holding them alone (made durable), which [`RunFiles::only_tombstones`]
+    /// tells from a run's files; one without has its slot emptied (a hole punched).
     ///
     /// Errors: `InvalidInput` if `held` is another run's lock; I/O errors.
     pub fn remove(&self, held: RunLock, tries: usize) -> io::Result<bool> {
         self.check_held(&held)?;
+        let tombstones = self.records()?.tombstones;
         let log = self.flat_log_path();
         for p in [Self::compacting_path(&log), log, self.more_path()] {
             remove_file(&p)?;
@@ -726,9 +739,71 @@ impl RunFiles {
         // run, for the next prune to finish.
         remove_file(&self.flat_lock_path())?;
         if let Some(slot) = &held.slot {
-            slot.clear(&held.file)?;
+            if tombstones.is_empty() {
+                slot.clear(&held.file)?;
+            } else {
+                self.keep_only(slot, &held.file, &tombstones)?;
+            }
         }
         drop(held);
+        Ok(true)
+    }
+
+    /// Rewrites the record slot to hold tombstones of `tokens` alone, durably (see
+    /// [`RunFiles::remove`]). Those that do not fit go on in `<id>.more` (a run given up more
+    /// than fifty times). A tombstone is normally the first line of its slot (its claim never
+    /// wrote one), so the rewrite puts the same bytes where they were: a write torn by a crash
+    /// of the machine cannot lose them.
+    fn keep_only(&self, slot: &RecordSlot, segment: &File, tokens: &[u64]) -> io::Result<()> {
+        let mut kept = Vec::new();
+        let mut rest = Vec::new();
+        for &token in tokens {
+            let line = super::records::encode(&Record::Tombstone(TombstoneRecord {
+                token,
+                at: now_rfc3339(),
+            }))?;
+            if rest.is_empty() && kept.len() + line.len() <= segment::SLOT_LEN as usize {
+                kept.extend(line);
+            } else {
+                rest.extend(line);
+            }
+        }
+        kept.resize(segment::SLOT_LEN as usize, 0);
+        segment.write_all_at(&kept, slot.range().start)?;
+        segment.sync_data()?;
+        if !rest.is_empty() {
+            let path = self.more_path();
+            let more = open_appending(&path, true).map_err(|e| naming(&path, e))?;
+            append_line(&more, &rest, true).map_err(|e| naming(&path, e))?;
+            sync_dir(&self.runs)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the run's files are what prune leaves of a run with tombstones
+    /// ([`RunFiles::remove`]): tombstones alone, in its record slot (and overflow) — no other
+    /// record, no unreadable line, no log, no file of an earlier layout. `fleet check` does
+    /// not take them for the files of a run the database lost.
+    ///
+    /// Errors: as [`RunFiles::records`], and I/O errors other than "not found" looking for the
+    /// other files.
+    pub fn only_tombstones(&self) -> io::Result<bool> {
+        let records = self.records()?;
+        let only = !records.tombstones.is_empty()
+            && records.started.is_none()
+            && records.running.is_none()
+            && records.exit.is_none()
+            && records.bad.is_empty();
+        if !only {
+            return Ok(false);
+        }
+        for p in [self.flat_lock_path(), self.folder(), self.flat_log_path()] {
+            match fs::symlink_metadata(&p) {
+                Ok(_) => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
         Ok(true)
     }
 
@@ -992,7 +1067,6 @@ fn or_bad<T>(found: Option<T>, bad: &[BadLine]) -> io::Result<Option<T>> {
         (None, None) => Ok(None),
     }
 }
-
 
 /// The ids of the runs that have files under `<state_dir>/runs/` — anything in their slot of a
 /// segment, `<id>.more`, `<id>.log`, or an earlier layout's `<id>.lock` or folder `<id>/` —

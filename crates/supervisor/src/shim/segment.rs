@@ -229,56 +229,66 @@ pub fn segment_first_id(name: &str) -> Option<i64> {
     canonical.then_some(first)
 }
 
-/// The ids of the runs whose slots in the segment at `path` (first id `first`) hold anything,
-/// ascending. Reads the whole segment, a run of slots at a time.
+/// The ids of the runs whose record slots in the segment at `path` (first id `first`) hold
+/// anything, ascending. Reads only what the segment holds (`SEEK_DATA`): the slots of pruned
+/// runs are holes, so a segment of pruned runs costs a few system calls, not 4 MiB of zeros.
 ///
 /// Errors: I/O errors opening or reading it.
 pub fn used_ids(path: &Path, first: i64) -> io::Result<Vec<i64>> {
     let file = open_lock_file(path, false)?;
-    let mut ids = Vec::new();
-    const BATCH: usize = 64;
-    let mut chunk = vec![0u8; SLOT_LEN as usize * BATCH];
-    for batch in 0..(RUNS_PER_SEGMENT as usize).div_ceil(BATCH) {
-        let start = SLOT_LEN * (1 + (batch * BATCH) as u64);
-        let got = read_full(&file, &mut chunk, start)?;
-        for (i, slot) in chunk[..got].chunks(SLOT_LEN as usize).enumerate() {
-            if slot.first().is_some_and(|&b| b != 0) {
-                ids.push(first + (batch * BATCH + i) as i64);
-            }
-        }
-        if got < chunk.len() {
-            break;
-        }
-    }
-    Ok(ids.into_iter().filter(|&id| id > 0).collect())
+    Ok(used_slots(&file)?
+        .into_iter()
+        .map(|index| first + index as i64)
+        .filter(|&id| id > 0)
+        .collect())
 }
 
-/// Up to `limit` of the highest ids of runs whose slots in the segment at `path` (first id
-/// `first`) hold anything, highest first: reads the segment from its end down, a run of slots
-/// at a time, only as far as it must.
+/// Up to `limit` of the highest ids of [`used_ids`], highest first.
 ///
-/// Errors: I/O errors opening or reading it.
+/// Errors: as [`used_ids`].
 pub fn used_ids_from_top(path: &Path, first: i64, limit: usize) -> io::Result<Vec<i64>> {
-    let file = open_lock_file(path, false)?;
-    let mut ids = Vec::new();
-    const BATCH: usize = 64;
-    let mut chunk = vec![0u8; SLOT_LEN as usize * BATCH];
-    let batches = (RUNS_PER_SEGMENT as usize).div_ceil(BATCH);
-    for batch in (0..batches).rev() {
-        if ids.len() >= limit {
-            break;
-        }
-        let start = SLOT_LEN * (1 + (batch * BATCH) as u64);
-        let got = read_full(&file, &mut chunk, start)?;
-        let slots: Vec<&[u8]> = chunk[..got].chunks(SLOT_LEN as usize).collect();
-        for (i, slot) in slots.iter().enumerate().rev() {
-            let id = first + (batch * BATCH + i) as i64;
-            if id > 0 && slot.first().is_some_and(|&b| b != 0) && ids.len() < limit {
-                ids.push(id);
-            }
-        }
-    }
+    let mut ids = used_ids(path, first)?;
+    ids.reverse();
+    ids.truncate(limit);
     Ok(ids)
+}
+
+/// The indexes (0 to 1023) of the record slots of `file`, a segment, whose first byte is not
+/// zero, ascending: each region of data the filesystem reports read a run of slots at a time,
+/// the holes skipped (a filesystem that cannot tell reports the whole file as data).
+fn used_slots(file: &File) -> io::Result<Vec<u64>> {
+    const BATCH: u64 = 64;
+    let end = SLOT_LEN * (1 + RUNS_PER_SEGMENT as u64);
+    let mut used = Vec::new();
+    let mut chunk = vec![0u8; (SLOT_LEN * BATCH) as usize];
+    // The first slot whose start has not been looked at.
+    let mut next = 1u64;
+    while next * SLOT_LEN < end {
+        let data = match rustix::fs::seek(file, rustix::fs::SeekFrom::Data(next * SLOT_LEN)) {
+            Ok(at) => at,
+            // No data past here.
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let hole = rustix::fs::seek(file, rustix::fs::SeekFrom::Hole(data))?;
+        // The slots that start within [data, hole).
+        let from = data.div_ceil(SLOT_LEN).max(next);
+        let to = hole.div_ceil(SLOT_LEN).min(end / SLOT_LEN);
+        let mut slot = from;
+        while slot < to {
+            let count = (to - slot).min(BATCH);
+            let want = (count * SLOT_LEN) as usize;
+            let got = read_full(file, &mut chunk[..want], slot * SLOT_LEN)?;
+            for (i, bytes) in chunk[..got].chunks(SLOT_LEN as usize).enumerate() {
+                if bytes.first().is_some_and(|&b| b != 0) {
+                    used.push(slot - 1 + i as u64);
+                }
+            }
+            slot += count;
+        }
+        next = to.max(next + 1);
+    }
+    Ok(used)
 }
 
 /// The ids of the runs whose slot locks someone holds in the segment at `path` (first id

@@ -188,7 +188,7 @@ fn a_bad_line_is_set_aside_and_the_records_around_it_count() {
     let said = all.bad[0].to_string();
     assert!(said.starts_with("line 2 of "), "{said}");
     assert!(
-        said.contains("runs/records-0: not a run record ("),
+        said.contains("runs/records-0 (record slot of run 42): not a run record ("),
         "{said}"
     );
     assert!(!said.contains("column"), "{said}");
@@ -379,9 +379,11 @@ fn records_that_outgrow_the_slot_go_on_in_the_overflow() {
         "after the overflow, records go on there"
     );
     assert!(list_run_ids(tmp.path()).unwrap().contains(&42));
+    // Prune keeps every tombstone, those past the slot in the overflow.
     assert!(dir.remove(lock, 1).unwrap());
-    assert!(!dir.more_path().exists());
-    assert!(!dir.exists().unwrap());
+    assert!(dir.more_path().is_file());
+    assert_eq!(dir.records().unwrap().tombstones, tokens);
+    assert!(dir.only_tombstones().unwrap());
 }
 
 #[test]
@@ -635,11 +637,21 @@ fn remove_takes_every_file() {
     let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
     dir.write_tombstone(&lock, 9).unwrap();
     assert!(dir.flat_lock_path().exists());
+    assert!(!dir.only_tombstones().unwrap());
     assert!(dir.remove(lock, 3).unwrap());
-    assert!(!dir.exists().unwrap());
-    assert_eq!(slot_text(&dir), "");
     assert_eq!(names_in_runs(&tmp), vec!["records-0".to_string()]);
     assert_eq!(other.read_started().unwrap().unwrap().token, 5);
+    // Its tombstone stays, alone, for a late shim of the claim it gave up …
+    assert!(dir.is_tombstoned(9).unwrap());
+    assert!(dir.only_tombstones().unwrap());
+    let all = dir.records().unwrap();
+    assert_eq!((all.started, all.exit), (None, None));
+    // … and a run without any leaves nothing.
+    let lock = other.try_lock().unwrap().unwrap();
+    assert!(other.remove(lock, 3).unwrap());
+    assert!(!other.exists().unwrap());
+    assert_eq!(slot_text(&other), "");
+    assert!(!other.only_tombstones().unwrap());
 }
 
 /// Messages name the files a run has: its slot, its files of its own, an earlier layout's
@@ -714,4 +726,41 @@ fn highest_ids_and_live_candidates() {
     );
     drop((alive, other));
     assert_eq!(live_run_candidates(tmp.path()).unwrap(), vec![9, 11]);
+}
+
+/// A segment is read where it holds data: the record slots of pruned runs are holes, skipped,
+/// and the runs around them are still found.
+#[test]
+fn pruned_slots_are_holes_and_skipped() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    for id in [1, 2, 500, 1023] {
+        let run = RunFiles::new(tmp.path(), id);
+        let lock = run.lock_blocking().unwrap();
+        run.write_started(&lock, &started(1)).unwrap();
+    }
+    let segment = RunFiles::new(tmp.path(), 1).lock_path();
+    let blocks = |p: &std::path::Path| fs::metadata(p).unwrap().blocks();
+    let before = blocks(&segment);
+    for id in [2, 500] {
+        let run = RunFiles::new(tmp.path(), id);
+        let lock = run.try_lock().unwrap().unwrap();
+        assert!(run.remove(lock, 1).unwrap());
+    }
+    assert!(
+        blocks(&segment) < before,
+        "pruned record slots give their blocks back"
+    );
+    assert_eq!(segment::used_ids(&segment, 0).unwrap(), vec![1, 1023]);
+    assert_eq!(
+        segment::used_ids_from_top(&segment, 0, 1).unwrap(),
+        vec![1023]
+    );
+    for id in [1, 1023] {
+        let run = RunFiles::new(tmp.path(), id);
+        let lock = run.try_lock().unwrap().unwrap();
+        assert!(run.remove(lock, 1).unwrap());
+    }
+    assert!(segment::used_ids(&segment, 0).unwrap().is_empty());
+    assert!(list_run_ids(tmp.path()).unwrap().is_empty());
 }
