@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use store::{Millis, RunId, RunStatus, Store, StoreError};
 
@@ -470,9 +471,10 @@ pub fn check(
             None => false,
         };
         if !fine {
-            let what = match by_id.get(&id) {
-                Some(run) => format!("{} (claim {})", run.status, run.claim_token),
-                None => "unknown to the database".into(),
+            // The rows were read before the locks: a run claimed since, or one whose files
+            // prune is removing (it holds the lock for that instant), is not a violation.
+            let Some((what, token)) = still_without_active_run(store, &dir, id)? else {
+                continue;
             };
             report.violations.push(Violation {
                 kind: ViolationKind::ShimWithoutActiveRun,
@@ -487,6 +489,47 @@ pub fn check(
     report.violations.sort_by_key(|v| (v.kind, v.run_id));
     report.violations.dedup();
     Ok(report)
+}
+
+/// How long `fleet check` watches a held lock whose run the database does not hold as active
+/// before it reports it ([`still_without_active_run`]).
+const SETTLE: Duration = Duration::from_secs(1);
+/// How often it looks again meanwhile.
+const SETTLE_POLL: Duration = Duration::from_millis(20);
+
+/// Whether run `id`'s lock is still held while its row (read again) does not hold the run as
+/// active for the claim that started it, looked at again until [`SETTLE`] has passed: `None`
+/// once they agree or the lock is free (a run claimed after the rows were read; prune holding
+/// an ended run's lock while it removes its files), else what to report — the run's status and
+/// claim, and the claim of the `started` record.
+fn still_without_active_run(
+    store: &Store,
+    dir: &RunFiles,
+    id: RunId,
+) -> Result<Option<(String, Option<u64>)>, CheckError> {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let token = dir.records().ok().and_then(|r| r.started).map(|s| s.token);
+        let row = match store.get_run(id) {
+            Ok(run) => Some(run),
+            Err(store::StoreError::UnknownRun(_)) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let fine = row.as_ref().is_some_and(|run| {
+            run.status.is_active() && token.is_none_or(|t| t == run.claim_token)
+        });
+        if fine || matches!(dir.is_locked(), Ok(false)) {
+            return Ok(None);
+        }
+        if Instant::now() >= deadline {
+            let what = match &row {
+                Some(run) => format!("{} (claim {})", run.status, run.claim_token),
+                None => "unknown to the database".into(),
+            };
+            return Ok(Some((what, token)));
+        }
+        std::thread::sleep(SETTLE_POLL);
+    }
 }
 
 /// Whether run `id` still has no row: a run claimed after the rows were read has its row now.
@@ -523,13 +566,9 @@ mod tests {
         (dir, state, store)
     }
 
-    /// The shims' start history is the ground truth: a command started by two claims of one
-    /// run, or by a claim recovery had given up, is a double start even if the database never
-    /// heard of the second start.
-    #[test]
-    fn start_history_reveals_double_starts_the_database_missed() {
-        let (_d, state, store) = setup();
-        // Run 1's row: a folder without one would be a violation of its own.
+    /// [`setup`] with run 1 queued, and its files.
+    fn setup_with_a_run() -> (tempfile::TempDir, StateDir, Store, RunFiles) {
+        let (dir, state, store) = setup();
         let new = store::NewRun {
             project: "p".into(),
             namespace: "default".into(),
@@ -537,6 +576,48 @@ mod tests {
         };
         assert_eq!(store.enqueue(&new, 0).unwrap(), 1);
         let run = RunFiles::new(state.root(), 1);
+        (dir, state, store, run)
+    }
+
+    /// A lock held on a run the database does not hold as active is reported only when it
+    /// lasts: held for an instant (prune removing an ended run's files, a claim made after the
+    /// rows were read), it is not a violation.
+    #[test]
+    fn a_lock_held_for_an_instant_is_no_shim_without_a_run() {
+        let (_d, state, store, run) = setup_with_a_run();
+        let lock = run.try_lock().unwrap().unwrap();
+        run.write_started(&lock, &started(5, vec![5])).unwrap();
+        // Held a while, well within what check waits for: as prune holds an ended run's.
+        const HOLD: Duration = Duration::from_millis(300);
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(HOLD);
+            drop(lock);
+        });
+        let report = check(&state, &store, 0, None).unwrap();
+        release.join().unwrap();
+        assert!(report.ok(), "{:?}", report.violations);
+
+        let lock = run.try_lock().unwrap().unwrap();
+        let report = check(&state, &store, 0, None).unwrap();
+        let kinds: Vec<_> = report.violations.iter().map(|v| v.kind).collect();
+        assert_eq!(kinds, vec![ViolationKind::ShimWithoutActiveRun]);
+        assert!(
+            report.violations[0]
+                .message
+                .contains("but the run is queued"),
+            "{:?}",
+            report.violations
+        );
+        drop(lock);
+    }
+
+    /// The shims' start history is the ground truth: a command started by two claims of one
+    /// run, or by a claim recovery had given up, is a double start even if the database never
+    /// heard of the second start.
+    #[test]
+    fn start_history_reveals_double_starts_the_database_missed() {
+        // Run 1's row: a folder without one would be a violation of its own.
+        let (_d, state, store, run) = setup_with_a_run();
         let lock = run.try_lock().unwrap().unwrap();
         run.write_started(&lock, &started(2, vec![2])).unwrap();
         drop(lock);

@@ -243,13 +243,37 @@ pub fn used_ids(path: &Path, first: i64) -> io::Result<Vec<i64>> {
         .collect())
 }
 
-/// Up to `limit` of the highest ids of [`used_ids`], highest first.
+/// Up to `limit` of the highest ids of [`used_ids`], highest first: reads the segment from its
+/// end down, a run of slots at a time, only as far as it must, and skips the runs of slots that
+/// are holes (`SEEK_DATA`). What a daemon reads before its first claim.
 ///
 /// Errors: as [`used_ids`].
 pub fn used_ids_from_top(path: &Path, first: i64, limit: usize) -> io::Result<Vec<i64>> {
-    let mut ids = used_ids(path, first)?;
-    ids.reverse();
-    ids.truncate(limit);
+    const BATCH: u64 = 64;
+    let file = open_lock_file(path, false)?;
+    let mut ids = Vec::new();
+    let mut chunk = vec![0u8; (SLOT_LEN * BATCH) as usize];
+    for batch in (0..RUNS_PER_SEGMENT as u64 / BATCH).rev() {
+        if ids.len() >= limit {
+            break;
+        }
+        let start = SLOT_LEN * (1 + batch * BATCH);
+        let end = start + SLOT_LEN * BATCH;
+        match rustix::fs::seek(&file, rustix::fs::SeekFrom::Data(start)) {
+            Ok(data) if data < end => {}
+            // Holes to the end of this run of slots, or of the file.
+            Ok(_) | Err(rustix::io::Errno::NXIO) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        let got = read_full(&file, &mut chunk, start)?;
+        let slots: Vec<&[u8]> = chunk[..got].chunks(SLOT_LEN as usize).collect();
+        for (i, slot) in slots.iter().enumerate().rev() {
+            let id = first + (batch * BATCH) as i64 + i as i64;
+            if id > 0 && slot.first().is_some_and(|&b| b != 0) && ids.len() < limit {
+                ids.push(id);
+            }
+        }
+    }
     Ok(ids)
 }
 
