@@ -319,7 +319,7 @@ def floor_build(out_dir):
 
 # bench/floor.c's modes, each with the row's words for what its monitor does per run.
 FLOOR_MODES = (("bare", "a fork per run, nothing else"),
-               ("durable", "a fork per run, a new file and fleet's three syncs"),
+               ("durable", "a fork per run, a new file and three syncs (a run's, with a lock file per run)"),
                ("unsynced", "a fork per run, a new file, no sync"),
                ("shared", "a fork per run, no new file: a byte-range lock and two synced appends to one shared journal"))
 
