@@ -438,6 +438,8 @@ pub fn check(
             }
         }
     }
+    // One window for every suspect of the pass: N lasting violations cost one wait, not N.
+    let mut settle_until: Option<Instant> = None;
     for &id in dirs.iter().filter(|id| elsewhere(**id).is_none()) {
         let dir = RunFiles::new(state.root(), id);
         let Some(locked) = files::readable(&mut report, id, &dir.lock_path(), dir.is_locked())
@@ -473,7 +475,8 @@ pub fn check(
         if !fine {
             // The rows were read before the locks: a run claimed since, or one whose files
             // prune is removing (it holds the lock for that instant), is not a violation.
-            let Some((what, token)) = still_without_active_run(store, &dir, id)? else {
+            let deadline = *settle_until.get_or_insert_with(|| Instant::now() + SETTLE);
+            let Some((what, token)) = still_without_active_run(store, &dir, id, deadline)? else {
                 continue;
             };
             report.violations.push(Violation {
@@ -498,7 +501,8 @@ const SETTLE: Duration = Duration::from_secs(1);
 const SETTLE_POLL: Duration = Duration::from_millis(20);
 
 /// Whether run `id`'s lock is still held while its row (read again) does not hold the run as
-/// active for the claim that started it, looked at again until [`SETTLE`] has passed: `None`
+/// active for the claim that started it, looked at again until `deadline` (at most [`SETTLE`]
+/// after the pass's first suspect): `None`
 /// once they agree or the lock is free (a run claimed after the rows were read; prune holding
 /// an ended run's lock while it removes its files), else what to report — the run's status and
 /// claim, and the claim of the `started` record.
@@ -506,8 +510,8 @@ fn still_without_active_run(
     store: &Store,
     dir: &RunFiles,
     id: RunId,
+    deadline: Instant,
 ) -> Result<Option<(String, Option<u64>)>, CheckError> {
-    let deadline = Instant::now() + SETTLE;
     loop {
         let token = dir.records().ok().and_then(|r| r.started).map(|s| s.token);
         let row = match store.get_run(id) {

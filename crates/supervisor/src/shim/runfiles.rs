@@ -708,7 +708,9 @@ impl RunFiles {
     ///
     /// The tombstones stay: a claim recovery gave up may still have a shim on its way, stopped
     /// (frozen, swapped out) before its lock for as long as it took the run to be requeued, end
-    /// and be pruned; it must find its tombstone whenever it comes. So a run with any leaves
+    /// and be pruned; it must find its tombstone whenever it comes. (A shim of an earlier
+    /// version looks in its own layout only, which goes: one that had not opened its files
+    /// before the prune is not covered, as it was not by the versions that wrote them.) So a run with any leaves
     /// its record slot holding them alone (made durable), which [`RunFiles::only_tombstones`]
     /// tells from a run's files; one without has its slot emptied (a hole punched).
     ///
@@ -752,8 +754,8 @@ impl RunFiles {
     /// Rewrites the record slot to hold tombstones of `tokens` alone, durably (see
     /// [`RunFiles::remove`]). Those that do not fit go on in `<id>.more` (a run given up more
     /// than fifty times). A tombstone is normally the first line of its slot (its claim never
-    /// wrote one), so the rewrite puts the same bytes where they were: a write torn by a crash
-    /// of the machine cannot lose them.
+    /// wrote one), so the rewrite puts a line of the same token and length where it was (only
+    /// its time is the prune's): a write torn by a crash of the machine cannot lose a token.
     fn keep_only(&self, slot: &RecordSlot, segment: &File, tokens: &[u64]) -> io::Result<()> {
         let mut kept = Vec::new();
         let mut rest = Vec::new();
