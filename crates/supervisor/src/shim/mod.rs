@@ -79,6 +79,7 @@ pub mod log;
 pub mod logbound;
 pub mod records;
 pub mod runfiles;
+pub mod runs_dir;
 pub mod segment;
 mod write;
 

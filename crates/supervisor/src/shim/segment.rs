@@ -236,83 +236,67 @@ pub fn segment_first_id(name: &str) -> Option<i64> {
 /// Errors: I/O errors opening or reading it.
 pub fn used_ids(path: &Path, first: i64) -> io::Result<Vec<i64>> {
     let file = open_lock_file(path, false)?;
-    Ok(used_slots(&file)?
-        .into_iter()
-        .map(|index| first + index as i64)
-        .filter(|&id| id > 0)
-        .collect())
+    let mut chunk = vec![0u8; (SLOT_LEN * BATCH) as usize];
+    let mut ids = Vec::new();
+    for batch in 0..BATCHES {
+        ids.extend(used_in_batch(&file, batch, &mut chunk)?);
+    }
+    Ok(to_ids(first, ids))
 }
 
 /// Up to `limit` of the highest ids of [`used_ids`], highest first: reads the segment from its
-/// end down, a run of slots at a time, only as far as it must, and skips the runs of slots that
-/// are holes (`SEEK_DATA`). What a daemon reads before its first claim.
+/// end down, only as far as it must. What a daemon reads before its first claim.
 ///
 /// Errors: as [`used_ids`].
 pub fn used_ids_from_top(path: &Path, first: i64, limit: usize) -> io::Result<Vec<i64>> {
-    const BATCH: u64 = 64;
     let file = open_lock_file(path, false)?;
-    let mut ids = Vec::new();
     let mut chunk = vec![0u8; (SLOT_LEN * BATCH) as usize];
-    for batch in (0..RUNS_PER_SEGMENT as u64 / BATCH).rev() {
+    let mut ids = Vec::new();
+    for batch in (0..BATCHES).rev() {
         if ids.len() >= limit {
             break;
         }
-        let start = SLOT_LEN * (1 + batch * BATCH);
-        let end = start + SLOT_LEN * BATCH;
-        match rustix::fs::seek(&file, rustix::fs::SeekFrom::Data(start)) {
-            Ok(data) if data < end => {}
-            // Holes to the end of this run of slots, or of the file.
-            Ok(_) | Err(rustix::io::Errno::NXIO) => continue,
-            Err(e) => return Err(e.into()),
-        }
-        let got = read_full(&file, &mut chunk, start)?;
-        let slots: Vec<&[u8]> = chunk[..got].chunks(SLOT_LEN as usize).collect();
-        for (i, slot) in slots.iter().enumerate().rev() {
-            let id = first + (batch * BATCH) as i64 + i as i64;
-            if id > 0 && slot.first().is_some_and(|&b| b != 0) && ids.len() < limit {
-                ids.push(id);
-            }
-        }
+        ids.extend(
+            to_ids(first, used_in_batch(&file, batch, &mut chunk)?)
+                .into_iter()
+                .rev(),
+        );
     }
+    ids.truncate(limit);
     Ok(ids)
 }
 
-/// The indexes (0 to 1023) of the record slots of `file`, a segment, whose first byte is not
-/// zero, ascending: each region of data the filesystem reports read a run of slots at a time,
-/// the holes skipped (a filesystem that cannot tell reports the whole file as data).
-fn used_slots(file: &File) -> io::Result<Vec<u64>> {
-    const BATCH: u64 = 64;
-    let end = SLOT_LEN * (1 + RUNS_PER_SEGMENT as u64);
-    let mut used = Vec::new();
-    let mut chunk = vec![0u8; (SLOT_LEN * BATCH) as usize];
-    // The first slot whose start has not been looked at.
-    let mut next = 1u64;
-    while next * SLOT_LEN < end {
-        let data = match rustix::fs::seek(file, rustix::fs::SeekFrom::Data(next * SLOT_LEN)) {
-            Ok(at) => at,
-            // No data past here.
-            Err(rustix::io::Errno::NXIO) => break,
-            Err(e) => return Err(e.into()),
-        };
-        let hole = rustix::fs::seek(file, rustix::fs::SeekFrom::Hole(data))?;
-        // The slots that start within [data, hole).
-        let from = data.div_ceil(SLOT_LEN).max(next);
-        let to = hole.div_ceil(SLOT_LEN).min(end / SLOT_LEN);
-        let mut slot = from;
-        while slot < to {
-            let count = (to - slot).min(BATCH);
-            let want = (count * SLOT_LEN) as usize;
-            let got = read_full(file, &mut chunk[..want], slot * SLOT_LEN)?;
-            for (i, bytes) in chunk[..got].chunks(SLOT_LEN as usize).enumerate() {
-                if bytes.first().is_some_and(|&b| b != 0) {
-                    used.push(slot - 1 + i as u64);
-                }
-            }
-            slot += count;
-        }
-        next = to.max(next + 1);
+/// How many record slots a scan reads at a time, and how many such runs a segment has.
+const BATCH: u64 = 64;
+const BATCHES: u64 = RUNS_PER_SEGMENT as u64 / BATCH;
+
+/// The indexes (0 to 1023) of the record slots of run of slots `batch` of `file`, a segment,
+/// whose first byte is not zero, ascending; none without a read when the run of slots is a hole
+/// (`SEEK_DATA`; a filesystem that cannot tell reports it all as data). `chunk` holds a run.
+fn used_in_batch(file: &File, batch: u64, chunk: &mut [u8]) -> io::Result<Vec<u64>> {
+    let start = SLOT_LEN * (1 + batch * BATCH);
+    match rustix::fs::seek(file, rustix::fs::SeekFrom::Data(start)) {
+        Ok(data) if data < start + SLOT_LEN * BATCH => {}
+        // Holes to the end of this run of slots, or of the file.
+        Ok(_) | Err(rustix::io::Errno::NXIO) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
     }
-    Ok(used)
+    let got = read_full(file, chunk, start)?;
+    Ok(chunk[..got]
+        .chunks(SLOT_LEN as usize)
+        .enumerate()
+        .filter(|(_, slot)| slot.first().is_some_and(|&b| b != 0))
+        .map(|(i, _)| batch * BATCH + i as u64)
+        .collect())
+}
+
+/// Slot indexes of the segment of first id `first` as run ids (run 0 is no run).
+fn to_ids(first: i64, indexes: Vec<u64>) -> Vec<i64> {
+    indexes
+        .into_iter()
+        .map(|index| first + index as i64)
+        .filter(|&id| id > 0)
+        .collect()
 }
 
 /// The ids of the runs whose slot locks someone holds in the segment at `path` (first id
