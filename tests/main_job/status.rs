@@ -49,3 +49,29 @@ fn second_daemon_is_refused_naming_the_first() {
     assert_eq!(f.logs(id), "hello\n");
     d.assert_alive();
 }
+
+/// SIGTERM while the daemon is still starting (here held in its recovery by a failpoint, after
+/// the takeover, with its sockets bound) is a clean stop once the start is done: exit 0, both
+/// sockets removed, the run queued meanwhile still queued. Without a handler installed from the
+/// start, the kernel would end the daemon on the spot.
+#[test]
+fn a_stop_asked_for_while_the_daemon_starts_is_a_clean_stop() {
+    let f = Fleet::new("http_listen = \"unix:http.sock\"\n[projects.p]\ncommand = [\"true\"]\n");
+    let id = f.enqueue("p");
+    let mut d = f.spawn_daemon(&[("FAILPOINTS", "recovery-before-apply=sleep(1500)")]);
+    f.wait_until(DEADLINE, "the takeover", || {
+        d.stderr().contains("took over the state directory")
+    });
+    d.signal(Signal::TERM);
+    f.wait_until(DEADLINE, "the daemon to stop", || d.try_exit().is_some());
+    assert_eq!(d.exited().unwrap().code(), Some(0), "{}", d.stderr());
+    assert!(
+        !f.file("http.sock").exists(),
+        "the HTTP socket is left behind"
+    );
+    assert!(
+        !f.state_dir().join("daemon.sock").exists(),
+        "the control socket is left behind"
+    );
+    assert_eq!(status_of(&f.run(id)), "queued");
+}

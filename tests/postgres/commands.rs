@@ -107,6 +107,15 @@ fn an_unreachable_database_is_waited_for_at_daemon_start() {
     assert_eq!(out.code(), Some(1), "{out:?}");
     assert!(out.stderr.contains("jobs"), "names the database: {out:?}");
     assert!(!out.stderr.contains("hunter2"), "{out:?}");
-    d.kill();
+    // A stop while it waits is a clean one, without waiting for the database.
+    d.signal(Signal::TERM);
+    f.wait_until(DEADLINE, "the daemon to stop", || d.try_exit().is_some());
+    assert_eq!(d.exited().unwrap().code(), Some(0), "{}", d.stderr());
+    assert!(
+        d.stderr()
+            .contains("stopping before the database could be reached"),
+        "{}",
+        d.stderr()
+    );
     assert_no_sqlite(&f);
 }

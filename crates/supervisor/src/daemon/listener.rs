@@ -8,9 +8,10 @@
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::task::JoinHandle;
 
 use super::events::{Event, Events};
@@ -66,26 +67,68 @@ pub(super) fn control_socket(
     }))
 }
 
-/// Installs the handlers for SIGTERM and SIGINT (stop) and SIGHUP (reload), and sends what they
-/// catch as events from the returned task.
-///
-/// Errors: a handler cannot be installed.
-pub(super) fn signals(events: Events) -> io::Result<JoinHandle<()>> {
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
-    Ok(tokio::spawn(async move {
-        loop {
-            let event = tokio::select! {
-                _ = term.recv() => Event::Stop("SIGTERM"),
-                _ = int.recv() => Event::Stop("SIGINT"),
-                _ = hup.recv() => Event::Reload,
-            };
-            if events.send(event).is_err() {
-                return;
+/// The daemon's handlers for SIGTERM and SIGINT (stop) and SIGHUP (reload), installed first
+/// thing at start: a signal that arrives before the loop runs (while the daemon waits for its
+/// database, takes over or recovers) is held, not fatal. Without a handler the kernel's default
+/// action would end the process on the spot, leaving its sockets behind and its exit status a
+/// signal's, in the middle of a start it could have finished or left cleanly.
+pub(super) struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    /// Installs the three handlers; from here on the signals are caught for the life of the
+    /// process.
+    ///
+    /// Errors: a handler cannot be installed.
+    pub(super) fn install() -> io::Result<Signals> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Waits for SIGTERM or SIGINT (SIGHUP is held for the loop, which reloads), and names the
+    /// one that came. Cancel-safe: a signal caught while this was not polled is returned at
+    /// the next call.
+    pub(super) async fn stop(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+
+    /// Sends what the handlers catch as events from the returned task. What they caught
+    /// already is sent before this returns, so that the loop's first turn sees a stop asked for
+    /// during the start before it claims anything.
+    pub(super) fn forward(mut self, events: Events) -> JoinHandle<()> {
+        let mut cx = Context::from_waker(Waker::noop());
+        let caught = [
+            (self.term.poll_recv(&mut cx), Event::Stop("SIGTERM")),
+            (self.int.poll_recv(&mut cx), Event::Stop("SIGINT")),
+            (self.hup.poll_recv(&mut cx), Event::Reload),
+        ];
+        for (poll, event) in caught {
+            if poll.is_ready() {
+                let _ = events.send(event);
             }
         }
-    }))
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    _ = self.term.recv() => Event::Stop("SIGTERM"),
+                    _ = self.int.recv() => Event::Stop("SIGINT"),
+                    _ = self.hup.recv() => Event::Reload,
+                };
+                if events.send(event).is_err() {
+                    return;
+                }
+            }
+        })
+    }
 }
 
 /// Watches fleet.toml at `path` for edits, each sent as [`Event::ConfigEdited`] (the loop

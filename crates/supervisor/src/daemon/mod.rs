@@ -131,6 +131,12 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         what: "FAILPOINTS".into(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
     })?;
+    // Caught from here on, so that a stop asked for during the start is a clean stop (see
+    // `listener::Signals`); the loop hears of it at its first turn.
+    let mut signals = listener::Signals::install().map_err(|source| DaemonError::Io {
+        what: "installing a signal handler".into(),
+        source,
+    })?;
     let state = StateDir::of(&config);
     let mut lock = state.lock_daemon()?;
     // A socket file here now is a dead daemon's (the lock is ours): gone at once, so that until
@@ -165,7 +171,12 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
             crate::shim::runfiles::highest_run_ids(&root, RESERVE_TRIES).map_err(|e| (root, e))
         })
     };
-    let store = connect::open_store(&state).await?;
+    let Some(store) = connect::open_store(&state, &mut signals).await? else {
+        if let Some(listen) = &config.http_listen {
+            crate::http::remove_socket(listen);
+        }
+        return Ok(());
+    };
     // Only once the database opened: a daemon refused at its start (a database written by a
     // newer fleet, say) never ran, and the commands must not take its host name for the one
     // this state directory last ran as.
@@ -347,10 +358,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     };
     daemon.recover().await;
 
-    let signals = listener::signals(events).map_err(|source| DaemonError::Io {
-        what: "installing a signal handler".into(),
-        source,
-    })?;
+    let signals = signals.forward(events);
     let ended = event_loop::run(&mut daemon, inbox, reload_due, &opened).await;
     signals.abort();
     control.abort();
