@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use common::*;
@@ -38,14 +39,21 @@ const PROBES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Runs every probe under a daemon started with `env`; returns (probe, log) pairs, and the
-/// daemon's session id.
-fn probe(env: &[(&str, &str)]) -> (Vec<(&'static str, String)>, String) {
+/// Runs every probe under a daemon started with `env`, from `bin` (or the shared binary);
+/// returns (probe, log) pairs, the daemon's session id, and the program its fork server runs
+/// (`None`: no fork server).
+fn probe(
+    env: &[(&str, &str)],
+    bin: Option<PathBuf>,
+) -> (Vec<(&'static str, String)>, String, Option<PathBuf>) {
     let mut toml = String::new();
     for (name, command) in PROBES {
         toml += &format!("[projects.{name}]\nenv = {{ GREETING = \"hi\" }}\ncommand = {command}\n");
     }
-    let f = Fleet::new(&toml);
+    let mut f = Fleet::new(&toml);
+    if let Some(bin) = bin {
+        f = f.with_binary(bin);
+    }
     let mut all = vec![("FROM_DAEMON", "yes"), ("FLEET_OCCURRENCE", "stale")];
     all.extend_from_slice(env);
     // Started as from a script that ignored SIGQUIT, a real-time signal and SIGCHLD: the
@@ -62,6 +70,7 @@ fn probe(env: &[(&str, &str)]) -> (Vec<(&'static str, String)>, String) {
         .nth(3)
         .unwrap()
         .to_string();
+    let server = fork_server_of(d.pid()).map(program_of);
     let mut out = Vec::new();
     for (name, _) in PROBES {
         let id = f.enqueue(name);
@@ -69,35 +78,62 @@ fn probe(env: &[(&str, &str)]) -> (Vec<(&'static str, String)>, String) {
         assert_eq!(r["status"], "succeeded", "{r}\n{}", f.logs(id));
         out.push((*name, f.logs(id)));
     }
-    (out, sid)
+    (out, sid, server)
+}
+
+/// The program a process runs (`/proc/PID/exe`).
+fn program_of(pid: i32) -> PathBuf {
+    std::fs::read_link(format!("/proc/{pid}/exe")).unwrap()
+}
+
+/// A copy of the shared `fleet` binary alone in a folder of its own (which lives as long as
+/// the returned handle), as when only `fleet` was installed.
+fn lone_fleet() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("fleet");
+    std::fs::copy(fleet_bin(), &bin).unwrap();
+    (dir, bin)
 }
 
 #[test]
 fn forked_and_execd_shims_start_the_command_alike() {
-    let (forked, forked_sid) = probe(&[]);
-    let (execd, execd_sid) = probe(&[("FLEET_FORK_SERVER", "0")]);
+    let (forked, forked_sid, program) = probe(&[], None);
+    let (_lone_dir, lone) = lone_fleet();
+    let (own, own_sid, own_program) = probe(&[], Some(lone.clone()));
+    let (execd, execd_sid, no_server) = probe(&[("FLEET_FORK_SERVER", "0")], None);
+    // Each path was the one meant: the fork server runs its own program beside `fleet`, or,
+    // without one, is a copy of fleet's image; with no fork server every shim is exec'd.
+    assert_eq!(
+        program.as_deref(),
+        Some(fleet_bin().with_file_name(FORK_SERVER_PROGRAM).as_path())
+    );
+    assert_eq!(own_program.as_deref(), Some(lone.as_path()));
+    assert_eq!(no_server, None);
     let get = |logs: &[(&str, String)], name: &str| {
         logs.iter().find(|(n, _)| *n == name).unwrap().1.clone()
     };
-    // Each path was the one meant: the forked shim is named `shim-<run>`, the exec'd one is the
-    // fleet binary.
+    // A forked shim is named `shim-<run>`, an exec'd one is the fleet binary.
     assert_eq!(get(&forked, "parent"), "shim-5\n");
+    assert_eq!(get(&own, "parent"), "shim-5\n");
     assert_eq!(get(&execd, "parent"), "fleet\n");
-    // And neither looks like the daemon to `pgrep -f`/`pkill -f`: a forked shim rewrites the
-    // command line it inherited from the daemon.
-    for (what, logs) in [("forked", &forked), ("exec'd", &execd)] {
+    let all = [
+        ("forked", &forked, &forked_sid),
+        ("forked from fleet's image", &own, &own_sid),
+        ("exec'd", &execd, &execd_sid),
+    ];
+    // And none looks like the daemon or the fork server to `pgrep -f`/`pkill -f`: a forked
+    // shim rewrites the command line it inherited.
+    for (what, logs, _) in all {
         let cmdline = get(logs, "parent_cmdline");
         assert!(
             cmdline.contains(" shim ")
                 && cmdline.contains("--run-id 6")
-                && !cmdline.contains("daemon"),
+                && !cmdline.contains("daemon")
+                && !cmdline.contains("forksrv"),
             "{what}: the shim's command line is {cmdline:?}"
         );
     }
-    for (what, logs, daemon_sid) in [
-        ("forked", &forked, &forked_sid),
-        ("exec'd", &execd, &execd_sid),
-    ] {
+    for (what, logs, daemon_sid) in all {
         assert_eq!(
             get(logs, "env"),
             "RUN=1 PROJECT=env NS=default ATTEMPT=1 OCC=unset GREETING=hi FROM_DAEMON=yes\n",
@@ -130,20 +166,9 @@ fn forked_and_execd_shims_start_the_command_alike() {
 
 /// The daemon's fork server: its child named `fleet-forksrv`.
 fn fork_server_of(daemon: i32) -> Option<i32> {
-    all_pids().into_iter().find(|&pid| {
-        is_fork_server(pid)
-            && std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rsplit(')')
-                        .next()?
-                        .split_whitespace()
-                        .nth(1)?
-                        .parse::<i32>()
-                        .ok()
-                })
-                == Some(daemon)
-    })
+    all_pids()
+        .into_iter()
+        .find(|&pid| is_fork_server(pid) && parent_of(pid) == Some(daemon))
 }
 
 #[test]
@@ -339,5 +364,110 @@ fn a_bad_fork_server_setting_is_refused_naming_it() {
             "{out:?}"
         );
         assert_eq!(out.stderr.lines().count(), 1, "one line: {out:?}");
+    }
+}
+
+/// A `fleet` installed without the fork server's program, or beside one it cannot use, still
+/// forks its shims — from its own image — and says why in its log; a program it gave up on is
+/// killed and reaped, never left running or as a zombie.
+#[test]
+fn a_missing_or_unusable_fork_server_program_falls_back_to_fleets_own_image() {
+    let cases: &[(&str, Option<&str>, &str)] = &[
+        ("missing", None, "No such file or directory"),
+        (
+            "of another version",
+            Some(
+                "#!/usr/bin/env python3\nimport socket, time\n\
+                 socket.socket(fileno=3).send(b'0.0.1 program')\ntime.sleep(60)\n",
+            ),
+            "is version 0.0.1, not ",
+        ),
+        (
+            "exits at once",
+            Some("#!/bin/sh\nexit 0\n"),
+            "exited before serving",
+        ),
+        (
+            "answers nonsense",
+            Some(
+                "#!/usr/bin/env python3\nimport socket, time\n\
+                 socket.socket(fileno=3).send(b'hello')\ntime.sleep(60)\n",
+            ),
+            "not a fork server's hello",
+        ),
+        ("not executable", Some("-"), "Permission denied"),
+    ];
+    for (what, program, reason) in cases {
+        let (dir, lone) = lone_fleet();
+        let beside = dir.path().join(FORK_SERVER_PROGRAM);
+        match program {
+            None => {}
+            Some("-") => std::fs::write(&beside, "not a program").unwrap(),
+            Some(text) => {
+                std::fs::write(&beside, text).unwrap();
+                std::fs::set_permissions(
+                    &beside,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                )
+                .unwrap();
+            }
+        }
+        let f = Fleet::new("[projects.p]\ncommand = [\"sh\", \"-c\", \"cat /proc/$PPID/comm\"]\n")
+            .with_binary(lone.clone());
+        let d = f.start_daemon();
+        let server = fork_server_of(d.pid()).unwrap_or_else(|| panic!("{what}: no fork server"));
+        assert_eq!(
+            program_of(server),
+            lone,
+            "{what}: the server is fleet's own image"
+        );
+        let id = f.enqueue("p");
+        assert_eq!(f.wait_terminal(id)["status"], "succeeded", "{what}");
+        assert_eq!(f.logs(id), format!("shim-{id}\n"), "{what}: forked");
+        let log = d.stderr();
+        let line = log
+            .lines()
+            .find(|l| l.contains("forks shims from fleet's own image, which is slower"))
+            .unwrap_or_else(|| panic!("{what}: the daemon should say why:\n{log}"));
+        assert!(
+            line.contains(&beside.display().to_string()) && line.contains(reason),
+            "{what}: {line}"
+        );
+        // The daemon's only child is the fork server that serves: the program it gave up on
+        // was killed and reaped.
+        let children: Vec<i32> = all_pids()
+            .into_iter()
+            .filter(|&pid| parent_of(pid) == Some(d.pid()))
+            .collect();
+        assert_eq!(children, vec![server], "{what}: the daemon's children");
+    }
+}
+
+/// The parent pid of `pid` (field 4 of `/proc/PID/stat`), if it still exists.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The fork server's program is started by the daemon only: run by hand it says so in one line
+/// and exits 2, whatever it is given.
+#[test]
+fn the_fork_server_program_refuses_to_run_by_hand() {
+    let program = fleet_bin().with_file_name(FORK_SERVER_PROGRAM);
+    for args in [&[][..], &["--help"][..], &["--serve-fork-requests"][..]] {
+        let mut c = std::process::Command::new(&program);
+        c.args(args);
+        let out = run_with_deadline(c, CMD_DEADLINE);
+        assert_eq!(out.code(), Some(2), "{args:?}: {out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("`fleet daemon` starts this program"),
+            "{out:?}"
+        );
     }
 }

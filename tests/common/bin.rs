@@ -46,29 +46,44 @@ pub fn fleet_bin() -> PathBuf {
     bin
 }
 
-/// Copies `source` to `<dir>/fleet-<this pid>`, removing the copies of test processes that are
-/// gone, and returns the copy. Retries for up to 10 s while `source` is missing (being
-/// relinked); `Err` says why the copy could not be made.
+/// Copies `source`, and the fork server's program beside it when there is one, into
+/// `<dir>/<this pid>/` (so that the copy finds its fork server program beside it as an
+/// installed `fleet` does), removing the copies of test processes that are gone, and returns
+/// the copy of `source`. Retries for up to 10 s while a file is missing (being relinked); `Err`
+/// says why the copy could not be made.
 pub fn private_copy(source: &Path, dir: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
-            let pid: Option<i32> = e
-                .file_name()
-                .to_str()
-                .and_then(|n| n.strip_prefix("fleet-")?.parse().ok());
+            let pid: Option<i32> = e.file_name().to_str().and_then(|n| n.parse().ok());
             // An unlinked executable keeps running, so removing a dead process's copy is safe.
             if pid.is_some_and(|p| p != std::process::id() as i32 && process_gone(p)) {
-                let _ = std::fs::remove_file(e.path());
+                let _ = std::fs::remove_dir_all(e.path());
             }
         }
     }
-    let copy = dir.join(format!("fleet-{}", std::process::id()));
+    let own = dir.join(std::process::id().to_string());
+    std::fs::create_dir_all(&own).map_err(|e| format!("{}: {e}", own.display()))?;
+    let program = source.with_file_name(FORK_SERVER_PROGRAM);
+    if program.exists() {
+        copy_file(&program, &own.join(FORK_SERVER_PROGRAM))?;
+    }
+    let copy = own.join("fleet");
+    copy_file(source, &copy)?;
+    Ok(copy)
+}
+
+/// The fork server's own program, installed beside `fleet`.
+pub const FORK_SERVER_PROGRAM: &str = "fleet-forksrv";
+
+/// Copies `source` to `target`, retrying for up to 10 s while `source` is missing (being
+/// relinked by another build).
+fn copy_file(source: &Path, target: &Path) -> Result<(), String> {
     let mut last = String::new();
     for _ in 0..200 {
-        match std::fs::copy(source, &copy) {
-            Ok(_) => return Ok(copy),
-            Err(e) => last = format!("copying {} to {}: {e}", source.display(), copy.display()),
+        match std::fs::copy(source, target) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = format!("copying {} to {}: {e}", source.display(), target.display()),
         }
         // The source is being relinked by another build: look again shortly.
         std::thread::sleep(Duration::from_millis(50));

@@ -26,6 +26,8 @@ pub struct Fleet {
     pub marker: String,
     /// How many daemons [`Fleet::spawn_daemon`] started: daemon `n` logs to `daemon-<n>.stderr`.
     pub(super) daemons: AtomicU64,
+    /// The `fleet` binary this fleet runs, when not [`fleet_bin`] (see [`Fleet::with_binary`]).
+    bin: Option<PathBuf>,
 }
 
 impl Fleet {
@@ -57,9 +59,18 @@ impl Fleet {
             dir,
             marker,
             daemons: AtomicU64::new(0),
+            bin: None,
         };
         fleet.write_config(&toml(fleet.path()));
         fleet
+    }
+
+    /// This fleet with every `fleet` command (the daemon included) run from `bin` instead of
+    /// [`fleet_bin`]: for a binary installed somewhere else, without what lies beside the
+    /// shared one.
+    pub fn with_binary(mut self, bin: PathBuf) -> Fleet {
+        self.bin = Some(bin);
+        self
     }
 
     /// The temporary folder (where fleet.toml lives).
@@ -85,7 +96,7 @@ impl Fleet {
     /// `fleet --config <config>` with this test's marker, run in the temporary folder: for a
     /// second config file beside fleet.toml.
     pub fn command_with_config(&self, config: &Path) -> Command {
-        let mut c = Command::new(fleet_bin());
+        let mut c = Command::new(self.bin.clone().unwrap_or_else(fleet_bin));
         c.arg("--config")
             .arg(config)
             .env(MARKER_VAR, &self.marker)

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 use supervisor::config::LogFormat;
+use supervisor::shim::forkserver;
 use supervisor::statedir::StateDirError;
 
 use crate::cli::{load, Failure, Result};
@@ -39,7 +40,12 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) 
     // refusal leaves the mask as it was, as it always did.
     let _ = supervisor::sys::signals::unblock_all();
     let fork_server = if use_fork_server {
-        supervisor::shim::forkserver::ForkServer::start().map_err(|e| e.to_string())
+        // The fork server's own program, beside this binary; when it is missing or unusable
+        // the server forks from this image instead (logged below, once logging exists).
+        let program = std::env::current_exe()
+            .ok()
+            .map(|exe| forkserver::program_beside(&exe));
+        forkserver::ForkServer::start(program.as_deref()).map_err(|e| e.to_string())
     } else {
         Err("FLEET_FORK_SERVER=0".to_string())
     };
@@ -52,7 +58,20 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) 
     let shim_program = std::env::current_exe()
         .map_err(|e| Failure::action(format!("cannot find the fleet binary for the shim: {e}")))?;
     let fork_server = match fork_server {
-        Ok(server) => Some(std::sync::Arc::new(server)),
+        Ok(server) => {
+            match server.image() {
+                forkserver::Image::Program(path) => tracing::debug!(
+                    pid = server.pid(),
+                    program = %path.display(),
+                    "fork server started"
+                ),
+                forkserver::Image::Own { why } => tracing::warn!(
+                    pid = server.pid(),
+                    "the fork server forks shims from fleet's own image, which is slower: {why}"
+                ),
+            }
+            Some(std::sync::Arc::new(server))
+        }
         Err(why) => {
             tracing::warn!("no fork server ({why}): every shim is exec'd");
             None

@@ -32,8 +32,11 @@
 //! server's life, and must never take a lock, open the database or start a thread in the
 //! server.
 
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::ShimArgs;
@@ -55,6 +58,73 @@ pub const REPLY_TIMEOUT_SECS: u64 = 5;
 pub struct ForkServer {
     socket: OwnedFd,
     pid: i32,
+    image: Image,
+}
+
+/// The file name of the fork server's own program, installed next to the `fleet` binary
+/// (`cargo install` and the release archive put both in the same folder).
+pub const PROGRAM: &str = "fleet-forksrv";
+
+/// The one argument the daemon runs [`PROGRAM`] with; anything else is someone running it by
+/// hand, which it refuses.
+pub const SERVE_ARG: &str = "--serve-fork-requests";
+
+/// The descriptor [`PROGRAM`] finds its socket on.
+const PROGRAM_SOCKET_FD: i32 = 3;
+
+/// The version a server announces in its hello, and the daemon requires: requests are
+/// [`ShimArgs::encode`]d, whose layout only the same version is sure to read alike.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Which image a fork server forks shims from.
+///
+/// Why a program of its own: a fork costs in proportion to what the forking process has mapped
+/// (page tables, copy-on-write faults on the pages the child writes), and the fleet binary is
+/// ten times the size of the code a shim runs. The daemon's image remains the fallback, so a
+/// `fleet` binary copied alone still works.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Image {
+    /// [`PROGRAM`], at this path: the small image.
+    Program(PathBuf),
+    /// A forked copy of the daemon before its runtime started, because of `why` (no program
+    /// was found, or it could not be used).
+    Own {
+        /// Why the program does not serve, for the daemon's log.
+        why: String,
+    },
+}
+
+/// Where [`PROGRAM`] is expected for the `fleet` binary at `fleet_exe`: beside it.
+pub fn program_beside(fleet_exe: &Path) -> PathBuf {
+    fleet_exe.with_file_name(PROGRAM)
+}
+
+/// The first message a server sends: `VERSION program` or `VERSION own WHY`.
+enum Hello<'a> {
+    /// Served by [`PROGRAM`].
+    Program,
+    /// Served by the daemon's forked image; why (empty when no program was asked for).
+    Own(&'a str),
+}
+
+impl<'a> Hello<'a> {
+    fn encode(&self) -> Vec<u8> {
+        match self {
+            Hello::Program => format!("{VERSION} program"),
+            Hello::Own(why) => format!("{VERSION} own {why}"),
+        }
+        .into_bytes()
+    }
+
+    /// (version, hello), or `None` for anything else.
+    fn parse(said: &'a str) -> Option<(&'a str, Hello<'a>)> {
+        let (version, rest) = said.split_once(' ')?;
+        match rest.split_once(' ') {
+            None if rest == "program" => Some((version, Hello::Program)),
+            Some(("own", why)) => Some((version, Hello::Own(why))),
+            _ => None,
+        }
+    }
 }
 
 /// Why a request to the fork server failed.
@@ -77,15 +147,50 @@ pub enum ForkServerError {
 }
 
 impl ForkServer {
-    /// Forks the fork server. Call it while the process has exactly one thread — before any
-    /// async runtime, logging thread or database pool exists — and before taking the daemon
-    /// lock (the server must hold no descriptor but its socket and the standard three).
+    /// Starts the fork server: forks, and in the child execs `program` (the small
+    /// [`PROGRAM`] binary installed next to `fleet`, see [`program_beside`]) to serve from.
+    /// Without a program, or when it cannot be used (missing, not executable, of another
+    /// version, silent), the forked child serves from the daemon's own image instead — the same
+    /// protocol, slower forks ([`ForkServer::image`] says which and why).
+    ///
+    /// Call it while the process has exactly one thread — before any async runtime, logging
+    /// thread or database pool exists — and before taking the daemon lock (the server must hold
+    /// no descriptor but its socket and the standard three).
+    ///
+    /// Blocks until the server says it is ready (a few milliseconds; at most
+    /// [`REPLY_TIMEOUT_SECS`] per try).
     ///
     /// Errors: the process already has more than one thread (forking then could leave the
-    /// child with a lock some other thread held), or creating the socket pair or the fork
-    /// failed. The daemon then execs `fleet shim` for every run instead: slower, the same
-    /// protocol.
-    pub fn start() -> io::Result<ForkServer> {
+    /// child with a lock some other thread held), creating the socket pair or the fork failed,
+    /// or the server never said it was ready. The daemon then execs `fleet shim` for every run
+    /// instead: slower, the same protocol.
+    pub fn start(program: Option<&Path>) -> io::Result<ForkServer> {
+        let why = match program {
+            None => format!("no {PROGRAM} program was given"),
+            Some(path) => match Self::start_serving(Some(path)) {
+                Ok(server) => return Ok(server),
+                Err(e) => e.to_string(),
+            },
+        };
+        let mut server = Self::start_serving(None)?;
+        if let Image::Own { why: none } = &mut server.image {
+            *none = why;
+        }
+        Ok(server)
+    }
+
+    /// One try of [`ForkServer::start`]: forks, execs `program` in the child if given, and
+    /// waits for the server's hello. A server that answers wrongly or not at all is killed and
+    /// reaped here (on this thread: the caller is single-threaded and stays so).
+    fn start_serving(program: Option<&Path>) -> io::Result<ForkServer> {
+        // Everything the child needs is made before the fork.
+        let program_c = match program {
+            Some(path) => Some(CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+                io::Error::other(format!("{}: the path holds a NUL byte", path.display()))
+            })?),
+            None => None,
+        };
+        let serve_arg = CString::new(SERVE_ARG).expect("no NUL in SERVE_ARG");
         let (ours, theirs) = fdpass::seqpacket_pair()?;
         let parent = std::process::id() as i32;
         match process::fork()? {
@@ -94,22 +199,102 @@ impl ForkServer {
                 // Die with the daemon even if stopped or stuck (SIGKILL reaches a stopped
                 // process; the end-of-file on the socket would not). The forking thread is the
                 // daemon's main thread, which lives as long as the daemon. A refusal changes
-                // nothing: the end-of-file still ends the server.
+                // nothing: the end-of-file still ends the server. The setting survives the exec
+                // below (the program is not set-user-ID).
                 let _ = process::die_with_parent();
                 if process::parent_pid() != parent {
                     process::exit_now(0);
                 }
-                serve(theirs)
+                // SAFETY: every descriptor above the standard three but `theirs` is either one
+                // nothing owns (inherited by the daemon) or owned by a frame of the daemon's code
+                // below this one (the callers of `ForkServer::start`, in this copy of the
+                // daemon). None of those frames ever runs again: the exec replaces them, and if
+                // it fails `serve` never returns and leaves only through `process::exit_now`
+                // (`_exit`), which runs no destructor.
+                let socket = match unsafe { files::keep_only_stdio_and(theirs) } {
+                    Ok(socket) => socket,
+                    Err(_) => process::exit_now(1),
+                };
+                let own_why = match &program_c {
+                    None => String::new(),
+                    Some(program) => {
+                        let failed = match files::keep_across_exec(&socket) {
+                            Ok(()) => process::exec(program, &[program, &serve_arg]),
+                            Err(e) => e,
+                        };
+                        format!("could not run it: {failed}")
+                    }
+                };
+                serve(socket, Hello::Own(&own_why))
             }
             Forked::Parent(pid) => {
                 drop(theirs);
-                // A fork server that stops answering (stopped, starved) must not freeze the
-                // daemon's loop: a reply that takes longer than this counts as no reply.
-                // On error, dropping `ours` ends the server.
-                fdpass::set_receive_timeout(&ours, Duration::from_secs(REPLY_TIMEOUT_SECS))?;
-                Ok(ForkServer { socket: ours, pid })
+                match Self::hello(&ours, program) {
+                    Ok(image) => Ok(ForkServer {
+                        socket: ours,
+                        pid,
+                        image,
+                    }),
+                    Err(e) => {
+                        // Closing our end ends a server that works; SIGKILL one that does not
+                        // read. Then reap it: no zombie is left.
+                        drop(ours);
+                        let _ = process::signal_process(pid, Signal::SIGKILL);
+                        process::reap(pid);
+                        Err(e)
+                    }
+                }
             }
         }
+    }
+
+    /// Waits for the server's hello on `socket` and says which image serves; sets the reply
+    /// timeout every later request waits under.
+    ///
+    /// Errors: no hello within [`REPLY_TIMEOUT_SECS`], the server closed its socket, or it is
+    /// of another version than this daemon (its requests could be read wrongly).
+    fn hello(socket: &OwnedFd, program: Option<&Path>) -> io::Result<Image> {
+        // A fork server that stops answering (stopped, starved) must not freeze the daemon's
+        // loop: a reply that takes longer than this counts as no reply.
+        fdpass::set_receive_timeout(socket, Duration::from_secs(REPLY_TIMEOUT_SECS))?;
+        let shown = program.map_or_else(String::new, |p| p.display().to_string());
+        let mut buf = [0u8; 512];
+        let n = fdpass::recv(socket, &mut buf).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{shown}: no answer within {REPLY_TIMEOUT_SECS} s: {e}"),
+            )
+        })?;
+        if n == 0 {
+            return Err(io::Error::other(format!(
+                "{shown}: it exited before serving"
+            )));
+        }
+        let said = String::from_utf8_lossy(&buf[..n]);
+        match Hello::parse(&said) {
+            Some((version, _)) if version != VERSION => Err(io::Error::other(format!(
+                "{shown} is version {version}, not {VERSION}"
+            ))),
+            Some((_, Hello::Program)) => match program {
+                Some(path) => Ok(Image::Program(path.to_path_buf())),
+                None => Err(io::Error::other("a program answered where none was run")),
+            },
+            Some((_, Hello::Own(why))) => Ok(Image::Own {
+                why: if program.is_some() {
+                    format!("{shown}: {why}")
+                } else {
+                    why.to_string()
+                },
+            }),
+            None => Err(io::Error::other(format!(
+                "{shown}: it answered {said:?}, not a fork server's hello"
+            ))),
+        }
+    }
+
+    /// Which image the server forks shims from.
+    pub fn image(&self) -> &Image {
+        &self.image
     }
 
     /// The server's pid.
@@ -172,8 +357,39 @@ fn request(args: &ShimArgs) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The server's loop, in the forked child. Never returns.
-fn serve(socket: OwnedFd) -> ! {
+/// The entry point of [`PROGRAM`]: serves on the socket the daemon left on descriptor 3.
+/// `args` are the program's arguments after its name. Returns (with the exit status, 2) only
+/// when the program was not started by a daemon: then it says so on stderr and serves nothing.
+pub fn program_main(args: &[std::ffi::OsString]) -> i32 {
+    if args.len() != 1 || args[0] != SERVE_ARG {
+        refuse(format_args!(
+            "{PROGRAM}: `fleet daemon` starts this program itself; it is not run by hand"
+        ));
+        return 2;
+    }
+    // SAFETY: the first thing this program does: nothing in it has opened or taken a
+    // descriptor yet, so descriptor 3, when open, is the one the daemon left.
+    match unsafe { files::take_inherited_socket(PROGRAM_SOCKET_FD) } {
+        Ok(socket) => serve(socket, Hello::Program),
+        Err(e) => {
+            refuse(format_args!(
+                "{PROGRAM}: no fork server socket on descriptor {PROGRAM_SOCKET_FD} ({e}); \
+                 `fleet daemon` starts this program itself"
+            ));
+            2
+        }
+    }
+}
+
+/// One line on stderr, for [`program_main`]'s refusals (best effort: no stderr, no line).
+fn refuse(message: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(io::stderr(), "{message}");
+}
+
+/// The server's loop, in the forked child or in [`PROGRAM`]; `hello` says which. Never
+/// returns.
+fn serve(socket: OwnedFd, hello: Hello<'_>) -> ! {
     // The kernel reaps our children: a shim's exit reaches the daemon as end-of-file.
     signals::ignore(&[Signal::SIGCHLD]);
     // Live as long as the daemon does, not as long as its terminal or its service manager's
@@ -184,15 +400,15 @@ fn serve(socket: OwnedFd) -> ! {
         Signal::SIGHUP,
         Signal::SIGQUIT,
     ]);
-    process::set_process_name("fleet-forksrv", &["fleet-forksrv"]);
+    process::set_process_name(PROGRAM, &[PROGRAM]);
     // Keep the socket and the standard three; nothing else the daemon had open may reach a
     // shim (the daemon's own inherited descriptors included). If the daemon was started with a
     // standard descriptor closed, the socket took its number: it moves to 3 like any other.
     // SAFETY: every descriptor above the standard three but `socket` is either one nothing
-    // owns (inherited by the daemon) or owned by a frame of the daemon's code below this one
-    // (the callers of `ForkServer::start`, in this copy of the daemon). None of those frames
-    // ever runs again: `serve` never returns, and it leaves only through `process::exit_now`
-    // (`_exit`), which runs no destructor. So nothing uses or closes those numbers after this.
+    // owns (inherited) or owned by a frame of the daemon's code below this one (the callers of
+    // `ForkServer::start`, in this copy of the daemon). None of those frames ever runs again:
+    // `serve` never returns, and it leaves only through `process::exit_now` (`_exit`), which
+    // runs no destructor.
     let socket = match unsafe { files::keep_only_stdio_and(socket) } {
         Ok(socket) => socket,
         Err(_) => process::exit_now(1),
@@ -208,6 +424,8 @@ fn serve(socket: OwnedFd) -> ! {
     if !process::thread_count().is_ok_and(|n| n == 1) {
         process::exit_now(1);
     }
+    // Ready: say so, and who serves. A daemon that is gone is noticed by the receive below.
+    let _ = fdpass::send(&socket, &hello.encode());
     let mut buf = vec![0u8; MAX_REQUEST];
     loop {
         let (n, report) = match fdpass::recv_with_fd(&socket, &mut buf) {
@@ -248,6 +466,22 @@ fn serve(socket: OwnedFd) -> ! {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn hellos_read_back_as_sent_and_anything_else_is_refused() {
+        let program = Hello::Program.encode();
+        let said = String::from_utf8(program).unwrap();
+        assert!(matches!(Hello::parse(&said), Some((VERSION, Hello::Program))));
+        let own = Hello::Own("could not run it: No such file").encode();
+        let said = String::from_utf8(own).unwrap();
+        assert!(matches!(
+            Hello::parse(&said),
+            Some((VERSION, Hello::Own("could not run it: No such file")))
+        ));
+        for junk in ["", "hello", "0.1.0", "0.1.0 program extra", "0.1.0 other"] {
+            assert!(Hello::parse(junk).is_none(), "{junk:?}");
+        }
+    }
 
     #[test]
     fn oversized_requests_are_refused_before_sending() {

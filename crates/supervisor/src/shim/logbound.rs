@@ -219,6 +219,14 @@ pub(super) fn command_output(
     }
 }
 
+/// The first read's buffer, in bytes: one page, enough for a command that prints a few lines
+/// (most print nothing, and the pipe's end-of-file needs no room at all).
+const FIRST_READ: usize = 4096;
+
+/// The buffer once a read filled [`FIRST_READ`], in bytes: a pipe's default capacity, so that a
+/// command writing fast is read in as few calls as the pipe allows.
+const LARGE_READ: usize = 64 * 1024;
+
 /// The most the pump reads in one turn of the wait loop before it looks at signals and
 /// deadlines again: a command that writes without pause must not starve a cancel.
 const READS_PER_TURN: usize = 16;
@@ -263,7 +271,7 @@ impl LogPump {
             max,
             log: None,
             signals: SignalReader::new(signals)?,
-            buf: vec![0u8; 64 * 1024],
+            buf: vec![0u8; FIRST_READ],
             write_failed: false,
         };
         Ok((pump, write))
@@ -305,6 +313,11 @@ impl LogPump {
                     return;
                 }
                 Ok(n) => {
+                    // A full buffer: the command writes a lot, so read in large chunks from
+                    // now on (zeroing them costs page faults a quiet command never pays).
+                    if n == self.buf.len() && self.buf.len() < LARGE_READ {
+                        self.buf.resize(LARGE_READ, 0);
+                    }
                     let written = match &mut self.log {
                         Some(log) => log.append(&self.buf[..n]),
                         None => BoundedLog::open(&self.files, self.max).and_then(|mut log| {

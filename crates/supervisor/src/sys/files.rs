@@ -207,6 +207,38 @@ pub fn identity(fd: impl AsFd) -> io::Result<(u64, u64)> {
     Ok((st.st_dev, st.st_ino))
 }
 
+/// Lets `fd` survive an `exec` (clears FD_CLOEXEC): how the fork server's socket reaches the
+/// fork server's own program. Async-signal-safe.
+///
+/// Errors: `fd` is not open.
+pub fn keep_across_exec(fd: impl AsFd) -> io::Result<()> {
+    rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+    Ok(())
+}
+
+/// Takes descriptor `fd`, inherited through an `exec`, if it is open on a socket.
+///
+/// Errors: `fd` is not open, or is not a socket (a program meant to be started by another
+/// program, run by hand instead).
+///
+/// # Safety
+///
+/// Nothing else in this process owns descriptor `fd` (it was inherited, and nothing has taken
+/// it yet).
+pub unsafe fn take_inherited_socket(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fstat only reads the descriptor's metadata, and fails cleanly on a closed one.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat buffer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(io::Error::other(format!("descriptor {fd} is not a socket")));
+    }
+    // SAFETY: open (fstat succeeded) and owned by nothing else (the caller's guarantee).
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Whether `fd` is closed by an `exec` (FD_CLOEXEC).
 ///
 /// Errors: `fd` is not open.

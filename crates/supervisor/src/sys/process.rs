@@ -5,7 +5,7 @@
 //! `fork` and `_exit` are raw libc calls (through `nix` for fork); the rest goes through rustix.
 //! Pids are plain `i32` here, as the kernel and the run files write them.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -59,6 +59,18 @@ pub unsafe fn fork_single_threaded() -> io::Result<Forked> {
         nix::unistd::ForkResult::Child => Ok(Forked::Child),
         nix::unistd::ForkResult::Parent { child } => Ok(Forked::Parent(child.as_raw())),
     }
+}
+
+/// Replaces this process's program with `program` (execv(3): the same environment, the
+/// descriptors without close-on-exec, ignored signals stay ignored), `argv` its arguments
+/// (`argv[0]` included). Returns only if the exec failed, with the reason.
+pub fn exec(program: &CStr, argv: &[&CStr]) -> io::Error {
+    let mut pointers: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    pointers.push(std::ptr::null());
+    // SAFETY: `program` and every argument are NUL-terminated strings that outlive the call,
+    // and the pointer array ends with a null pointer as execv requires.
+    unsafe { libc::execv(program.as_ptr(), pointers.as_ptr()) };
+    io::Error::last_os_error()
 }
 
 /// How many threads the calling process has.
