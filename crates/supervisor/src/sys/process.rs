@@ -212,7 +212,7 @@ pub(super) struct StatIds {
 /// Fields 3 to 6 of `/proc/<pid>/stat`, parsed after the last `)` as [`stat`] does; `None`
 /// when there is no such process (or `/proc` cannot be read).
 pub(super) fn stat_ids(pid: i32) -> Option<StatIds> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_proc_file(&format!("/proc/{pid}/stat")).ok()?;
     let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
     Some(StatIds {
         state: fields.next()?.chars().next()?,
@@ -305,7 +305,7 @@ pub struct OwnStat {
 
 /// Reads `/proc/self/stat` once (see [`OwnStat`]); `None` if it cannot be read or parsed.
 pub fn own_stat() -> Option<OwnStat> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let stat = read_proc_file("/proc/self/stat").ok()?;
     // Counted after the parenthesised command name (field 2), which may itself hold spaces
     // and parentheses: field 3 is item 0.
     let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
@@ -392,13 +392,26 @@ fn stat(pid: i32) -> Option<(char, u64)> {
     if pid <= 0 {
         return None;
     }
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_proc_file(&format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     // `rest` starts with field 3 (state), so field 22 is the 20th item.
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
     let start = fields.nth(18)?.parse().ok()?;
     Some((state, start))
+}
+
+/// Reads a small `/proc` file (a `stat` line, a list of children) whole: into a buffer of 1 KiB first, so that
+/// reading it takes one `read` and the one that sees its end. `std::fs::read_to_string` asks
+/// for the size first, which `/proc` reports as 0, and then reads in growing steps from
+/// 32 bytes: six system calls for a `stat` line, and the daemon and each shim read one per run.
+///
+/// Errors: the file cannot be opened or read, or is not UTF-8.
+pub(super) fn read_proc_file(path: &str) -> io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(1024);
+    std::fs::File::open(path)?.read_to_end(&mut bytes)?;
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// Makes the process `cmd` spawns call [`new_session`] between fork and exec, so that it leads

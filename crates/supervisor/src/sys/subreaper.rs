@@ -257,7 +257,7 @@ impl Leftovers {
 /// process whose parent is `me` by a scan of `/proc`.
 fn children_of(me: Pid) -> Vec<i32> {
     let me = me.as_raw_nonzero().get();
-    match std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")) {
+    match super::process::read_proc_file(&format!("/proc/{me}/task/{me}/children")) {
         Ok(list) => list
             .split_whitespace()
             .filter_map(|p| p.parse().ok())
