@@ -62,7 +62,8 @@ pub struct ForkServer {
 }
 
 /// The file name of the fork server's own program, installed next to the `fleet` binary
-/// (`cargo install` and the release archive put both in the same folder).
+/// (`cargo build` and `cargo install` put both in one folder; docs/OPERATIONS.md installs
+/// both).
 pub const PROGRAM: &str = "fleet-forksrv";
 
 /// The one argument the daemon runs [`PROGRAM`] with; anything else is someone running it by
