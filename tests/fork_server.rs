@@ -324,6 +324,36 @@ fn a_stuck_fork_server_is_abandoned_and_the_run_still_runs_once() {
     assert_eq!(f.wait_terminal(next)["status"], "succeeded");
 }
 
+/// The reply timeout is a deadline, not a wait that starts over: signals that interrupt the wait
+/// (here a reload every 300 ms, as a config management tool might send) must not keep the
+/// daemon waiting for ever on a fork server that stopped answering.
+#[test]
+fn signals_do_not_stretch_the_wait_for_a_stuck_fork_server() {
+    let f = Fleet::new("[projects.p]\ncommand = [\"true\"]\n");
+    let mut d = f.start_daemon();
+    let server = fork_server_of(d.pid()).expect("the daemon should have a fork server");
+    // A process of this test, found by its name and parent just above.
+    send_signal(server, Signal::STOP).expect("SIGSTOP to the fork server");
+    let id = f.enqueue("p");
+    // Reloads keep coming until the run is through; past 30 s (six reply timeouts) the wait
+    // was restarted by them.
+    let start = std::time::Instant::now();
+    while !is_terminal(&f.run(id)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the run is still {} after 30 s of reloads: the daemon never gave up on its \
+             stopped fork server\n{}",
+            f.run(id)["status"],
+            d.stderr()
+        );
+        d.signal(Signal::HUP);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(f.run(id)["status"], "succeeded");
+    d.assert_alive();
+    assert!(d.stderr().contains("gave no answer"), "{}", d.stderr());
+}
+
 /// A run whose command and environment are too large for one request to the fork server gets
 /// an exec'd shim; the fork server stays in use for the next runs.
 #[test]
@@ -367,6 +397,14 @@ fn a_bad_fork_server_setting_is_refused_naming_it() {
     }
 }
 
+/// A fork server program that announces this version number with another build's identity:
+/// a stale `fleet-forksrv` of another commit, not rebuilt with `fleet`.
+const SAME_VERSION_OTHER_BUILD: &str = concat!(
+    "#!/usr/bin/env python3\nimport socket, time\nsocket.socket(fileno=3).send(b'",
+    env!("CARGO_PKG_VERSION"),
+    "+0123456789abcdef program')\ntime.sleep(60)\n"
+);
+
 /// A `fleet` installed without the fork server's program, or beside one it cannot use, still
 /// forks its shims — from its own image — and says why in its log; a program it gave up on is
 /// killed and reaped, never left running or as a zombie.
@@ -381,6 +419,11 @@ fn a_missing_or_unusable_fork_server_program_falls_back_to_fleets_own_image() {
                  socket.socket(fileno=3).send(b'0.0.1 program')\ntime.sleep(60)\n",
             ),
             "is version 0.0.1, not ",
+        ),
+        (
+            "of this version but another build",
+            Some(SAME_VERSION_OTHER_BUILD),
+            "(another build)",
         ),
         (
             "exits at once",

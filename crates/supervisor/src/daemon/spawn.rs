@@ -249,6 +249,7 @@ impl Daemon {
                 tracing::error!(
                     run = args.run_id,
                     error = %e,
+                    fork_server = server.pid(),
                     "the fork server is gone; every shim from now on is exec'd"
                 );
                 self.fork_server = None;

@@ -73,9 +73,11 @@ pub const SERVE_ARG: &str = "--serve-fork-requests";
 /// The descriptor [`PROGRAM`] finds its socket on.
 const PROGRAM_SOCKET_FD: i32 = 3;
 
-/// The version a server announces in its hello, and the daemon requires: requests are
-/// [`ShimArgs::encode`]d, whose layout only the same version is sure to read alike.
-const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// What a server announces in its hello, and the daemon requires: the version and this
+/// build's identity (`build.rs`: a hash of the sources, the locked dependencies and the
+/// features). Requests are [`ShimArgs::encode`]d, whose layout only the same build is sure to
+/// read alike, and a shim of another build would behave as that build does.
+const IDENTITY: &str = concat!(env!("CARGO_PKG_VERSION"), "+", env!("FLEET_BUILD_ID"));
 
 /// Which image a fork server forks shims from.
 ///
@@ -100,7 +102,7 @@ pub fn program_beside(fleet_exe: &Path) -> PathBuf {
     fleet_exe.with_file_name(PROGRAM)
 }
 
-/// The first message a server sends: `VERSION program` or `VERSION own WHY`.
+/// The first message a server sends: `IDENTITY program` or `IDENTITY own WHY`.
 enum Hello<'a> {
     /// Served by [`PROGRAM`].
     Program,
@@ -111,8 +113,8 @@ enum Hello<'a> {
 impl<'a> Hello<'a> {
     fn encode(&self) -> Vec<u8> {
         match self {
-            Hello::Program => format!("{VERSION} program"),
-            Hello::Own(why) => format!("{VERSION} own {why}"),
+            Hello::Program => format!("{IDENTITY} program"),
+            Hello::Own(why) => format!("{IDENTITY} own {why}"),
         }
         .into_bytes()
     }
@@ -151,7 +153,7 @@ impl ForkServer {
     /// Starts the fork server: forks, and in the child execs `program` (the small
     /// [`PROGRAM`] binary installed next to `fleet`, see [`program_beside`]) to serve from.
     /// Without a program, or when it cannot be used (missing, not executable, of another
-    /// version, silent), the forked child serves from the daemon's own image instead — the same
+    /// build, silent), the forked child serves from the daemon's own image instead — the same
     /// protocol, slower forks ([`ForkServer::image`] says which and why).
     ///
     /// Call it while the process has exactly one thread — before any async runtime, logging
@@ -173,7 +175,12 @@ impl ForkServer {
                 Err(e) => e.to_string(),
             },
         };
-        let mut server = Self::start_serving(None)?;
+        let mut server = Self::start_serving(None).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{e} (and before that, the program: {why})"),
+            )
+        })?;
         if let Image::Own { why: none } = &mut server.image {
             *none = why;
         }
@@ -253,19 +260,20 @@ impl ForkServer {
     /// timeout every later request waits under.
     ///
     /// Errors: no hello within [`REPLY_TIMEOUT_SECS`], the server closed its socket, or it is
-    /// of another version than this daemon (its requests could be read wrongly).
+    /// of another build than this daemon (its requests could be read wrongly).
     fn hello(socket: &OwnedFd, program: Option<&Path>) -> io::Result<Image> {
         // A fork server that stops answering (stopped, starved) must not freeze the daemon's
         // loop: a reply that takes longer than this counts as no reply.
         fdpass::set_receive_timeout(socket, Duration::from_secs(REPLY_TIMEOUT_SECS))?;
         let shown = program.map_or_else(String::new, |p| p.display().to_string());
         let mut buf = [0u8; 512];
-        let n = fdpass::recv(socket, &mut buf).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("{shown}: no answer within {REPLY_TIMEOUT_SECS} s: {e}"),
-            )
-        })?;
+        let n = fdpass::recv_within(socket, &mut buf, Duration::from_secs(REPLY_TIMEOUT_SECS))
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("{shown}: no answer within {REPLY_TIMEOUT_SECS} s: {e}"),
+                )
+            })?;
         if n == 0 {
             return Err(io::Error::other(format!(
                 "{shown}: it exited before serving"
@@ -273,8 +281,8 @@ impl ForkServer {
         }
         let said = String::from_utf8_lossy(&buf[..n]);
         match Hello::parse(&said) {
-            Some((version, _)) if version != VERSION => Err(io::Error::other(format!(
-                "{shown} is version {version}, not {VERSION}"
+            Some((version, _)) if version != IDENTITY => Err(io::Error::other(format!(
+                "{shown} is version {version}, not {IDENTITY} (another build)"
             ))),
             Some((_, Hello::Program)) => match program {
                 Some(path) => Ok(Image::Program(path.to_path_buf())),
@@ -329,7 +337,12 @@ impl ForkServer {
         // Our copy of the write end must close, or the daemon would never see end-of-file.
         drop(report);
         let mut reply = [0u8; 8];
-        let n = fdpass::recv(&self.socket, &mut reply).map_err(ForkServerError::Unknown)?;
+        let n = fdpass::recv_within(
+            &self.socket,
+            &mut reply,
+            Duration::from_secs(REPLY_TIMEOUT_SECS),
+        )
+        .map_err(ForkServerError::Unknown)?;
         if n != reply.len() {
             return Err(ForkServerError::Unknown(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -472,12 +485,15 @@ mod tests {
     fn hellos_read_back_as_sent_and_anything_else_is_refused() {
         let program = Hello::Program.encode();
         let said = String::from_utf8(program).unwrap();
-        assert!(matches!(Hello::parse(&said), Some((VERSION, Hello::Program))));
+        assert!(matches!(
+            Hello::parse(&said),
+            Some((IDENTITY, Hello::Program))
+        ));
         let own = Hello::Own("could not run it: No such file").encode();
         let said = String::from_utf8(own).unwrap();
         assert!(matches!(
             Hello::parse(&said),
-            Some((VERSION, Hello::Own("could not run it: No such file")))
+            Some((IDENTITY, Hello::Own("could not run it: No such file")))
         ));
         for junk in ["", "hello", "0.1.0", "0.1.0 program extra", "0.1.0 other"] {
             assert!(Hello::parse(junk).is_none(), "{junk:?}");

@@ -71,6 +71,39 @@ pub fn recv(socket: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+/// [`recv`] on a socket whose receive timeout is `timeout` ([`set_receive_timeout`]), giving up
+/// `timeout` after the call however many signals interrupt it: the kernel restarts the socket's
+/// timeout at every retry after EINTR, so a signal every few seconds (a reload) would otherwise
+/// keep the caller waiting for ever. After an interruption it shortens the timeout to what is
+/// left, and sets it back to `timeout` before returning.
+///
+/// Errors: no message within `timeout` (`WouldBlock`), or the system refused.
+pub fn recv_within(socket: impl AsFd, buf: &mut [u8], timeout: Duration) -> io::Result<usize> {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut shortened = false;
+    let got = loop {
+        match rustix::net::recv(&socket, &mut *buf, RecvFlags::empty()) {
+            Ok((n, _)) => break Ok(n),
+            Err(rustix::io::Errno::INTR) => {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                // Below a millisecond the kernel would round to "no timeout": time is up.
+                if left < Duration::from_millis(1) {
+                    break Err(io::Error::from(io::ErrorKind::WouldBlock));
+                }
+                if let Err(e) = set_receive_timeout(&socket, left) {
+                    break Err(e);
+                }
+                shortened = true;
+            }
+            Err(e) => break Err(e.into()),
+        }
+    };
+    if shortened {
+        set_receive_timeout(&socket, timeout)?;
+    }
+    got
+}
+
 /// Sends `data` as one message with `fd` attached (`SCM_RIGHTS`: the receiver gets its own
 /// descriptor for the same open file). Never raises SIGPIPE; retries on EINTR.
 ///
