@@ -181,8 +181,9 @@ impl ForkServer {
                 format!("{e} (and before that, the program: {why})"),
             )
         })?;
-        if let Image::Own { why: none } = &mut server.image {
-            *none = why;
+        // The forked copy's own hello has no reason to give: the reason is the program's.
+        if let Image::Own { why: reason } = &mut server.image {
+            *reason = why;
         }
         Ok(server)
     }
