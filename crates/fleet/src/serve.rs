@@ -39,12 +39,16 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) 
     // thread's, the only one yet, so every thread started later inherits the empty mask. A
     // refusal leaves the mask as it was, as it always did.
     let _ = supervisor::sys::signals::unblock_all();
+    // This binary: the shim's program when a shim is exec'd, and where the fork server's
+    // program is looked for.
+    let fleet_exe = std::env::current_exe();
     let fork_server = if use_fork_server {
         // The fork server's own program, beside this binary; when it is missing or unusable
         // the server forks from this image instead (logged below, once logging exists).
-        let program = std::env::current_exe()
+        let program = fleet_exe
+            .as_ref()
             .ok()
-            .map(|exe| forkserver::program_beside(&exe));
+            .map(|exe| forkserver::program_beside(exe));
         forkserver::ForkServer::start(program.as_deref()).map_err(|e| e.to_string())
     } else {
         Err("FLEET_FORK_SERVER=0".to_string())
@@ -55,7 +59,7 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) 
     // The flag wins over the file. Chosen at start: a reload does not change it.
     let log_format = log_format.unwrap_or(config.log_format);
     crate::logging::init(log_format);
-    let shim_program = std::env::current_exe()
+    let shim_program = fleet_exe
         .map_err(|e| Failure::action(format!("cannot find the fleet binary for the shim: {e}")))?;
     let fork_server = match fork_server {
         Ok(server) => {

@@ -57,25 +57,12 @@ pub fn send(socket: impl AsFd, data: &[u8]) -> io::Result<usize> {
     }
 }
 
-/// Receives one message into `buf`; returns its length (0 at end-of-file). Retries on EINTR.
-///
-/// Errors: the receive timed out (`WouldBlock`, see [`set_receive_timeout`]) or the system
-/// refused.
-pub fn recv(socket: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        match rustix::net::recv(&socket, &mut *buf, RecvFlags::empty()) {
-            Ok((n, _)) => return Ok(n),
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// [`recv`] on a socket whose receive timeout is `timeout` ([`set_receive_timeout`]), giving up
-/// `timeout` after the call however many signals interrupt it: the kernel restarts the socket's
-/// timeout at every retry after EINTR, so a signal every few seconds (a reload) would otherwise
-/// keep the caller waiting for ever. After an interruption it shortens the timeout to what is
-/// left, and sets it back to `timeout` before returning.
+/// Receives one message into `buf`; returns its length (0 at end-of-file). The socket's receive
+/// timeout must be `timeout` ([`set_receive_timeout`]); the call gives up `timeout` after it
+/// began however many signals interrupt it. The kernel would start the socket's timeout over
+/// at every retry after EINTR, so a signal every few seconds (a reload) would keep the caller
+/// waiting for ever; after an interruption this shortens the timeout to what is left, and sets
+/// it back to `timeout` before returning.
 ///
 /// Errors: no message within `timeout` (`WouldBlock`), or the system refused.
 pub fn recv_within(socket: impl AsFd, buf: &mut [u8], timeout: Duration) -> io::Result<usize> {
@@ -196,7 +183,10 @@ mod tests {
         // Plain messages keep their boundaries.
         assert_eq!(send(&a, b"12345678").unwrap(), 8);
         let mut reply = [0u8; 8];
-        assert_eq!(recv(&b, &mut reply).unwrap(), 8);
+        assert_eq!(
+            recv_within(&b, &mut reply, Duration::from_secs(5)).unwrap(),
+            8
+        );
         assert_eq!(&reply, b"12345678");
         drop(a);
         assert!(recv_with_fd(&b, &mut buf).unwrap().is_none());
@@ -208,7 +198,9 @@ mod tests {
         set_receive_timeout(&b, Duration::from_millis(10)).unwrap();
         let mut buf = [0u8; 8];
         assert_eq!(
-            recv(&b, &mut buf).unwrap_err().kind(),
+            recv_within(&b, &mut buf, Duration::from_millis(10))
+                .unwrap_err()
+                .kind(),
             io::ErrorKind::WouldBlock
         );
     }
