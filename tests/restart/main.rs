@@ -36,6 +36,7 @@ mod crashes;
 mod db_only;
 mod ended_while_down;
 mod full_disk;
+mod moved_back;
 mod one_daemon;
 mod orphaned;
 mod removed_files;

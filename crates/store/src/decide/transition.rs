@@ -103,8 +103,9 @@ pub(crate) struct CancelRequest<'a> {
 /// `cancel`: the run's cancel request; the backend passes it whenever `run.cancel_requested`.
 /// `hooks`: the failure hooks in force, by project. `now`: the instant of the write (ms UTC).
 ///
-/// Skipped (not an error): a transition for another claim token than the run's, or one the run
-/// is already past (already that status, or already ended). Errors:
+/// Skipped (not an error): a transition for another claim token than the run's, one the run
+/// is already past (already that status, or already ended), and a start or an end of a run
+/// that is `queued` again (moved back under its running claim by another writer). Errors:
 /// [`StoreError::IllegalTransition`] when the state machine forbids the move otherwise, or when
 /// a `Finish` names a status that is not terminal — a run is never moved where the one state
 /// machine does not allow.
@@ -127,6 +128,37 @@ pub(crate) fn plan_transition(
             "run {} is at claim {}, the transition is for claim {}",
             run.id, run.claim_token, t.token
         )));
+    }
+    // The claim's shim reports a start or an end, but the run is `queued` again: something
+    // other than this claim's daemon moved it back (a write by another program, a restored
+    // copy of the database). Writing it is not allowed from `queued`, and an error would stop
+    // every EVAL after it, for every project: the report is skipped, and said. The command did
+    // start, and its claim's `started` record says so, so the run's next claim refuses to start
+    // it again and ends it `lost`.
+    if run.status == RunStatus::Queued {
+        let what = match &t.change {
+            Change::Running { .. } => Some("start".to_string()),
+            Change::Finish {
+                status,
+                exit_code: Some(code),
+                ..
+            } => Some(format!("end ({status}, exit code {code})")),
+            Change::Finish {
+                status,
+                signal: Some(signal),
+                ..
+            } => Some(format!("end ({status}, signal {signal})")),
+            Change::Finish { status, .. } => Some(format!("end ({status})")),
+            Change::Requeue { .. } => None,
+        };
+        if let Some(what) = what {
+            return Ok(Decision::Skip(format!(
+                "run {} is queued again, moved back while its claim {} ran (by another program?): \
+                 the claim's {what} is not written; its next claim will find the command \
+                 started already and end it lost",
+                run.id, t.token
+            )));
+        }
     }
     // A run recorded `running` started: a requeue ("it never started") cannot be right for it.
     if let Change::Requeue { .. } = &t.change {

@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use packer::{merge, packer_for, Candidate, Caps, RunningSet};
 use store::{
-    now_ms, Applied, ClaimRequest, Millis, QueueHead, Run, RunFilter, RunId, RunStatus, Store,
-    StoreError, Transition,
+    now_ms, Applied, Change, ClaimRequest, Millis, QueueHead, Run, RunFilter, RunId, RunStatus,
+    Store, StoreError, Transition,
 };
 use tokio::time::Instant;
 
@@ -269,9 +269,26 @@ impl Daemon {
                     }
                 }
                 Applied::Skipped(why) => {
-                    tracing::debug!(run = run_id, why = %why, "transition skipped");
-                    // The database already holds this run past it: nothing to supervise.
-                    if let Ok(run) = self.store_get(*run_id).await {
+                    let Ok(run) = self.store_get(*run_id).await else {
+                        tracing::debug!(run = run_id, why = %why, "transition skipped");
+                        continue;
+                    };
+                    if run.status == RunStatus::Queued {
+                        // Moved back under its claim by another writer: what the claim's shim
+                        // reported is not written, so it is said here. The slot stays while
+                        // the shim lives: its command runs, and counts against every cap.
+                        tracing::warn!(run = run_id, why = %why, "transition skipped");
+                        let shim_alive = self
+                            .slots
+                            .get_mut(*run_id)
+                            .and_then(|slot| slot.shim)
+                            .is_some_and(|shim| shim.is_alive());
+                        if !shim_alive {
+                            self.slots.remove(*run_id);
+                        }
+                    } else {
+                        tracing::debug!(run = run_id, why = %why, "transition skipped");
+                        // The database already holds this run past it: nothing to supervise.
                         if !run.status.is_active() {
                             self.slots.remove(*run_id);
                         }
@@ -379,18 +396,19 @@ pub fn eval_blocking(
 }
 
 /// The pool's running set without the runs a written transition took out of the database's
-/// (gone from the one, gone from the other), nor those whose transition the database skipped:
-/// it already holds them past it (ended by a `fleet hosts forget`, say, or under a newer
-/// claim), and the caller drops their slots after this EVAL. A skipped run still active
-/// there is counted all the same, through the database's running set this EVAL reads next;
-/// left in the pool's, a run the database had already ended would hold its seat through this
-/// EVAL, and nothing would wake another one to use it.
+/// (gone from the one, gone from the other), nor those whose end the database skipped: it
+/// already holds them past it (ended by a `fleet hosts forget`, say, or under a newer claim,
+/// or queued again by another writer), and the caller drops their slots after this EVAL. A
+/// skipped run still active there is counted all the same, through the database's running set
+/// this EVAL reads next; left in the pool's, a run the database had already ended would hold
+/// its seat through this EVAL, and nothing would wake another one to use it. A skipped start
+/// report stays: its shim and command are alive, and must count whatever the row says.
 fn without_ended(live: RunningSet, batch: &[Transition], applied: &[Applied]) -> RunningSet {
     let mut live = live;
     for (t, a) in batch.iter().zip(applied) {
         let gone = match a {
             Applied::Done { status, .. } => !status.is_active(),
-            Applied::Skipped(_) => true,
+            Applied::Skipped(_) => !matches!(t.change, Change::Running { .. }),
         };
         if gone {
             live = live

@@ -342,13 +342,15 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
     // A `started` record of another claim: this run's command was started once already. A
     // claim is requeued only when its command provably never started, so no earlier claim can
     // legitimately have one; it comes from a database restored from an older backup that still
-    // queued the run, or from another install's files with this run's id. Starting again
+    // queued the run, from another program that queued it again while it ran, or from another
+    // install's files with this run's id. Starting again
     // would start one attempt twice: the claim ends here, recorded (the run ends `lost`).
     if let Ok(Some(old)) = &earlier {
         if old.token != a.token {
             let why = format!(
                 "not started: run {}'s files say its command was already started, by claim {} at {} \
-                 (a database restored from an older backup, or another install's files with this run's id)",
+                 (a database restored from an older backup, a write by another program that queued it again, \
+                 or another install's files with this run's id)",
                 a.run_id, old.token, old.at
             );
             warn(format_args!(

@@ -1,0 +1,114 @@
+//! Another writer moves a run back to `queued` while its claim's command runs (`UPDATE runs SET
+//! status = 'queued'`: a script, a hand-edit, a restored copy of the database). The daemon
+//! must go on for every other run, keep counting the command against every cap while it runs,
+//! and never start it a second time: the run's next claim finds the first claim's `started`
+//! record and ends the run `lost`.
+
+use crate::common::*;
+use crate::helpers::*;
+
+/// Moves run `id` back to `queued`, as another program's write would.
+fn move_back_to_queued(f: &Fleet, id: i64) {
+    let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
+    let changed = db
+        .execute("UPDATE runs SET status = 'queued' WHERE id = ?1", [id])
+        .unwrap();
+    assert_eq!(changed, 1);
+}
+
+/// An install with a global cap of 1: `held` (a gated command recording its starts) and
+/// `other` (a quick one).
+fn install() -> Fleet {
+    Fleet::with(|dir| {
+        format!(
+            "max_concurrency = 1\ntick = \"200ms\"\n\
+             [projects.held]\ncommand = {}\n\
+             [projects.other]\ncommand = {}\n",
+            gated_command(
+                &dir.join("held.start"),
+                &dir.join("GO"),
+                &dir.join("held.end"),
+                0
+            ),
+            quick_command(&dir.join("other.start")),
+        )
+    })
+}
+
+/// What must hold once `held`'s command, moved back to `queued` while it ran, has ended: the
+/// other run went through (no EVAL stopped), `held` started once and ended `lost` with a note
+/// that says why, and `fleet check` names the second claim and nothing else.
+fn assert_settled(f: &Fleet, held: i64, other: i64) {
+    let r = f.wait_terminal(other);
+    assert_eq!(status_of(&r), "succeeded", "{r}\n{}", f.diagnostics());
+    let r = f.wait_terminal(held);
+    assert_eq!(status_of(&r), "lost", "{r}\n{}", f.diagnostics());
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("already started"),
+        "{r}"
+    );
+    assert_eq!(
+        lines(&f.file("held.start")).len(),
+        1,
+        "the command of run {held} started more than once\n{}",
+        f.diagnostics()
+    );
+    // The run's files prove one start (the second claim's `exit` record says it did not start),
+    // but the checker judges claims from the events, where this run was claimed twice with no
+    // proof in between that the first claim never started: it names that re-claim, and only it.
+    let out = f.cmd(&["check", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let violations = report["violations"].as_array().unwrap();
+    assert_eq!(violations.len(), 1, "{report}");
+    assert_eq!(violations[0]["kind"], "double_start", "{report}");
+    assert_eq!(violations[0]["run_id"], held, "{report}");
+}
+
+/// Moved back after its start was written: the end its shim reports cannot be written from
+/// `queued`. Red without the skip (every EVAL after the end fails, `other` never starts) and
+/// without the cap still counting the command (`other` starts beside it).
+#[test]
+fn failure3_a_running_run_moved_back_to_queued_starts_once_and_stops_nothing() {
+    let f = install();
+    let held = f.enqueue("held");
+    let _d = f.start_daemon();
+    f.wait_status(held, "running");
+    move_back_to_queued(&f, held);
+    let other = f.enqueue("other");
+    assert_stays_queued(
+        &f,
+        other,
+        "the cap (1) is taken by held's command, still running",
+    );
+    assert!(lines(&f.file("other.start")).is_empty());
+    std::fs::write(f.file("GO"), "").unwrap();
+    assert_settled(&f, held, other);
+}
+
+/// Moved back before its start was reported (the shim held after its `started` record): the
+/// start report is skipped too, and the command it reports must still count against the cap.
+/// Red if the skipped start drops the run from the running set (`other` starts beside it).
+#[test]
+fn failure3_a_starting_run_moved_back_to_queued_still_counts_and_starts_once() {
+    let f = install();
+    let _d = f.start_daemon_env(&[("FAILPOINTS", "shim-after-started=sleep(2000)")]);
+    let held = f.enqueue("held");
+    f.wait_status(held, "starting");
+    move_back_to_queued(&f, held);
+    f.wait_until(DEADLINE, "held's command to start", || {
+        !lines(&f.file("held.start")).is_empty()
+    });
+    let other = f.enqueue("other");
+    assert_stays_queued(
+        &f,
+        other,
+        "the cap (1) is taken by held's command, whose start report was skipped",
+    );
+    assert!(lines(&f.file("other.start")).is_empty());
+    std::fs::write(f.file("GO"), "").unwrap();
+    assert_settled(&f, held, other);
+}
