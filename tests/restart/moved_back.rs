@@ -113,3 +113,92 @@ fn failure3_a_starting_run_moved_back_to_queued_still_counts_and_starts_once() {
     f.cmd_ok(&["resume", "held"]);
     assert_settled(&f, held, other);
 }
+
+/// A project with two seats (`max_parallel = 2`), both taken, a third run queued with a higher
+/// priority: one running run moved back to `queued` must keep its seat while its command runs. Red if
+/// the running set counts the database's rows of a project in place of the pool's (the third
+/// run starts beside the two commands).
+#[test]
+fn failure3_a_run_moved_back_keeps_its_seat_of_a_project_with_two() {
+    let f = Fleet::with(|dir| {
+        format!(
+            "max_concurrency = 4\ntick = \"200ms\"\n\
+             [projects.wide]\nmax_parallel = 2\ncommand = {}\n",
+            gated_command(
+                &dir.join("wide.start"),
+                &dir.join("GO"),
+                &dir.join("wide.end"),
+                0
+            ),
+        )
+    });
+    let first = f.enqueue("wide");
+    let second = f.enqueue("wide");
+    let _d = f.start_daemon();
+    f.wait_status(first, "running");
+    f.wait_status(second, "running");
+    // Ahead of the moved-back run in the queue: the packing asks for it first.
+    let third: i64 = f
+        .cmd_ok(&["enqueue", "--priority", "5", "wide"])
+        .trim()
+        .parse()
+        .unwrap();
+    move_back_to_queued(&f, first);
+    assert_stays_queued(
+        &f,
+        third,
+        "both seats of wide are taken by commands still running",
+    );
+    assert_eq!(lines(&f.file("wide.start")).len(), 2);
+    std::fs::write(f.file("GO"), "").unwrap();
+    assert_eq!(status_of(&f.wait_terminal(second)), "succeeded");
+    assert_eq!(status_of(&f.wait_terminal(third)), "succeeded");
+    assert_eq!(status_of(&f.wait_terminal(first)), "lost");
+    assert_eq!(
+        lines(&f.file("wide.start")).len(),
+        3,
+        "each run's command once\n{}",
+        f.diagnostics()
+    );
+    assert_check_ok(&f);
+}
+
+/// A running run's row deleted by another program: its end cannot be written, and must stop
+/// nothing else; its command keeps its seat while it runs. Red without the skip of a
+/// transition for a missing row (every EVAL after the end fails: `other` never starts).
+#[test]
+fn failure3_a_running_run_deleted_under_its_claim_stops_nothing() {
+    let f = install();
+    let held = f.enqueue("held");
+    let _d = f.start_daemon();
+    f.wait_status(held, "running");
+    let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
+    db.execute("DELETE FROM events WHERE run_id = ?1", [held])
+        .unwrap();
+    assert_eq!(
+        db.execute("DELETE FROM runs WHERE id = ?1", [held])
+            .unwrap(),
+        1
+    );
+    let other = f.enqueue("other");
+    assert_stays_queued(
+        &f,
+        other,
+        "the cap (1) is taken by held's command, still running",
+    );
+    std::fs::write(f.file("GO"), "").unwrap();
+    let r = f.wait_terminal(other);
+    assert_eq!(status_of(&r), "succeeded", "{r}\n{}", f.diagnostics());
+    assert_eq!(lines(&f.file("held.start")).len(), 1);
+    // What is left is the files of a run the database no longer has: said, never acted on.
+    let out = f.cmd(&["check", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let kinds: Vec<&str> = report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["folder_without_run"], "{report}");
+}

@@ -137,25 +137,33 @@ impl FromIterator<ActiveRun> for RunningSet {
 
 /// The running set every packer must see: the live slot pool (`live`, the runs this daemon
 /// process supervises right now) merged with the DB running set (`persisted`, the runs the
-/// database records as `starting` or `running`), project by project.
+/// database records as `starting` or `running`): every run either one holds, each once by run
+/// id.
 ///
-/// Where both hold runs of one project, the persisted runs of that project win and the pool's
-/// are dropped: the database is the durable truth, and the slot pool is only a cache of it
-/// that a restart empties. A project only the pool knows keeps the pool's runs.
+/// A run both hold is counted as the pool records it (its project, namespace and host as this
+/// daemon started it), and a run only the database holds as the database records it. Neither
+/// side can drop a run of the other:
 ///
-/// This is the guard against a double spawn after restart. After a restart the slot pool is
-/// empty while the database may still record runs in flight (adopted or about to be
-/// recovered). A packer that read only the slot pool would see free capacity and start those
-/// projects a second time. So the daemon must call `merge` and hand the result to the packer,
-/// whichever packer it is. The union (rather than the DB set alone) also covers the short
-/// window in which the pool knows of a run whose state change the daemon has not yet read back.
+/// - After a restart the slot pool is empty while the database may still record runs in flight
+///   (adopted or about to be recovered). A packer that read only the slot pool would see free
+///   capacity and start those projects a second time: this is the guard against a double spawn
+///   after restart, so the daemon must call `merge` and hand the result to the packer, whichever
+///   packer it is.
+/// - A run whose row no longer says where it runs (another program moved it back to `queued`,
+///   ended it, or moved it to another project, namespace or host while its command runs) is
+///   still supervised by the pool, and its command still takes its seat under every cap until
+///   its shim is gone. The pool also covers the short window in which it knows of a run whose
+///   state change the daemon has not yet read back.
+///
+/// Counting a run the other side no longer holds can only make the packing start less, never
+/// more.
 ///
 /// Cost: O((|live| + |persisted|) log n).
 pub fn merge(live: &RunningSet, persisted: &RunningSet) -> RunningSet {
     let mut merged = live.clone();
-    for (project, runs) in &persisted.by_project {
-        // Replacing the project's whole list is what makes the DB record win on conflict.
-        merged.by_project.insert(project.clone(), runs.clone());
+    let known: std::collections::BTreeSet<RunId> = live.iter().map(|r| r.run_id).collect();
+    for run in persisted.iter().filter(|r| !known.contains(&r.run_id)) {
+        merged.insert(run.clone());
     }
     merged
 }
@@ -187,7 +195,7 @@ mod tests {
     }
 
     #[test]
-    fn merge_takes_the_database_runs_of_a_project_both_know() {
+    fn merge_counts_every_run_either_side_holds_once() {
         let live: RunningSet = [
             active(1, "p", "a"),
             active(2, "p", "a"),
@@ -195,10 +203,26 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let db: RunningSet = [active(2, "p", "b")].into_iter().collect();
+        // Run 2 as the database records it (moved to another namespace by another writer),
+        // run 4 only the database knows, and run 3 under another project.
+        let db: RunningSet = [
+            active(2, "p", "b"),
+            active(4, "p", "b"),
+            active(3, "q", "b"),
+        ]
+        .into_iter()
+        .collect();
         let merged = merge(&live, &db);
-        assert_eq!(merged.runs_of("p"), &[active(2, "p", "b")]);
+        assert_eq!(
+            merged.runs_of("p"),
+            &[
+                active(1, "p", "a"),
+                active(2, "p", "a"),
+                active(4, "p", "b")
+            ]
+        );
         assert_eq!(merged.runs_of("l"), &[active(3, "l", "a")]);
-        assert_eq!(merged.len(), 2);
+        assert_eq!(merged.count_of("q"), 0);
+        assert_eq!(merged.len(), 4);
     }
 }

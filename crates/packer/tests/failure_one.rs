@@ -127,28 +127,37 @@ fn empty_slot_pool_with_db_running_project_is_not_picked_namespace() {
     }
 }
 
+/// The merge keeps every run either side holds: a run of the pool whose row no longer says
+/// active (another program wrote over it while its command runs) still counts, and so does a
+/// run only the database records; a run both hold counts once, where the pool started it.
 #[test]
-fn merge_keeps_persisted_record_on_conflict() {
+fn merge_keeps_every_run_of_either_side() {
     let live: RunningSet = [active(1, "P", "a"), active(3, "L", "a")]
         .into_iter()
         .collect();
-    let persisted: RunningSet = [active(2, "P", "b"), active(4, "D", "b")]
-        .into_iter()
-        .collect();
+    let persisted: RunningSet = [
+        active(2, "P", "b"),
+        active(4, "D", "b"),
+        active(3, "L", "b"),
+    ]
+    .into_iter()
+    .collect();
 
     let merged = merge(&live, &persisted);
 
-    assert_eq!(merged.get("P"), Some(&active(2, "P", "b")));
+    assert_eq!(
+        merged.runs_of("P"),
+        &[active(1, "P", "a"), active(2, "P", "b")]
+    );
     assert_eq!(merged.get("L"), Some(&active(3, "L", "a")));
     assert_eq!(merged.get("D"), Some(&active(4, "D", "b")));
-    assert_eq!(merged.len(), 3);
-    // P counts where the DB says it started.
-    assert_eq!(merged.count_in("a"), 1);
+    assert_eq!(merged.len(), 4);
+    assert_eq!(merged.count_in("a"), 2);
     assert_eq!(merged.count_in("b"), 2);
 }
 
 #[test]
-fn merge_is_the_union_by_project() {
+fn merge_is_the_union() {
     let live: RunningSet = [active(1, "A", "x")].into_iter().collect();
     let empty = RunningSet::new();
     assert_eq!(merge(&live, &empty), live);
@@ -268,10 +277,12 @@ mod any_restart {
             queue in queue(),
         ) {
             let running = merge(&pool, &db);
-            // The database's record of a project is the one counted, where it says it runs.
-            for r in db.iter() {
+            // Every run of either side is counted, where its side says it runs (the ids of
+            // the two sides are apart here).
+            for r in db.iter().chain(pool.iter()) {
                 prop_assert!(running.runs_of(&r.project).contains(r));
             }
+            prop_assert_eq!(running.len(), pool.len() + db.len());
             let picks = packer_for(&caps).pack(&caps, &running, &queue);
             for c in &picks {
                 prop_assert!(

@@ -304,9 +304,13 @@ pub fn check(
             continue;
         }
         // A claim written by a clock that has since stepped back has a negative age: that is
-        // no age at all, and must not pass for young for as long as the clock was wrong.
+        // no age at all, and must not pass for young for as long as the clock was wrong. A
+        // `starting` row with no claim time was not written by a claim (every claim stamps
+        // it): it has no age either, and is never young.
         let young = run.status == RunStatus::Starting
-            && (now - run.started_at.unwrap_or(now)).abs() < STARTING_GRACE_MS;
+            && run
+                .started_at
+                .is_some_and(|at| (now - at).abs() < STARTING_GRACE_MS);
         if young {
             continue;
         }
@@ -658,6 +662,23 @@ mod tests {
             "{:?}",
             bad.violations
         );
+    }
+
+    /// A `starting` row without a claim time (written by another program: every claim stamps
+    /// it) is not young whatever the clock says: no shim holds it, and check says so at once
+    /// rather than waiting for a grace that would never end.
+    #[test]
+    fn a_starting_row_without_a_claim_time_is_not_young() {
+        let (_d, state, store, _run) = setup_with_a_run();
+        let db = rusqlite::Connection::open(state.root().join("fleet.db")).unwrap();
+        db.execute(
+            "UPDATE runs SET status = 'starting', seat = 0, started_at = NULL WHERE id = 1",
+            [],
+        )
+        .unwrap();
+        let report = check(&state, &store, 1_000, None).unwrap();
+        let kinds: Vec<_> = report.violations.iter().map(|v| v.kind).collect();
+        assert_eq!(kinds, vec![ViolationKind::ActiveWithoutShim], "{report:?}");
     }
 
     /// A `starting` run without a shim is given a grace period after its claim; a claim whose

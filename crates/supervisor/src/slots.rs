@@ -2,9 +2,10 @@
 //!
 //! The pool is one of the two sources of "what is running"; the other is the DB running set.
 //! After a restart the pool starts empty, which is exactly why no packer may ever read it alone:
-//! the EVAL hands the packers `packer::merge(pool, db)`, in which the database wins (a packer
+//! the EVAL hands the packers `packer::merge(pool, db)`, every run either one holds (a packer
 //! that counted the pool alone would, on the first EVAL after a restart, see nothing running and
-//! start again a run the database still records as in flight).
+//! start again a run the database still records as in flight; one that counted the database
+//! alone would free the seat of a command whose row another program wrote over).
 //!
 //! This module only keeps records: it never reads the database, and signals a shim only through
 //! [`ShimIdentity::signal`], which checks first that the pid is still that shim.

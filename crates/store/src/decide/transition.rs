@@ -98,6 +98,38 @@ pub(crate) struct CancelRequest<'a> {
     pub(crate) reason: Option<&'a str>,
 }
 
+/// What a transition reports, in words: "start", "end (failed, exit code 1)", "requeue".
+fn reported(change: &Change) -> String {
+    match change {
+        Change::Running { .. } => "start".into(),
+        Change::Finish {
+            status,
+            exit_code: Some(code),
+            ..
+        } => format!("end ({status}, exit code {code})"),
+        Change::Finish {
+            status,
+            signal: Some(signal),
+            ..
+        } => format!("end ({status}, signal {signal})"),
+        Change::Finish { status, .. } => format!("end ({status})"),
+        Change::Requeue { .. } => "requeue".into(),
+    }
+}
+
+/// What a transition for a run that has no row any more comes to: skipped, with the reason.
+/// The row was deleted by another program while the claim's shim ran (the daemon never
+/// deletes an active run); an error here would stop every EVAL after it, for every project.
+pub(crate) fn skip_for_a_missing_row(t: &Transition) -> Applied {
+    Applied::Skipped(format!(
+        "run {} has no row any more (deleted by another program?): its claim {}'s {} is not \
+         written",
+        t.run_id,
+        t.token,
+        reported(&t.change)
+    ))
+}
+
 /// Decides what transition `t` writes on `run` (as read in the writing transaction).
 ///
 /// `cancel`: the run's cancel request; the backend passes it whenever `run.cancel_requested`.
@@ -135,30 +167,15 @@ pub(crate) fn plan_transition(
     // every EVAL after it, for every project: the report is skipped, and said. The command did
     // start, and its claim's `started` record says so, so the run's next claim refuses to start
     // it again and ends it `lost`.
-    if run.status == RunStatus::Queued {
-        let what = match &t.change {
-            Change::Running { .. } => Some("start".to_string()),
-            Change::Finish {
-                status,
-                exit_code: Some(code),
-                ..
-            } => Some(format!("end ({status}, exit code {code})")),
-            Change::Finish {
-                status,
-                signal: Some(signal),
-                ..
-            } => Some(format!("end ({status}, signal {signal})")),
-            Change::Finish { status, .. } => Some(format!("end ({status})")),
-            Change::Requeue { .. } => None,
-        };
-        if let Some(what) = what {
-            return Ok(Decision::Skip(format!(
-                "run {} is queued again, moved back while its claim {} ran (by another program?): \
-                 the claim's {what} is not written; its next claim will find the command \
-                 started already and end it lost",
-                run.id, t.token
-            )));
-        }
+    if run.status == RunStatus::Queued && !matches!(t.change, Change::Requeue { .. }) {
+        return Ok(Decision::Skip(format!(
+            "run {} is queued again, moved back while its claim {} ran (by another program?): \
+             the claim's {} is not written; its next claim will find the command started \
+             already and end it lost",
+            run.id,
+            t.token,
+            reported(&t.change)
+        )));
     }
     // A run recorded `running` started: a requeue ("it never started") cannot be right for it.
     if let Change::Requeue { .. } = &t.change {

@@ -269,29 +269,40 @@ impl Daemon {
                     }
                 }
                 Applied::Skipped(why) => {
-                    let Ok(run) = self.store_get(*run_id).await else {
-                        tracing::debug!(run = run_id, why = %why, "transition skipped");
-                        continue;
+                    // `None`: the row is gone.
+                    let status = match self.store_get(*run_id).await {
+                        Ok(run) => Some(run.status),
+                        Err(StoreError::UnknownRun(_)) => None,
+                        Err(_) => {
+                            tracing::debug!(run = run_id, why = %why, "transition skipped");
+                            continue;
+                        }
                     };
-                    if run.status == RunStatus::Queued {
-                        // Moved back under its claim by another writer: what the claim's shim
-                        // reported is not written, so it is said here. The slot stays while
-                        // the shim lives: its command runs, and counts against every cap.
-                        tracing::warn!(run = run_id, why = %why, "transition skipped");
-                        let shim_alive = self
-                            .slots
-                            .get_mut(*run_id)
-                            .and_then(|slot| slot.shim)
-                            .is_some_and(|shim| shim.is_alive());
-                        if !shim_alive {
-                            self.slots.remove(*run_id);
+                    match status {
+                        Some(status) if status.is_active() => {
+                            // Under a newer claim: its slot is that claim's.
+                            tracing::debug!(run = run_id, why = %why, "transition skipped");
+                            continue;
                         }
-                    } else {
-                        tracing::debug!(run = run_id, why = %why, "transition skipped");
-                        // The database already holds this run past it: nothing to supervise.
-                        if !run.status.is_active() {
-                            self.slots.remove(*run_id);
+                        // Moved back under its claim, or deleted, by another writer: what the
+                        // claim's shim reported is not written, so it is said here.
+                        Some(RunStatus::Queued) | None => {
+                            tracing::warn!(run = run_id, why = %why, "transition skipped");
                         }
+                        // Ended already (by `fleet hosts forget`, or another writer).
+                        Some(_) => {
+                            tracing::debug!(run = run_id, why = %why, "transition skipped");
+                        }
+                    }
+                    // The slot stays while the shim lives, whatever the row says: its command
+                    // runs, and takes its seat under every cap until it is gone.
+                    let shim_alive = self
+                        .slots
+                        .get_mut(*run_id)
+                        .and_then(|slot| slot.shim)
+                        .is_some_and(|shim| shim.is_alive());
+                    if !shim_alive {
+                        self.slots.remove(*run_id);
                     }
                 }
             }
