@@ -201,10 +201,15 @@ pub fn check(
     // A claim not followed by a requeue is a start of the attempt (the command may have run).
     let mut open_claim: BTreeMap<RunId, bool> = BTreeMap::new();
     let mut claims_started: BTreeMap<RunId, usize> = BTreeMap::new();
+    // The token of the claim that opened each run's latest unbroken run of claims: the one
+    // claim of it that may have started the command, if only one did.
+    let mut first_open: BTreeMap<RunId, u64> = BTreeMap::new();
     for ev in &events {
         if ev.to == RunStatus::Starting {
             if open_claim.get(&ev.run_id) == Some(&true) {
                 *claims_started.entry(ev.run_id).or_default() += 1;
+            } else {
+                first_open.insert(ev.run_id, ev.claim_token);
             }
             open_claim.insert(ev.run_id, true);
             if let (Some(active), Some(cap)) = (ev.global_active, ev.global_cap) {
@@ -376,8 +381,8 @@ pub fn check(
             .and_then(|r| r.host.clone())
     };
     report.run_dirs = dirs.len();
-    // Runs whose files name exactly one claim that started the command.
-    let mut one_start_on_record: BTreeSet<RunId> = BTreeSet::new();
+    // Runs whose files name exactly one claim that started the command: that claim's token.
+    let mut one_start_on_record: BTreeMap<RunId, u64> = BTreeMap::new();
     for &id in &dirs {
         if let Some(host) = elsewhere(id) {
             report.violations.push(Violation {
@@ -411,8 +416,8 @@ pub fn check(
         }
         tokens.sort_unstable();
         tokens.dedup();
-        if tokens.len() == 1 {
-            one_start_on_record.insert(id);
+        if let [only] = tokens[..] {
+            one_start_on_record.insert(id, only);
         }
         if tokens.len() > 1 {
             report.violations.push(Violation {
@@ -441,11 +446,15 @@ pub fn check(
     // A run claimed again with no requeue in between: from the events alone, its first
     // claim may have started the command and the next one started it again. Its files say
     // better when they are here: every claim that starts the command first writes a durable
-    // `started` record naming itself and the claims that started before it, so a single
-    // claim on record is a single start (a claim whose shim found another's start and refused,
-    // as after another program queued the running run again, started nothing).
+    // `started` record naming itself and the claims that started before it. When the one
+    // claim on record is the first of those claims, the later ones started nothing (their
+    // shims found its start and refused, as after another program queued the running run
+    // again). Any other answer — no files, another claim, several — leaves the finding.
     for (run, n) in &claims_started {
-        if one_start_on_record.contains(run) {
+        if one_start_on_record
+            .get(run)
+            .is_some_and(|starter| first_open.get(run) == Some(starter))
+        {
             continue;
         }
         report.violations.push(Violation {
@@ -662,6 +671,49 @@ mod tests {
             "{:?}",
             bad.violations
         );
+    }
+
+    /// A run claimed twice with no requeue between (another program queued it again while it
+    /// ran): its files clear the finding only when the one claim they name as the starter is
+    /// the first of the two; named the second, the first may have started too.
+    #[test]
+    fn a_second_claim_is_cleared_only_by_a_start_of_the_first() {
+        let (_d, state, store, run) = setup_with_a_run();
+        let epoch = store.take_over("local", 1, "fleet.toml", "{}", 0).unwrap();
+        let claim = |at: Millis| {
+            let request = store::ClaimRequest {
+                run_id: 1,
+                namespace: "default".into(),
+                global_cap: 4,
+                namespace_cap: None,
+                max_parallel: 1,
+                host_cap: None,
+                config_version: None,
+            };
+            store.claim(epoch, &[request], at).unwrap();
+            store.get_run(1).unwrap().claim_token
+        };
+        let first = claim(1_000);
+        let db = rusqlite::Connection::open(state.root().join("fleet.db")).unwrap();
+        db.execute("UPDATE runs SET status = 'queued' WHERE id = 1", [])
+            .unwrap();
+        let second = claim(2_000);
+        assert_ne!(first, second);
+        let double_starts = |starter: u64| {
+            let lock = run.try_lock().unwrap().unwrap();
+            let lock = run.lock_earlier_too(lock).unwrap().unwrap();
+            run.write_started(&lock, &started(starter, vec![starter]))
+                .unwrap();
+            drop(lock);
+            check(&state, &store, 3_000, None)
+                .unwrap()
+                .violations
+                .iter()
+                .filter(|v| v.kind == ViolationKind::DoubleStart)
+                .count()
+        };
+        assert_eq!(double_starts(first), 0);
+        assert_eq!(double_starts(second), 1);
     }
 
     /// A `starting` row without a claim time (written by another program: every claim stamps

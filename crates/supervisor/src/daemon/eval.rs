@@ -269,39 +269,32 @@ impl Daemon {
                     }
                 }
                 Applied::Skipped(why) => {
-                    // `None`: the row is gone.
+                    // `Some(None)`: the row is gone; `None`: it could not be read.
                     let status = match self.store_get(*run_id).await {
-                        Ok(run) => Some(run.status),
-                        Err(StoreError::UnknownRun(_)) => None,
-                        Err(_) => {
-                            tracing::debug!(run = run_id, why = %why, "transition skipped");
-                            continue;
-                        }
+                        Ok(run) => Some(Some(run.status)),
+                        Err(StoreError::UnknownRun(_)) => Some(None),
+                        Err(_) => None,
                     };
                     match status {
-                        Some(status) if status.is_active() => {
-                            // Under a newer claim: its slot is that claim's.
-                            tracing::debug!(run = run_id, why = %why, "transition skipped");
-                            continue;
-                        }
                         // Moved back under its claim, or deleted, by another writer: what the
                         // claim's shim reported is not written, so it is said here.
-                        Some(RunStatus::Queued) | None => {
+                        Some(Some(RunStatus::Queued) | None) => {
                             tracing::warn!(run = run_id, why = %why, "transition skipped");
                         }
-                        // Ended already (by `fleet hosts forget`, or another writer).
-                        Some(_) => {
-                            tracing::debug!(run = run_id, why = %why, "transition skipped");
-                        }
+                        // Ended already (by `fleet hosts forget`, or another writer), or under
+                        // a newer claim.
+                        _ => tracing::debug!(run = run_id, why = %why, "transition skipped"),
                     }
-                    // The slot stays while the shim lives, whatever the row says: its command
-                    // runs, and takes its seat under every cap until it is gone.
-                    let shim_alive = self
-                        .slots
-                        .get_mut(*run_id)
-                        .and_then(|slot| slot.shim)
-                        .is_some_and(|shim| shim.is_alive());
-                    if !shim_alive {
+                    // The slot goes with its shim, whatever the row says: while the shim lives
+                    // its command runs, and takes its seat under every cap. (A slot of a newer
+                    // claim of this host has that claim's shim.) A slot whose shim cannot be
+                    // told goes when the row says the run is no longer active.
+                    let gone = match self.slots.get_mut(*run_id).map(|slot| slot.shim) {
+                        Some(Some(shim)) => !shim.is_alive(),
+                        Some(None) => matches!(status, Some(Some(s)) if !s.is_active()),
+                        None => false,
+                    };
+                    if gone {
                         self.slots.remove(*run_id);
                     }
                 }
