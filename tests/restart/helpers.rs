@@ -147,3 +147,18 @@ pub fn assert_stays_queued(f: &Fleet, id: i64, why: &str) {
     let r = f.run(id);
     assert_eq!(status_of(&r), "queued", "{why}: {r}\n{}", f.diagnostics());
 }
+
+/// `fleet check --json`'s report.
+pub fn check_report(f: &Fleet) -> Value {
+    serde_json::from_str(&f.cmd(&["check", "--json"]).stdout).unwrap()
+}
+
+/// The kinds of the violations in a `fleet check --json` report, in its order.
+pub fn violation_kinds(report: &Value) -> Vec<&str> {
+    report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["kind"].as_str().unwrap())
+        .collect()
+}

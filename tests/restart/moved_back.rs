@@ -7,10 +7,16 @@
 use crate::common::*;
 use crate::helpers::*;
 
-/// Moves run `id` back to `queued`, as another program's write would.
-fn move_back_to_queued(f: &Fleet, id: i64) {
+/// A connection of another program to the install's database.
+fn outside_writer(f: &Fleet) -> rusqlite::Connection {
     let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).unwrap();
     db.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
+    db
+}
+
+/// Moves run `id` back to `queued`, as another program's write would.
+fn move_back_to_queued(f: &Fleet, id: i64) {
+    let db = outside_writer(f);
     let changed = db
         .execute("UPDATE runs SET status = 'queued' WHERE id = ?1", [id])
         .unwrap();
@@ -172,8 +178,7 @@ fn failure3_a_running_run_deleted_under_its_claim_stops_nothing() {
     let held = f.enqueue("held");
     let _d = f.start_daemon();
     f.wait_status(held, "running");
-    let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).unwrap();
-    db.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
+    let db = outside_writer(&f);
     db.execute("DELETE FROM events WHERE run_id = ?1", [held])
         .unwrap();
     assert_eq!(
@@ -192,13 +197,6 @@ fn failure3_a_running_run_deleted_under_its_claim_stops_nothing() {
     assert_eq!(status_of(&r), "succeeded", "{r}\n{}", f.diagnostics());
     assert_eq!(lines(&f.file("held.start")).len(), 1);
     // What is left is the files of a run the database no longer has: said, never acted on.
-    let out = f.cmd(&["check", "--json"]);
-    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    let kinds: Vec<&str> = report["violations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["kind"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds, ["folder_without_run"], "{report}");
+    let report = check_report(&f);
+    assert_eq!(violation_kinds(&report), ["folder_without_run"], "{report}");
 }

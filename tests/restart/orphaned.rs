@@ -159,11 +159,6 @@ fn recovery_kills_what_is_left_of_a_run_whose_shim_died() {
 /// The daemon's warning for a run held by its recorded group number alone.
 const UNIDENTIFIED: &str = "do not name its command's process group";
 
-/// `fleet check --json`'s report.
-fn check_report(f: &Fleet) -> serde_json::Value {
-    serde_json::from_str(&f.cmd(&["check", "--json"]).stdout).unwrap()
-}
-
 /// Run `held`'s command's group, known by number only, keeps the run active and the cap of 1
 /// taken, and nothing signals the child. Then the operator ends the group, and the run ends
 /// `lost`.
@@ -236,13 +231,7 @@ fn recovery_holds_a_run_whose_file_was_overwritten_while_its_group_lives() {
     kill_shim(&f, &p);
     // The file is what is wrong, and `fleet check` says so — not that the run lost its shim.
     let report = check_report(&f);
-    let kinds: Vec<&str> = report["violations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["kind"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds, ["unreadable_file"], "{report}");
+    assert_eq!(violation_kinds(&report), ["unreadable_file"], "{report}");
     let d2 = f.start_daemon();
     let waiting = f.enqueue("other");
     f.wait_until(DEADLINE, "the daemon to say why it holds the run", || {

@@ -597,6 +597,20 @@ mod tests {
         (dir, state, store)
     }
 
+    /// Claims run `id` of namespace `default` at `at` (UTC ms), under a global cap of 4.
+    fn claim_one(store: &Store, epoch: i64, id: RunId, at: Millis) {
+        let request = store::ClaimRequest {
+            run_id: id,
+            namespace: "default".into(),
+            global_cap: 4,
+            namespace_cap: None,
+            max_parallel: 1,
+            host_cap: None,
+            config_version: None,
+        };
+        store.claim(epoch, &[request], at).unwrap();
+    }
+
     /// [`setup`] with run 1 queued, and its files.
     fn setup_with_a_run() -> (tempfile::TempDir, StateDir, Store, RunFiles) {
         let (dir, state, store) = setup();
@@ -681,16 +695,7 @@ mod tests {
         let (_d, state, store, run) = setup_with_a_run();
         let epoch = store.take_over("local", 1, "fleet.toml", "{}", 0).unwrap();
         let claim = |at: Millis| {
-            let request = store::ClaimRequest {
-                run_id: 1,
-                namespace: "default".into(),
-                global_cap: 4,
-                namespace_cap: None,
-                max_parallel: 1,
-                host_cap: None,
-                config_version: None,
-            };
-            store.claim(epoch, &[request], at).unwrap();
+            claim_one(&store, epoch, 1, at);
             store.get_run(1).unwrap().claim_token
         };
         let first = claim(1_000);
@@ -755,21 +760,7 @@ mod tests {
             )
             .unwrap();
         let claimed_at = 400 * 86_400_000;
-        store
-            .claim(
-                epoch,
-                &[store::ClaimRequest {
-                    run_id: id,
-                    namespace: "default".into(),
-                    global_cap: 4,
-                    namespace_cap: None,
-                    max_parallel: 1,
-                    host_cap: None,
-                    config_version: None,
-                }],
-                claimed_at,
-            )
-            .unwrap();
+        claim_one(&store, epoch, id, claimed_at);
         let shimless = |now: Millis| {
             check(&state, &store, now, None)
                 .unwrap()
