@@ -56,13 +56,8 @@ fn a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error(db: &Db) {
 /// that run queued and claims the others of the same batch: no error, so one refused project
 /// never stops the claims of every other.
 fn a_claim_refused_by_a_trigger_leaves_that_run_queued_and_claims_the_others(db: &Db) {
-    let s = db.store();
-    let epoch = common::take_over(&s);
-    let refused = s
-        .enqueue(&common::new_run("refused", "default"), 1)
-        .unwrap();
-    let other = s.enqueue(&common::new_run("other", "default"), 1).unwrap();
-    db.exec(
+    only_the_refused_run_stays_queued(
+        db,
         "CREATE TRIGGER refuse BEFORE UPDATE OF status ON runs \
            WHEN NEW.project = 'refused' AND NEW.status = 'starting' \
            BEGIN SELECT RAISE(ABORT, 'not this one'); END;",
@@ -71,9 +66,30 @@ fn a_claim_refused_by_a_trigger_leaves_that_run_queued_and_claims_the_others(db:
                 RAISE EXCEPTION 'not this one'; END IF; RETURN NEW; END $$; \
          CREATE TRIGGER refuse BEFORE UPDATE OF status ON runs FOR EACH ROW \
            EXECUTE FUNCTION refuse();",
+        "not this one",
     );
+}
+
+/// Queues a run of project `refused` and one of `other`, puts another program's trigger in
+/// place (`sqlite` or `postgres`, by backend), and claims both in one batch: only `other`'s is
+/// claimed, with no error, and `refused`'s is reported with `words` in its reason, its row
+/// queued as if no claim had been tried. Returns the store, its epoch, the refused run's id and
+/// the claimed run.
+fn only_the_refused_run_stays_queued(
+    db: &Db,
+    sqlite: &str,
+    postgres: &str,
+    words: &str,
+) -> (Store, i64, RunId, Run) {
+    let s = db.store();
+    let epoch = common::take_over(&s);
+    let refused = s
+        .enqueue(&common::new_run("refused", "default"), 1)
+        .unwrap();
+    let other = s.enqueue(&common::new_run("other", "default"), 1).unwrap();
+    db.exec(sqlite, postgres);
     let mut refusals = Vec::new();
-    let claimed = s
+    let mut claimed = s
         .claim_noting_refusals(
             epoch,
             &[
@@ -86,12 +102,16 @@ fn a_claim_refused_by_a_trigger_leaves_that_run_queued_and_claims_the_others(db:
         .expect("a refused row is not an error of the claim");
     let ids: Vec<RunId> = claimed.iter().map(|c| c.run.id).collect();
     assert_eq!(ids, [other]);
-    assert_eq!(s.get_run(refused).unwrap().status, RunStatus::Queued);
+    let left = s.get_run(refused).unwrap();
+    assert_eq!(left.status, RunStatus::Queued);
+    assert_eq!((left.claim_token, left.started_at), (0, None), "{left:?}");
     assert_eq!(s.get_run(other).unwrap().status, RunStatus::Starting);
     // The caller learns which, and why, in the database's words.
     assert_eq!(refusals.len(), 1, "{refusals:?}");
     assert_eq!(refusals[0].run_id, refused);
-    assert!(refusals[0].reason.contains("not this one"), "{refusals:?}");
+    assert!(refusals[0].reason.contains(words), "{refusals:?}");
+    let other = claimed.remove(0).run;
+    (s, epoch, refused, other)
 }
 
 /// The same for a trigger that drops the claim's write without an error (SQLite's
@@ -151,8 +171,149 @@ fn a_claim_a_trigger_drops_silently_is_reported_as_refused(db: &Db) {
     assert!(refusals.is_empty(), "{refusals:?}");
 }
 
+/// A claim whose *event* the database refuses (a trigger on `events`, after the claim's write
+/// went through) is undone alone: that run stays queued, with no claim left half written, and
+/// the other claims of the batch go on. Failing the transaction instead would fail every claim
+/// of every EVAL, for every project.
+fn a_claim_whose_event_is_refused_is_undone_alone(db: &Db) {
+    let (s, epoch, refused, other) = only_the_refused_run_stays_queued(
+        db,
+        "CREATE TRIGGER refuse_event BEFORE INSERT ON events \
+           WHEN NEW.project = 'refused' AND NEW.to_status = 'starting' \
+           BEGIN SELECT RAISE(ABORT, 'no event for this one'); END;",
+        "CREATE FUNCTION refuse_event() RETURNS trigger LANGUAGE plpgsql AS \
+           $$ BEGIN IF NEW.project = 'refused' AND NEW.to_status = 'starting' THEN \
+                RAISE EXCEPTION 'no event for this one'; END IF; RETURN NEW; END $$; \
+         CREATE TRIGGER refuse_event BEFORE INSERT ON events FOR EACH ROW \
+           EXECUTE FUNCTION refuse_event();",
+        "no event for this one",
+    );
+    // Asked again once the trigger is gone, it is claimed.
+    db.exec(
+        "DROP TRIGGER refuse_event;",
+        "DROP TRIGGER refuse_event ON events;",
+    );
+    s.apply(epoch, &[common::succeeded(&other)], 3).unwrap();
+    let again = s
+        .claim(epoch, &[common::claim_req(refused, "default")], 4)
+        .unwrap();
+    assert_eq!(again.len(), 1);
+}
+
+/// A trigger that ends the whole transaction (SQLite's `RAISE(ROLLBACK)`) leaves nothing to
+/// undo claim by claim: the claim fails as a whole, and nothing after it is written outside a
+/// transaction, one claim at a time.
+fn a_claim_whose_transaction_a_trigger_ends_fails_whole(db: &Db) {
+    if db.is_postgres() {
+        // A PostgreSQL trigger cannot end the transaction it runs in.
+        return;
+    }
+    // On the claim's own write, and on its event.
+    for (table, event, when) in [
+        (
+            "runs",
+            "UPDATE OF status",
+            "NEW.project = 'refused' AND NEW.status = 'starting'",
+        ),
+        (
+            "events",
+            "INSERT",
+            "NEW.project = 'refused' AND NEW.to_status = 'starting'",
+        ),
+    ] {
+        let s = db.store();
+        let epoch = common::take_over(&s);
+        let first = s.enqueue(&common::new_run("first", "default"), 1).unwrap();
+        let refused = s
+            .enqueue(&common::new_run("refused", "default"), 1)
+            .unwrap();
+        let last = s.enqueue(&common::new_run("last", "default"), 1).unwrap();
+        db.exec(
+            &format!(
+                "CREATE TRIGGER end_all BEFORE {event} ON {table} WHEN {when} \
+                 BEGIN SELECT RAISE(ROLLBACK, 'not at all'); END;"
+            ),
+            "",
+        );
+        let mut refusals = Vec::new();
+        let err = s
+            .claim_noting_refusals(
+                epoch,
+                &[
+                    common::claim_req(first, "default"),
+                    common::claim_req(refused, "default"),
+                    common::claim_req(last, "default"),
+                ],
+                2,
+                &mut refusals,
+            )
+            .expect_err("a transaction ended by a trigger fails the claim");
+        assert!(err.to_string().contains("not at all"), "{table}: {err}");
+        for id in [first, refused, last] {
+            assert_eq!(
+                s.get_run(id).unwrap().status,
+                RunStatus::Queued,
+                "{table}: run {id}"
+            );
+        }
+        db.exec("DROP TRIGGER end_all;", "");
+        s.cancel_queued_runs(&[first, refused, last], "done", 3)
+            .unwrap();
+    }
+}
+
+/// A run another program set back to `queued` while a claim of it was active: on PostgreSQL
+/// it still holds that claim's seats (nothing ended the claim, so nothing freed them), and a
+/// second set is refused by the index on seats. That is a refusal of this run alone: the
+/// other claims of the batch go on, where an error would stop every claim of every host that
+/// packs it. On SQLite, whose seats are the rows themselves, the run is claimed again (its
+/// shim then finds the first claim's start in the run's files and refuses to start it).
+fn a_run_set_back_to_queued_under_its_claim_stops_no_other_claim(db: &Db) {
+    let s = db.store();
+    let epoch = common::take_over(&s);
+    let moved = s.enqueue(&common::new_run("moved", "default"), 1).unwrap();
+    let first = s
+        .claim(epoch, &[common::claim_req(moved, "default")], 2)
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    db.exec(
+        "UPDATE runs SET status = 'queued' WHERE project = 'moved';",
+        "UPDATE runs SET status = 'queued' WHERE project = 'moved';",
+    );
+    let other = s.enqueue(&common::new_run("other", "default"), 3).unwrap();
+    let mut refusals = Vec::new();
+    let claimed = s
+        .claim_noting_refusals(
+            epoch,
+            &[
+                common::claim_req(moved, "default"),
+                common::claim_req(other, "default"),
+            ],
+            4,
+            &mut refusals,
+        )
+        .expect("a run holding seats already is not an error of the claim");
+    let ids: Vec<RunId> = claimed.iter().map(|c| c.run.id).collect();
+    if db.is_postgres() {
+        assert_eq!(ids, [other]);
+        assert_eq!(s.get_run(moved).unwrap().status, RunStatus::Queued);
+        assert_eq!(refusals.len(), 1, "{refusals:?}");
+        assert_eq!(refusals[0].run_id, moved);
+        assert!(
+            refusals[0].reason.contains("seats of an earlier claim"),
+            "{refusals:?}"
+        );
+    } else {
+        assert_eq!(ids, [moved, other]);
+        assert!(refusals.is_empty(), "{refusals:?}");
+    }
+}
+
 both_backends!(
+    a_run_set_back_to_queued_under_its_claim_stops_no_other_claim,
     a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error,
     a_claim_refused_by_a_trigger_leaves_that_run_queued_and_claims_the_others,
     a_claim_a_trigger_drops_silently_is_reported_as_refused,
+    a_claim_whose_event_is_refused_is_undone_alone,
+    a_claim_whose_transaction_a_trigger_ends_fails_whole,
 );

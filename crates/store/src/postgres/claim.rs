@@ -25,7 +25,9 @@ impl PgStore {
     /// Claims runs in one transaction, committed before this returns. Each claim runs under a
     /// savepoint: a run no longer queued, a run whose project already has an active run (the
     /// unique index), and a run for which a cap has no seat left are each rolled back alone and
-    /// left out, queued. Each claim's event records the occupancy counted inside the transaction.
+    /// left out, queued; so is one whose write, seats or event the database refuses (a
+    /// constraint, another program's trigger, seats the run still holds from an earlier claim),
+    /// appended to `refused`. Each claim's event records the occupancy counted inside the transaction.
     pub(crate) fn claim(
         &self,
         epoch: i64,
@@ -152,35 +154,73 @@ impl PgStore {
                 }
                 Err(e) => return Err(e.into()),
             };
-            let mut seated = true;
-            for c in caps(req, &host) {
-                if !take_seat(&mut sp, c.kind.as_str(), c.name, c.cap, run.id)? {
-                    tracing::info!(run = run.id, namespace = %req.namespace,
-                        "claim refused: no {} seat left", c.kind.as_str());
-                    seated = false;
-                    break;
+            match seat_and_record(&mut sp, req, &host, &run, epoch, now) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                // A refusal after the claim's write: a seat the run holds already (its row was
+                // written back to `queued` by another program while a claim of it was active:
+                // those seats stay held until that claim ends, and the index on seats refuses a
+                // second set), or its event refused by a trigger on `events`. This claim alone
+                // is rolled back (the savepoint), its run stays queued and is held back by the
+                // caller; failing the transaction would stop every claim of every EVAL.
+                Err(e) if e.is_refused_row() => {
+                    refused.push(ClaimRefusal {
+                        run_id: req.run_id,
+                        reason: refusal_after_write(&e),
+                    });
+                    continue;
                 }
+                Err(e) => return Err(e),
             }
-            if !seated {
-                continue;
-            }
-            let (g, n) = occupancy(&mut sp, &req.namespace)?;
-            insert_event(
-                &mut sp,
-                &EventRow {
-                    run: &run,
-                    from: Some(RunStatus::Queued),
-                    epoch: Some(epoch),
-                    at: now,
-                    occupancy: Some((g, req.global_cap, n, req.namespace_cap)),
-                    detail: None,
-                },
-            )?;
             sp.commit()?;
             out.push(Claimed { run });
         }
         tx.commit()?;
         Ok(out)
+    }
+}
+
+/// Takes `run`'s seat of every cap of `req` and records the claim's event, on the claim's
+/// savepoint; false when a cap has no seat left (the caller leaves the run queued).
+fn seat_and_record(
+    sp: &mut Transaction<'_>,
+    req: &ClaimRequest,
+    host: &str,
+    run: &crate::Run,
+    epoch: i64,
+    now: Millis,
+) -> Result<bool> {
+    for c in caps(req, host) {
+        if !take_seat(sp, c.kind.as_str(), c.name, c.cap, run.id)? {
+            tracing::info!(run = run.id, namespace = %req.namespace,
+                "claim refused: no {} seat left", c.kind.as_str());
+            return Ok(false);
+        }
+    }
+    let (g, n) = occupancy(sp, &req.namespace)?;
+    insert_event(
+        sp,
+        &EventRow {
+            run,
+            from: Some(RunStatus::Queued),
+            epoch: Some(epoch),
+            at: now,
+            occupancy: Some((g, req.global_cap, n, req.namespace_cap)),
+            detail: None,
+        },
+    )?;
+    Ok(true)
+}
+
+/// The reason given for a claim refused after its write ([`seat_and_record`]): the database's
+/// words, and what a refused second set of seats means.
+fn refusal_after_write(e: &StoreError) -> String {
+    if super::broken_constraint(e) == Some("cap_seats_by_run") {
+        format!(
+            "the run still holds the seats of an earlier claim (its row was set back to queued              while that claim was active, by another program): {e}"
+        )
+    } else {
+        format!("the claim's seats or event could not be recorded: {e}")
     }
 }
 

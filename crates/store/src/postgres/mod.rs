@@ -211,6 +211,22 @@ fn is_unique_violation(e: &postgres::Error) -> bool {
     e.code() == Some(&SqlState::UNIQUE_VIOLATION)
 }
 
+/// The constraint (or index) a write broke, as PostgreSQL names it, when `e` is such a
+/// refusal from this backend.
+pub(crate) fn broken_constraint(e: &StoreError) -> Option<&str> {
+    let StoreError::Backend { source, .. } = e else {
+        return None;
+    };
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
+    while let Some(err) = next {
+        if let Some(pg) = err.downcast_ref::<postgres::Error>() {
+            return pg.as_db_error().and_then(|d| d.constraint());
+        }
+        next = err.source();
+    }
+    None
+}
+
 /// Whether `e` is the database refusing a row: a constraint (class 23: unique, check, foreign
 /// key, not null, exclusion) or an exception a trigger raised (`RAISE EXCEPTION`, P0001), as
 /// another program's rules on the tables would.

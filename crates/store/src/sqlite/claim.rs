@@ -29,7 +29,12 @@ impl SqliteStore {
     /// no longer queued matches no row and is left out; so is one whose project or namespace is
     /// paused, or whose project has no free seat below `max_parallel`; a claim refused by the
     /// unique index `runs_one_active_per_project` is logged and left out. Each claim's event records the
-    /// occupancy counted inside the transaction, right after the claim.
+    /// occupancy counted inside the transaction, right after the claim. Each claim runs under a
+    /// savepoint: one whose write or event the database refuses (a constraint, another
+    /// program's trigger) is undone alone and appended to `refused`, its run left queued.
+    ///
+    /// Errors: a stale epoch or config, any other failure of the database, and a trigger that
+    /// ended the whole transaction (`RAISE(ROLLBACK)`): then nothing of this call was kept.
     pub(crate) fn claim(
         &self,
         epoch: i64,
@@ -102,6 +107,10 @@ impl SqliteStore {
                     );
                     continue;
                 };
+                // Each claim under a savepoint of its own: a refusal after the claim's write
+                // (its event's insert, refused by a trigger on `events`) rolls back that claim
+                // alone, as a refusal of the write itself does.
+                tx.prepare_cached("SAVEPOINT claim")?.execute([])?;
                 let row = claim
                     .query_row(
                         params![req.run_id, req.namespace, epoch, now, seat, host],
@@ -113,6 +122,7 @@ impl SqliteStore {
                     // Queued a moment ago in this very transaction (`queued_project`), so a
                     // write that changed no row was dropped by a trigger (`RAISE(IGNORE)`).
                     Ok(None) => {
+                        release_claim(&tx)?;
                         refused.push(ClaimRefusal {
                             run_id: req.run_id,
                             reason: "a trigger on runs dropped the claim's write".into(),
@@ -120,6 +130,9 @@ impl SqliteStore {
                         continue;
                     }
                     Err(e) if is_constraint_violation(&e) => {
+                        if !roll_back_claim(&tx)? {
+                            return Err(e.into());
+                        }
                         if is_unique_violation(&e) {
                             tracing::warn!(
                                 run = req.run_id,
@@ -139,24 +152,61 @@ impl SqliteStore {
                     }
                     Err(e) => return Err(e.into()),
                 };
-                let (g, n) = occupancy(&tx, &req.namespace)?;
-                insert_event(
-                    &tx,
-                    &EventRow {
-                        run: &run,
-                        from: Some(RunStatus::Queued),
-                        epoch: Some(epoch),
-                        at: now,
-                        occupancy: Some((g, req.global_cap, n, req.namespace_cap)),
-                        detail: None,
-                    },
-                )?;
+                let recorded = occupancy(&tx, &req.namespace).and_then(|(g, n)| {
+                    insert_event(
+                        &tx,
+                        &EventRow {
+                            run: &run,
+                            from: Some(RunStatus::Queued),
+                            epoch: Some(epoch),
+                            at: now,
+                            occupancy: Some((g, req.global_cap, n, req.namespace_cap)),
+                            detail: None,
+                        },
+                    )
+                });
+                match recorded {
+                    Ok(()) => release_claim(&tx)?,
+                    // A claim with no event would be one `fleet check` cannot account for, and
+                    // failing the whole transaction would stop every claim of every EVAL: this
+                    // claim alone is undone, and its run stays queued, held back by the caller.
+                    Err(e) if e.is_refused_row() => {
+                        if !roll_back_claim(&tx)? {
+                            return Err(e);
+                        }
+                        refused.push(ClaimRefusal {
+                            run_id: req.run_id,
+                            reason: format!("its event could not be recorded: {e}"),
+                        });
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
                 out.push(Claimed { run });
             }
         }
         tx.commit()?;
         Ok(out)
     }
+}
+
+/// Keeps what the current claim wrote: releases its savepoint (see [`SqliteStore::claim`]).
+fn release_claim(conn: &Connection) -> Result<()> {
+    conn.prepare_cached("RELEASE claim")?.execute([])?;
+    Ok(())
+}
+
+/// Undoes what the current claim wrote, and releases its savepoint; false, undoing nothing,
+/// when a trigger's `RAISE(ROLLBACK)` has already ended the whole transaction. Then nothing of
+/// it was kept, no savepoint is left to go back to, and every statement after would commit on
+/// its own: the caller fails the claim as a whole instead of going on.
+fn roll_back_claim(conn: &Connection) -> Result<bool> {
+    if conn.is_autocommit() {
+        return Ok(false);
+    }
+    conn.prepare_cached("ROLLBACK TO claim")?.execute([])?;
+    release_claim(conn)?;
+    Ok(true)
 }
 
 /// Active runs claimed by `host`, counted on the claim's transaction (its own capacity).
