@@ -1,5 +1,5 @@
 //! Beyond one crash per failpoint: the recovery failpoints chained on the same claims, the
-//! late-shim trap, and a daemon restarted right after a crash.
+//! late-shim trap, a daemon restarted right after a crash, and a restart of the machine.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -37,6 +37,43 @@ fn recovery_failpoints_chained() {
     let refs: Vec<&Crashy> = crashes.iter().collect();
     finish(&s, "recovery chain", Expect::FirstAttempt, &refs);
     assert_eq!(requeued(f), claimed);
+}
+
+/// A restart of the machine between a claim and its shim's `started` record: that record is
+/// written without waiting for the disk, so after a restart its absence proves nothing, and
+/// the claim must end `lost` (retried, since the projects have retries), never be queued again
+/// as a claim that never started. The daemon that claims runs in one boot (a test boot id) and
+/// dies right after its claims' commit, before any shim; the next one runs in another (the
+/// machine's own). Queued again, a claim cut short after its command started would start it a
+/// second time as the same attempt.
+#[test]
+fn claims_a_machine_restart_cut_short_end_lost_not_queued_again() {
+    let s = scenario();
+    let f = &s.f;
+    let mut first = Crashy::start_with(
+        f,
+        "daemon-after-claim=return",
+        &[("FLEET_TEST_BOOT_ID", "a-boot-before-the-restart")],
+    );
+    first.wait_abort(f);
+    let claimed = in_status(f, &s.ids, "starting");
+    assert_eq!(claimed.len(), CAP, "{}", first.describe());
+    finish(
+        &s,
+        "machine restart",
+        Expect::LostThenRetried { command_ran: false },
+        &[&first],
+    );
+    assert!(requeued(f).is_empty(), "{:?}", requeued(f));
+    let statuses = statuses(f);
+    for id in &claimed {
+        assert_eq!(statuses[id], "lost", "run {id}");
+        let reason: String = f
+            .db_read_only()
+            .query_row("SELECT reason FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .unwrap();
+        assert!(reason.contains("machine restarted"), "run {id}: {reason}");
+    }
 }
 
 /// The late-shim trap: a shim spawned but delayed before its lock looks exactly like one that

@@ -19,21 +19,32 @@ pub struct Crashy<'a> {
 impl<'a> Crashy<'a> {
     /// Starts a daemon with `FAILPOINTS=failpoints` once the previous daemon's lock is free.
     pub fn start(f: &'a Fleet, failpoints: &str) -> Crashy<'a> {
+        Crashy::start_with(f, failpoints, &[])
+    }
+
+    /// [`Crashy::start`] with more environment variables for the daemon.
+    pub fn start_with(f: &'a Fleet, failpoints: &str, env: &[(&str, &str)]) -> Crashy<'a> {
         // A previous daemon's half-spawned shim may still hold the lock (see
         // `wait_daemon_lock_released`).
         wait_daemon_lock_released(&f.state_dir());
-        Crashy::spawn(f, failpoints)
+        Crashy::spawn_with(f, failpoints, env)
     }
 
     /// [`Crashy::start`] without waiting for the daemon lock to be free.
     pub fn spawn(f: &'a Fleet, failpoints: &str) -> Crashy<'a> {
+        Crashy::spawn_with(f, failpoints, &[])
+    }
+
+    fn spawn_with(f: &'a Fleet, failpoints: &str, env: &[(&str, &str)]) -> Crashy<'a> {
         static N: AtomicU64 = AtomicU64::new(0);
         let log = f.file(&format!(
             "crashy-{}.stderr",
             N.fetch_add(1, Ordering::SeqCst)
         ));
+        let mut all = vec![("FAILPOINTS", failpoints)];
+        all.extend_from_slice(env);
         Crashy {
-            daemon: f.spawn_daemon_logged(&[("FAILPOINTS", failpoints)], &log),
+            daemon: f.spawn_daemon_logged(&all, &log),
             failpoints: failpoints.to_string(),
         }
     }

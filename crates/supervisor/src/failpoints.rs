@@ -97,7 +97,7 @@ pub const SHIM: &[(&str, &str)] = &[
     ),
     (
         "shim-after-started",
-        "started durable, command not yet spawned: lock free, started but no exit record \
+        "started written, command not yet spawned: lock free, started but no exit record \
          => the command may have started: lost (retried only if retries remain)",
     ),
     (

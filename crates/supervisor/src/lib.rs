@@ -8,6 +8,8 @@
 //! - [`daemon`]: the daemon: takeover, recovery, and the EVAL loop, one file per phase.
 //! - [`settle`]: what became of one claim, decided from its run files (reap and
 //!   recovery alike).
+//! - [`boot`]: which claims a restart of the machine may have cut short (the boot each
+//!   daemon ran in, recorded in the state directory).
 //! - `retry` (crate-private): whether a run that ended gets another attempt, and when.
 //! - `schedule` (crate-private): the cron timetable, and the EVAL step that fires due occurrences.
 //! - [`shim`]: the per-run monitor process, its run files, and the fork server that forks it.
@@ -34,6 +36,7 @@
 // and the shim's few lines through a write that ignores failure.
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
+pub mod boot;
 pub mod caps;
 pub mod check;
 pub mod clock;

@@ -4,9 +4,13 @@
 //! The rules (each case has exactly one answer, so a run is never started twice nor forgotten):
 //! - the shim still holds the run's lock ⇒ it is alive: keep (or adopt) it;
 //! - lock free and an exit record for this claim ⇒ the run ended: record its real status;
-//! - lock free, no started record for this claim ⇒ the command provably never started: leave a
-//!   tombstone (while holding the lock) and requeue, same attempt. The tombstone is what stops a
-//!   shim that was spawned but had not yet taken the lock from starting the run later;
+//! - lock free, no started record for this claim, and the machine has not restarted since the
+//!   claim ⇒ the command provably never started: leave a tombstone (while holding the lock) and
+//!   requeue, same attempt. The tombstone is what stops a shim that was spawned but had not yet
+//!   taken the lock from starting the run later;
+//! - lock free, no started record, but the machine may have restarted since the claim (a
+//!   `started` record is not synced, so a restart may have lost it: see [`crate::boot`]) ⇒ the
+//!   command may have run; its fate is unknown: `lost`;
 //! - lock free, started, no exit record ⇒ the command may have run; its fate is unknown: `lost`;
 //! - but lock free, no exit record, and processes of the command's process group still run
 //!   (named by the files, or by the pid the daemon recorded when the files cannot name it) ⇒
@@ -33,6 +37,12 @@ pub enum Fate {
     Ended(ExitRecord),
     /// The command never started; a tombstone now bars any late shim of this claim.
     NeverStarted,
+    /// No `started` record of the claim, but the machine may have restarted since the claim
+    /// was made ([`crate::boot`]), and a record not yet on disk then would be lost with it: the
+    /// command may have started, so the claim is never queued again as if it had not. Its
+    /// end is unknown, as for [`Fate::Lost`]. (Nothing of the claim runs any more: every
+    /// process dies with the machine.)
+    StartUnknown,
     /// The command may have started, and nothing recorded its end.
     Lost,
     /// The shim is gone without recording the command's end, but processes of the command's
@@ -65,13 +75,14 @@ pub enum Fate {
 }
 
 impl Fate {
-    /// Its name in the daemon's log: `alive`, `ended`, `never_started`, `lost`, `orphaned` or
-    /// `unreadable`.
+    /// Its name in the daemon's log: `alive`, `ended`, `never_started`, `start_unknown`,
+    /// `lost`, `orphaned` or `unreadable`.
     pub fn name(&self) -> &'static str {
         match self {
             Fate::Alive => "alive",
             Fate::Ended(_) => "ended",
             Fate::NeverStarted => "never_started",
+            Fate::StartUnknown => "start_unknown",
             Fate::Lost => "lost",
             Fate::Orphaned { .. } => "orphaned",
             Fate::Unreadable(_) => "unreadable",
@@ -97,7 +108,18 @@ impl Fate {
 /// `recorded_pgid` is the command's pid as the daemon recorded it for this claim (the shim's
 /// report, or the database's `running` row), if it did: it is what identifies the command's
 /// group when the files no longer can (see [`Fate::Orphaned`]).
-pub fn settle(dir: &RunFiles, token: u64, recorded_pgid: Option<i32>) -> io::Result<Fate> {
+///
+/// `start_survives`: whether a `started` record of this claim, had its shim written one, would
+/// still be readable ([`crate::boot::Boots::start_survives`]: false when the machine may have
+/// restarted since the claim). When it would not, a claim with no such record is
+/// [`Fate::StartUnknown`], never [`Fate::NeverStarted`], and gets no tombstone (no shim of it
+/// can be alive after a restart).
+pub fn settle(
+    dir: &RunFiles,
+    token: u64,
+    recorded_pgid: Option<i32>,
+    start_survives: bool,
+) -> io::Result<Fate> {
     let Some(mut lock) = dir.try_lock()? else {
         return Ok(Fate::Alive);
     };
@@ -133,6 +155,9 @@ pub fn settle(dir: &RunFiles, token: u64, recorded_pgid: Option<i32>) -> io::Res
         }
         if records.started.is_some_and(|s| s.token == token) {
             return Ok(Fate::Lost);
+        }
+        if !start_survives {
+            return Ok(Fate::StartUnknown);
         }
         if !lock.covers_earlier() {
             // A late shim of an earlier version looks for its tombstone in the run's folder
@@ -254,6 +279,18 @@ pub fn transition(
         Fate::Alive | Fate::Orphaned { .. } => return None,
         Fate::NeverStarted => Change::Requeue {
             reason: "the command never started; queued again, same attempt".into(),
+        },
+        Fate::StartUnknown => Change::Finish {
+            status: RunStatus::Lost,
+            exit_code: None,
+            signal: None,
+            reason: Some(
+                "the machine restarted since this run was claimed, and its command may have \
+                 started before that (its start was not yet on disk)"
+                    .into(),
+            ),
+            retry: policy.next(RunStatus::Lost, attempt, now),
+            finished_at: None,
         },
         Fate::Lost => Change::Finish {
             status: RunStatus::Lost,

@@ -722,7 +722,7 @@ mod failpoints {
             assert!(!dir.folder().exists(), "{layout}: the shim has not begun");
             // Recovery, as `settle` does it.
             assert_eq!(
-                supervisor::settle::settle(&dir, 9, None).unwrap(),
+                supervisor::settle::settle(&dir, 9, None, true).unwrap(),
                 supervisor::settle::Fate::NeverStarted,
                 "{layout}"
             );

@@ -268,6 +268,22 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
             }
         }
     }
+    // The boot this daemon claims in, on disk before its first claim, and the last daemon's,
+    // read first: recovery needs both to tell a claim that never started from one whose
+    // `started` record a restart of the machine lost (see `crate::boot`).
+    let boots = {
+        let root = state.root().to_path_buf();
+        tokio::task::spawn_blocking(move || crate::boot::Boots::take(&root, epoch))
+            .await
+            .expect("recording the boot panicked")
+            .map_err(|source| DaemonError::Io {
+                what: format!(
+                    "writing {}",
+                    state.root().join(crate::boot::BOOT_FILE).display()
+                ),
+                source,
+            })?
+    };
     // What was opened, to notice at every tick a state directory removed or replaced under us.
     let opened = state.opened(&lock)?;
 
@@ -319,6 +335,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         state,
         store,
         epoch,
+        boots,
         slots: SlotPool::new(),
         pending: Vec::new(),
         exited: Vec::new(),

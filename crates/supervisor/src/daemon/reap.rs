@@ -89,7 +89,9 @@ pub(super) fn reap(
             continue;
         }
         let dir = RunFiles::new(state_dir, run_id);
-        match settle::settle(&dir, token, command_pid) {
+        // A slot is this daemon's claim, or one it adopted alive: either way of this boot, so a
+        // `started` record its shim wrote is still there to read.
+        match settle::settle(&dir, token, command_pid, true) {
             // The shim's report pipe can reach end-of-file an instant before the kernel drops
             // its lock (a crashed shim's descriptors close in order): wait for the lock, as for
             // an adopted run.

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use super::follow::{watch_group, watch_lock};
 use super::state::Daemon;
+use crate::boot::Boots;
 use crate::retry::RetryPolicy;
 use crate::settle::{self, Fate};
 use crate::shim::runfiles::RunFiles;
@@ -87,10 +88,12 @@ impl Daemon {
         let state = self.state.clone();
         let host = self.config.host.clone();
         let shared = state.database().is_some();
-        let result =
-            tokio::task::spawn_blocking(move || settle_active(&store, &host, state.root(), shared))
-                .await
-                .expect("recovery panicked");
+        let boots = self.boots.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            settle_active(&store, &host, state.root(), shared, &boots)
+        })
+        .await
+        .expect("recovery panicked");
         match result {
             Ok(found) => {
                 if let Some(left) = self.config_settling_for(&found).await {
@@ -178,6 +181,7 @@ impl Daemon {
         let store = self.store.clone();
         let state = self.state.clone();
         let host = self.config.host.clone();
+        let boots = self.boots.clone();
         let result = tokio::task::spawn_blocking(move || {
             // Only those still active under the same claim: anything else has moved on.
             let runs: Vec<Run> = store
@@ -185,7 +189,7 @@ impl Daemon {
                 .into_iter()
                 .filter(|r| wanted.contains(&(r.id, r.claim_token)))
                 .collect();
-            Ok::<_, StoreError>(settle_runs(&runs, state.root()))
+            Ok::<_, StoreError>(settle_runs(&runs, state.root(), &boots))
         })
         .await
         .expect("settling again panicked");
@@ -226,13 +230,14 @@ impl Daemon {
         let store = self.store.clone();
         let state = self.state.clone();
         let epoch = self.epoch;
+        let boots = self.boots.clone();
         let result = tokio::task::spawn_blocking(move || {
             let runs: Vec<Run> = store
                 .active_runs()?
                 .into_iter()
                 .filter(|r| r.epoch == Some(epoch) && !known.contains(&r.id))
                 .collect();
-            Ok::<_, StoreError>(settle_runs(&runs, state.root()))
+            Ok::<_, StoreError>(settle_runs(&runs, state.root(), &boots))
         })
         .await
         .expect("reconciling panicked");
@@ -391,9 +396,10 @@ fn settle_active(
     host: &str,
     state_dir: &Path,
     shared: bool,
+    boots: &Boots,
 ) -> Result<Recovery, StoreError> {
     let active = store.active_runs_on(host)?;
-    let mut recovery = settle_runs(&active, state_dir);
+    let mut recovery = settle_runs(&active, state_dir, boots);
     let active_ids: BTreeSet<RunId> = active.iter().map(|r| r.id).collect();
     if shared {
         for id in unrecorded_shims(state_dir, &active_ids) {
@@ -456,8 +462,9 @@ fn taken_run(
 }
 
 /// Settles each of `runs` (active runs a previous daemon left) from its run files: see
-/// [`settle_active`].
-fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
+/// [`settle_active`]. `boots` says of each claim whether the machine may have restarted since
+/// it was made ([`Boots::start_survives`]).
+fn settle_runs(runs: &[Run], state_dir: &Path, boots: &Boots) -> Recovery {
     let mut adopt = Vec::new();
     let mut transitions = Vec::new();
     let mut settled = Vec::new();
@@ -467,7 +474,12 @@ fn settle_runs(runs: &[Run], state_dir: &Path) -> Recovery {
         let dir = RunFiles::new(state_dir, run.id);
         // The command's pid as the database recorded it: what names its process group when
         // the files no longer do (removed or overwritten by hand).
-        let fate = match settle::settle(&dir, run.claim_token, settle::recorded_pgid(run)) {
+        let fate = match settle::settle(
+            &dir,
+            run.claim_token,
+            settle::recorded_pgid(run),
+            boots.start_survives(run.epoch),
+        ) {
             Ok(f) => f,
             Err(e) => {
                 tracing::error!(run = run.id, project = %run.project, error = %e, "cannot read or write the run's files; leaving it active");

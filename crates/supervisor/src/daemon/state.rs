@@ -45,6 +45,9 @@ pub(super) struct Daemon {
     pub(super) store: Store,
     /// This daemon's epoch: every write is fenced with it.
     pub(super) epoch: i64,
+    /// Which claims a restart of the machine may have cut short (recorded before the first
+    /// claim): what recovery needs to read a missing `started` record rightly.
+    pub(super) boots: crate::boot::Boots,
     /// The slot pool: the runs this process supervises.
     pub(super) slots: SlotPool,
     /// Transitions decided but not yet in the database (it was busy). They are written before

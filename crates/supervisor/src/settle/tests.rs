@@ -69,7 +69,7 @@ fn tombstoned(dir: &RunFiles) -> bool {
 fn a_held_lock_is_alive_and_nothing_is_written() {
     let (_t, dir) = run_dir();
     let _held = dir.try_lock().unwrap().unwrap();
-    assert_eq!(settle(&dir, TOKEN, None).unwrap(), Fate::Alive);
+    assert_eq!(settle(&dir, TOKEN, None, true).unwrap(), Fate::Alive);
     assert!(!in_folder(&dir, "tombstones").exists());
 }
 
@@ -78,7 +78,7 @@ fn an_exit_record_of_the_claim_is_its_end() {
     let (_t, dir) = run_dir();
     let e = exit(TOKEN, Outcome::Exited, Some(3), None);
     write(&dir, Some(started(TOKEN)), Some(e.clone()));
-    assert_eq!(settle(&dir, TOKEN, None).unwrap(), Fate::Ended(e));
+    assert_eq!(settle(&dir, TOKEN, None, true).unwrap(), Fate::Ended(e));
     assert!(!tombstoned(&dir));
 }
 
@@ -91,7 +91,7 @@ fn started_without_its_exit_record_is_lost() {
         Some(started(TOKEN)),
         Some(exit(TOKEN + 1, Outcome::Exited, Some(0), None)),
     );
-    assert_eq!(settle(&dir, TOKEN, None).unwrap(), Fate::Lost);
+    assert_eq!(settle(&dir, TOKEN, None, true).unwrap(), Fate::Lost);
     assert!(
         !tombstoned(&dir),
         "a claim that may have started is never tombstoned"
@@ -101,14 +101,42 @@ fn started_without_its_exit_record_is_lost() {
 #[test]
 fn no_started_record_of_the_claim_is_tombstoned_and_never_started() {
     let (_t, dir) = run_dir();
-    assert_eq!(settle(&dir, TOKEN, None).unwrap(), Fate::NeverStarted);
+    assert_eq!(settle(&dir, TOKEN, None, true).unwrap(), Fate::NeverStarted);
     assert!(tombstoned(&dir));
     // An earlier claim's started record proves nothing about this one.
     let (_t2, dir2) = run_dir();
     write(&dir2, Some(started(TOKEN + 1)), None);
-    assert_eq!(settle(&dir2, TOKEN, None).unwrap(), Fate::NeverStarted);
+    assert_eq!(
+        settle(&dir2, TOKEN, None, true).unwrap(),
+        Fate::NeverStarted
+    );
     assert!(dir2.is_tombstoned(TOKEN).unwrap());
     assert!(!dir2.is_tombstoned(TOKEN + 1).unwrap());
+}
+
+/// After a restart of the machine (`start_survives` false), a claim with no `started` record
+/// proves nothing: the record is written without a sync, and the restart may have lost it. The
+/// claim is `start_unknown` (it ends `lost`), never queued again as if its command never ran,
+/// and gets no tombstone. A `started` or `exit` record that did reach the disk still counts.
+#[test]
+fn after_a_restart_no_started_record_is_a_start_unknown() {
+    let (_t, dir) = run_dir();
+    assert_eq!(
+        settle(&dir, TOKEN, None, false).unwrap(),
+        Fate::StartUnknown
+    );
+    assert!(!tombstoned(&dir));
+    let t = transition(5, TOKEN, 1, &Fate::StartUnknown, RetryPolicy::NONE, 0).unwrap();
+    match t.change {
+        Change::Finish { status, reason, .. } => {
+            assert_eq!(status, RunStatus::Lost);
+            assert!(reason.unwrap().contains("machine restarted"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let (_t2, dir2) = run_dir();
+    write(&dir2, Some(started(TOKEN)), None);
+    assert_eq!(settle(&dir2, TOKEN, None, false).unwrap(), Fate::Lost);
 }
 
 /// A record that cannot be read (here: a folder where the file should be, as an I/O error of
@@ -118,7 +146,7 @@ fn an_unreadable_exit_record_is_an_error_not_lost() {
     let (_t, dir) = run_dir();
     write(&dir, Some(started(TOKEN)), None);
     fs::create_dir(in_folder(&dir, "exit")).unwrap();
-    assert!(settle(&dir, TOKEN, None).is_err());
+    assert!(settle(&dir, TOKEN, None, true).is_err());
 }
 
 /// An unreadable `started` record may say the command started: requeueing (and tombstoning)
@@ -127,7 +155,7 @@ fn an_unreadable_exit_record_is_an_error_not_lost() {
 fn an_unreadable_started_record_is_an_error_and_no_tombstone() {
     let (_t, dir) = run_dir();
     fs::create_dir(in_folder(&dir, "started")).unwrap();
-    assert!(settle(&dir, TOKEN, None).is_err());
+    assert!(settle(&dir, TOKEN, None, true).is_err());
     assert!(!in_folder(&dir, "tombstones").exists());
 }
 
@@ -136,7 +164,7 @@ fn a_corrupt_started_record_may_have_started_so_it_is_lost() {
     let (_t, dir) = run_dir();
     fs::write(in_folder(&dir, "started"), "{not json").unwrap();
     assert!(matches!(
-        settle(&dir, TOKEN, None).unwrap(),
+        settle(&dir, TOKEN, None, true).unwrap(),
         Fate::Unreadable(_)
     ));
     assert!(!in_folder(&dir, "tombstones").exists());
@@ -148,7 +176,7 @@ fn a_corrupt_exit_record_is_missing_so_a_started_run_is_lost() {
     write(&dir, Some(started(TOKEN)), None);
     fs::write(in_folder(&dir, "exit"), "{not json").unwrap();
     assert!(matches!(
-        settle(&dir, TOKEN, None).unwrap(),
+        settle(&dir, TOKEN, None, true).unwrap(),
         Fate::Unreadable(_)
     ));
 }
@@ -172,7 +200,7 @@ fn an_exit_record_after_a_bad_line_is_the_end() {
     append_garbage(&dir);
     let e = exit(TOKEN, Outcome::Exited, Some(7), None);
     write(&dir, None, Some(e.clone()));
-    assert_eq!(settle(&dir, TOKEN, None).unwrap(), Fate::Ended(e));
+    assert_eq!(settle(&dir, TOKEN, None, true).unwrap(), Fate::Ended(e));
 }
 
 /// No exit record but a bad line that may have been it: the end is unknown, and the note says
@@ -182,7 +210,7 @@ fn a_bad_line_where_the_exit_may_be_is_unreadable_not_a_dead_shim() {
     let (_t, dir) = run_dir();
     write(&dir, Some(started(TOKEN)), None);
     append_garbage(&dir);
-    let fate = settle(&dir, TOKEN, None).unwrap();
+    let fate = settle(&dir, TOKEN, None, true).unwrap();
     let Fate::Unreadable(what) = &fate else {
         panic!("{fate:?}")
     };
@@ -216,7 +244,7 @@ fn a_bad_line_where_the_started_may_be_is_never_requeued() {
     let (_t, dir) = run_dir();
     append_garbage(&dir);
     assert!(matches!(
-        settle(&dir, TOKEN, None).unwrap(),
+        settle(&dir, TOKEN, None, true).unwrap(),
         Fate::Unreadable(_)
     ));
     assert!(!tombstoned(&dir));
@@ -228,7 +256,7 @@ fn a_bad_line_where_the_started_may_be_is_never_requeued() {
 fn a_tombstone_that_cannot_be_written_is_an_error() {
     let (_t, dir) = run_dir();
     fs::create_dir(in_folder(&dir, "tombstones")).unwrap();
-    assert!(settle(&dir, TOKEN, None).is_err());
+    assert!(settle(&dir, TOKEN, None, true).is_err());
 }
 
 #[test]
@@ -355,7 +383,7 @@ fn only_a_missing_started_record_requeues() {
     // Cannot be read (here: a folder where the file should be).
     std::fs::create_dir(&started).unwrap();
     assert!(
-        settle(&dir, 1, None).is_err(),
+        settle(&dir, 1, None, true).is_err(),
         "an unread record is not a missing one"
     );
     std::fs::remove_dir(&started).unwrap();
@@ -363,11 +391,11 @@ fn only_a_missing_started_record_requeues() {
     // Corrupt: it was written, so the command may have started.
     std::fs::write(&started, "not json").unwrap();
     assert!(matches!(
-        settle(&dir, 1, None).unwrap(),
+        settle(&dir, 1, None, true).unwrap(),
         Fate::Unreadable(_)
     ));
     std::fs::remove_file(&started).unwrap();
 
-    assert_eq!(settle(&dir, 1, None).unwrap(), Fate::NeverStarted);
+    assert_eq!(settle(&dir, 1, None, true).unwrap(), Fate::NeverStarted);
     assert!(dir.is_tombstoned(1).unwrap());
 }

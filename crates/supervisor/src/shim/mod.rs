@@ -11,7 +11,7 @@
 //!    shim dies, so a free lock proves the shim gone);
 //! 3. checks the tombstones right after locking: recovery may have given the claim up while this
 //!    shim was late, and then the command must not start;
-//! 4. durably appends `started` to the lock file before spawning, so "never started" can be
+//! 4. appends `started` to the run's record slot before spawning, so "never started" can be
 //!    proven (a record that cannot be written, on a full disk say, is retried with backoff
 //!    while the lock is kept);
 //! 5. spawns the command in its own process group, with a parent-death signal (SIGKILL), stdin
@@ -58,7 +58,7 @@ macro_rules! crash_point {
 
 /// A failpoint that makes one attempt at writing a record fail as a full disk would:
 /// `FAILPOINTS=name=3*return` fails the first three attempts. The shim retries a failed record
-/// (see [`write_durably`]), so this delays the record without losing it. Compiles to nothing
+/// (see [`write_retrying`]), so this delays the record without losing it. Compiles to nothing
 /// without the `failpoints` feature. Every name is registered in [`crate::failpoints::SHIM`].
 macro_rules! io_failpoint {
     ($name:literal) => {
@@ -98,7 +98,7 @@ use crate::failpoints::scenario as failpoint_scenario;
 use crate::sys::signals::{self, BlockedSignals, Signal};
 use crate::sys::{files, process, spawn, subreaper};
 use runfiles::{now_rfc3339, ExitRecord, Outcome, Record, RunFiles, RunningRecord, StartedRecord};
-use write::{write_durably, write_exit, write_record};
+use write::{write_exit, write_record, write_retrying};
 
 /// Process exit status of the shim when it ran to the end (the command's own status is in the
 /// `exit` record), or when the claim was tombstoned.
@@ -393,12 +393,12 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
         at: now_rfc3339(),
         history,
     };
-    // Durable before the spawn: the claim is only "maybe started" once this is on disk. Retried
-    // rather than given up: a shim that exits here could leave a `started` record the append
-    // made visible but the sync did not confirm, and the run would end `lost` although its
-    // command never started.
+    // Written before the spawn: the claim is "maybe started" once any reader can see this (the
+    // page cache; a restart of the machine, which may lose it, is told apart by `crate::boot`).
+    // Not synced: waiting for the disk here would delay every start. Retried rather than given
+    // up (a full disk, say): the shim keeps the lock, and the command starts once it is written.
     let started = Record::Started(started);
-    write_durably(a, "started", || {
+    write_retrying(a, "started", || {
         io_failpoint!("shim-started-record-fails");
         crash_point!("shim-started-record-torn", dir.write_torn(&lock, &started));
         write_record(&dir, &lock, started.clone())

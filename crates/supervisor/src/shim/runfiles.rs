@@ -646,13 +646,16 @@ impl RunFiles {
             .map_err(|e| naming(&path, e))
     }
 
-    /// Appends the `started` record and makes it durable (`fdatasync`; the segment's entry is
-    /// durable since its first open): it must survive a crash of the machine before the command
-    /// is spawned, so that its absence proves the command never started.
+    /// Appends the `started` record, without waiting for the disk: every reader sees it at once
+    /// (the page cache), so its absence proves the command never started for as long as the
+    /// machine does not restart, and recovery judges a claim made before a restart without it
+    /// ([`crate::boot`]). The `exit` record's sync later makes it durable too. (The test-only
+    /// writers of earlier layouts still sync it, as those versions did.)
     ///
     /// Errors: `InvalidInput` if `held` is another run's lock; I/O errors.
     pub fn write_started(&self, held: &RunLock, record: &StartedRecord) -> io::Result<()> {
-        self.append(held, &Record::Started(record.clone()), true)?;
+        let earlier_layout = self.writes_folder() || self.writes_flat();
+        self.append(held, &Record::Started(record.clone()), earlier_layout)?;
         self.sync_parent()
     }
 

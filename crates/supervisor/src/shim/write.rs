@@ -19,7 +19,7 @@ const RECORD_RETRY_FIRST: Duration = Duration::from_millis(50);
 /// The longest wait between two attempts at writing a record.
 const RECORD_RETRY_MAX: Duration = Duration::from_secs(5);
 
-/// Writes the `exit` record durably, retrying until it is (see [`write_durably`]): the command
+/// Writes the `exit` record durably, retrying until it is (see [`write_retrying`]): the command
 /// is gone, and its status exists nowhere else.
 pub(super) fn write_exit(
     a: &ShimArgs,
@@ -29,7 +29,7 @@ pub(super) fn write_exit(
 ) -> io::Result<()> {
     crash_point!("shim-before-exit-file");
     let record = Record::Exit(record.clone());
-    write_durably(a, "exit", || {
+    write_retrying(a, "exit", || {
         io_failpoint!("shim-exit-record-fails");
         crash_point!("shim-exit-record-torn", dir.write_torn(lock, &record));
         write_record(dir, lock, record.clone())
@@ -66,7 +66,7 @@ pub(super) fn write_record(dir: &RunFiles, lock: &RunLock, record: Record) -> io
 ///
 /// Errors: only `InvalidInput` (a record written under another run's lock: a bug that no
 /// retry can mend), at once.
-pub(super) fn write_durably(
+pub(super) fn write_retrying(
     a: &ShimArgs,
     record: &str,
     mut write: impl FnMut() -> io::Result<()>,

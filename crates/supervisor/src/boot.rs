@@ -1,0 +1,243 @@
+//! Which claims a restart of the machine may have cut short before their `started` record
+//! reached the disk.
+//!
+//! A shim writes its `started` record before it spawns the command, and does not wait for the
+//! disk: until the machine restarts, every reader sees the record through the page cache, so a
+//! claim with no `started` record provably never started and recovery queues it again. A
+//! restart of the machine may lose a record that was written but not yet on disk, and with it
+//! that proof. So recovery must know, for each claim it settles, whether the machine has
+//! restarted since the claim was made: if it has, a claim with no `started` record may have
+//! started, and ends `lost` (retried if its project has retries left), never queued again as
+//! if it never started. (Every command dies with the machine, so nothing of such a claim runs
+//! any more either way; what this guards against is the same attempt started a second time.)
+//!
+//! The kernel names each boot with a random id (`/proc/sys/kernel/random/boot_id`): the page
+//! cache survives exactly as long as it does. Every daemon adds a line to `<state_dir>/boot`,
+//! its epoch and that id, and makes the file durable, before it claims anything (the last
+//! [`KEPT`] daemons' lines are kept). A claim is known to be of the current boot when it was
+//! made by this daemon, or by a daemon whose line names the current boot. Anything less
+//! certain (the file unreadable, no line for the claim's epoch, no boot id to compare) counts
+//! as a restart: the safe side, which may end a claim `lost` that would have been queued
+//! again.
+//!
+//! No file at all means no daemon of a version that skips the sync has claimed in this state
+//! directory, since each writes it before its first claim: every `started` record there was
+//! synced by its shim, and its absence proves the command never started, restart or not.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// The file in the state directory that names the last daemon's epoch and boot.
+pub const BOOT_FILE: &str = "boot";
+
+/// Where the kernel names the current boot.
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// The current boot's id (a UUID), or `None` when the kernel does not say. Test builds
+/// (feature `failpoints`) take `FLEET_TEST_BOOT_ID` instead when it is set, so that a test can
+/// stand for a machine that restarted.
+pub fn current() -> Option<String> {
+    #[cfg(feature = "failpoints")]
+    if let Some(id) = std::env::var_os("FLEET_TEST_BOOT_ID") {
+        return id.into_string().ok();
+    }
+    let id = std::fs::read_to_string(BOOT_ID).ok()?;
+    let id = id.trim();
+    (!id.is_empty()).then(|| id.to_string())
+}
+
+/// How many daemons' lines [`BOOT_FILE`] keeps. A claim older than all of them is judged as
+/// made before a restart: it has then outlived that many daemon starts unsettled.
+pub const KEPT: usize = 64;
+
+/// What the earlier daemons of this state directory recorded ([`BOOT_FILE`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Earlier {
+    /// No file: no daemon that skips the `started` record's sync has claimed here.
+    None,
+    /// Each daemon's epoch and the boot it ran in (`None`: a boot it could not name).
+    Recorded(Vec<(i64, Option<String>)>),
+    /// A file that could not be read: nothing is known.
+    Unknown,
+}
+
+/// For one daemon: whether a claim's `started` record, if its shim wrote one, is still there
+/// to be read ([`Boots::start_survives`]).
+#[derive(Clone, Debug)]
+pub struct Boots {
+    earlier: Earlier,
+    current: Option<String>,
+    own_epoch: i64,
+}
+
+impl Boots {
+    /// Reads the earlier daemons' lines in `state_dir`, then adds this daemon's (`own_epoch`
+    /// and the current boot) and makes the file durable: written whole to a temporary file,
+    /// synced, renamed over it, and the folder synced. Call once per daemon, after the
+    /// takeover and before the first claim.
+    ///
+    /// Errors: the file could not be written or synced. The daemon must not claim then: its
+    /// shims' `started` records would not be judged rightly after a restart of the machine.
+    pub fn take(state_dir: &Path, own_epoch: i64) -> io::Result<Boots> {
+        Boots::take_in(state_dir, own_epoch, current())
+    }
+
+    /// [`Boots::take`] with the current boot given (`None`: unknown).
+    pub fn take_in(state_dir: &Path, own_epoch: i64, current: Option<String>) -> io::Result<Boots> {
+        let path = state_dir.join(BOOT_FILE);
+        let earlier = match std::fs::read_to_string(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Earlier::None,
+            Err(_) => Earlier::Unknown,
+            Ok(text) => Earlier::Recorded(parse(&text)),
+        };
+        let mut lines = match &earlier {
+            Earlier::Recorded(lines) => lines.clone(),
+            _ => Vec::new(),
+        };
+        lines.retain(|(epoch, _)| *epoch != own_epoch);
+        lines.push((own_epoch, current.clone()));
+        let from = lines.len().saturating_sub(KEPT);
+        let mut text = String::new();
+        for (epoch, boot) in &lines[from..] {
+            text += &format!("{epoch} {}\n", boot.as_deref().unwrap_or(UNKNOWN));
+        }
+        // Whole or not at all: a crash leaves the earlier file (which lacks this daemon's line,
+        // but it has claimed nothing yet) or the new one, never a torn one.
+        let temporary = state_dir.join(format!("{BOOT_FILE}.new"));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temporary)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, &path)?;
+        File::open(state_dir)?.sync_all()?;
+        Ok(Boots {
+            earlier,
+            current,
+            own_epoch,
+        })
+    }
+
+    /// Whether a `started` record of a claim made at `claim_epoch` would still be readable had
+    /// its shim written one: the claim is this daemon's, or an earlier daemon's that ran in the
+    /// current boot, or no daemon here ever skipped that record's sync. False means the
+    /// machine may have restarted since the claim: its missing `started` record proves nothing.
+    /// `None`: the claim's epoch is not recorded (a row written by another program), which is
+    /// as unsure as an epoch no line names.
+    pub fn start_survives(&self, claim_epoch: Option<i64>) -> bool {
+        if claim_epoch == Some(self.own_epoch) {
+            return true;
+        }
+        let (Some(epoch), Some(current)) = (claim_epoch, self.current.as_deref()) else {
+            return matches!(self.earlier, Earlier::None);
+        };
+        match &self.earlier {
+            Earlier::None => true,
+            Earlier::Recorded(lines) => lines
+                .iter()
+                .any(|(e, boot)| *e == epoch && boot.as_deref() == Some(current)),
+            Earlier::Unknown => false,
+        }
+    }
+}
+
+/// How a daemon that could not name its boot writes it.
+const UNKNOWN: &str = "unknown";
+
+/// Lines `EPOCH BOOT`; a line that is not one is left out (its claims then count as made
+/// before a restart).
+fn parse(text: &str) -> Vec<(i64, Option<String>)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            match (
+                words.next().and_then(|e| e.parse().ok()),
+                words.next(),
+                words.next(),
+            ) {
+                (Some(epoch), Some(boot), None) => {
+                    Some((epoch, (boot != UNKNOWN).then(|| boot.to_string())))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn with_no_file_every_start_record_was_synced() {
+        let d = dir();
+        let boots = Boots::take_in(d.path(), 5, Some("b1".into())).unwrap();
+        assert!(boots.start_survives(Some(4)));
+        assert!(boots.start_survives(None));
+        assert!(boots.start_survives(Some(5)));
+    }
+
+    #[test]
+    fn claims_survive_only_in_the_boot_their_daemon_ran_in() {
+        let d = dir();
+        Boots::take_in(d.path(), 3, Some("b1".into())).unwrap();
+        Boots::take_in(d.path(), 4, Some("b1".into())).unwrap();
+        let same = Boots::take_in(d.path(), 5, Some("b1".into())).unwrap();
+        assert!(same.start_survives(Some(4)));
+        assert!(same.start_survives(Some(3)), "two daemons back, same boot");
+        assert!(!same.start_survives(Some(2)), "no line for it");
+        assert!(!same.start_survives(None));
+        assert!(same.start_survives(Some(5)));
+        let restarted = Boots::take_in(d.path(), 6, Some("b2".into())).unwrap();
+        assert!(!restarted.start_survives(Some(5)));
+        assert!(!restarted.start_survives(Some(3)));
+        assert!(restarted.start_survives(Some(6)));
+        let again = Boots::take_in(d.path(), 7, Some("b2".into())).unwrap();
+        assert!(again.start_survives(Some(6)));
+        assert!(!again.start_survives(Some(5)));
+    }
+
+    #[test]
+    fn an_unknown_boot_or_a_bad_line_is_a_restart() {
+        let d = dir();
+        Boots::take_in(d.path(), 4, None).unwrap();
+        let after_unknown = Boots::take_in(d.path(), 5, None).unwrap();
+        assert!(!after_unknown.start_survives(Some(4)));
+        std::fs::write(d.path().join(BOOT_FILE), "4 b1 extra\n3 b1\n").unwrap();
+        let after_bad = Boots::take_in(d.path(), 5, Some("b1".into())).unwrap();
+        assert!(!after_bad.start_survives(Some(4)));
+        assert!(after_bad.start_survives(Some(3)));
+        assert_eq!(
+            std::fs::read_to_string(d.path().join(BOOT_FILE)).unwrap(),
+            "3 b1\n5 b1\n"
+        );
+    }
+
+    #[test]
+    fn the_file_keeps_the_last_daemons_lines() {
+        let d = dir();
+        for epoch in 1..=(KEPT as i64 + 10) {
+            Boots::take_in(d.path(), epoch, Some("b".into())).unwrap();
+        }
+        let text = std::fs::read_to_string(d.path().join(BOOT_FILE)).unwrap();
+        assert_eq!(text.lines().count(), KEPT);
+        let boots = Boots::take_in(d.path(), 100, Some("b".into())).unwrap();
+        assert!(boots.start_survives(Some(KEPT as i64 + 10)));
+        assert!(!boots.start_survives(Some(5)), "forgotten: unsure");
+    }
+
+    #[test]
+    fn the_kernel_names_this_boot() {
+        let id = current().expect("a boot id");
+        assert!(!id.is_empty() && !id.contains(char::is_whitespace), "{id}");
+    }
+}
