@@ -309,7 +309,55 @@ fn a_run_set_back_to_queued_under_its_claim_stops_no_other_claim(db: &Db) {
     }
 }
 
+/// A queued row another program wrote that fleet cannot read — arguments that are not JSON,
+/// an attempt number out of range — is a refusal of that run's claim alone, undone whole: the
+/// other claims of the batch go on, where an error would stop every claim of every EVAL.
+fn a_row_fleet_cannot_read_is_refused_alone(db: &Db) {
+    for (column, value) in [("args", "'not json'"), ("attempt", "5000000000")] {
+        let s = db.store();
+        let epoch = common::take_over(&s);
+        let bad = s.enqueue(&common::new_run("bad", "default"), 1).unwrap();
+        let good = s.enqueue(&common::new_run("good", "default"), 1).unwrap();
+        let write = format!("UPDATE runs SET {column} = {value} WHERE id = {bad};");
+        db.exec(&write, &write);
+        let mut refusals = Vec::new();
+        let claimed = s
+            .claim_noting_refusals(
+                epoch,
+                &[
+                    common::claim_req(bad, "default"),
+                    common::claim_req(good, "default"),
+                ],
+                2,
+                &mut refusals,
+            )
+            .unwrap_or_else(|e| {
+                panic!("{column}: an unreadable row is no error of the claim: {e}")
+            });
+        let ids: Vec<RunId> = claimed.iter().map(|c| c.run.id).collect();
+        assert_eq!(ids, [good], "{column}");
+        assert_eq!(refusals.len(), 1, "{column}: {refusals:?}");
+        assert_eq!(refusals[0].run_id, bad);
+        assert!(
+            refusals[0].reason.contains("cannot be read"),
+            "{column}: {refusals:?}"
+        );
+        // Undone whole: still queued, never claimed.
+        let left = db.count(&format!(
+            "SELECT count(*) FROM runs WHERE id = {bad} AND status = 'queued' AND claim_token = 0"
+        ));
+        assert_eq!(left, 1, "{column}");
+        s.apply(epoch, &[common::succeeded(&claimed[0].run)], 3)
+            .unwrap();
+        db.exec(
+            &format!("DELETE FROM runs WHERE id = {bad};"),
+            &format!("DELETE FROM runs WHERE id = {bad};"),
+        );
+    }
+}
+
 both_backends!(
+    a_row_fleet_cannot_read_is_refused_alone,
     a_run_set_back_to_queued_under_its_claim_stops_no_other_claim,
     a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error,
     a_claim_refused_by_a_trigger_leaves_that_run_queued_and_claims_the_others,

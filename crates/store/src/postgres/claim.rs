@@ -120,7 +120,19 @@ impl PgStore {
                 &host,
             ];
             let run = match sp.query_opt(&sql, &params) {
-                Ok(Some(row)) => run_from_row(&row)?,
+                Ok(Some(row)) => match run_from_row(&row) {
+                    Ok(run) => run,
+                    // A row another program wrote that fleet cannot read (arguments that are
+                    // not JSON, a number out of range): this claim alone is rolled back (the
+                    // savepoint), its run held back; an error would stop every claim.
+                    Err(unreadable) => {
+                        refused.push(ClaimRefusal {
+                            run_id: req.run_id,
+                            reason: format!("its row cannot be read: {unreadable}"),
+                        });
+                        continue;
+                    }
+                },
                 // Locked as queued by this transaction (`FOR UPDATE` above), so a write that
                 // changed no row was dropped by a trigger (one that returns NULL).
                 Ok(None) => {

@@ -15,9 +15,22 @@ use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, Sto
 
 pub(super) use crate::decide::run_columns::RUN_COLUMNS;
 
-/// An optional integer column narrowed to `i32` (pid, exit code, signal).
-fn small(row: &Row, i: usize) -> Result<Option<i32>> {
-    Ok(row.try_get::<_, Option<i64>>(i)?.map(|v| v as i32))
+/// An optional integer column narrowed to `i32` (pid, exit code, signal); [`StoreError::Corrupt`]
+/// when it does not fit.
+fn small(row: &Row, id: RunId, i: usize, column: &'static str) -> Result<Option<i32>> {
+    row.try_get::<_, Option<i64>>(i)?
+        .map(|v| fits(id, column, v))
+        .transpose()
+}
+
+/// `value` of `column` as the narrower type fleet keeps it in; [`StoreError::Corrupt`] when it
+/// does not fit (a number another program wrote), never a value cut to fit.
+fn fits<T: TryFrom<i64>>(id: RunId, column: &'static str, value: i64) -> Result<T> {
+    T::try_from(value).map_err(|_| StoreError::Corrupt {
+        run: id,
+        column,
+        value: value.to_string(),
+    })
 }
 
 /// Maps a row selected as [`RUN_COLUMNS`] to a [`Run`]. Errors: [`StoreError::Corrupt`] for a
@@ -42,7 +55,7 @@ pub(super) fn run_from_row(row: &Row) -> Result<Run> {
         project: row.try_get(1)?,
         namespace: row.try_get(2)?,
         status,
-        attempt: row.try_get::<_, i64>(4)? as u32,
+        attempt: fits(id, "attempt", row.try_get::<_, i64>(4)?)?,
         trigger,
         occurrence: row.try_get(6)?,
         priority: row.try_get(7)?,
@@ -50,9 +63,9 @@ pub(super) fn run_from_row(row: &Row) -> Result<Run> {
         enqueued_at: row.try_get(9)?,
         started_at: row.try_get(10)?,
         finished_at: row.try_get(11)?,
-        pid: small(row, 12)?,
-        exit_code: small(row, 13)?,
-        signal: small(row, 14)?,
+        pid: small(row, id, 12, "pid")?,
+        exit_code: small(row, id, 13, "exit_code")?,
+        signal: small(row, id, 14, "signal")?,
         reason: row.try_get(15)?,
         cancel_requested: row.try_get(16)?,
         claim_token: row.try_get::<_, i64>(17)? as u64,
@@ -62,7 +75,7 @@ pub(super) fn run_from_row(row: &Row) -> Result<Run> {
         env,
         rerun_of: row.try_get(22)?,
         hook_of: row.try_get(23)?,
-        seat: row.try_get::<_, i64>(24)? as u32,
+        seat: fits(id, "seat", row.try_get::<_, i64>(24)?)?,
         host: row.try_get(25)?,
     })
 }

@@ -117,6 +117,26 @@ impl SqliteStore {
                         run_from_row,
                     )
                     .optional();
+                // A row another program wrote that fleet cannot read (arguments that are not
+                // JSON, a number out of range): this claim alone is undone, its run held back;
+                // an error would stop every claim of every EVAL.
+                let row = match row {
+                    Ok(Some(Err(e))) => Err(e.to_string()),
+                    Err(e) if is_unreadable_value(&e) => Err(e.to_string()),
+                    other => Ok(other),
+                };
+                let row = match row {
+                    Ok(row) => row,
+                    Err(unreadable) => {
+                        // A value that cannot be read ends no transaction: always undone.
+                        roll_back_claim(&tx)?;
+                        refused.push(ClaimRefusal {
+                            run_id: req.run_id,
+                            reason: format!("its row cannot be read: {unreadable}"),
+                        });
+                        continue;
+                    }
+                };
                 let run = match row {
                     Ok(Some(run)) => run?,
                     // Queued a moment ago in this very transaction (`queued_project`), so a
@@ -188,6 +208,18 @@ impl SqliteStore {
         tx.commit()?;
         Ok(out)
     }
+}
+
+/// Whether `e` is a value of the row that does not fit its column's type (a number out of
+/// range, text where a number belongs), rather than a failure of the database.
+fn is_unreadable_value(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::IntegralValueOutOfRange(..)
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::Utf8Error(..)
+    )
 }
 
 /// Keeps what the current claim wrote: releases its savepoint (see [`SqliteStore::claim`]).

@@ -89,6 +89,18 @@ impl Db {
         }
     }
 
+    /// The one integer `sql` reads on a plain connection, on either backend.
+    #[allow(dead_code)]
+    pub fn count(&self, sql: &str) -> i64 {
+        match self {
+            Db::Sqlite(dir) => rusqlite::Connection::open(dir.path().join("fleet.db"))
+                .unwrap()
+                .query_row(sql, [], |r| r.get(0))
+                .unwrap(),
+            Db::Postgres(_) => self.pg_count(sql).unwrap(),
+        }
+    }
+
     /// [`Db::exec`], handing back the database's refusal instead of panicking on it.
     pub fn try_exec(&self, sqlite: &str, postgres: &str) -> Result<(), String> {
         match self {
