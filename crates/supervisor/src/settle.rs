@@ -10,7 +10,8 @@
 //!   taken the lock from starting the run later;
 //! - lock free, no started record, but the machine may have restarted since the claim (a
 //!   `started` record is not synced, so a restart may have lost it: see [`crate::boot`]) ⇒ the
-//!   command may have run; its fate is unknown: `lost`;
+//!   command may have run; its fate is unknown: tombstone (a late shim may exist when no
+//!   restart happened after all), then `lost`;
 //! - lock free, started, no exit record ⇒ the command may have run; its fate is unknown: `lost`;
 //! - but lock free, no exit record, and processes of the command's process group still run
 //!   (named by the files, or by the pid the daemon recorded when the files cannot name it) ⇒
@@ -40,8 +41,9 @@ pub enum Fate {
     /// No `started` record of the claim, but the machine may have restarted since the claim
     /// was made ([`crate::boot`]), and a record not yet on disk then would be lost with it: the
     /// command may have started, so the claim is never queued again as if it had not. Its
-    /// end is unknown, as for [`Fate::Lost`]. (Nothing of the claim runs any more: every
-    /// process dies with the machine.)
+    /// end is unknown, as for [`Fate::Lost`]. The claim is tombstoned all the same: it is
+    /// judged so whenever a restart cannot be ruled out (no boot id to compare, an unreadable
+    /// record of boots), so a late shim of it may still be alive.
     StartUnknown,
     /// The command may have started, and nothing recorded its end.
     Lost,
@@ -111,9 +113,8 @@ impl Fate {
 ///
 /// `start_survives`: whether a `started` record of this claim, had its shim written one, would
 /// still be readable ([`crate::boot::Boots::start_survives`]: false when the machine may have
-/// restarted since the claim). When it would not, a claim with no such record is
-/// [`Fate::StartUnknown`], never [`Fate::NeverStarted`], and gets no tombstone (no shim of it
-/// can be alive after a restart).
+/// restarted since the claim). When it would not, a claim with no such record is tombstoned
+/// as a never-started one is, and is [`Fate::StartUnknown`], never [`Fate::NeverStarted`].
 pub fn settle(
     dir: &RunFiles,
     token: u64,
@@ -156,9 +157,6 @@ pub fn settle(
         if records.started.is_some_and(|s| s.token == token) {
             return Ok(Fate::Lost);
         }
-        if !start_survives {
-            return Ok(Fate::StartUnknown);
-        }
         if !lock.covers_earlier() {
             // A late shim of an earlier version looks for its tombstone in the run's folder
             // only: the tombstone goes there too, under that lock. Such a shim may have taken
@@ -172,7 +170,14 @@ pub fn settle(
         fail::fail_point!("recovery-before-tombstone", |_| std::process::abort());
         dir.write_tombstone(&lock, token)?;
         fail::fail_point!("recovery-after-tombstone", |_| std::process::abort());
-        return Ok(Fate::NeverStarted);
+        // Tombstoned either way: a claim is judged unsure without any restart too (no boot id
+        // to compare, an unreadable record of boots), and then a late shim of it may still be
+        // on its way to the lock.
+        return Ok(if start_survives {
+            Fate::NeverStarted
+        } else {
+            Fate::StartUnknown
+        });
     }
 }
 
@@ -285,8 +290,8 @@ pub fn transition(
             exit_code: None,
             signal: None,
             reason: Some(
-                "the machine restarted since this run was claimed, and its command may have \
-                 started before that (its start was not yet on disk)"
+                "the machine may have restarted since this run was claimed, and its command \
+                 may have started before that: its start is not written to disk at once"
                     .into(),
             ),
             retry: policy.next(RunStatus::Lost, attempt, now),

@@ -19,7 +19,7 @@
 //!
 //! | record      | when                                                 | durable                        |
 //! | ----------- | ---------------------------------------------------- | ------------------------------ |
-//! | `started`   | before the command is spawned                        | `fdatasync` of the segment     |
+//! | `started`   | before the command is spawned                        | no (see [`crate::boot`])       |
 //! | `running`   | right after the spawn (carries the command's pid)    | no                             |
 //! | `exit`      | after the command (its whole process group) is gone  | `fdatasync` of the segment     |
 //! | `tombstone` | by recovery, once it gave a claim up                 | `fdatasync` of the segment     |
