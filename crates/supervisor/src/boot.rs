@@ -34,7 +34,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-/// The file in the state directory that names the last daemon's epoch and boot.
+/// The file in the state directory that names the recent daemons' epochs and the boot each
+/// ran in, after the first epoch whose shims skip the `started` record's sync.
 pub const BOOT_FILE: &str = "boot";
 
 /// Where the kernel names the current boot.
