@@ -445,7 +445,7 @@ pub fn check(
     }
     // A run claimed again with no requeue in between: from the events alone, its first
     // claim may have started the command and the next one started it again. Its files say
-    // better when they are here: every claim that starts the command first writes a durable
+    // better when they are here: every claim that starts the command first writes a
     // `started` record naming itself and the claims that started before it. When the one
     // claim on record is the first of those claims, the later ones started nothing (their
     // shims found its start and refused, as after another program queued the running run

@@ -117,28 +117,19 @@ impl SqliteStore {
                         run_from_row,
                     )
                     .optional();
-                // A row another program wrote that fleet cannot read (arguments that are not
-                // JSON, a number out of range): this claim alone is undone, its run held back;
-                // an error would stop every claim of every EVAL.
-                let row = match row {
-                    Ok(Some(Err(e))) => Err(e.to_string()),
-                    Err(e) if is_unreadable_value(&e) => Err(e.to_string()),
-                    other => Ok(other),
-                };
-                let row = match row {
-                    Ok(row) => row,
-                    Err(unreadable) => {
-                        // A value that cannot be read ends no transaction: always undone.
-                        roll_back_claim(&tx)?;
-                        refused.push(ClaimRefusal {
-                            run_id: req.run_id,
-                            reason: format!("its row cannot be read: {unreadable}"),
-                        });
+                let run = match row {
+                    Ok(Some(Ok(run))) => run,
+                    // A row another program wrote that fleet cannot read (arguments that are
+                    // not JSON, a number out of range): this claim alone is undone, its run
+                    // held back; an error would stop every claim of every EVAL.
+                    Ok(Some(Err(e))) => {
+                        refuse_unreadable(&tx, refused, req.run_id, &e)?;
                         continue;
                     }
-                };
-                let run = match row {
-                    Ok(Some(run)) => run?,
+                    Err(e) if is_unreadable_value(&e) => {
+                        refuse_unreadable(&tx, refused, req.run_id, &e)?;
+                        continue;
+                    }
                     // Queued a moment ago in this very transaction (`queued_project`), so a
                     // write that changed no row was dropped by a trigger (`RAISE(IGNORE)`).
                     Ok(None) => {
@@ -208,6 +199,22 @@ impl SqliteStore {
         tx.commit()?;
         Ok(out)
     }
+}
+
+/// Undoes the current claim of run `id`, whose row could not be read (`what`), and reports it
+/// as refused. A value that cannot be read ends no transaction, so the undo always happens.
+fn refuse_unreadable(
+    conn: &Connection,
+    refused: &mut Vec<ClaimRefusal>,
+    id: i64,
+    what: &dyn std::fmt::Display,
+) -> Result<()> {
+    roll_back_claim(conn)?;
+    refused.push(ClaimRefusal {
+        run_id: id,
+        reason: format!("its row cannot be read: {what}"),
+    });
+    Ok(())
 }
 
 /// Whether `e` is a value of the row that does not fit its column's type (a number out of
