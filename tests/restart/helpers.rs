@@ -162,3 +162,10 @@ pub fn violation_kinds(report: &Value) -> Vec<&str> {
         .map(|v| v["kind"].as_str().unwrap())
         .collect()
 }
+
+/// A connection of another program to the install's database.
+pub fn outside_writer(f: &Fleet) -> rusqlite::Connection {
+    let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
+    db
+}

@@ -40,3 +40,4 @@ mod moved_back;
 mod one_daemon;
 mod orphaned;
 mod removed_files;
+mod unreadable_row;

@@ -7,13 +7,6 @@
 use crate::common::*;
 use crate::helpers::*;
 
-/// A connection of another program to the install's database.
-fn outside_writer(f: &Fleet) -> rusqlite::Connection {
-    let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).unwrap();
-    db.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
-    db
-}
-
 /// Moves run `id` back to `queued`, as another program's write would.
 fn move_back_to_queued(f: &Fleet, id: i64) {
     let db = outside_writer(f);

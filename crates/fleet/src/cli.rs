@@ -69,6 +69,30 @@ impl Failure {
         self.reported = true;
         self
     }
+
+    /// After a listing that left out `rows` (rows of `runs` another program wrote with a value
+    /// fleet cannot read): `Ok` when there are none; else each is named on stderr, and the
+    /// failure (exit 1) says how many, so that no reader takes the listing for the whole. Its
+    /// message is the row's own when there is one. What was printed on stdout stays valid
+    /// (`reported`: no error object is added to a `--json` listing); `what` says what the rows
+    /// are missing from.
+    pub fn unless_all_read(rows: &[store::UnreadableRun], what: &str) -> Result<()> {
+        let said = |r: &store::UnreadableRun| format!("{} ({what})", r.error);
+        match rows {
+            [] => Ok(()),
+            [one] => Err(Failure::action(said(one)).reported()),
+            many => {
+                for r in many {
+                    crate::console::eprintln(format_args!("fleet: {}", said(r)));
+                }
+                Err(Failure::action(format!(
+                    "{} rows hold values fleet cannot read, named above ({what})",
+                    many.len()
+                ))
+                .reported())
+            }
+        }
+    }
 }
 
 /// `fleet daemon --log-format`.

@@ -72,13 +72,27 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
     let (row, active, schedules, pauses, published) = match open_existing_at(&state)? {
         Some(store) => (
             this_host_row(&store, this_host.as_deref(), holder, path)?,
-            store.active_runs().map_err(Failure::action)?,
+            store.active_rows().map_err(Failure::action)?,
             store.schedules().map_err(Failure::action)?,
             store.paused().map_err(Failure::action)?,
             store.published_config().map_err(Failure::action)?,
         ),
-        None => (None, Vec::new(), Vec::new(), store::Pauses::default(), None),
+        None => (
+            None,
+            store::RunRows::default(),
+            Vec::new(),
+            store::Pauses::default(),
+            None,
+        ),
     };
+    // An active row another program wrote with a value fleet cannot read is not in the report
+    // (the daemon counts its seat all the same): said on stderr, whatever the exit status.
+    for bad in &active.unreadable {
+        console::eprintln(format_args!(
+            "fleet: {} (an active run left out of this report; the daemon counts its seat)",
+            bad.error
+        ));
+    }
     if let Some(name) = row.as_ref().map(|r| r.host.clone()) {
         this_host = Some(name);
     }
@@ -102,7 +116,7 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
         holder,
         row,
         output::Active {
-            runs: &active,
+            runs: &active.runs,
             this_host: this_host.as_deref(),
         },
     )

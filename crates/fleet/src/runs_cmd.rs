@@ -132,35 +132,55 @@ pub fn runs(path: &Path, args: RunsArgs) -> Result<()> {
         until,
         ..RunFilter::default()
     };
-    let (runs, pauses) = match &store {
+    let (rows, pauses) = match &store {
         Some(store) => (
-            store.list_runs(&filter).map_err(Failure::action)?,
+            store.list_rows(&filter).map_err(Failure::action)?,
             store.paused().map_err(Failure::action)?,
         ),
-        None => (Vec::new(), store::Pauses::default()),
+        None => (store::RunRows::default(), store::Pauses::default()),
     };
-    if args.json {
-        return console::println(output::runs_json(&runs));
+    // A row another program wrote with a value fleet cannot read is left out, and named on
+    // stderr after the rest: one such row must not hide every other run.
+    let store::RunRows { runs, unreadable } = rows;
+    let shape = Shape {
+        json: args.json,
+        table: args.table,
+        headers: !args.no_headers,
+    };
+    listing(shape, &runs, &pauses, now, filtered)?;
+    Failure::unless_all_read(&unreadable, "not listed")
+}
+
+/// How `fleet runs` prints: its `--json`, `--table` and (not) `--no-headers`.
+struct Shape {
+    json: bool,
+    table: bool,
+    headers: bool,
+}
+
+/// Prints `runs` in `shape`: JSON, plain lines for a pipe, or a table.
+fn listing(
+    shape: Shape,
+    runs: &[store::Run],
+    pauses: &store::Pauses,
+    now: store::Millis,
+    filtered: bool,
+) -> Result<()> {
+    if shape.json {
+        return console::println(output::runs_json(runs));
     }
-    let headers = !args.no_headers;
+    let headers = shape.headers;
     let terminal = std::io::stdout().is_terminal();
-    if !terminal && !args.table {
+    if !terminal && !shape.table {
         // The header line alone when nothing matches: a reader of the pipe still learns the
         // columns, and that the command ran.
         if runs.is_empty() && !headers {
             return Ok(());
         }
-        return console::println(runs_view::plain(&runs, &pauses, now, headers));
+        return console::println(runs_view::plain(runs, pauses, now, headers));
     }
     let empty = if filtered { "no runs match" } else { "no runs" };
-    console::println(runs_view::table(
-        &runs,
-        &pauses,
-        now,
-        headers,
-        width(),
-        empty,
-    ))
+    console::println(runs_view::table(runs, pauses, now, headers, width(), empty))
 }
 
 /// Whether `filter` matches a run (false without a database).
@@ -172,10 +192,8 @@ fn has_runs(store: Option<&Store>, filter: RunFilter) -> Result<bool> {
         limit: Some(1),
         ..filter
     };
-    Ok(!store
-        .list_runs(&filter)
-        .map_err(Failure::action)?
-        .is_empty())
+    let rows = store.list_rows(&filter).map_err(Failure::action)?;
+    Ok(!rows.runs.is_empty() || !rows.unreadable.is_empty())
 }
 
 /// The table's width in columns: `$COLUMNS` when it is a number from 1 to 65535, else the

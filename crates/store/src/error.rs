@@ -146,6 +146,15 @@ pub enum StoreError {
         /// Who forgot it.
         by: String,
     },
+    /// An active row holds a value this version cannot read (written by another program):
+    /// what [`crate::UnreadableRun::error`] says, for a read that needs every row.
+    #[error("{what}")]
+    UnreadableRow {
+        /// The run.
+        run: RunId,
+        /// What could not be read, in words.
+        what: String,
+    },
     /// A row holds a value this version does not understand (written by another program).
     #[error("run {run}: column {column} holds {value:?}, which fleet does not understand")]
     Corrupt {
@@ -169,11 +178,19 @@ impl StoreError {
     /// True when the database refused what a statement wrote — a constraint, or an error raised
     /// by a trigger (SQLite's `SQLITE_CONSTRAINT`, which a trigger's `RAISE(ABORT, …)` gives;
     /// PostgreSQL's class 23, integrity constraint violation, or `P0001`, a trigger's `RAISE
-    /// EXCEPTION`) — rather than failing as a whole (locked, full, unreadable, read-only,
-    /// unreachable). The same statement with other rows may well succeed: a refusal is the rows'
-    /// own, and a caller may go on with other work.
+    /// EXCEPTION`) — or when the row read back holds a value this version cannot read
+    /// ([`StoreError::Corrupt`], [`StoreError::UnreadableRow`], a number out of range), rather
+    /// than failing as a whole (locked, full, a damaged file, read-only, unreachable). The same
+    /// statement with other rows may well succeed: a refusal is the rows' own, and a caller may
+    /// go on with other work.
     pub fn is_refused_row(&self) -> bool {
-        if let StoreError::RowIgnored { .. } | StoreError::InsertIgnored { .. } = self {
+        // A row holding a value this version cannot read is that row's own problem too: the
+        // same write to another row goes through.
+        if let StoreError::RowIgnored { .. }
+        | StoreError::InsertIgnored { .. }
+        | StoreError::Corrupt { .. }
+        | StoreError::UnreadableRow { .. } = self
+        {
             return true;
         }
         let StoreError::Backend {
@@ -187,7 +204,8 @@ impl StoreError {
         let mut next: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
         while let Some(e) = next {
             if let Some(sqlite) = e.downcast_ref::<rusqlite::Error>() {
-                return crate::sqlite::is_constraint_violation(sqlite);
+                return crate::sqlite::is_constraint_violation(sqlite)
+                    || crate::sqlite::is_unreadable_value(sqlite);
             }
             if let Some(pg) = e.downcast_ref::<postgres::Error>() {
                 return crate::postgres::is_refused_row(pg);

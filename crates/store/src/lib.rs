@@ -84,8 +84,8 @@ pub use hosts::{
 pub use model::{
     now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRefusal, ClaimRequest, Claimed,
     ClockBack, DaemonRow, Delayed, Event, FailureHook, FailureHooks, FireRequest, Fired, Millis,
-    NewRun, OverlapPolicy, QueueHead, Reserved, Run, RunFilter, RunId, ScheduleRow, Transition,
-    MAX_RESERVE_JUMP,
+    NewRun, OverlapPolicy, QueueHead, Reserved, Run, RunFilter, RunId, RunRows, ScheduleRow,
+    Transition, UnreadableRun, MAX_RESERVE_JUMP,
 };
 pub use operator::{BulkCancelled, CancelSelection};
 pub use paused::{HoldKind, Pause, Pauses};

@@ -97,6 +97,37 @@ pub struct Run {
     pub host: Option<String>,
 }
 
+/// Rows of `runs` as read: the runs this version can read, and apart the rows it cannot (in
+/// the order the read gives, each list in it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunRows {
+    /// The runs read.
+    pub runs: Vec<Run>,
+    /// The rows another program left with a value fleet cannot read.
+    pub unreadable: Vec<UnreadableRun>,
+}
+
+/// A row of `runs` fleet cannot read in full: a value another program wrote that this version
+/// does not understand (arguments that are not JSON, a number out of range). It keeps what
+/// names it and, for an active run, counts its seat — its project, namespace and host, plain text columns — so that caps hold
+/// while it is there: a cap is never exceeded because a row was unreadable, and no run waits for
+/// ever because of another's row. Nothing else about it is decided until it can be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnreadableRun {
+    /// Its id.
+    pub id: RunId,
+    /// Its project (bytes that are not UTF-8 replaced, as `from_utf8_lossy` does).
+    pub project: String,
+    /// Its namespace (the same).
+    pub namespace: String,
+    /// The host whose daemon claimed it, if the row names one.
+    pub host: Option<String>,
+    /// Its claim token, as [`Run::claim_token`].
+    pub claim_token: u64,
+    /// What could not be read, in words (names the column and the value when known).
+    pub error: String,
+}
+
 /// A run to be queued. `Default` is a manual run of no project, for struct update syntax.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NewRun {

@@ -13,10 +13,10 @@ use crate::sqlite::{SqliteProbe, SqliteStore};
 use crate::{
     Applied, CancelOutcome, ClaimRefusal, ClaimRequest, Claimed, DaemonRow, Delayed, Event,
     FailureHooks, FireRequest, Fired, HoldKind, Millis, NewRun, Pauses, ProjectActivity,
-    PruneCandidate, PrunePolicy, QueueHead, Reserved, Run, RunFilter, RunId, RunStatus,
+    PruneCandidate, PrunePolicy, QueueHead, Reserved, Run, RunFilter, RunId, RunRows, RunStatus,
     ScheduleRow, Transition,
 };
-use crate::{BulkCancelled, CancelSelection};
+use crate::{BulkCancelled, CancelSelection, StoreError};
 use crate::{EndedTotal, QueueSummary};
 
 /// How long a statement waits for another connection's write lock before it fails as busy.
@@ -38,6 +38,18 @@ pub(crate) enum Backend {
     Sqlite(SqliteStore),
     /// A PostgreSQL database, which several hosts may share.
     Postgres(PgStore),
+}
+
+/// The runs of `rows`, or the error of its first unreadable row
+/// ([`StoreError::UnreadableRow`]).
+pub(crate) fn readable(rows: RunRows) -> Result<Vec<Run>> {
+    match rows.unreadable.into_iter().next() {
+        None => Ok(rows.runs),
+        Some(bad) => Err(StoreError::UnreadableRow {
+            run: bad.id,
+            what: bad.error,
+        }),
+    }
 }
 
 impl Store {
@@ -158,19 +170,46 @@ impl Store {
     }
 
     /// Runs matching the filter, newest first.
+    ///
+    /// Errors: the database's, and [`StoreError::UnreadableRow`] for the first matching row
+    /// holding a value this version cannot read; see [`Store::list_rows`] for a read that goes
+    /// on past such rows.
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
+        readable(self.list_rows(filter)?)
+    }
+
+    /// Rows matching the filter, newest first: the runs this version can read, and apart those
+    /// holding a value it cannot ([`crate::UnreadableRun`]). For listings that must still show every
+    /// other run, and name the rows they cannot.
+    ///
+    /// Errors: the database's (a row's own unreadable value is not one).
+    pub fn list_rows(&self, filter: &RunFilter) -> Result<RunRows> {
         match &self.backend {
-            Backend::Sqlite(db) => db.list_runs(filter),
-            Backend::Postgres(db) => db.list_runs(filter),
+            Backend::Sqlite(db) => db.list_rows(filter),
+            Backend::Postgres(db) => db.list_rows(filter),
         }
     }
 
     /// The DB running set: every run the database records as active (`starting` or `running`),
-    /// on every host.
+    /// on every host, in id order.
+    ///
+    /// Errors: the database's, and [`StoreError::UnreadableRow`] for the first active row
+    /// holding a value this version cannot read; see
+    /// [`Store::active_rows`] for a read that goes on past such rows.
     pub fn active_runs(&self) -> Result<Vec<Run>> {
+        readable(self.active_rows()?)
+    }
+
+    /// Every row the database records as active, on every host: the runs this version can
+    /// read, and apart those holding a value it cannot ([`crate::UnreadableRun`], which still says
+    /// what counts the run's seat). For the daemon, which must go on supervising every other
+    /// run while another program's row cannot be read, and count that row's seat meanwhile.
+    ///
+    /// Errors: the database's (a row's own unreadable value is not one).
+    pub fn active_rows(&self) -> Result<RunRows> {
         match &self.backend {
-            Backend::Sqlite(db) => db.active_runs(),
-            Backend::Postgres(db) => db.active_runs(),
+            Backend::Sqlite(db) => db.active_rows(),
+            Backend::Postgres(db) => db.active_rows(),
         }
     }
 

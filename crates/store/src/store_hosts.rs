@@ -7,7 +7,8 @@
 use crate::error::Result;
 use crate::store::Backend;
 use crate::{
-    FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId, Store,
+    FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId, RunRows,
+    Store,
 };
 
 impl Store {
@@ -38,9 +39,17 @@ impl Store {
     ///
     /// Errors: the database's.
     pub fn active_runs_on(&self, host: &str) -> Result<Vec<Run>> {
+        crate::store::readable(self.active_rows_on(host)?)
+    }
+
+    /// The active rows host `host` claimed, as [`Store::active_rows`] sorts them: the runs
+    /// this version can read, and apart those it cannot. SQLite: every active row.
+    ///
+    /// Errors: the database's (a row's own unreadable value is not one).
+    pub fn active_rows_on(&self, host: &str) -> Result<RunRows> {
         match &self.backend {
-            Backend::Sqlite(db) => db.active_runs_on(host),
-            Backend::Postgres(db) => db.active_runs_on(host),
+            Backend::Sqlite(db) => db.active_rows_on(host),
+            Backend::Postgres(db) => db.active_rows_on(host),
         }
     }
 

@@ -84,6 +84,10 @@ pub enum ViolationKind {
     /// A run's lock or record file exists but cannot be read, or holds a line that is not a
     /// record: nothing can be vouched for about what it held.
     UnreadableFile,
+    /// A run's row holds a value this version cannot read (another program wrote it: arguments
+    /// that are not JSON, a number out of range): nothing can be vouched for about that run,
+    /// its files included, until the row is fixed.
+    UnreadableRow,
 }
 
 impl ViolationKind {
@@ -100,6 +104,7 @@ impl ViolationKind {
             ViolationKind::SeatMismatch => "seat_mismatch",
             ViolationKind::ExitRecordMismatch => "exit_record_mismatch",
             ViolationKind::UnreadableFile => "unreadable_file",
+            ViolationKind::UnreadableRow => "unreadable_row",
         }
     }
 }
@@ -190,9 +195,21 @@ pub fn check(
             .recorded_host()
             .or_else(|| crate::config::machine_hostname().ok()),
     };
-    let runs = store.list_runs(&store::RunFilter::default())?;
+    let store::RunRows { runs, unreadable } = store.list_rows(&store::RunFilter::default())?;
     let events = store.events_after(0)?;
-    report.runs = runs.len();
+    report.runs = runs.len() + unreadable.len();
+    // One row fleet cannot read must not stop the check of every other run.
+    for bad in &unreadable {
+        report.violations.push(Violation {
+            kind: ViolationKind::UnreadableRow,
+            run_id: Some(bad.id),
+            message: format!(
+                "{}: nothing about run {} can be checked until its row is fixed",
+                bad.error, bad.id
+            ),
+        });
+    }
+    let unreadable: BTreeSet<RunId> = unreadable.iter().map(|r| r.id).collect();
     report.events = events.len();
 
     // From the events: starts, ends and occupancy at every claim.
@@ -367,8 +384,10 @@ pub fn check(
             });
         }
     }
+    // The files of a run whose row cannot be read are not looked at: reported above.
     let dirs: BTreeSet<RunId> = at(&state.root().join(RUNS_DIR), list_run_ids(state.root()))?
         .into_iter()
+        .filter(|id| !unreadable.contains(id))
         .collect();
     // Files with the id of a run the database says another host ran are not that run's (its
     // files are on that host's disk): another install's (a state directory that used another

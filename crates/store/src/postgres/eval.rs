@@ -7,19 +7,19 @@
 
 use postgres::Transaction;
 
-use super::runs::{collect_runs, RUN_COLUMNS};
+use super::runs::{collect_rows, RUN_COLUMNS};
 use super::PgStore;
 use crate::error::Result;
-use crate::{Millis, QueueHead, Run};
+use crate::{Millis, QueueHead, RunRows};
 
 impl PgStore {
-    /// [`crate::Store::active_runs`].
-    pub(crate) fn active_runs(&self) -> Result<Vec<Run>> {
+    /// [`crate::Store::active_rows`].
+    pub(crate) fn active_rows(&self) -> Result<RunRows> {
         let mut conn = self.conn()?;
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('starting','running') ORDER BY id"
         );
-        collect_runs(conn.query(&sql, &[])?)
+        collect_rows(conn.query(&sql, &[])?)
     }
 
     /// [`crate::Store::queue_heads`]: the rows of `queue_heads`, one per project with queued

@@ -6,13 +6,14 @@
 //! run's seats exactly once, under the run's row lock.
 
 use super::daemon::{check_epoch, host_from_row};
-use super::runs::{collect_runs, RUN_COLUMNS};
+use super::runs::{collect_rows, collect_runs, RUN_COLUMNS};
 use super::transitions::apply_one;
 use super::PgStore;
 use crate::decide::hosts::{forget_runs, HOST_COLUMNS};
 use crate::error::Result;
 use crate::{
-    FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId, StoreError,
+    FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId, RunRows,
+    StoreError,
 };
 
 impl PgStore {
@@ -48,14 +49,14 @@ impl PgStore {
         .collect()
     }
 
-    /// [`crate::Store::active_runs_on`]: the active runs `host` claimed.
-    pub(crate) fn active_runs_on(&self, host: &str) -> Result<Vec<Run>> {
+    /// [`crate::Store::active_rows_on`]: the active rows `host` claimed.
+    pub(crate) fn active_rows_on(&self, host: &str) -> Result<RunRows> {
         let mut conn = self.conn()?;
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('starting','running') AND host = $1 \
              ORDER BY id"
         );
-        collect_runs(conn.query(&sql, &[&host])?)
+        collect_rows(conn.query(&sql, &[&host])?)
     }
 
     /// [`crate::Store::forget_host`], in one transaction. The host row is locked first

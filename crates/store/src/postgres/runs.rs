@@ -11,7 +11,10 @@ use super::PgStore;
 use crate::decide::cancel::{cancel_run, CancelWrites};
 use crate::decide::run_columns::{decode_columns, encode_args, encode_env, Decoded, TextColumns};
 use crate::error::Result;
-use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, StoreError};
+use crate::{
+    CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunRows, RunStatus, StoreError,
+    UnreadableRun,
+};
 
 pub(super) use crate::decide::run_columns::RUN_COLUMNS;
 
@@ -80,6 +83,30 @@ pub(super) fn run_from_row(row: &Row) -> Result<Run> {
     })
 }
 
+/// Rows selected as [`RUN_COLUMNS`], sorted into those [`run_from_row`] reads and those
+/// holding a value it cannot ([`StoreError::Corrupt`]): what names such a row, and counts its
+/// seat, is read on its own (see [`crate::UnreadableRun`]).
+///
+/// Errors: the driver's, for anything but a row's own unreadable value.
+pub(super) fn collect_rows(rows: Vec<Row>) -> Result<RunRows> {
+    let mut out = RunRows::default();
+    for row in &rows {
+        match run_from_row(row) {
+            Ok(run) => out.runs.push(run),
+            Err(e @ StoreError::Corrupt { .. }) => out.unreadable.push(UnreadableRun {
+                id: row.try_get(0)?,
+                project: row.try_get(1)?,
+                namespace: row.try_get(2)?,
+                host: row.try_get(25)?,
+                claim_token: row.try_get::<_, i64>(17)? as u64,
+                error: e.to_string(),
+            }),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
 /// Maps every row through [`run_from_row`].
 pub(super) fn collect_runs(rows: Vec<Row>) -> Result<Vec<Run>> {
     rows.iter().map(run_from_row).collect()
@@ -101,9 +128,9 @@ impl PgStore {
         get_run(&mut *conn, id, false)?.ok_or(StoreError::UnknownRun(id))
     }
 
-    /// [`crate::Store::list_runs`]: one statement for every combination of filters, an absent
+    /// [`crate::Store::list_rows`]: one statement for every combination of filters, an absent
     /// one NULL (matching all); no limit is `LIMIT NULL`.
-    pub(crate) fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
+    pub(crate) fn list_rows(&self, filter: &RunFilter) -> Result<RunRows> {
         let mut conn = self.conn()?;
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE ($1::text IS NULL OR project = $1::text) \
@@ -131,7 +158,7 @@ impl PgStore {
                 &filter.until,
             ],
         )?;
-        collect_runs(rows)
+        collect_rows(rows)
     }
 
     /// [`crate::Store::request_cancel`]: the run is read `FOR UPDATE` and written in one

@@ -18,7 +18,7 @@ use super::daemon::check_epoch;
 use super::eval::occupancy;
 use super::events::{insert_event, EventRow};
 use super::paused::held_by;
-use super::runs::{run_from_row, RUN_COLUMNS};
+use super::runs::{is_unreadable_value, run_from_row, RUN_COLUMNS};
 use super::{is_constraint_violation, is_unique_violation, SqliteStore};
 use crate::decide::claim::{caps, lowest_free_seat, stale_config, CapKind};
 use crate::error::Result;
@@ -215,18 +215,6 @@ fn refuse_unreadable(
         reason: format!("its row cannot be read: {what}"),
     });
     Ok(())
-}
-
-/// Whether `e` is a value of the row that does not fit its column's type (a number out of
-/// range, text where a number belongs), rather than a failure of the database.
-fn is_unreadable_value(e: &rusqlite::Error) -> bool {
-    matches!(
-        e,
-        rusqlite::Error::IntegralValueOutOfRange(..)
-            | rusqlite::Error::InvalidColumnType(..)
-            | rusqlite::Error::FromSqlConversionFailure(..)
-            | rusqlite::Error::Utf8Error(..)
-    )
 }
 
 /// Keeps what the current claim wrote: releases its savepoint (see [`SqliteStore::claim`]).

@@ -8,20 +8,20 @@
 
 use rusqlite::{params, Connection};
 
-use super::runs::{collect_runs, RUN_COLUMNS};
+use super::runs::{collect_rows, RUN_COLUMNS};
 use super::SqliteStore;
 use crate::error::Result;
-use crate::{Millis, QueueHead, Run};
+use crate::{Millis, QueueHead, RunRows};
 
 impl SqliteStore {
-    /// [`crate::Store::active_runs`].
-    pub(crate) fn active_runs(&self) -> Result<Vec<Run>> {
+    /// [`crate::Store::active_rows`].
+    pub(crate) fn active_rows(&self) -> Result<RunRows> {
         let conn = self.conn()?;
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('starting','running') ORDER BY id"
         );
         let mut stmt = conn.prepare_cached(&sql)?;
-        collect_runs(&mut stmt, [])
+        collect_rows(&mut stmt, [])
     }
 
     /// [`crate::Store::queue_heads`]: the rows of `queue_heads`, one per project with queued

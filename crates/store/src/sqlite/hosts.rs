@@ -14,7 +14,8 @@ use super::SqliteStore;
 use crate::decide::hosts::{forget_runs, HOST_COLUMNS};
 use crate::error::Result;
 use crate::{
-    FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId, StoreError,
+    FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId, RunRows,
+    StoreError,
 };
 
 impl SqliteStore {
@@ -46,9 +47,9 @@ impl SqliteStore {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// [`crate::Store::active_runs_on`]: every active run (one state directory is one host).
-    pub(crate) fn active_runs_on(&self, _host: &str) -> Result<Vec<Run>> {
-        self.active_runs()
+    /// [`crate::Store::active_rows_on`]: every active row (one state directory is one host).
+    pub(crate) fn active_rows_on(&self, _host: &str) -> Result<RunRows> {
+        self.active_rows()
     }
 
     /// [`crate::Store::forget_host`], in one `BEGIN IMMEDIATE` transaction.

@@ -54,6 +54,7 @@ use std::path::PathBuf;
 use r2d2_sqlite::SqliteConnectionManager;
 
 pub(crate) use open::SqliteProbe;
+pub(crate) use runs::is_unreadable_value;
 
 use crate::error::Result;
 use crate::StoreError;

@@ -29,9 +29,14 @@ fn set_up(c: &mut Connection, busy_timeout: Duration) -> rusqlite::Result<()> {
     // runs_queue, whose pages (500, 2 MiB, at 100,000 queued runs) a smaller cache would
     // re-read from the file. Pages are cached only as they are read: a small database uses
     // little of it.
+    // temp_store: SQLite's statement journals (a claim's savepoint keeps the pages it changes
+    // in one) stay in memory instead of spilling, past 64 KiB, into a file it creates in
+    // /var/tmp (or $TMPDIR): a claim or an end must not fail because a folder outside the
+    // state directory is full, read-only or missing. What they hold is bounded by one
+    // transaction's pages.
     c.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
-         PRAGMA cache_size = -16384;",
+         PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY;",
     )
 }
 

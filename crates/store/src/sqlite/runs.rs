@@ -13,7 +13,10 @@ use super::SqliteStore;
 use crate::decide::cancel::{cancel_run, CancelWrites};
 use crate::decide::run_columns::{decode_columns, encode_args, encode_env, Decoded, TextColumns};
 use crate::error::Result;
-use crate::{CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunStatus, StoreError};
+use crate::{
+    CancelOutcome, Millis, NewRun, Run, RunFilter, RunId, RunRows, RunStatus, StoreError,
+    UnreadableRun,
+};
 
 pub(super) use crate::decide::run_columns::RUN_COLUMNS;
 
@@ -68,6 +71,92 @@ pub(super) fn run_from_row(
     }))
 }
 
+/// Every row of a statement selecting [`RUN_COLUMNS`], sorted into those [`run_from_row`]
+/// reads and those it cannot (a value another program wrote): what names an unreadable one,
+/// and counts its seat, is read on its own (see [`crate::UnreadableRun`]).
+///
+/// Errors: SQLite's, for anything but a row's own unreadable value.
+pub(super) fn collect_rows(
+    stmt: &mut rusqlite::Statement<'_>,
+    params: impl rusqlite::Params,
+) -> Result<RunRows> {
+    let rows = stmt.query_map(params, |row| match run_from_row(row) {
+        Ok(Ok(run)) => Ok(Ok(run)),
+        Ok(Err(e)) => unreadable_from_row(row, e.to_string()).map(Err),
+        Err(e) if is_unreadable_value(&e) => {
+            unreadable_from_row(row, unreadable_value(row, &e)?).map(Err)
+        }
+        Err(e) => Err(e),
+    })?;
+    let mut out = RunRows::default();
+    for row in rows {
+        match row? {
+            Ok(run) => out.runs.push(run),
+            Err(bad) => out.unreadable.push(bad),
+        }
+    }
+    Ok(out)
+}
+
+/// What counts the seat of a row [`run_from_row`] could not read (`error`): columns whose
+/// type SQLite enforces (`STRICT`), read as bytes so that no value can fail them.
+fn unreadable_from_row(row: &Row<'_>, error: String) -> rusqlite::Result<UnreadableRun> {
+    let text = |i: usize| -> rusqlite::Result<Option<String>> {
+        Ok(row
+            .get_ref(i)?
+            .as_bytes_or_null()?
+            .map(|b| String::from_utf8_lossy(b).into_owned()))
+    };
+    Ok(UnreadableRun {
+        id: row.get(0)?,
+        project: text(1)?.unwrap_or_default(),
+        namespace: text(2)?.unwrap_or_default(),
+        host: text(25)?,
+        claim_token: row.get::<_, i64>(17)? as u64,
+        error,
+    })
+}
+
+/// `e`, a value of `row` that does not fit its column's type ([`is_unreadable_value`]), in
+/// the words of [`StoreError::Corrupt`]: the run, the column by name, the value when known.
+fn unreadable_value(row: &Row<'_>, e: &rusqlite::Error) -> rusqlite::Result<String> {
+    let id: RunId = row.get(0)?;
+    let column = |i: usize| {
+        row.as_ref()
+            .column_name(i)
+            .map_or_else(|_| format!("#{i}"), str::to_string)
+    };
+    Ok(match e {
+        rusqlite::Error::IntegralValueOutOfRange(i, value) => format!(
+            "run {id}: column {} holds {value}, which fleet does not understand (out of range)",
+            column(*i)
+        ),
+        rusqlite::Error::InvalidColumnType(i, _, found) => format!(
+            "run {id}: column {} holds a value of type {found}, which fleet does not understand",
+            column(*i)
+        ),
+        rusqlite::Error::FromSqlConversionFailure(i, _, why) => {
+            format!("run {id}: column {} cannot be read: {why}", column(*i))
+        }
+        rusqlite::Error::Utf8Error(i, why) => {
+            format!("run {id}: column {} is not UTF-8 text: {why}", column(*i))
+        }
+        other => format!("run {id}: {other}"),
+    })
+}
+
+/// Whether `e` is a value of the row that does not fit its column's type (a number out of
+/// range, text where a number belongs), rather than a failure of the database.
+pub(crate) fn is_unreadable_value(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::IntegralValueOutOfRange(..)
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::Utf8Error(..)
+    )
+}
+
 /// Runs every row of a statement selecting [`RUN_COLUMNS`] through [`run_from_row`].
 pub(super) fn collect_runs(
     stmt: &mut rusqlite::Statement<'_>,
@@ -97,8 +186,8 @@ impl SqliteStore {
         get_run(&conn, id)?.ok_or(StoreError::UnknownRun(id))
     }
 
-    /// [`crate::Store::list_runs`]; no limit is SQLite's `LIMIT -1`.
-    pub(crate) fn list_runs(&self, filter: &RunFilter) -> Result<Vec<Run>> {
+    /// [`crate::Store::list_rows`]; no limit is SQLite's `LIMIT -1`.
+    pub(crate) fn list_rows(&self, filter: &RunFilter) -> Result<RunRows> {
         let conn = self.conn()?;
         // One statement for every combination: an absent filter is NULL and matches all. The
         // statuses travel as one JSON array, read back with json_each.
@@ -120,7 +209,7 @@ impl SqliteStore {
                 .collect();
             format!("[{}]", words.join(","))
         });
-        collect_runs(
+        collect_rows(
             &mut stmt,
             params![
                 filter.project,

@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use packer::{merge, packer_for, Candidate, Caps, RunningSet};
 use store::{
-    now_ms, Applied, Change, ClaimRequest, Millis, QueueHead, Run, RunFilter, RunId, RunStatus,
-    Store, StoreError, Transition,
+    now_ms, Applied, Change, ClaimRequest, Millis, QueueHead, Run, RunFilter, RunId, RunRows,
+    RunStatus, Store, StoreError, Transition, UnreadableRun,
 };
 use tokio::time::Instant;
 
@@ -53,6 +53,10 @@ pub struct EvalOutcome {
     pub claimed: Vec<Run>,
     /// The DB running set after the claims.
     pub db_active: Vec<Run>,
+    /// The active rows another program left unreadable: their seats were counted, nothing
+    /// else about them decided (the caller reports them). `None` when this EVAL stopped before
+    /// it read the active rows.
+    pub unreadable_active: Option<Vec<UnreadableRun>>,
     /// The earliest not-before of a delayed queued run (milliseconds since the epoch, UTC).
     pub next_not_before: Option<Millis>,
     /// The earliest next schedule occurrence (milliseconds since the epoch, UTC).
@@ -161,6 +165,9 @@ impl Daemon {
         fail::fail_point!("daemon-after-finalize", |_| std::process::abort());
 
         self.note_unreadable(&reaped.unreadable);
+        if let Some(rows) = &outcome.unreadable_active {
+            self.note_unreadable_rows(rows);
+        }
         self.exited.extend(
             reaped
                 .unreadable
@@ -237,6 +244,44 @@ impl Daemon {
         // config they will be spawned with.
         if !outcome.unknown_queued.is_empty() {
             self.end_removed(outcome.unknown_queued).await;
+        }
+    }
+
+    /// Logs the active rows this EVAL could not read (another program's write): each when first
+    /// found (or found with another error), then at its 2nd, 4th, 8th… EVAL in a row, since
+    /// every EVAL reads them again. Its seat was counted; it is settled, or its shim's report
+    /// written, once it can be read. A row found readable again (or no longer active) is
+    /// forgotten, and said so.
+    fn note_unreadable_rows(&mut self, found: &[UnreadableRun]) {
+        let now: BTreeMap<RunId, &UnreadableRun> = found.iter().map(|r| (r.id, r)).collect();
+        self.unreadable_rows.retain(|id, _| {
+            let keep = now.contains_key(id);
+            if !keep {
+                tracing::info!(
+                    run = *id,
+                    "the run's row can be read again, or is no longer active"
+                );
+            }
+            keep
+        });
+        for (id, row) in now {
+            let seen = self
+                .unreadable_rows
+                .entry(id)
+                .or_insert_with(|| (row.error.clone(), 0));
+            if seen.0 != row.error {
+                *seen = (row.error.clone(), 0);
+            }
+            seen.1 += 1;
+            if seen.1.is_power_of_two() {
+                tracing::error!(
+                    run = id,
+                    project = %row.project,
+                    error = %row.error,
+                    evals = seen.1,
+                    "an active run's row holds a value fleet cannot read (another program wrote it): its seat is counted, and the run is settled once the row is fixed (logged again at the 2nd, 4th, 8th… EVAL)"
+                );
+            }
         }
     }
 
@@ -457,18 +502,30 @@ fn pack_and_claim(
                 .filter(|p| !config.projects.contains_key(p)),
         );
     }
-    let db = store.active_runs()?;
+    let RunRows {
+        runs: db,
+        unreadable,
+    } = store.active_rows()?;
+    // A row another program left unreadable counts its seat like any other: what it holds
+    // besides cannot be read, but its project, namespace and host can.
     let persisted: RunningSet = db
         .iter()
-        .map(|r| packer::ActiveRun {
-            run_id: r.id,
-            project: r.project.clone(),
-            namespace: r.namespace.clone(),
+        .map(|r| (r.id, &r.project, &r.namespace, &r.host))
+        .chain(
+            unreadable
+                .iter()
+                .map(|r| (r.id, &r.project, &r.namespace, &r.host)),
+        )
+        .map(|(run_id, project, namespace, host)| packer::ActiveRun {
+            run_id,
+            project: project.clone(),
+            namespace: namespace.clone(),
             // `None` is this host: its own capacity counts only those; the global and namespace
             // caps count every host's.
-            host: r.host.clone().filter(|h| *h != config.host),
+            host: host.clone().filter(|h| *h != config.host),
         })
         .collect();
+    out.unreadable_active = Some(unreadable);
     // The packers see the merge, never the pool alone: after a restart the pool is empty while
     // the database still lists what is in flight.
     let running = merge(live, &persisted);

@@ -340,6 +340,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         pending: Vec::new(),
         exited: Vec::new(),
         reap_failures: Default::default(),
+        unreadable_rows: Default::default(),
         refused: Default::default(),
         events: events.clone(),
         backoff: None,

@@ -10,8 +10,9 @@
 //! the file settles.
 //!
 //! Nothing may be claimed before recovery has run to the end: the loop retries it, with backoff,
-//! until it has. A run whose files could not be read (or its tombstone written) stays active and
-//! is settled again, with backoff, until it is ([`Unsettled`]). This module must never start a
+//! until it has. A run whose files could not be read (or its tombstone written), or whose row
+//! holds a value another program wrote that fleet cannot read, stays active and is settled
+//! again, with backoff, until it is ([`Unsettled`]). This module must never start a
 //! shim nor decide a fate itself (that is [`crate::settle`]'s), and writes to the database only
 //! through [`Daemon::pending`].
 
@@ -39,7 +40,8 @@ struct Recovery {
     /// The other runs and their fates; their transitions (and retries) are decided once the
     /// config is known to be the file's.
     settled: Vec<(Run, Fate)>,
-    /// Runs whose files could not be read or written: (run, claim token).
+    /// Runs whose files could not be read or written, or whose rows could not be read: (run,
+    /// claim token).
     unsettled: Vec<(RunId, u64)>,
     /// Runs whose shim is gone while their command's process group lives on
     /// ([`Fate::Orphaned`]: the group was sent SIGKILL), or whose files are gone while their
@@ -54,7 +56,8 @@ struct Recovery {
 }
 
 /// Active runs recovery could not settle: their run files could not be read, or a tombstone
-/// could not be written (a full disk, say). They stay active in the database — counted against
+/// could not be written (a full disk, say), or their row holds a value this version cannot read
+/// (another program's write). They stay active in the database — counted against
 /// every cap through the DB running set, although no slot holds them — and are settled again,
 /// with backoff, until they are: a failed read or write may delay a run's fate, never fix it.
 #[derive(Debug, Default)]
@@ -184,12 +187,22 @@ impl Daemon {
         let boots = self.boots.clone();
         let result = tokio::task::spawn_blocking(move || {
             // Only those still active under the same claim: anything else has moved on.
-            let runs: Vec<Run> = store
-                .active_runs_on(&host)?
+            let active = store.active_rows_on(&host)?;
+            let runs: Vec<Run> = active
+                .runs
                 .into_iter()
                 .filter(|r| wanted.contains(&(r.id, r.claim_token)))
                 .collect();
-            Ok::<_, StoreError>(settle_runs(&runs, state.root(), &boots))
+            let mut found = settle_runs(&runs, state.root(), &boots);
+            // Rows still unreadable wait on.
+            found.unsettled.extend(
+                active
+                    .unreadable
+                    .iter()
+                    .map(|r| (r.id, r.claim_token))
+                    .filter(|key| wanted.contains(key)),
+            );
+            Ok::<_, StoreError>(found)
         })
         .await
         .expect("settling again panicked");
@@ -232,8 +245,11 @@ impl Daemon {
         let epoch = self.epoch;
         let boots = self.boots.clone();
         let result = tokio::task::spawn_blocking(move || {
+            // An unreadable row is left to the EVAL, which counts its seat: which epoch claimed
+            // it is one of the things that cannot be told.
             let runs: Vec<Run> = store
-                .active_runs()?
+                .active_rows()?
+                .runs
                 .into_iter()
                 .filter(|r| r.epoch == Some(epoch) && !known.contains(&r.id))
                 .collect();
@@ -350,7 +366,7 @@ impl Daemon {
                 runs = ?runs.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
                 retry_in = ?wait,
                 attempts,
-                "runs left active: their files could not be read or written; settling them again later (logged again at the 2nd, 4th, 8th… attempt)"
+                "runs left active: their files or their rows could not be read, or their files written; settling them again later (logged again at the 2nd, 4th, 8th… attempt)"
             );
         }
         self.unsettled = Unsettled {
@@ -398,9 +414,20 @@ fn settle_active(
     shared: bool,
     boots: &Boots,
 ) -> Result<Recovery, StoreError> {
-    let active = store.active_runs_on(host)?;
-    let mut recovery = settle_runs(&active, state_dir, boots);
-    let active_ids: BTreeSet<RunId> = active.iter().map(|r| r.id).collect();
+    let active = store.active_rows_on(host)?;
+    let mut recovery = settle_runs(&active.runs, state_dir, boots);
+    // A row another program left unreadable is settled once it can be read: until then it stays
+    // active, its seat counted by every EVAL (which reads it the same way), its shim — if one
+    // still runs — left alone.
+    recovery
+        .unsettled
+        .extend(active.unreadable.iter().map(|r| (r.id, r.claim_token)));
+    let active_ids: BTreeSet<RunId> = active
+        .runs
+        .iter()
+        .map(|r| r.id)
+        .chain(active.unreadable.iter().map(|r| r.id))
+        .collect();
     if shared {
         for id in unrecorded_shims(state_dir, &active_ids) {
             match taken_run(store, host, state_dir, id)? {

@@ -71,16 +71,25 @@ pub(super) struct Overview {
 pub(super) fn read_overview(o: &Observed) -> Result<Overview, StoreError> {
     let now = now_ms();
     let config = o.config();
-    let active = o.store.active_runs()?;
-    let queued = o.store.list_runs(&RunFilter {
+    // Rows another program left unreadable are left out of the lists, and named apart: one
+    // such row must not blank the whole page.
+    let store::RunRows {
+        runs: active,
+        mut unreadable,
+    } = o.store.active_rows()?;
+    let queued = o.store.list_rows(&RunFilter {
         status: Some(RunStatus::Queued),
         limit: Some(OVERVIEW_RUNS),
         ..RunFilter::default()
     })?;
-    let recent = o.store.list_runs(&RunFilter {
+    let recent = o.store.list_rows(&RunFilter {
         limit: Some(OVERVIEW_RUNS),
         ..RunFilter::default()
     })?;
+    unreadable.extend(queued.unreadable.into_iter().chain(recent.unreadable));
+    unreadable.sort_by_key(|r| r.id);
+    unreadable.dedup_by_key(|r| r.id);
+    let (queued, recent) = (queued.runs, recent.runs);
     let queue = o.store.queue_summary(now_ms())?;
     let ended = o.store.ended_totals()?;
     let schedules = o.store.schedules()?;
@@ -154,6 +163,10 @@ pub(super) fn read_overview(o: &Observed) -> Result<Overview, StoreError> {
             "active": active.iter().map(run_json).collect::<Vec<_>>(),
             "queued": queued.iter().map(run_json).collect::<Vec<_>>(),
             "recent": recent.iter().map(run_json).collect::<Vec<_>>(),
+            "unreadable": unreadable
+                .iter()
+                .map(|r| json!({"id": r.id, "project": r.project, "error": r.error}))
+                .collect::<Vec<_>>(),
             "projects": projects,
         }),
     })
@@ -226,13 +239,15 @@ pub(super) async fn runs(
                     limit: Some(1),
                     ..RunFilter::default()
                 };
-                if o.store.list_runs(&any)?.is_empty() {
+                let rows = o.store.list_rows(&any)?;
+                if rows.runs.is_empty() && rows.unreadable.is_empty() {
                     return Ok(Err(format!(
                         "unknown {what} {name:?} (not in the config in force and no runs)"
                     )));
                 }
             }
-            o.store.list_runs(&filter).map(Ok)
+            // A row fleet cannot read is left out (the overview names it).
+            o.store.list_rows(&filter).map(|rows| Ok(rows.runs))
         })
         .await;
     match read {

@@ -1,0 +1,155 @@
+//! Another program writes a value fleet cannot read into an active run's row (arguments that
+//! are not JSON, here): the daemon must go on for every other run, count that run's seat while
+//! the row stays unreadable, and settle the run — with its real end — once the row is fixed.
+//! The listings name the row instead of failing whole.
+
+use crate::common::*;
+use crate::helpers::*;
+
+/// Writes `args` of run `id` as another program would.
+fn set_args(f: &Fleet, id: i64, args: Option<&str>) {
+    let changed = outside_writer(f)
+        .execute("UPDATE runs SET args = ?2 WHERE id = ?1", (id, args))
+        .unwrap();
+    assert_eq!(changed, 1);
+}
+
+/// Run `id`'s status as its row holds it (read directly: `fleet runs` leaves an unreadable row
+/// out).
+fn status_in_db(f: &Fleet, id: i64) -> String {
+    outside_writer(f)
+        .query_row("SELECT status FROM runs WHERE id = ?1", [id], |r| r.get(0))
+        .unwrap()
+}
+
+/// Waits until run `id`'s row says `status`.
+fn wait_db_status(f: &Fleet, id: i64, status: &str) {
+    f.wait_until(DEADLINE, &format!("run {id} to be {status}"), || {
+        status_in_db(f, id) == status
+    });
+}
+
+/// Namespace `slow` (cap 1) runs `held`, gated, and `held2`; namespace `fast` runs `other`,
+/// quick. A global cap of 3 leaves room for all but what `slow`'s cap holds back.
+fn install() -> Fleet {
+    Fleet::with(|dir| {
+        format!(
+            "max_concurrency = 3\ntick = \"200ms\"\n\
+             [namespaces.slow]\nmax_concurrency = 1\n\
+             [namespaces.fast]\nmax_concurrency = 2\n\
+             [projects.held]\nnamespace = \"slow\"\ncommand = {}\n\
+             [projects.held2]\nnamespace = \"slow\"\ncommand = {}\n\
+             [projects.other]\nnamespace = \"fast\"\ncommand = {}\n",
+            gated_command(
+                &dir.join("held.start"),
+                &dir.join("GO"),
+                &dir.join("held.end"),
+                3
+            ),
+            quick_command(&dir.join("held2.start")),
+            quick_command(&dir.join("other.start")),
+        )
+    })
+}
+
+/// The row of a running run is made unreadable: `other` (another namespace) still starts and
+/// ends, `held2` (held's namespace, cap 1) waits — held's seat is counted from what of its row
+/// can be read — the shim's end waits for the row, and once the row is fixed the run ends with
+/// its command's own exit code and `held2` goes. Red without the tolerant read of the active
+/// rows (every EVAL fails: `other` never starts), and when an end that cannot be written fails
+/// the whole EVAL (the later `other` never starts). Here the daemon's own slot counts `held`;
+/// the next test shows the row's seat counted without one.
+#[test]
+fn failure3_a_running_run_whose_row_cannot_be_read_stops_no_other_run_and_keeps_its_seat() {
+    let f = install();
+    let d = f.start_daemon();
+    let held = f.enqueue("held");
+    f.wait_status(held, "running");
+    set_args(&f, held, Some("not json"));
+    let held2 = f.enqueue("held2");
+    let other = f.enqueue("other");
+    wait_db_status(&f, other, "succeeded");
+    assert_eq!(status_in_db(&f, held2), "queued", "{}", f.diagnostics());
+    assert!(d.stderr().contains("holds a value fleet cannot read"));
+
+    // The listings go on past the row, and name it.
+    let runs = f.cmd(&["runs"]);
+    assert_eq!(runs.code(), Some(1), "{runs:?}");
+    assert!(runs.stdout.contains("other"), "{runs:?}");
+    assert!(
+        runs.stderr
+            .contains(&format!("run {held}: column args holds \"not json\"")),
+        "{runs:?}"
+    );
+    let json = f.cmd(&["runs", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{json:?}");
+    let report = check_report(&f);
+    assert!(
+        violation_kinds(&report).contains(&"unreadable_row"),
+        "{report}"
+    );
+
+    // The command ends while the row cannot be read: its end waits, its seat still held.
+    std::fs::write(f.file("GO"), "").unwrap();
+    f.wait_until(DEADLINE, "held's command to end", || {
+        !lines(&f.file("held.end")).is_empty()
+    });
+    eval_barrier(&f, 3);
+    assert_eq!(status_in_db(&f, held), "running", "{}", f.diagnostics());
+    assert_eq!(status_in_db(&f, held2), "queued", "{}", f.diagnostics());
+    // The end that cannot be written stops no other run either.
+    let later = f.enqueue("other");
+    wait_db_status(&f, later, "succeeded");
+    assert_eq!(status_in_db(&f, held), "running", "{}", f.diagnostics());
+
+    set_args(&f, held, None);
+    let r = f.wait_terminal(held);
+    assert_eq!(status_of(&r), "failed", "{r}\n{}", f.diagnostics());
+    assert_eq!(r["exit_code"], 3, "{r}");
+    let r = f.wait_terminal(held2);
+    assert_eq!(status_of(&r), "succeeded", "{r}\n{}", f.diagnostics());
+    assert_eq!(lines(&f.file("held.start")).len(), 1);
+    assert_check_ok(&f);
+}
+
+/// A daemon starts over a row left unreadable while no daemon ran (a run recorded `running`
+/// by an earlier daemon): recovery goes on without it, `other` runs, `held2` waits behind its
+/// seat, and the run is settled once the row is fixed. Red without the tolerant read in
+/// recovery (it retries for ever and nothing is claimed), and when the packing does not count
+/// the row's seat (the claim's own count in the database refuses `held2`, and says so).
+#[test]
+fn failure3_recovery_goes_on_past_a_row_it_cannot_read() {
+    let f = install();
+    let held = f.enqueue("held");
+    let held2 = f.enqueue("held2");
+    let other = f.enqueue("other");
+    outside_writer(&f)
+        .execute(
+            "UPDATE runs SET status = 'running', claim_token = 7, epoch = 0, seat = 0, \
+             started_at = enqueued_at, args = 'not json' WHERE id = ?1",
+            [held],
+        )
+        .unwrap();
+    let d = f.start_daemon();
+    wait_db_status(&f, other, "succeeded");
+    eval_barrier(&f, 2);
+    assert_eq!(status_in_db(&f, held2), "queued", "{}", f.diagnostics());
+    assert_eq!(status_in_db(&f, held), "running");
+    assert!(d.stderr().contains("holds a value fleet cannot read"));
+    // Held back by the packing itself, which counted the row's seat: not by the claim's own
+    // count in the database, its last line of defence.
+    assert!(
+        !d.stderr().contains("claim refused: its cap is full"),
+        "{}",
+        d.stderr()
+    );
+
+    set_args(&f, held, None);
+    // No shim ever ran it here: nothing says how it ended.
+    let r = f.wait_terminal(held);
+    assert_eq!(status_of(&r), "lost", "{r}\n{}", f.diagnostics());
+    let r = f.wait_terminal(held2);
+    assert_eq!(status_of(&r), "succeeded", "{r}\n{}", f.diagnostics());
+    assert!(lines(&f.file("held.start")).is_empty());
+}
