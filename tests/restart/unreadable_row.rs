@@ -153,3 +153,60 @@ fn failure3_recovery_goes_on_past_a_row_it_cannot_read() {
     assert_eq!(status_of(&r), "succeeded", "{r}\n{}", f.diagnostics());
     assert!(lines(&f.file("held.start")).is_empty());
 }
+
+/// An ended run's row made unreadable, no daemon running: `fleet runs` and `fleet projects` show
+/// everything else and name the row on stderr (exit 1), `fleet check` reports it and checks the
+/// rest. Red with the strict reads (each command fails whole, printing nothing).
+#[test]
+fn the_listings_name_an_ended_row_they_cannot_read_and_show_the_rest() {
+    let f = install();
+    let d = f.start_daemon();
+    let broken = f.enqueue("other");
+    f.wait_terminal(broken);
+    let fine = f.enqueue("other");
+    f.wait_terminal(fine);
+    drop(d);
+    outside_writer(&f)
+        .execute(
+            "UPDATE runs SET attempt = 5000000000 WHERE id = ?1",
+            [broken],
+        )
+        .unwrap();
+    let named = format!("run {broken}: column attempt holds 5000000000");
+
+    let runs = f.cmd(&["runs", "--json"]);
+    assert_eq!(runs.code(), Some(1), "{runs:?}");
+    let listed: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
+    let ids: Vec<i64> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [fine], "{runs:?}");
+    assert!(runs.stderr.contains(&named), "{runs:?}");
+
+    // `broken` is not `other`'s last ended run: the projects listing has nothing to leave out.
+    f.cmd_ok(&["projects"]);
+    outside_writer(&f)
+        .execute("UPDATE runs SET attempt = 5000000000 WHERE id = ?1", [fine])
+        .unwrap();
+    let projects = f.cmd(&["projects", "--json"]);
+    assert_eq!(projects.code(), Some(1), "{projects:?}");
+    let listed: serde_json::Value = serde_json::from_str(&projects.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 3, "{projects:?}");
+    assert!(
+        projects
+            .stderr
+            .contains(&format!("run {fine}: column attempt holds 5000000000")),
+        "{projects:?}"
+    );
+
+    let report = check_report(&f);
+    assert_eq!(
+        violation_kinds(&report),
+        ["unreadable_row", "unreadable_row"],
+        "{report}"
+    );
+    assert_eq!(report["checked"]["runs"], 2, "{report}");
+}

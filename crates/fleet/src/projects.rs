@@ -16,7 +16,9 @@ use crate::fit::{self, Column};
 
 /// `fleet projects`: a table, or with `json` one JSON array (fields in docs/REFERENCE.md).
 ///
-/// Errors: exit 2 for an invalid config; 1 when the database cannot be read.
+/// Errors: exit 2 for an invalid config; 1 when the database cannot be read, and 1 after the
+/// listing when a project's last ended run has a row fleet cannot read (another program's
+/// write: that run is left out, and named on stderr).
 pub fn projects(path: &Path, json: bool) -> Result<()> {
     let config = load(path)?;
     let state = state_of(path)?;
@@ -30,10 +32,15 @@ pub fn projects(path: &Path, json: bool) -> Result<()> {
     };
     let list = rows(&config, &activity, &schedules, &pauses, store::now_ms());
     if json {
-        console::println(Value::Array(list))
+        console::println(Value::Array(list))?;
     } else {
-        console::println(text(&list))
+        console::println(text(&list))?;
     }
+    let unreadable: Vec<store::UnreadableRun> = activity
+        .into_iter()
+        .filter_map(|a| a.last_ended_unreadable)
+        .collect();
+    Failure::unless_all_read(&unreadable, "its project's last run, not shown")
 }
 
 /// One JSON object per project of `config`, in name order.

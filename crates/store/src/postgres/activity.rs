@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::runs::{collect_runs, RUN_COLUMNS};
+use super::runs::{collect_rows, RUN_COLUMNS};
 use super::PgStore;
 use crate::error::Result;
 use crate::ProjectActivity;
@@ -22,6 +22,7 @@ impl PgStore {
                 queued: 0,
                 active: 0,
                 last_ended: None,
+                last_ended_unreadable: None,
             })
         }
         let counts = conn.query(
@@ -40,9 +41,15 @@ impl PgStore {
             "SELECT {RUN_COLUMNS} FROM runs WHERE id IN (SELECT MAX(id) FROM runs \
              WHERE status IN ('succeeded','failed','timed_out','cancelled','lost') GROUP BY project)"
         );
-        for run in collect_runs(conn.query(&sql, &[])?)? {
+        let ended = collect_rows(conn.query(&sql, &[])?)?;
+        for run in ended.runs {
             let project = run.project.clone();
             entry(&mut by_project, &project).last_ended = Some(run);
+        }
+        // A row fleet cannot read is named apart: the caller says which.
+        for bad in ended.unreadable {
+            let project = bad.project.clone();
+            entry(&mut by_project, &project).last_ended_unreadable = Some(bad);
         }
         Ok(by_project.into_values().collect())
     }
