@@ -210,3 +210,47 @@ fn the_listings_name_an_ended_row_they_cannot_read_and_show_the_rest() {
     );
     assert_eq!(report["checked"]["runs"], 2, "{report}");
 }
+
+/// Names that are not even text: SQLite stores whatever bytes another program casts to `TEXT`.
+/// A queued run of such a project is never claimed and stops no other claim (red with the
+/// queue heads read strictly: every EVAL fails). An active run of such a namespace could count
+/// against any cap, and no name compares equal to it, in the packing nor in the claim's own
+/// count: nothing is claimed until its row is fixed (red without that hold: `other` starts).
+#[test]
+fn failure3_names_that_are_not_text_stop_no_claim_or_hold_them_all() {
+    let f = install();
+    let _d = f.start_daemon();
+    let first = f.enqueue("other");
+    f.wait_terminal(first);
+    // A queued row of project b"other\xff".
+    let db = outside_writer(&f);
+    db.execute(
+        "INSERT INTO runs (project, namespace, status, trigger, enqueued_at) \
+         VALUES (CAST(x'6f74686572ff' AS TEXT), 'fast', 'queued', 'manual', 1)",
+        [],
+    )
+    .unwrap();
+    let next = f.enqueue("other");
+    wait_db_status(&f, next, "succeeded");
+    drop(_d);
+
+    // An active row of namespace b"fast\xff", left by an earlier daemon.
+    let held = f.enqueue("held");
+    db.execute(
+        "UPDATE runs SET status = 'running', claim_token = 7, epoch = 0, seat = 0, \
+         started_at = enqueued_at, namespace = CAST(x'66617374ff' AS TEXT) WHERE id = ?1",
+        [held],
+    )
+    .unwrap();
+    let d = f.start_daemon();
+    let later = f.enqueue("other");
+    eval_barrier(&f, 3);
+    assert_eq!(status_in_db(&f, later), "queued", "{}", f.diagnostics());
+    assert!(d.stderr().contains("not UTF-8 text"), "{}", d.stderr());
+
+    db.execute("UPDATE runs SET namespace = 'slow' WHERE id = ?1", [held])
+        .unwrap();
+    wait_db_status(&f, later, "succeeded");
+    // (`fleet runs` leaves the queued row of b"other\xff" out, and exits 1: read directly.)
+    wait_db_status(&f, held, "lost");
+}

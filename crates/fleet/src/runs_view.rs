@@ -41,10 +41,14 @@ fn cells(r: &Run, pauses: &Pauses, now: Millis, short_start: bool) -> [String; 1
         (None, Some(s)) => format!("sig {s}"),
         _ => String::new(),
     };
+    // `checked_sub`: the times are whatever the row holds, another program's too.
     let duration = match (r.started_at, r.finished_at) {
-        (Some(s), Some(f)) if f >= s => compact(f - s),
+        (Some(s), Some(f)) if f >= s => f.checked_sub(s).map(compact).unwrap_or_default(),
         // Still active: how long it has run so far.
-        (Some(s), None) if r.status.is_active() && now >= s => format!("{}…", compact(now - s)),
+        (Some(s), None) if r.status.is_active() && now >= s => now
+            .checked_sub(s)
+            .map(|d| format!("{}…", compact(d)))
+            .unwrap_or_default(),
         _ => String::new(),
     };
     // Where a run came from and what may reorder it, when it is not the plain default, then

@@ -120,8 +120,12 @@ pub struct UnreadableRun {
     pub project: String,
     /// Its namespace (the same).
     pub namespace: String,
-    /// The host whose daemon claimed it, if the row names one.
+    /// The host whose daemon claimed it, if the row names one (the same).
     pub host: Option<String>,
+    /// Whether its project, namespace and host are the row's own: false when one of them is
+    /// not UTF-8 text, and then which caps the run counts against cannot be known (no other
+    /// row's names compare equal to it).
+    pub seat_known: bool,
     /// Its claim token, as [`Run::claim_token`].
     pub claim_token: u64,
     /// What could not be read, in words (names the column and the value when known).

@@ -332,7 +332,7 @@ pub fn check(
         let young = run.status == RunStatus::Starting
             && run
                 .started_at
-                .is_some_and(|at| (now - at).abs() < STARTING_GRACE_MS);
+                .is_some_and(|at| now.saturating_sub(at).saturating_abs() < STARTING_GRACE_MS);
         if young {
             continue;
         }

@@ -98,6 +98,8 @@ pub(super) fn collect_rows(rows: Vec<Row>) -> Result<RunRows> {
                 project: row.try_get(1)?,
                 namespace: row.try_get(2)?,
                 host: row.try_get(25)?,
+                // PostgreSQL's text is always UTF-8.
+                seat_known: true,
                 claim_token: row.try_get::<_, i64>(17)? as u64,
                 error: e.to_string(),
             }),

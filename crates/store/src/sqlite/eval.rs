@@ -8,7 +8,7 @@
 
 use rusqlite::{params, Connection};
 
-use super::runs::{collect_rows, RUN_COLUMNS};
+use super::runs::{collect_rows, lossy_text, RUN_COLUMNS};
 use super::SqliteStore;
 use crate::error::Result;
 use crate::{Millis, QueueHead, RunRows};
@@ -43,14 +43,7 @@ impl SqliteStore {
              WHERE h.not_before > ?1 \
              ORDER BY 2",
         )?;
-        let rows = stmt.query_map([now], |r| {
-            Ok(QueueHead {
-                run_id: r.get(0)?,
-                project: r.get(1)?,
-                namespace: r.get(2)?,
-                priority: r.get(3)?,
-            })
-        })?;
+        let rows = stmt.query_map([now], queue_head)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
@@ -67,14 +60,7 @@ impl SqliteStore {
              WHERE status = 'queued' AND project = ?1 AND not_before <= ?2 \
              ORDER BY priority DESC, id LIMIT ?3",
         )?;
-        let rows = stmt.query_map(params![project, now, limit], |r| {
-            Ok(QueueHead {
-                run_id: r.get(0)?,
-                project: r.get(1)?,
-                namespace: r.get(2)?,
-                priority: r.get(3)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![project, now, limit], queue_head)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
@@ -96,9 +82,21 @@ impl SqliteStore {
     pub(crate) fn queued_projects(&self) -> Result<Vec<String>> {
         let conn = self.conn()?;
         let mut stmt = conn.prepare_cached("SELECT project FROM queue_heads ORDER BY project")?;
-        let rows = stmt.query_map([], |r| r.get(0))?;
+        let rows = stmt.query_map([], |r| lossy_text(r, 0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+}
+
+/// A row selected as `id, project, namespace, priority` as a [`QueueHead`]. The names are read
+/// as [`lossy_text`]: a name another program wrote that is not UTF-8 must not stop the EVAL's
+/// every claim. Such a name matches no project of the config, so its run is never claimed.
+fn queue_head(r: &rusqlite::Row<'_>) -> rusqlite::Result<QueueHead> {
+    Ok(QueueHead {
+        run_id: r.get(0)?,
+        project: lossy_text(r, 1)?,
+        namespace: lossy_text(r, 2)?,
+        priority: r.get(3)?,
+    })
 }
 
 /// Active runs right now, in the whole install and in `namespace`: the occupancy recorded with

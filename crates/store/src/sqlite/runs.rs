@@ -101,20 +101,33 @@ pub(super) fn collect_rows(
 /// What counts the seat of a row [`run_from_row`] could not read (`error`): columns whose
 /// type SQLite enforces (`STRICT`), read as bytes so that no value can fail them.
 fn unreadable_from_row(row: &Row<'_>, error: String) -> rusqlite::Result<UnreadableRun> {
-    let text = |i: usize| -> rusqlite::Result<Option<String>> {
-        Ok(row
-            .get_ref(i)?
-            .as_bytes_or_null()?
-            .map(|b| String::from_utf8_lossy(b).into_owned()))
-    };
+    let bytes =
+        |i: usize| -> rusqlite::Result<Option<&[u8]>> { Ok(row.get_ref(i)?.as_bytes_or_null()?) };
+    let names = [bytes(1)?, bytes(2)?, bytes(25)?];
+    let seat_known = names
+        .iter()
+        .all(|b| b.is_none_or(|b| std::str::from_utf8(b).is_ok()));
+    let text = |b: Option<&[u8]>| b.map(|b| String::from_utf8_lossy(b).into_owned());
     Ok(UnreadableRun {
         id: row.get(0)?,
-        project: text(1)?.unwrap_or_default(),
-        namespace: text(2)?.unwrap_or_default(),
-        host: text(25)?,
+        project: text(names[0]).unwrap_or_default(),
+        namespace: text(names[1]).unwrap_or_default(),
+        host: text(names[2]),
+        seat_known,
         claim_token: row.get::<_, i64>(17)? as u64,
         error,
     })
+}
+
+/// Column `i` of `row`, text or bytes, as a `String` whatever it holds: bytes that are not
+/// UTF-8 replaced as `String::from_utf8_lossy` does. For names another program may have
+/// written, read where one bad name must not stop the read of every other row.
+pub(super) fn lossy_text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
+    Ok(row
+        .get_ref(i)?
+        .as_bytes_or_null()?
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default())
 }
 
 /// `e`, a value of `row` that does not fit its column's type ([`is_unreadable_value`]), in

@@ -202,7 +202,7 @@ impl Daemon {
             (a, b) => a.or(b),
         };
         self.next_due = next.map(|at| {
-            let ms = (at - now_ms()).max(0) as u64;
+            let ms = at.saturating_sub(now_ms()).max(0) as u64;
             Instant::now() + Duration::from_millis(ms)
         });
         if let Some(at) = self.refused_due() {
@@ -215,7 +215,7 @@ impl Daemon {
             .metrics
             .refused_claims(self.claim_backoff.held_at(now));
         if let Some(at) = self.claim_backoff.next_due(now) {
-            let at = Instant::now() + Duration::from_millis((at - now).max(0) as u64);
+            let at = Instant::now() + Duration::from_millis(at.saturating_sub(now).max(0) as u64);
             self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
         }
         if outcome.claims_refused > 0 {
@@ -273,7 +273,15 @@ impl Daemon {
                 *seen = (row.error.clone(), 0);
             }
             seen.1 += 1;
-            if seen.1.is_power_of_two() {
+            if seen.1.is_power_of_two() && !row.seat_known {
+                tracing::error!(
+                    run = id,
+                    project = %row.project,
+                    error = %row.error,
+                    evals = seen.1,
+                    "an active run's row holds a project, namespace or host that is not UTF-8 text (another program wrote it): which caps it counts against cannot be told, so no run is claimed until the row is fixed (logged again at the 2nd, 4th, 8th… EVAL)"
+                );
+            } else if seen.1.is_power_of_two() {
                 tracing::error!(
                     run = id,
                     project = %row.project,
@@ -525,6 +533,10 @@ fn pack_and_claim(
             host: host.clone().filter(|h| *h != config.host),
         })
         .collect();
+    // A row whose project or namespace is not even text could count against any cap: nothing
+    // is claimed while it is there, or a cap could be exceeded (no name compares equal to it,
+    // in the packing nor in the claim's own count).
+    let seats_unknown = unreadable.iter().any(|r| !r.seat_known);
     out.unreadable_active = Some(unreadable);
     // The packers see the merge, never the pool alone: after a restart the pool is empty while
     // the database still lists what is in flight.
@@ -570,7 +582,7 @@ fn pack_and_claim(
     out.db_active = db;
     // Read before the claim: once runs are claimed, nothing may stop them being spawned.
     out.next_not_before = store.next_not_before(now)?;
-    if gates.claim && !picks.is_empty() {
+    if gates.claim && !seats_unknown && !picks.is_empty() {
         let requests = claim_requests(&picks, &caps, config, gates.config_version);
         let mut refused = Vec::new();
         let claimed = store.claim_noting_refusals(epoch, &requests, now, &mut refused)?;
@@ -715,7 +727,11 @@ fn log_applied(run_id: RunId, applied: &Applied) {
         }
         _ => {
             let duration = match (run.started_at, run.finished_at) {
-                (Some(s), Some(f)) if f >= s => format!("{:.3}s", (f - s) as f64 / 1000.0),
+                // `checked_sub`: the times are whatever the row holds, another program's too.
+                (Some(s), Some(f)) if f >= s => f.checked_sub(s).map_or_else(
+                    || "unknown".to_string(),
+                    |d| format!("{:.3}s", d as f64 / 1000.0),
+                ),
                 _ => "unknown".to_string(),
             };
             let note = run.reason.as_deref().unwrap_or("");

@@ -278,10 +278,10 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
         ns_queued.get_or_create(&l).set(*queued);
         ns_oldest
             .get_or_create(&l)
-            .set(oldest.map_or(0.0, |at| secs((now - at).max(0))));
+            .set(oldest.map_or(0.0, |at| secs(now.saturating_sub(at).max(0))));
         ns_ready
             .get_or_create(&l)
-            .set(ready.map_or(0.0, |at| secs((now - at).max(0))));
+            .set(ready.map_or(0.0, |at| secs(now.saturating_sub(at).max(0))));
         if let Some(ns) = config.namespaces.get(name) {
             ns_cap
                 .get_or_create(&l)
