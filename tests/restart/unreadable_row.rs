@@ -254,3 +254,23 @@ fn failure3_names_that_are_not_text_stop_no_claim_or_hold_them_all() {
     // (`fleet runs` leaves the queued row of b"other\xff" out, and exits 1: read directly.)
     wait_db_status(&f, held, "lost");
 }
+
+/// Times another program wrote at the ends of the range: the listing shows no duration rather
+/// than overflowing (red in a debug build: `fleet runs` panicked on the subtraction).
+#[test]
+fn times_at_the_ends_of_the_range_overflow_nothing() {
+    let f = install();
+    let d = f.start_daemon();
+    let run = f.enqueue("other");
+    f.wait_terminal(run);
+    drop(d);
+    outside_writer(&f)
+        .execute(
+            "UPDATE runs SET started_at = -9223372036854775808 WHERE id = ?1",
+            [run],
+        )
+        .unwrap();
+    let out = f.cmd(&["runs"]);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(out.stdout.contains("other"), "{out:?}");
+}
