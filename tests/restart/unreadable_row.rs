@@ -274,3 +274,21 @@ fn times_at_the_ends_of_the_range_overflow_nothing() {
     assert_eq!(out.code(), Some(0), "{out:?}");
     assert!(out.stdout.contains("other"), "{out:?}");
 }
+
+/// A queued row of a project the config no longer has, which cannot be read either: it stays
+/// queued and stops nothing (red with the strict read of the removed projects' runs: every
+/// EVAL fails on it).
+#[test]
+fn an_unreadable_queued_row_of_a_removed_project_stops_nothing() {
+    let f = install();
+    let run = f.enqueue("other");
+    outside_writer(&f)
+        .execute(
+            "INSERT INTO runs (project, namespace, status, trigger, enqueued_at, args) \
+             VALUES ('gone', 'default', 'queued', 'manual', 1, 'not json')",
+            [],
+        )
+        .unwrap();
+    let _d = f.start_daemon();
+    wait_db_status(&f, run, "succeeded");
+}

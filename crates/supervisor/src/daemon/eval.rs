@@ -550,12 +550,16 @@ fn pack_and_claim(
             .map(|h| h.project.clone()),
     );
     for project in unknown {
-        let queued = store.list_runs(&RunFilter {
-            project: Some(project),
-            status: Some(RunStatus::Queued),
-            limit: None,
-            ..RunFilter::default()
-        })?;
+        // A row of it that cannot be read stays queued, never claimed (its project is none of
+        // the config's), and must not stop the EVAL.
+        let queued = store
+            .list_rows(&RunFilter {
+                project: Some(project),
+                status: Some(RunStatus::Queued),
+                limit: None,
+                ..RunFilter::default()
+            })?
+            .runs;
         out.unknown_queued
             .extend(queued.into_iter().map(|r| (r.id, r.project)));
     }
