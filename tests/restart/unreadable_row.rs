@@ -292,3 +292,37 @@ fn an_unreadable_queued_row_of_a_removed_project_stops_nothing() {
     let _d = f.start_daemon();
     wait_db_status(&f, run, "succeeded");
 }
+
+/// `fleet wait` on a run whose row another program breaks while it runs: it says so once and
+/// waits on, and exits with the command's own code once the row is fixed (red before: it
+/// exited 1 at once, which reads as a run lost or cancelled).
+#[test]
+fn fleet_wait_waits_on_a_row_it_cannot_read() {
+    let f = install();
+    let _d = f.start_daemon();
+    let held = f.enqueue("held");
+    f.wait_status(held, "running");
+    set_args(&f, held, Some("not json"));
+    let err = f.file("wait.err");
+    let mut waiter = f
+        .command()
+        .args(["wait", &held.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    f.wait_until(DEADLINE, "fleet wait to say it waits on", || {
+        std::fs::read_to_string(&err)
+            .unwrap_or_default()
+            .contains("still waiting")
+    });
+    assert!(waiter.try_wait().unwrap().is_none(), "fleet wait exited");
+    std::fs::write(f.file("GO"), "").unwrap();
+    set_args(&f, held, None);
+    let mut status = None;
+    f.wait_until(DEADLINE, "fleet wait to exit", || {
+        status = waiter.try_wait().unwrap();
+        status.is_some()
+    });
+    assert_eq!(status.unwrap().code(), Some(3), "the command's own code");
+}

@@ -31,33 +31,55 @@ pub const TIMED_OUT: u8 = 124;
 /// line per run as it ends, then fails with the exit status of the module doc (or returns `Ok`
 /// when every run succeeded).
 ///
+/// A row another program left with a value fleet cannot read is waited on: the run goes on,
+/// and its end is read once the row is fixed (said once on stderr).
+///
 /// Errors: an unknown id (exit 2, before waiting at all); the database unreadable (exit 1);
 /// `timeout` expired ([`TIMED_OUT`]).
 pub fn wait(store: &Store, ids: &[RunId], timeout: Option<Duration>) -> Result<()> {
     let start = Instant::now();
     // Where each wait stands: the newest known attempt of each run given, until it ended.
-    let mut current: Vec<Option<Run>> = Vec::with_capacity(ids.len());
+    let mut current: Vec<Option<RunId>> = Vec::with_capacity(ids.len());
     for &id in ids {
-        let run = store.get_run(id).map_err(|e| match e {
-            StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {id}")),
-            other => Failure::action(other),
-        })?;
-        current.push(Some(run));
+        match store.get_run(id) {
+            Ok(_) => {}
+            Err(StoreError::UnknownRun(_)) => {
+                return Err(Failure::input(format!("unknown run id {id}")))
+            }
+            Err(e) if e.is_refused_row() => {}
+            Err(e) => return Err(Failure::action(e)),
+        }
+        current.push(Some(id));
     }
     let mut codes: Vec<Option<(u8, Option<String>)>> = vec![None; ids.len()];
+    // The runs whose row could not be read, once said.
+    let mut said: Vec<RunId> = Vec::new();
     let mut probe = store.change_probe().map_err(Failure::action)?;
     loop {
         // The first look is always a change (see `ChangeProbe::changed`).
         if probe.changed().map_err(Failure::action)? {
             for (i, slot) in current.iter_mut().enumerate() {
-                let Some(run) = slot.take() else { continue };
-                match last_attempt(store, run).map_err(Failure::action)? {
-                    Step::Waiting(run) => *slot = Some(run),
-                    Step::Ended(run) => {
+                let Some(id) = *slot else { continue };
+                match last_attempt(store, id) {
+                    Ok(Step::Waiting(run)) => *slot = Some(run.id),
+                    Ok(Step::Ended(run)) => {
+                        *slot = None;
                         let (code, why) = exit_status(&run);
                         console::println(status_line(ids[i], &run))?;
                         codes[i] = Some((code, why));
                     }
+                    // Its row (or a retry's) holds a value fleet cannot read: another
+                    // program's write, which someone may fix while the run goes on.
+                    Err((at, e)) if e.is_refused_row() => {
+                        *slot = Some(at);
+                        if !said.contains(&at) {
+                            said.push(at);
+                            console::eprintln(format_args!(
+                                "fleet: {e}; still waiting: the run goes on, and its end is read once the row is fixed"
+                            ));
+                        }
+                    }
+                    Err((_, e)) => return Err(Failure::action(e)),
                 }
             }
         }
@@ -120,16 +142,17 @@ enum Step {
     Ended(Run),
 }
 
-/// Follows `run`'s retries (read fresh) to the newest attempt.
-fn last_attempt(store: &Store, run: Run) -> std::result::Result<Step, StoreError> {
-    let mut run = store.get_run(run.id)?;
+/// Follows run `id`'s retries (read fresh) to the newest attempt. Errors: with the id of the
+/// attempt whose read failed (where the wait stands until it can be read).
+fn last_attempt(store: &Store, id: RunId) -> std::result::Result<Step, (RunId, StoreError)> {
+    let mut run = store.get_run(id).map_err(|e| (id, e))?;
     loop {
         if !run.status.is_terminal() {
             return Ok(Step::Waiting(run));
         }
         // A retry is written in the transaction that ends the run, so an ended run without
         // one is the end of the chain.
-        match store.next_attempt(&run)? {
+        match store.next_attempt(&run).map_err(|e| (run.id, e))? {
             Some(next) => run = next,
             None => return Ok(Step::Ended(run)),
         }
