@@ -247,52 +247,6 @@ impl Daemon {
         }
     }
 
-    /// Logs the active rows this EVAL could not read (another program's write): each when first
-    /// found (or found with another error), then at its 2nd, 4th, 8th… EVAL in a row, since
-    /// every EVAL reads them again. Its seat was counted; it is settled, or its shim's report
-    /// written, once it can be read. A row found readable again (or no longer active) is
-    /// forgotten, and said so.
-    fn note_unreadable_rows(&mut self, found: &[UnreadableRun]) {
-        let now: BTreeMap<RunId, &UnreadableRun> = found.iter().map(|r| (r.id, r)).collect();
-        self.unreadable_rows.retain(|id, _| {
-            let keep = now.contains_key(id);
-            if !keep {
-                tracing::info!(
-                    run = *id,
-                    "the run's row can be read again, or is no longer active"
-                );
-            }
-            keep
-        });
-        for (id, row) in now {
-            let seen = self
-                .unreadable_rows
-                .entry(id)
-                .or_insert_with(|| (row.error.clone(), 0));
-            if seen.0 != row.error {
-                *seen = (row.error.clone(), 0);
-            }
-            seen.1 += 1;
-            if seen.1.is_power_of_two() && !row.seat_known {
-                tracing::error!(
-                    run = id,
-                    project = %row.project,
-                    error = %row.error,
-                    evals = seen.1,
-                    "an active run's row holds a project, namespace or host that is not UTF-8 text (another program wrote it): which caps it counts against cannot be told, so no run is claimed until the row is fixed (logged again at the 2nd, 4th, 8th… EVAL)"
-                );
-            } else if seen.1.is_power_of_two() {
-                tracing::error!(
-                    run = id,
-                    project = %row.project,
-                    error = %row.error,
-                    evals = seen.1,
-                    "an active run's row holds a value fleet cannot read (another program wrote it): its seat is counted, and the run is settled once the row is fixed (logged again at the 2nd, 4th, 8th… EVAL)"
-                );
-            }
-        }
-    }
-
     /// A shim reported that its run's command started, with the command's pid: the `running`
     /// transition is written by the next EVAL, with the others.
     pub(super) fn shim_running(&mut self, run_id: RunId, token: u64, pid: i32) {

@@ -43,6 +43,7 @@ mod refused;
 mod reload;
 mod spawn;
 mod state;
+mod unreadable;
 
 use std::path::PathBuf;
 use std::sync::Arc;

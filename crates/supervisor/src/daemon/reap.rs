@@ -1,18 +1,17 @@
 //! The reap, the EVAL's first step: settling the shims that exited since the last EVAL from
 //! their run files ([`reap`], on the EVAL's blocking thread), and what the loop does with the
 //! runs that could not be settled yet — logged at doubling intervals while their files stay
-//! unreadable ([`Daemon::note_unreadable`]), followed while a lock is still held or an orphaned
+//! unreadable (`Daemon::note_unreadable`, in [`super::unreadable`]), followed while a lock is still held or an orphaned
 //! command's process group lives on, which is killed first ([`end_orphaned`]).
 //!
 //! It decides only through [`settle::settle`] and [`settle::transition`]; writing the
 //! transitions is the EVAL's ([`super::eval`]), in the same transaction as the others.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use store::{Millis, RunId, Transition};
 
-use super::state::Daemon;
 use crate::retry::RetryPolicy;
 use crate::settle::{self, Fate};
 use crate::shim::runfiles::RunFiles;
@@ -36,34 +35,6 @@ pub(super) struct Reaped {
 /// What the reap needs to know about a slot: its claim's token, its attempt, its retry policy,
 /// and its command's pid once reported ([`crate::slots::Slot::command_pid`]).
 pub(super) type SlotView = (u64, u32, RetryPolicy, Option<i32>);
-
-impl Daemon {
-    /// Logs the runs whose files the reap could not read: each the first time, then at its
-    /// 2nd, 4th, 8th… failure in a row, since it is looked at again at every EVAL (every tick)
-    /// and a file that stays unreadable must not fill the log. Forgets the count of every run
-    /// that was read this time, saying so for one that had failed.
-    pub(super) fn note_unreadable(&mut self, unreadable: &[(RunId, u64, String)]) {
-        let failing: BTreeSet<RunId> = unreadable.iter().map(|(id, _, _)| *id).collect();
-        self.reap_failures.retain(|id, failures| {
-            let keep = failing.contains(id);
-            if !keep {
-                tracing::info!(
-                    run = *id,
-                    failures = *failures,
-                    "the run's files can be read again"
-                );
-            }
-            keep
-        });
-        for (run_id, _, error) in unreadable {
-            let failures = self.reap_failures.entry(*run_id).or_insert(0);
-            *failures += 1;
-            if failures.is_power_of_two() {
-                tracing::error!(run = *run_id, error = %error, failures = *failures, "cannot read or lock the run's files; looking again at every EVAL (logged again at the 2nd, 4th, 8th… failure)");
-            }
-        }
-    }
-}
 
 /// The reap (blocking: reads run files under `state_dir`, may write a tombstone): settles each
 /// shim in `exited` whose claim is still the one in `slots`, and decides its transition (retry

@@ -62,10 +62,10 @@ pub(super) struct Daemon {
     pub(super) exited: Vec<(RunId, u64)>,
     /// Runs whose files the reap failed to read, with how many times in a row: their errors
     /// are logged at doubling intervals, not at every EVAL.
-    pub(super) reap_failures: std::collections::BTreeMap<RunId, u64>,
+    pub(super) reap_failures: super::unreadable::Repeats,
     /// Active rows another program left unreadable, with what could not be read and how many
     /// EVALs in a row found them so: logged at doubling intervals, not at every EVAL.
-    pub(super) unreadable_rows: std::collections::BTreeMap<RunId, (String, u64)>,
+    pub(super) unreadable_rows: super::unreadable::Repeats,
     /// For shim watchers and waiters, and for a nudge to itself.
     pub(super) events: Events,
     /// After a failed EVAL or recovery (busy or unreachable database): no EVAL before this
