@@ -1,7 +1,9 @@
 //! End-to-end tests of the fork server (crates/supervisor/src/shim/forkserver.rs): the daemon forks
 //! each run's shim from a small process forked before its runtime, instead of exec'ing the fleet
 //! binary. The command must not be able to tell the two apart, a fork server that dies must only
-//! slow the daemon down, and it must never outlive its daemon.
+//! slow the daemon down, and it must never outlive its daemon. A forked shim whose run ended
+//! supervises the next one: each run still ends as its own, no signal crosses from one run to
+//! the next, an ended run's seat is not held by its shim living on, and idle shims go.
 //!
 //! The crash of the fork server between its fork and its answer has its own test in
 //! tests/failpoints (`forkserver_after_fork`).
@@ -511,6 +513,159 @@ fn the_fork_server_program_refuses_to_run_by_hand() {
         assert!(
             out.stderr.contains("`fleet daemon` starts this program"),
             "{out:?}"
+        );
+    }
+}
+
+/// The pid a run's command printed first in its log (its `$PPID`: the run's shim).
+fn shim_in_log(f: &Fleet, id: i64) -> i32 {
+    let log = f.logs(id);
+    log.lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("run {id}'s log has no pid first: {log:?}"))
+}
+
+/// A process's short name (`/proc/PID/comm`), empty once it is gone.
+fn comm_of(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|c| c.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Runs of two projects, one after the other: both print their shim's pid and exit with their
+/// own status.
+const ONE_AFTER_THE_OTHER: &str = r#"
+[projects.first]
+command = ["sh", "-c", "echo $PPID; exit 3"]
+[projects.second]
+command = ["sh", "-c", "echo $PPID; sleep 0.3; exit 4"]
+"#;
+
+/// A forked shim whose run is over takes the next run instead of exiting, and each run still
+/// ends with its own command's status and log, under its own name.
+#[test]
+fn a_shim_whose_run_ended_supervises_the_next_one() {
+    let f = Fleet::new(ONE_AFTER_THE_OTHER);
+    let _d = f.start_daemon();
+    let a = f.enqueue("first");
+    let r = f.wait_terminal(a);
+    assert_eq!(r["exit_code"], 3, "{r}");
+    let shim = shim_in_log(&f, a);
+    f.wait_until(DEADLINE, "the shim to wait for another run", || {
+        comm_of(shim) == "shim-idle"
+    });
+    let b = f.enqueue("second");
+    f.wait_until(DEADLINE, "the shim to take the next run", || {
+        comm_of(shim) == format!("shim-{b}") || process_gone(shim)
+    });
+    let r = f.wait_terminal(b);
+    assert_eq!(r["exit_code"], 4, "{r}\n{}", f.diagnostics());
+    assert_eq!(shim_in_log(&f, b), shim, "the second run had another shim");
+}
+
+/// A termination signal that reached a shim between two runs (meant for the run that ended, or
+/// sent by hand to the idle process) is cleared before the shim takes its next run: that run is
+/// not ended by it.
+#[test]
+fn a_signal_sent_between_runs_never_reaches_the_next_run() {
+    let f = Fleet::new(ONE_AFTER_THE_OTHER);
+    let _d = f.start_daemon();
+    let a = f.enqueue("first");
+    f.wait_terminal(a);
+    let shim = shim_in_log(&f, a);
+    f.wait_until(DEADLINE, "the shim to wait for another run", || {
+        comm_of(shim) == "shim-idle"
+    });
+    // Blocked in the shim, so pending until it looks.
+    send_signal(shim, Signal::TERM).unwrap();
+    send_signal(shim, Signal::INT).unwrap();
+    let b = f.enqueue("second");
+    let r = f.wait_terminal(b);
+    assert_eq!(r["status"], "failed", "ended by a stale signal: {r}");
+    assert_eq!(r["exit_code"], 4, "ended by a stale signal: {r}");
+    assert_eq!(shim_in_log(&f, b), shim, "the second run had another shim");
+}
+
+/// A shim waiting for a run exits when nothing comes for a while, and at once when its daemon
+/// stops: no process of fleet's outlives the daemon but the shims of runs still going.
+#[test]
+fn idle_shims_end_after_a_while_and_with_their_daemon() {
+    let f = Fleet::new(ONE_AFTER_THE_OTHER);
+    let mut d = f.start_daemon();
+    let a = f.enqueue("first");
+    f.wait_terminal(a);
+    let shim = shim_in_log(&f, a);
+    f.wait_until(DEADLINE, "the shim to wait for another run", || {
+        comm_of(shim) == "shim-idle"
+    });
+    // Let go by the fork server after its idle time (ten seconds), the daemon still running.
+    f.wait_until(Duration::from_secs(30), "the idle shim to exit", || {
+        process_gone(shim)
+    });
+    d.assert_alive();
+    // And with the daemon.
+    let b = f.enqueue("first");
+    f.wait_terminal(b);
+    let shim = shim_in_log(&f, b);
+    f.wait_until(DEADLINE, "the shim to wait for another run", || {
+        comm_of(shim) == "shim-idle"
+    });
+    d.signal(Signal::TERM);
+    f.wait_until(DEADLINE, "the daemon to stop", || d.try_exit().is_some());
+    f.wait_until(Duration::from_secs(5), "the idle shim to exit", || {
+        process_gone(shim)
+    });
+    // And with a daemon killed outright.
+    let mut d = f.start_daemon();
+    let c = f.enqueue("first");
+    f.wait_terminal(c);
+    let shim = shim_in_log(&f, c);
+    f.wait_until(DEADLINE, "the shim to wait for another run", || {
+        comm_of(shim) == "shim-idle"
+    });
+    d.kill();
+    f.wait_until(Duration::from_secs(5), "the idle shim to exit", || {
+        process_gone(shim)
+    });
+}
+
+/// A run that another program ended in the database while its command ran keeps its seat until
+/// its shim is done with it — and no longer: the shim lives on, waiting for another run, and
+/// that must not hold the seat. Later runs under the cap start at once, on that same shim.
+#[test]
+fn a_run_ended_by_another_writer_frees_its_seat_when_its_shim_is_done_with_it() {
+    let f = Fleet::new(
+        r#"
+max_concurrency = 1
+[projects.long]
+command = ["sh", "-c", "echo $PPID; sleep 1"]
+[projects.next]
+command = ["sh", "-c", "echo $PPID"]
+"#,
+    );
+    let _d = f.start_daemon();
+    let a = f.enqueue("long");
+    f.wait_run(a, "running", |r| r["status"] == "running");
+    let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(30)).unwrap();
+    db.execute("UPDATE runs SET status = 'failed' WHERE id = ?1", [a])
+        .unwrap();
+    let shim = shim_in_log(&f, a);
+    // Queued while the first run's command still runs: it waits for that command's seat.
+    let b = f.enqueue("next");
+    let r = f.wait_terminal(b);
+    assert_eq!(r["status"], "succeeded", "{r}");
+    // Queued after: nothing holds the seat any more.
+    let c = f.enqueue("next");
+    let r = f.wait_terminal(c);
+    assert_eq!(r["status"], "succeeded", "{r}");
+    for id in [b, c] {
+        assert_eq!(
+            shim_in_log(&f, id),
+            shim,
+            "run {id} waited until the first run's shim had exited\n{}",
+            f.diagnostics()
         );
     }
 }

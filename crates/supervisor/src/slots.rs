@@ -67,6 +67,11 @@ pub struct Slot {
     pub command_pid: Option<i32>,
     /// SIGTERM was sent for a cancel request.
     pub cancel_sent: bool,
+    /// The run's shim has moved on to another run ([`SlotPool::set_shim`]): this run is over
+    /// (its end recorded in its files, its lock released, its command gone), whether or not
+    /// the daemon has read that yet. `shim` is then `None` and stays so: the process is
+    /// another run's now, and is never signalled for this one.
+    pub shim_moved_on: bool,
     /// Found alive at startup rather than spawned by this process.
     pub adopted: bool,
 }
@@ -91,6 +96,25 @@ impl SlotPool {
     /// Removes a run's slot (once its end or requeue is recorded in the database).
     pub fn remove(&mut self, run_id: RunId) -> Option<Slot> {
         self.slots.remove(&run_id)
+    }
+
+    /// Records that `shim` supervises `run_id` (spawned for it, or found in its files).
+    ///
+    /// A forked shim, once its run is over, may be handed another one (the fork server reuses
+    /// it: `shim::idle`), and the pid the daemon learns for the new run is then one it already
+    /// holds for the old run's slot. Every other slot naming the same process is done with it,
+    /// so it forgets the shim and is marked [`Slot::shim_moved_on`]: a cancel of the old run,
+    /// or a stop of it after `fleet hosts forget`, must never reach the new run's command.
+    pub fn set_shim(&mut self, run_id: RunId, shim: ShimIdentity) {
+        for slot in self.slots.values_mut() {
+            if slot.run_id != run_id && slot.shim == Some(shim) {
+                slot.shim = None;
+                slot.shim_moved_on = true;
+            }
+        }
+        if let Some(slot) = self.slots.get_mut(&run_id) {
+            slot.shim = Some(shim);
+        }
     }
 
     /// The slot of a run, mutably.
@@ -140,5 +164,46 @@ mod tests {
         assert!(!shim.is_alive());
         assert!(!shim.signal(Signal::SIGTERM));
         child.wait().unwrap();
+    }
+
+    fn slot(run_id: RunId, shim: Option<ShimIdentity>) -> Slot {
+        Slot {
+            run_id,
+            project: "p".into(),
+            namespace: "default".into(),
+            token: run_id as u64,
+            attempt: 1,
+            shim,
+            command_pid: None,
+            cancel_sent: false,
+            shim_moved_on: false,
+            adopted: false,
+        }
+    }
+
+    /// A reused shim named for a new run is taken from every other slot: nothing signals it
+    /// for the run it ended.
+    #[test]
+    fn a_shim_named_for_a_new_run_leaves_the_slot_of_its_old_one() {
+        let p = ShimIdentity {
+            pid: 41,
+            start_time: 7,
+        };
+        let other = ShimIdentity {
+            pid: 42,
+            start_time: 7,
+        };
+        let mut pool = SlotPool::new();
+        pool.insert(slot(1, Some(p)));
+        pool.insert(slot(2, Some(other)));
+        pool.insert(slot(3, None));
+        pool.set_shim(3, p);
+        let get = |pool: &mut SlotPool, id| pool.get_mut(id).unwrap().clone();
+        assert_eq!(get(&mut pool, 1).shim, None);
+        assert!(get(&mut pool, 1).shim_moved_on);
+        assert_eq!(get(&mut pool, 2).shim, Some(other));
+        assert!(!get(&mut pool, 2).shim_moved_on);
+        assert_eq!(get(&mut pool, 3).shim, Some(p));
+        assert!(!get(&mut pool, 3).shim_moved_on);
     }
 }

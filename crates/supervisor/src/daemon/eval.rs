@@ -43,6 +43,7 @@ use super::refused::apply_each;
 use super::state::Daemon;
 use crate::config::Config;
 use crate::retry::RetryPolicy;
+use crate::shim::runfiles::RunFiles;
 
 /// What the blocking half of an EVAL hands back.
 #[derive(Default)]
@@ -292,13 +293,29 @@ impl Daemon {
                         // a newer claim.
                         _ => tracing::debug!(run = run_id, why = %why, "transition skipped"),
                     }
-                    // The slot goes with its shim, whatever the row says: while the shim lives
-                    // its command runs, and takes its seat under every cap. (A slot of a newer
-                    // claim of this host has that claim's shim.) A slot whose shim cannot be
-                    // told goes when the row says the run is no longer active.
-                    let gone = match self.slots.get_mut(*run_id).map(|slot| slot.shim) {
-                        Some(Some(shim)) => !shim.is_alive(),
-                        Some(None) => matches!(status, Some(Some(s)) if !s.is_active()),
+                    // The slot goes with its shim's hold on the run, whatever the row says:
+                    // while the shim holds the run's lock its command runs, and takes its seat
+                    // under every cap. (A slot of a newer claim of this host has that claim's
+                    // shim.) A shim alive without the lock has ended the run and may be on
+                    // another by now (the fork server reuses shims); one that moved on is
+                    // known to have. A slot whose shim cannot be told goes when the row says
+                    // the run is no longer active.
+                    let gone = match self
+                        .slots
+                        .get_mut(*run_id)
+                        .map(|s| (s.shim, s.shim_moved_on))
+                    {
+                        Some((Some(shim), _)) => {
+                            !shim.is_alive()
+                                || matches!(
+                                    RunFiles::new(self.state.root(), *run_id).is_locked(),
+                                    Ok(false)
+                                )
+                        }
+                        Some((None, true)) => true,
+                        Some((None, false)) => {
+                            matches!(status, Some(Some(s)) if !s.is_active())
+                        }
                         None => false,
                     };
                     if gone {

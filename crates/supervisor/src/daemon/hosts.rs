@@ -251,7 +251,10 @@ impl Daemon {
             if still_ours {
                 continue;
             }
-            identify_shim(slot, self.state.root());
+            identify_shim(&mut self.slots, run.id, self.state.root());
+            let Some(slot) = self.slots.get_mut(run.id) else {
+                continue;
+            };
             let sent = slot.shim.is_some_and(|s| s.signal(Signal::SIGTERM));
             warn_taken(&run, sent);
             // Held until the shim is gone: its end, when reaped, is a transition the store

@@ -389,6 +389,7 @@ fn adopted_slot(run: &Run, shim: Option<ShimIdentity>) -> Slot {
         shim,
         command_pid: settle::recorded_pgid(run),
         cancel_sent: false,
+        shim_moved_on: false,
         adopted: true,
     }
 }

@@ -42,6 +42,7 @@ impl Daemon {
             shim: None,
             command_pid: None,
             cancel_sent: false,
+            shim_moved_on: false,
             adopted: false,
         };
         let Some(project) = self.config.projects.get(&run.project) else {
@@ -71,11 +72,15 @@ impl Daemon {
         }
         match self.fork_shim(&args) {
             Forked::Pid(pid, report) => {
-                slot.shim = crate::sys::process::start_time(pid)
+                let shim = crate::sys::process::start_time(pid)
                     .map(|start_time| ShimIdentity { pid, start_time });
                 fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
                 self.spawn_hold = None;
                 self.slots.insert(slot);
+                // A reused shim: the slot of its earlier run must let go of it.
+                if let Some(shim) = shim {
+                    self.slots.set_shim(run_id, shim);
+                }
                 tokio::spawn(watch_shim(report, None, run_id, token, events));
                 return;
             }

@@ -18,6 +18,13 @@
 //!   itself.
 //! * reply: the shim's pid (8 bytes, native order), or a negative errno if the fork failed.
 //!
+//! Between the server and a shim whose run has ended ([`IdleShims`], `shim::idle`): the shim
+//! sends its pid, with one end of a socket pair of its own attached, on a socket pair the
+//! server made at its start and every shim inherits; the server hands the next request to it
+//! on that socket (the same message as the daemon's, report pipe attached) and waits for its
+//! one-byte answer before it replies to the daemon with the shim's pid. A shim that does not
+//! answer took nothing, and the request goes to another shim or to a new fork.
+//!
 //! The server ignores SIGCHLD, so the kernel reaps its children (no zombies, no wait loop), and
 //! the termination signals, so it lives exactly as long as the daemon: when the daemon's end of
 //! the socket closes (exit or crash), the server's next receive reads end-of-file and it exits.
@@ -37,12 +44,12 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::ShimArgs;
 use crate::sys::process::{self, Forked};
 use crate::sys::signals::{self, Signal};
-use crate::sys::{fdpass, files};
+use crate::sys::{fdpass, files, readiness};
 
 /// The largest request the server accepts, in bytes (argv and environment of one run).
 /// Larger ones are refused before anything is sent; the daemon then execs the shim instead.
@@ -439,41 +446,139 @@ fn serve(socket: OwnedFd, hello: Hello<'_>) -> ! {
     if !process::thread_count().is_ok_and(|n| n == 1) {
         process::exit_now(1);
     }
+    // The way back for shims whose run has ended: each such shim sends its pid here with one
+    // end of a socket pair of its own, on which it then waits for its next run.
+    let (back, shims_back) = match fdpass::seqpacket_pair() {
+        Ok(pair) => pair,
+        Err(_) => process::exit_now(1),
+    };
+    let mut idle = IdleShims::default();
     // Ready: say so, and who serves. A daemon that is gone is noticed by the receive below.
     let _ = fdpass::send(&socket, &hello.encode());
     let mut buf = vec![0u8; MAX_REQUEST];
     loop {
+        let wait = idle.expire(Instant::now());
+        let ready = match readiness::wait_readable(&[socket.as_fd(), back.as_fd()], wait) {
+            Ok(ready) => ready,
+            Err(_) => process::exit_now(1),
+        };
+        if ready[1] {
+            idle.take_back(&back);
+        }
+        if !ready[0] {
+            continue;
+        }
         let (n, report) = match fdpass::recv_with_fd(&socket, &mut buf) {
             Ok(Some(got)) => got,
-            // End-of-file: the daemon is gone.
+            // End-of-file: the daemon is gone. The idle shims' sockets close with us, and
+            // that ends them.
             Ok(None) => process::exit_now(0),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => process::exit_now(1),
         };
         let reply: i64 = match (ShimArgs::decode(&buf[..n]), report) {
-            // SAFETY: one thread, checked above, and none started since.
-            (Some(args), Some(report)) => match unsafe { process::fork_single_threaded() } {
-                Err(e) => -(e.raw_os_error().unwrap_or(libc::EAGAIN) as i64),
-                Ok(Forked::Child) => {
-                    // SAFETY: the fresh fork, on its only thread (the server has one). The
-                    // frames owning descriptors above stderr other than `report` (this loop's
-                    // `socket`, the daemon's code below `serve`) never use or drop them again:
-                    // `exit_now` (`_exit`, no destructors) follows at once, and `serve` never
-                    // returns.
-                    let code = unsafe { super::main_forked(&args, report, &altered) };
-                    // Never back into the server's loop, never its destructors.
-                    process::exit_now(code)
-                }
-                Ok(Forked::Parent(pid)) => {
-                    drop(report);
-                    fail::fail_point!("forkserver-after-fork", |_| std::process::abort());
-                    pid as i64
-                }
+            (Some(args), Some(report)) => match idle.hand_over(&buf[..n], &report) {
+                Some(pid) => pid as i64,
+                // SAFETY: one thread, checked above, and none started since.
+                None => match unsafe { process::fork_single_threaded() } {
+                    Err(e) => -(e.raw_os_error().unwrap_or(libc::EAGAIN) as i64),
+                    Ok(Forked::Child) => {
+                        // SAFETY: the fresh fork, on its only thread (the server has one). The
+                        // frames owning descriptors above stderr other than `report` and
+                        // `shims_back` (this loop's sockets, the idle shims' sockets, the
+                        // daemon's code below `serve`) never use or drop them again: `exit_now`
+                        // (`_exit`, no destructors) follows at once, and `serve` never returns.
+                        let code = unsafe {
+                            super::main_forked(&args, report, shims_back.as_fd(), &altered)
+                        };
+                        // Never back into the server's loop, never its destructors.
+                        process::exit_now(code)
+                    }
+                    Ok(Forked::Parent(pid)) => {
+                        drop(report);
+                        fail::fail_point!("forkserver-after-fork", |_| std::process::abort());
+                        pid as i64
+                    }
+                },
             },
             _ => -(libc::EINVAL as i64),
         };
         // A failed send means the daemon is gone; the next receive sees that.
         let _ = fdpass::send(&socket, &reply.to_ne_bytes());
+    }
+}
+
+/// How long a shim whose run has ended waits for another before the server lets it go (closes
+/// its socket, which ends it). Long enough to carry a busy minute's runs from one to the next;
+/// short enough that a burst's shims do not linger.
+pub const IDLE_FOR: Duration = Duration::from_secs(10);
+
+/// The shims waiting for a run, oldest first: the server hands a request to the newest (its
+/// pages are the likeliest to be in the caches) and lets the oldest go after [`IDLE_FOR`].
+///
+/// Why shims are reused: a process per run costs its fork, the copy-on-write faults that follow,
+/// and the teardown of its address space at exit — about a third of a short run's CPU
+/// (docs/PERFORMANCE.md). A shim that has finished its run (its `exit` record durable, its lock
+/// released, its report pipe closed, so the daemon has everything it learns from a shim's end)
+/// is the same clean process a fork would give, and can supervise the next run instead.
+#[derive(Default)]
+struct IdleShims {
+    waiting: Vec<IdleShim>,
+}
+
+/// A shim waiting for its next run on `socket`.
+struct IdleShim {
+    pid: i32,
+    socket: OwnedFd,
+    since: Instant,
+}
+
+impl IdleShims {
+    /// Takes back the shim that sent its socket on `back` (one message: its pid, with the
+    /// socket attached). A message of any other shape is dropped, and with it the socket: the
+    /// shim then reads end-of-file and exits.
+    fn take_back(&mut self, back: &OwnedFd) {
+        let mut pid = [0u8; 4];
+        if let Ok(Some((4, Some(socket)))) = fdpass::recv_with_fd(back, &mut pid) {
+            self.waiting.push(IdleShim {
+                pid: i32::from_ne_bytes(pid),
+                socket,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    /// Lets go of the shims idle for [`IDLE_FOR`] or longer (their sockets close: they exit);
+    /// returns how long until the next one is due, `None` if no shim waits.
+    fn expire(&mut self, now: Instant) -> Option<Duration> {
+        self.waiting
+            .retain(|shim| now.saturating_duration_since(shim.since) < IDLE_FOR);
+        self.waiting
+            .first()
+            .map(|oldest| IDLE_FOR.saturating_sub(now.saturating_duration_since(oldest.since)))
+    }
+
+    /// Hands `request`, with `report` attached, to the newest idle shim that takes it, and
+    /// returns its pid; `None` when none did (then the server forks one).
+    ///
+    /// A shim takes a request by answering one byte once it has cleared the signals sent to it
+    /// before (for its earlier run), and only then starts anything. So a shim whose socket
+    /// reaches end-of-file instead has taken nothing — it exited, or the message never reached
+    /// it — and the next one can be asked. Waits for the answer as long as it takes: a shim
+    /// that has the request and is slow to answer may still start the run, so no other shim may
+    /// be given it; the daemon's reply timeout covers a shim that never answers (it stops
+    /// using this server, whose end takes every idle shim's socket with it).
+    fn hand_over(&mut self, request: &[u8], report: &OwnedFd) -> Option<i32> {
+        while let Some(shim) = self.waiting.pop() {
+            if fdpass::send_with_fd(&shim.socket, request, report.as_fd()).is_err() {
+                continue;
+            }
+            let mut took = [0u8; 1];
+            if let Ok(1) = fdpass::recv(&shim.socket, &mut took) {
+                return Some(shim.pid);
+            }
+        }
+        None
     }
 }
 

@@ -73,6 +73,7 @@ macro_rules! io_failpoint {
 
 pub mod args;
 pub mod forkserver;
+mod idle;
 #[cfg(feature = "failpoints")]
 pub mod legacy;
 pub mod log;
@@ -89,7 +90,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -213,7 +214,12 @@ struct Own {
 /// nothing uses or closes those numbers after they are reused.
 /// `altered`: the signals whose disposition the server changed from the default (its
 /// [`signals::altered`]), which this copy of it sets back.
-pub(super) unsafe fn main_forked(args: &ShimArgs, report: OwnedFd, altered: &[i32]) -> i32 {
+pub(super) unsafe fn main_forked(
+    args: &ShimArgs,
+    report: OwnedFd,
+    back: BorrowedFd<'_>,
+    altered: &[i32],
+) -> i32 {
     let signals = match signals::block(&SHIM_SIGNALS) {
         Ok(set) => set,
         Err(e) => {
@@ -225,17 +231,31 @@ pub(super) unsafe fn main_forked(args: &ShimArgs, report: OwnedFd, altered: &[i3
     // One read of `/proc/self/stat` for both the name's argument area and the start time.
     let own_stat = process::own_stat();
     // SAFETY: the caller's guarantee (# Safety), which is the one `set_up_forked` asks for.
-    if let Err(e) = unsafe { set_up_forked(args, report, altered, own_stat.as_ref()) } {
-        warn(format_args!(
-            "fleet shim: run {} claim {}: could not set up the forked shim: {e}",
-            args.run_id, args.token
-        ));
-        return EXIT_FAILED;
-    }
-    let own = Own {
-        start_time: own_stat.map(|o| o.start_time),
+    let back = match unsafe { set_up_forked(args, report, back, altered, own_stat.as_ref()) } {
+        Ok(back) => back,
+        Err(e) => {
+            warn(format_args!(
+                "fleet shim: run {} claim {}: could not set up the forked shim: {e}",
+                args.run_id, args.token
+            ));
+            return EXIT_FAILED;
+        }
     };
-    supervise_claim(args, &signals, &own)
+    let own = Own {
+        start_time: own_stat.as_ref().map(|o| o.start_time),
+    };
+    let mut code = supervise_claim(args, &signals, &own);
+    // Its run ended and recorded, the shim offers itself for the next one (see
+    // `forkserver::IdleShims`), and supervises each run it is given the same way.
+    let mut next;
+    while code == EXIT_OK {
+        next = match idle::next_run(&back, &signals, own_stat.as_ref()) {
+            Some(next) => next,
+            None => break,
+        };
+        code = supervise_claim(&next, &signals, &own);
+    }
+    code
 }
 
 /// The forked shim's own process state (see [`main_forked`]), its signals already blocked.
@@ -247,24 +267,14 @@ pub(super) unsafe fn main_forked(args: &ShimArgs, report: OwnedFd, altered: &[i3
 unsafe fn set_up_forked(
     args: &ShimArgs,
     report: OwnedFd,
+    back: BorrowedFd<'_>,
     altered: &[i32],
     own_stat: Option<&process::OwnStat>,
-) -> io::Result<()> {
+) -> io::Result<OwnedFd> {
     // Blocked first, so a termination request arriving now waits for the loop. Only those
     // the server changed: every other one is the default already.
     signals::restore_defaults(altered);
-    // `ps` and `top` show `shim-<run id>` (at most 15 bytes: longer ids are cut), and the
-    // command line no longer reads as the daemon's (see `process::set_process_name`).
-    let run_id = args.run_id.to_string();
-    let (comm, words) = (
-        format!("shim-{run_id}"),
-        ["fleet", "shim", "--run-id", &run_id],
-    );
-    match own_stat {
-        // SAFETY: a fresh fork of the single-threaded server, on its only thread.
-        Some(own) => unsafe { process::set_process_name_single_threaded(&comm, &words, own) },
-        None => process::set_process_name(&comm, &words),
-    }
+    take_name(Some(args.run_id), own_stat);
     process::new_session()?;
     // Standard output first, and /dev/null opened only then: if the daemon was started with
     // standard input closed, `report` arrived as descriptor 0, and putting /dev/null there
@@ -275,13 +285,36 @@ unsafe fn set_up_forked(
         .write(true)
         .open("/dev/null")?;
     files::set_stdin(OwnedFd::from(null))?;
-    // Everything else the server had (its socket, the received descriptor) goes now: a command
-    // must never inherit the daemon's pipes.
-    // SAFETY: `report` and /dev/null were handed to stdout and stdin above, so this process
-    // owns nothing of its own above stderr. What else is open there (the server's socket, and
-    // whatever the daemon had) belongs to frames below this call that, by the caller's
-    // guarantee, never use or drop it again: nothing uses or closes those numbers after this.
-    unsafe { files::close_from(3) }
+    // Everything else the server had (its socket, the idle shims' sockets) goes now: a
+    // command must never inherit the daemon's pipes. The way back to the server stays, on
+    // descriptor 3, which the command's exec closes.
+    let back = back.try_clone_to_owned()?;
+    // SAFETY: `report` and /dev/null were handed to stdout and stdin above, and `back` was
+    // duplicated into a descriptor of this process's own, so this process owns nothing else
+    // above stderr. What else is open there (the server's sockets, and whatever the daemon
+    // had) belongs to frames below this call that, by the caller's guarantee, never use or
+    // drop it again: nothing uses or closes those numbers after this.
+    let back = unsafe { files::keep_only_stdio_and(back) }?;
+    files::close_on_exec(&back)?;
+    Ok(back)
+}
+
+/// Names this forked shim in `ps` and `top`: `shim-<run id>` (at most 15 bytes: longer ids
+/// are cut), or `shim-idle` between runs; and its command line, which no longer reads as the
+/// daemon's or an earlier run's (see `process::set_process_name`). `own_stat`: the shim's own
+/// stat, read once when it was forked (its argument area does not move).
+fn take_name(run_id: Option<i64>, own_stat: Option<&process::OwnStat>) {
+    let id = run_id.map_or_else(|| "idle".to_string(), |id| id.to_string());
+    let comm = format!("shim-{id}");
+    let words: &[&str] = match run_id {
+        Some(_) => &["fleet", "shim", "--run-id", &id],
+        None => &["fleet", "shim", "--idle"],
+    };
+    match own_stat {
+        // SAFETY: a forked shim has one thread, for its whole life (see the module's rule).
+        Some(own) => unsafe { process::set_process_name_single_threaded(&comm, words, own) },
+        None => process::set_process_name(&comm, words),
+    }
 }
 
 /// What [`main`] and [`main_forked`] share once signals are blocked and arguments known.

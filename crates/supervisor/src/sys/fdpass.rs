@@ -57,6 +57,20 @@ pub fn send(socket: impl AsFd, data: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// Receives one message into `buf`, waiting as long as it takes; returns its length (0 at
+/// end-of-file). Retries on EINTR.
+///
+/// Errors: the system refused.
+pub fn recv(socket: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match rustix::net::recv(&socket, &mut *buf, RecvFlags::empty()) {
+            Ok((n, _)) => return Ok(n),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Receives one message into `buf`; returns its length (0 at end-of-file). The socket's receive
 /// timeout must be `timeout` ([`set_receive_timeout`]); the call gives up `timeout` after it
 /// began however many signals interrupt it. The kernel would start the socket's timeout over

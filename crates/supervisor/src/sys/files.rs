@@ -216,6 +216,15 @@ pub fn keep_across_exec(fd: impl AsFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes an `exec` close `fd` (sets FD_CLOEXEC): for a descriptor moved to a fixed number with
+/// `dup2`, which clears the flag. Async-signal-safe.
+///
+/// Errors: `fd` is not open.
+pub fn close_on_exec(fd: impl AsFd) -> io::Result<()> {
+    rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC)?;
+    Ok(())
+}
+
 /// Takes descriptor `fd`, inherited through an `exec`, if it is open on a socket.
 ///
 /// Errors: `fd` is not open, or is not a socket (a program meant to be started by another

@@ -62,14 +62,7 @@ pub fn wait_pipe_or_signal(
     signals: &SignalReader,
     timeout: Option<Duration>,
 ) -> io::Result<Ready> {
-    let timeout = match timeout {
-        None => PollTimeout::NONE,
-        Some(d) => {
-            // Rounded up, so that a deadline 0.4 ms away is not polled with 0 in a busy loop.
-            let ms = d.as_micros().div_ceil(1000).min(86_400_000);
-            PollTimeout::try_from(ms as i32).unwrap_or(PollTimeout::MAX)
-        }
-    };
+    let timeout = poll_timeout(timeout);
     let mut fds = vec![PollFd::new(signals.fd.as_fd(), PollFlags::POLLIN)];
     if let Some(p) = pipe {
         fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
@@ -84,6 +77,42 @@ pub fn wait_pipe_or_signal(
         signal: any(&fds[0]),
         pipe: fds.get(1).is_some_and(any),
     })
+}
+
+/// Waits until one of `fds` is readable or hung up, at most `timeout` (forever if `None`; as for
+/// [`wait_pipe_or_signal`]). Returns, per descriptor in order, whether it is ready; an
+/// interrupted wait returns none ready.
+///
+/// Errors: `poll` failed for another reason than an interruption.
+pub fn wait_readable(
+    fds: &[std::os::fd::BorrowedFd<'_>],
+    timeout: Option<Duration>,
+) -> io::Result<Vec<bool>> {
+    let mut polled: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
+        .collect();
+    match nix::poll::poll(&mut polled, poll_timeout(timeout)) {
+        Ok(_) => {}
+        Err(nix::errno::Errno::EINTR) => return Ok(vec![false; fds.len()]),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(polled
+        .iter()
+        .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+        .collect())
+}
+
+/// `timeout` for `poll`: rounded up to the millisecond, so that a deadline 0.4 ms away is not
+/// polled with 0 in a busy loop; longer than a day counts as a day; `None` is forever.
+fn poll_timeout(timeout: Option<Duration>) -> PollTimeout {
+    match timeout {
+        None => PollTimeout::NONE,
+        Some(d) => {
+            let ms = d.as_micros().div_ceil(1000).min(86_400_000);
+            PollTimeout::try_from(ms as i32).unwrap_or(PollTimeout::MAX)
+        }
+    }
 }
 
 /// Makes reads of `fd` return at once when nothing is there (`WouldBlock`).
