@@ -70,6 +70,7 @@ failpoint_tests! {
     daemon_after_claim => "daemon-after-claim",
     daemon_after_spawn => "daemon-after-spawn",
     forkserver_after_fork => "forkserver-after-fork",
+    forkserver_after_handover => "forkserver-after-handover",
     daemon_before_finalize => "daemon-before-finalize",
     daemon_after_finalize => "daemon-after-finalize",
     recovery_before_tombstone => "recovery-before-tombstone",

@@ -190,10 +190,11 @@ pub fn crash_at(name: &str) {
                 &[&d],
             );
         }
-        // The fork server forks the first shim and dies before it answers: the daemon lives on,
-        // never starts a second shim for that claim, and execs every later shim.
-        "forkserver-after-fork" => {
-            let mut d = Crashy::start(f, "forkserver-after-fork=return");
+        // The fork server forks the first shim, or hands the first request to a shim whose run
+        // ended, and dies before it answers: the daemon lives on, never starts a second shim
+        // for that claim, and execs every later shim.
+        "forkserver-after-fork" | "forkserver-after-handover" => {
+            let mut d = Crashy::start(f, &format!("{name}=return"));
             poll(f, &[&d], DEADLINE, "every run to succeed", || {
                 in_status(f, &ids, "succeeded").len() == ids.len()
             });

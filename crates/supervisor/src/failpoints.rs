@@ -28,6 +28,14 @@ pub const DAEMON: &[(&str, &str)] = &[
          report pipe and records its real status; shims are exec'd from then on",
     ),
     (
+        "forkserver-after-handover",
+        "the fork server handed a request to a shim whose earlier run had ended, the shim took \
+         it, and the server died before answering => as after forkserver-after-fork: the \
+         daemon starts no second shim for the claim, follows the reused shim through its \
+         report pipe and records its real status; shims are exec'd from then on (and the idle \
+         shims exit with the server)",
+    ),
+    (
         "daemon-before-finalize",
         "a shim's exit was read but not written to the database => recovery finds the lock free \
          and the exit record, and finalizes the run with its real status",

@@ -575,6 +575,7 @@ impl IdleShims {
             }
             let mut took = [0u8; 1];
             if let Ok(1) = fdpass::recv(&shim.socket, &mut took) {
+                fail::fail_point!("forkserver-after-handover", |_| std::process::abort());
                 return Some(shim.pid);
             }
         }
