@@ -246,9 +246,11 @@ pub(super) unsafe fn main_forked(
     };
     let mut code = supervise_claim(args, &signals, &own);
     // Its run ended and recorded, the shim offers itself for the next one (see
-    // `forkserver::IdleShims`), and supervises each run it is given the same way.
+    // `forkserver::IdleShims`), and supervises each run it is given the same way — unless a
+    // process of the run is still its child (one that could not be killed, having changed
+    // user): the next run would take it for one of its own leftovers and wait for it.
     let mut next;
-    while code == EXIT_OK {
+    while code == EXIT_OK && !subreaper::has_children() {
         next = match idle::next_run(&back, &signals, own_stat.as_ref()) {
             Some(next) => next,
             None => break,

@@ -41,6 +41,12 @@ pub fn reap_adopted(keep: i32) {
     }
 }
 
+/// Whether the caller has any child left, running or ended and not reaped (one non-blocking
+/// look; a look that fails counts as "some").
+pub fn has_children() -> bool {
+    !matches!(peek_children(), Children::None)
+}
+
 /// What the caller's children are, as far as one non-blocking look tells.
 enum Children {
     /// It has none at all (ECHILD).
