@@ -669,3 +669,85 @@ command = ["sh", "-c", "echo $PPID"]
         );
     }
 }
+
+/// A command that changes its shim's own settings through `$PPID` (here its open-file limit, as
+/// `prlimit --pid` would) changes them for that shim only: the shim is not reused, and the next
+/// run's command starts with the daemon's settings, under another shim.
+#[test]
+fn a_shim_whose_settings_a_command_changed_is_not_reused() {
+    let f = Fleet::new(
+        r#"
+max_concurrency = 1
+[projects.limit]
+command = ["python3", "-c", "import os, resource; print(os.getppid()); resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (40, 40))"]
+[projects.show]
+command = ["sh", "-c", "echo $PPID; ulimit -n"]
+"#,
+    );
+    let _d = f.start_daemon();
+    let before = f.enqueue("show");
+    assert_eq!(f.wait_terminal(before)["status"], "succeeded");
+    let limit = f.enqueue("limit");
+    assert_eq!(
+        f.wait_terminal(limit)["status"],
+        "succeeded",
+        "{}",
+        f.logs(limit)
+    );
+    let after = f.enqueue("show");
+    let r = f.wait_terminal(after);
+    assert_eq!(r["status"], "succeeded", "{r}\n{}", f.logs(after));
+    let open_files = |id: i64| f.logs(id).lines().nth(1).unwrap_or_default().to_string();
+    assert_eq!(
+        open_files(after),
+        open_files(before),
+        "the changed limit reached the next run"
+    );
+    assert_ne!(open_files(after), "40");
+    assert_ne!(shim_in_log(&f, after), shim_in_log(&f, limit));
+}
+
+/// A shim stopped while it waits for a run (`kill -STOP`) costs the fork server one short wait
+/// and is let go: the runs go to other shims at once, the fork server stays, and the stopped
+/// shim, once continued, exits without starting anything.
+#[test]
+fn a_stopped_idle_shim_is_let_go_and_the_runs_go_on() {
+    let f = Fleet::new(
+        r#"
+max_concurrency = 2
+[projects.p]
+max_parallel = 2
+command = ["sh", "-c", "echo $PPID"]
+"#,
+    );
+    let d = f.start_daemon();
+    let first = f.enqueue("p");
+    f.wait_terminal(first);
+    let stopped = shim_in_log(&f, first);
+    f.wait_until(DEADLINE, "the shim to wait for another run", || {
+        comm_of(stopped) == "shim-idle"
+    });
+    send_signal(stopped, Signal::STOP).unwrap();
+    let runs = [f.enqueue("p"), f.enqueue("p")];
+    for id in runs {
+        let r = f.wait_terminal(id);
+        assert_eq!(r["status"], "succeeded", "{r}\n{}", f.diagnostics());
+        assert_ne!(shim_in_log(&f, id), stopped, "the stopped shim ran {id}");
+    }
+    let log = d.stderr();
+    assert!(
+        !log.contains("the fork server is gone"),
+        "one stopped shim cost the fork server:\n{log}"
+    );
+    send_signal(stopped, Signal::CONT).unwrap();
+    f.wait_until(DEADLINE, "the stopped shim to exit once continued", || {
+        process_gone(stopped)
+    });
+    // And the fork server still serves: a later run is forked or handed over, not exec'd.
+    let later = f.enqueue("p");
+    f.wait_terminal(later);
+    assert!(
+        comm_of(shim_in_log(&f, later)).starts_with("shim-"),
+        "a later run's shim is not the fork server's"
+    );
+}

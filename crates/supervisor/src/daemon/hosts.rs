@@ -257,8 +257,8 @@ impl Daemon {
             };
             let sent = slot.shim.is_some_and(|s| s.signal(Signal::SIGTERM));
             warn_taken(&run, sent);
-            // Held until the shim is gone: its end, when reaped, is a transition the store
-            // skips (the row is already ended), and that frees the slot.
+            // Held until the shim is done with the run: its end, when reaped, is a transition
+            // the store skips (the row is already ended), and that frees the slot.
             slot.cancel_sent = true;
         }
         let store = self.store.clone();

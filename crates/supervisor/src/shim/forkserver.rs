@@ -18,12 +18,12 @@
 //!   itself.
 //! * reply: the shim's pid (8 bytes, native order), or a negative errno if the fork failed.
 //!
-//! Between the server and a shim whose run has ended ([`IdleShims`], `shim::idle`): the shim
+//! Between the server and a shim whose run has ended (`IdleShims`, `shim::idle`): the shim
 //! sends its pid, with one end of a socket pair of its own attached, on a socket pair the
-//! server made at its start and every shim inherits; the server hands the next request to it
-//! on that socket (the same message as the daemon's, report pipe attached) and waits for its
-//! one-byte answer before it replies to the daemon with the shim's pid. A shim that does not
-//! answer took nothing, and the request goes to another shim or to a new fork.
+//! server made at its start and every shim inherits; the server sends the next request on that
+//! socket, waits at most [`ANSWER_WITHIN`] for the shim's one-byte answer, and only then sends
+//! the report pipe and replies to the daemon with the shim's pid. A shim that does not answer
+//! takes nothing, and the request goes to another shim or to a new fork.
 //!
 //! The server ignores SIGCHLD, so the kernel reaps its children (no zombies, no wait loop), and
 //! the termination signals, so it lives exactly as long as the daemon: when the daemon's end of
@@ -513,6 +513,12 @@ fn serve(socket: OwnedFd, hello: Hello<'_>) -> ! {
 /// short enough that a burst's shims do not linger.
 pub const IDLE_FOR: Duration = Duration::from_secs(10);
 
+/// How long the server waits for an idle shim to answer that it takes a request before it lets
+/// that shim go and forks a new one instead. A shim answers within microseconds; this only
+/// bounds the cost of one that was stopped or starved, well inside the daemon's
+/// [`REPLY_TIMEOUT_SECS`].
+pub const ANSWER_WITHIN: Duration = Duration::from_millis(500);
+
 /// The shims waiting for a run, oldest first: the server hands a request to the newest (its
 /// pages are the likeliest to be in the caches) and lets the oldest go after [`IDLE_FOR`].
 ///
@@ -540,6 +546,11 @@ impl IdleShims {
     fn take_back(&mut self, back: &OwnedFd) {
         let mut pid = [0u8; 4];
         if let Ok(Some((4, Some(socket)))) = fdpass::recv_with_fd(back, &mut pid) {
+            // Every wait for its answer is bounded (`hand_over`); a socket that refuses the
+            // setting is dropped, which lets the shim go.
+            if fdpass::set_receive_timeout(&socket, ANSWER_WITHIN).is_err() {
+                return;
+            }
             self.waiting.push(IdleShim {
                 pid: i32::from_ne_bytes(pid),
                 socket,
@@ -558,26 +569,32 @@ impl IdleShims {
             .map(|oldest| IDLE_FOR.saturating_sub(now.saturating_duration_since(oldest.since)))
     }
 
-    /// Hands `request`, with `report` attached, to the newest idle shim that takes it, and
-    /// returns its pid; `None` when none did (then the server forks one).
+    /// Hands `request` and `report` to the newest idle shim that takes them, and returns its
+    /// pid; `None` when none did (then the server forks one).
     ///
-    /// A shim takes a request by answering one byte once it has cleared the signals sent to it
-    /// before (for its earlier run), and only then starts anything. So a shim whose socket
-    /// reaches end-of-file instead has taken nothing — it exited, or the message never reached
-    /// it — and the next one can be asked. Waits for the answer as long as it takes: a shim
-    /// that has the request and is slow to answer may still start the run, so no other shim may
-    /// be given it; the daemon's reply timeout covers a shim that never answers (it stops
-    /// using this server, whose end takes every idle shim's socket with it).
+    /// Two steps: the request goes first, and the shim answers one byte once it has cleared
+    /// the signals sent to it before (for its earlier run); only then does `report` follow,
+    /// and with it the run. A shim whose socket reaches end-of-file has taken nothing (it
+    /// exited) and the next one is asked. One that does not answer within [`ANSWER_WITHIN`]
+    /// (stopped, or starved) is let go — its socket closed, so a late answer fails, or finds
+    /// end-of-file where the report pipe would have come, and it starts nothing — and the
+    /// request goes to a new fork: one slow shim costs one wait, and never holds a run.
     fn hand_over(&mut self, request: &[u8], report: &OwnedFd) -> Option<i32> {
         while let Some(shim) = self.waiting.pop() {
-            if fdpass::send_with_fd(&shim.socket, request, report.as_fd()).is_err() {
+            if fdpass::send(&shim.socket, request).is_err() {
                 continue;
             }
             let mut took = [0u8; 1];
-            if let Ok(1) = fdpass::recv(&shim.socket, &mut took) {
-                fail::fail_point!("forkserver-after-handover", |_| std::process::abort());
-                return Some(shim.pid);
+            match fdpass::recv_within(&shim.socket, &mut took, ANSWER_WITHIN) {
+                Ok(1) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                _ => continue,
             }
+            if fdpass::send_with_fd(&shim.socket, &[1], report.as_fd()).is_err() {
+                continue;
+            }
+            fail::fail_point!("forkserver-after-handover", |_| std::process::abort());
+            return Some(shim.pid);
         }
         None
     }

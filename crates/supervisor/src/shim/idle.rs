@@ -15,6 +15,12 @@
 //! that request is read: the shim clears them before it answers the fork server, and the daemon
 //! learns the shim's pid for the new run only from that answer. A signal that arrives after the
 //! answer is meant for the new run.
+//!
+//! Taking a run is two steps, so that a shim that is stopped or starved never holds up the
+//! server nor holds a run it does not start: the server sends the request; the shim clears its
+//! signals and answers; only then does the server send the run's report pipe, which makes the
+//! run the shim's. A shim that does not answer in time is let go (its socket closed) and starts
+//! nothing, and no descriptor of the run is left in its socket.
 
 use std::fs::OpenOptions;
 use std::os::fd::{AsFd, OwnedFd};
@@ -47,18 +53,24 @@ pub(super) fn next_run(
     drop(theirs);
     super::take_name(None, own_stat);
     let mut buf = vec![0u8; MAX_REQUEST];
-    let (n, report) = match fdpass::recv_with_fd(&mine, &mut buf) {
-        Ok(Some((n, Some(report)))) => (n, report),
-        // End-of-file (let go), or a message without a report pipe: nothing to run.
+    let n = match fdpass::recv(&mine, &mut buf) {
+        Ok(n) if n > 0 => n,
+        // End-of-file: let go.
         _ => return None,
     };
     let args = ShimArgs::decode(&buf[..n])?;
     // Termination requests for the earlier run, or sent to an idle shim: none is for this run.
     while signals.wait(Some(Duration::ZERO)).is_some() {}
-    // Taken. A failed answer means the server is gone and will not tell the daemon this pid:
-    // the run is not started (dropping `report` closes it, and the daemon finds no `started`
-    // record).
+    // Ready. A failed answer means the server gave up on this shim (it answered too late) or
+    // is gone: nothing is started.
     fdpass::send(&mine, &[1]).ok()?;
+    // The run is this shim's only once its report pipe arrives: a server that gave up on the
+    // answer closes the socket instead, and end-of-file here starts nothing.
+    let mut one = [0u8; 1];
+    let report = match fdpass::recv_with_fd(&mine, &mut one) {
+        Ok(Some((1, Some(report)))) => report,
+        _ => return None,
+    };
     super::take_name(Some(args.run_id), own_stat);
     super::log::set(args.log);
     files::set_stdout(report).ok()?;

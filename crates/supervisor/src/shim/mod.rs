@@ -244,13 +244,17 @@ pub(super) unsafe fn main_forked(
     let own = Own {
         start_time: own_stat.as_ref().map(|o| o.start_time),
     };
+    // As forked: what a reused shim must still be before it takes another run.
+    let settings = process::own_settings();
     let mut code = supervise_claim(args, &signals, &own);
     // Its run ended and recorded, the shim offers itself for the next one (see
-    // `forkserver::IdleShims`), and supervises each run it is given the same way — unless a
-    // process of the run is still its child (one that could not be killed, having changed
-    // user): the next run would take it for one of its own leftovers and wait for it.
+    // `forkserver::IdleShims`), and supervises each run it is given the same way — unless it
+    // is no longer the process it was forked as: a process of the run is still its child (one
+    // that could not be killed, having changed user; the next run would take it for one of its
+    // own leftovers), or a command changed the shim's limits, priority, CPUs or cgroup through
+    // its parent's pid (the next run's command would inherit them).
     let mut next;
-    while code == EXIT_OK && !subreaper::has_children() {
+    while code == EXIT_OK && !subreaper::has_children() && process::own_settings() == settings {
         next = match idle::next_run(&back, &signals, own_stat.as_ref()) {
             Some(next) => next,
             None => break,

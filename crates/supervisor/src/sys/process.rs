@@ -292,6 +292,73 @@ fn set_short_name(comm: &str) {
     }
 }
 
+/// The settings of this process that another process of the same user may change from outside
+/// — `prlimit`, `renice`, `chrt`, `taskset`, `ionice`, a write to `/proc/PID/oom_score_adj`, a
+/// move to another cgroup — and that a child inherits. A reused shim compares them with what
+/// they were when it was forked before it takes another run: a command that changed them
+/// through its parent's pid must not pass them on to the next run's command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Every resource limit (soft, hard), in `RLIMIT_*` order.
+    limits: Vec<(u64, u64)>,
+    /// The nice value (`getpriority`), or the error number when it could not be read.
+    nice: Result<i32, i32>,
+    /// The scheduling policy (`sched_getscheduler`).
+    policy: i32,
+    /// The I/O priority (`ioprio_get`).
+    io_priority: i64,
+    /// The CPUs it may run on, as the kernel's mask.
+    cpus: Vec<u8>,
+    /// `/proc/self/oom_score_adj` and `/proc/self/cgroup`, as read (empty when unreadable).
+    oom_score_adj: Vec<u8>,
+    cgroup: Vec<u8>,
+}
+
+/// This process's [`Settings`], read now (about twenty system calls). A value that cannot be
+/// read is kept as the failure, so that two reads still compare.
+pub fn own_settings() -> Settings {
+    // RLIMIT_NLIMITS: the kernel's 16 limits (CPU … RTTIME).
+    let limits = (0..16)
+        .map(|resource| {
+            // SAFETY: an all-zero `rlimit` is a valid value of this plain C struct, which the
+            // call only writes.
+            let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+            // SAFETY: `limit` is a live local the call writes into.
+            if unsafe { libc::getrlimit(resource as _, &mut limit) } == 0 {
+                (limit.rlim_cur as u64, limit.rlim_max as u64)
+            } else {
+                (u64::MAX - 1, u64::MAX - 1)
+            }
+        })
+        .collect();
+    let nice = rustix::process::getpriority_process(None).map_err(|e| e.raw_os_error());
+    // SAFETY: plain system calls on this process (0), with no memory passed but `cpus`.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    // SAFETY: as above; IOPRIO_WHO_PROCESS is 1.
+    let io_priority = unsafe { libc::syscall(libc::SYS_ioprio_get, 1, 0) };
+    // SAFETY: an all-zero `cpu_set_t` is a valid (empty) set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a live local of `size` bytes the call writes into.
+    let cpus = if unsafe { libc::sched_getaffinity(0, size, &mut set) } == 0 {
+        // SAFETY: `set` is `size` bytes of plain data.
+        unsafe { std::slice::from_raw_parts((&set as *const libc::cpu_set_t).cast::<u8>(), size) }
+            .to_vec()
+    } else {
+        Vec::new()
+    };
+    let read = |path: &str| std::fs::read(path).unwrap_or_default();
+    Settings {
+        limits,
+        nice,
+        policy,
+        io_priority,
+        cpus,
+        oom_score_adj: read("/proc/self/oom_score_adj"),
+        cgroup: read("/proc/self/cgroup"),
+    }
+}
+
 /// What a process learns about itself from one read of `/proc/self/stat`: its start time, and
 /// where its argument area lies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -442,6 +509,23 @@ fn to_rustix(signal: Signal) -> io::Result<rustix::process::Signal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A setting changed from outside (here this test process's own nice value, which an
+    /// unprivileged process may raise) shows in the next read.
+    #[test]
+    fn a_changed_setting_reads_differently() {
+        let before = own_settings();
+        assert_eq!(
+            own_settings(),
+            before,
+            "two reads of unchanged settings differ"
+        );
+        let nice = rustix::process::getpriority_process(None).unwrap();
+        rustix::process::setpriority_process(None, (nice + 1).min(19)).unwrap();
+        if nice < 19 {
+            assert_ne!(own_settings(), before);
+        }
+    }
 
     /// A shim's words where the daemon's command line left room for them; its short name where
     /// it did not (`fleet daemon`: 13 bytes), never the words cut mid-way.
