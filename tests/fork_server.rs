@@ -670,9 +670,10 @@ command = ["sh", "-c", "echo $PPID"]
     }
 }
 
-/// A command that changes its shim's own settings through `$PPID` (here its open-file limit, as
-/// `prlimit --pid` would) changes them for that shim only: the shim is not reused, and the next
-/// run's command starts with the daemon's settings, under another shim.
+/// A command that changes its shim's own settings through `$PPID` — its open-file limit, as
+/// `prlimit --pid` would, or what its core dumps hold (`/proc/PID/coredump_filter`, which any
+/// process of the same user may write) — changes them for that shim only: the shim is not
+/// reused, and the next run's command starts with the daemon's settings, under another shim.
 #[test]
 fn a_shim_whose_settings_a_command_changed_is_not_reused() {
     let f = Fleet::new(
@@ -680,31 +681,70 @@ fn a_shim_whose_settings_a_command_changed_is_not_reused() {
 max_concurrency = 1
 [projects.limit]
 command = ["python3", "-c", "import os, resource; print(os.getppid()); resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (40, 40))"]
+[projects.dumps]
+command = ["sh", "-c", "echo $PPID; echo 0x1 > /proc/$PPID/coredump_filter"]
 [projects.show]
-command = ["sh", "-c", "echo $PPID; ulimit -n"]
+command = ["sh", "-c", "echo $PPID; ulimit -n; cat /proc/self/coredump_filter"]
 "#,
     );
     let _d = f.start_daemon();
+    let settings = |id: i64| f.logs(id).lines().skip(1).collect::<Vec<_>>().join(" ");
+    for change in ["limit", "dumps"] {
+        let before = f.enqueue("show");
+        assert_eq!(f.wait_terminal(before)["status"], "succeeded");
+        let changed = f.enqueue(change);
+        let r = f.wait_terminal(changed);
+        assert_eq!(r["status"], "succeeded", "{r}\n{}", f.logs(changed));
+        let after = f.enqueue("show");
+        let r = f.wait_terminal(after);
+        assert_eq!(r["status"], "succeeded", "{r}\n{}", f.logs(after));
+        assert_eq!(
+            settings(after),
+            settings(before),
+            "{change}: the changed setting reached the next run"
+        );
+        assert_ne!(shim_in_log(&f, after), shim_in_log(&f, changed), "{change}");
+    }
+}
+
+/// A command that changes the fork server's settings through its grandparent's pid (the
+/// server is its shim's parent) must not pass them on to the shims forked after: the server
+/// refuses to fork with them and stops, and every later shim is exec'd from the daemon, with
+/// the daemon's settings.
+#[test]
+fn a_fork_server_whose_settings_a_command_changed_forks_no_more() {
+    let f = Fleet::new(
+        r#"
+max_concurrency = 2
+[projects.limit]
+command = ["python3", "-c", "import os, resource; s = open(f'/proc/{os.getppid()}/status').read(); server = int(s.split('PPid:')[1].split()[0]); resource.prlimit(server, resource.RLIMIT_NOFILE, (40, 40))"]
+[projects.show]
+max_parallel = 2
+command = ["sh", "-c", "ulimit -n; sleep 0.5"]
+"#,
+    );
+    let d = f.start_daemon();
     let before = f.enqueue("show");
     assert_eq!(f.wait_terminal(before)["status"], "succeeded");
     let limit = f.enqueue("limit");
-    assert_eq!(
-        f.wait_terminal(limit)["status"],
-        "succeeded",
-        "{}",
-        f.logs(limit)
+    let r = f.wait_terminal(limit);
+    assert_eq!(r["status"], "succeeded", "{r}\n{}", f.logs(limit));
+    // Two at once: at most one goes to a shim waiting for a run; the other needs a new one.
+    let runs = [f.enqueue("show"), f.enqueue("show")];
+    for id in runs {
+        let r = f.wait_terminal(id);
+        assert_eq!(r["status"], "succeeded", "{r}\n{}", f.diagnostics());
+        assert_eq!(
+            f.logs(id),
+            f.logs(before),
+            "run {id} started with the changed limit"
+        );
+    }
+    let log = d.stderr();
+    assert!(
+        log.contains("were changed from outside since it started"),
+        "the fork server should say why it stopped:\n{log}"
     );
-    let after = f.enqueue("show");
-    let r = f.wait_terminal(after);
-    assert_eq!(r["status"], "succeeded", "{r}\n{}", f.logs(after));
-    let open_files = |id: i64| f.logs(id).lines().nth(1).unwrap_or_default().to_string();
-    assert_eq!(
-        open_files(after),
-        open_files(before),
-        "the changed limit reached the next run"
-    );
-    assert_ne!(open_files(after), "40");
-    assert_ne!(shim_in_log(&f, after), shim_in_log(&f, limit));
 }
 
 /// A shim stopped while it waits for a run (`kill -STOP`) costs the fork server one short wait

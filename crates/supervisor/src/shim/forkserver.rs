@@ -453,6 +453,9 @@ fn serve(socket: OwnedFd, hello: Hello<'_>) -> ! {
         Err(_) => process::exit_now(1),
     };
     let mut idle = IdleShims::default();
+    // What every shim must be forked with: a command that changes the server's own settings
+    // through its grandparent's pid (`prlimit --pid`, `renice`) must not pass them on.
+    let settings = process::own_settings();
     // Ready: say so, and who serves. A daemon that is gone is noticed by the receive below.
     let _ = fdpass::send(&socket, &hello.encode());
     let mut buf = vec![0u8; MAX_REQUEST];
@@ -476,9 +479,16 @@ fn serve(socket: OwnedFd, hello: Hello<'_>) -> ! {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => process::exit_now(1),
         };
+        let mut changed = false;
         let reply: i64 = match (ShimArgs::decode(&buf[..n]), report) {
             (Some(args), Some(report)) => match idle.hand_over(&buf[..n], &report) {
                 Some(pid) => pid as i64,
+                // Refused, so that the daemon execs this shim; then the server ends, and the
+                // daemon execs every later one.
+                None if process::own_settings() != settings => {
+                    changed = true;
+                    -(libc::ECANCELED as i64)
+                }
                 // SAFETY: one thread, checked above, and none started since.
                 None => match unsafe { process::fork_single_threaded() } {
                     Err(e) => -(e.raw_os_error().unwrap_or(libc::EAGAIN) as i64),
@@ -505,6 +515,14 @@ fn serve(socket: OwnedFd, hello: Hello<'_>) -> ! {
         };
         // A failed send means the daemon is gone; the next receive sees that.
         let _ = fdpass::send(&socket, &reply.to_ne_bytes());
+        if changed {
+            refuse(format_args!(
+                "{PROGRAM}: its limits, priority, CPUs, cgroup or other settings were changed \
+                 from outside since it started (by a command, through its grandparent's pid?); \
+                 it stops, so that no shim is forked with them (the daemon execs shims from now on)"
+            ));
+            process::exit_now(1);
+        }
     }
 }
 

@@ -292,11 +292,15 @@ fn set_short_name(comm: &str) {
     }
 }
 
-/// The settings of this process that another process of the same user may change from outside
-/// — `prlimit`, `renice`, `chrt`, `taskset`, `ionice`, a write to `/proc/PID/oom_score_adj`, a
-/// move to another cgroup — and that a child inherits. A reused shim compares them with what
-/// they were when it was forked before it takes another run: a command that changed them
-/// through its parent's pid must not pass them on to the next run's command.
+/// The settings of this process that another process may change from outside — `prlimit`,
+/// `renice`, `chrt`, `taskset`, `ionice`, a write to `/proc/PID/oom_score_adj`,
+/// `coredump_filter`, `autogroup` or `timerslack_ns`, a move to another cgroup — and that a
+/// child inherits, or that its session's processes share. A reused shim compares them with what
+/// they were when it was forked before it takes another run, and the fork server with its own
+/// at its start before each fork: a command that changed them through its parent's (or
+/// grandparent's) pid must not pass them on to later runs' commands. The umask, the
+/// no-new-privileges flag, seccomp and the personality are compared too, though only a
+/// debugger attached to the process could change them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// Every resource limit (soft, hard), in `RLIMIT_*` order.
@@ -309,12 +313,25 @@ pub struct Settings {
     io_priority: i64,
     /// The CPUs it may run on, as the kernel's mask.
     cpus: Vec<u8>,
-    /// `/proc/self/oom_score_adj` and `/proc/self/cgroup`, as read (empty when unreadable).
+    /// The whole `sched_attr` (`sched_getattr`: policy, nice, priority, runtime, utilisation
+    /// clamps), as the kernel fills it.
+    sched: Vec<u8>,
+    /// The timer slack, in nanoseconds (`PR_GET_TIMERSLACK`).
+    timer_slack: i32,
+    /// The execution domain (`personality`).
+    personality: i32,
+    /// `/proc/self/oom_score_adj`, `/proc/self/cgroup`, `/proc/self/coredump_filter` and
+    /// `/proc/self/autogroup` (its nice value is the session's), as read (empty when
+    /// unreadable).
     oom_score_adj: Vec<u8>,
     cgroup: Vec<u8>,
+    coredump_filter: Vec<u8>,
+    autogroup: Vec<u8>,
+    /// The `Umask`, `NoNewPrivs` and `Seccomp` lines of `/proc/self/status`.
+    status: Vec<String>,
 }
 
-/// This process's [`Settings`], read now (about twenty system calls). A value that cannot be
+/// This process's [`Settings`], read now (about thirty system calls and six `/proc` reads). A value that cannot be
 /// read is kept as the failure, so that two reads still compare.
 pub fn own_settings() -> Settings {
     // RLIMIT_NLIMITS: the kernel's 16 limits (CPU … RTTIME).
@@ -347,15 +364,43 @@ pub fn own_settings() -> Settings {
     } else {
         Vec::new()
     };
+    // struct sched_attr as of Linux 4.13 and later: 56 bytes; its first field is its size.
+    let mut attr = [0u8; 56];
+    // SAFETY: `attr` is a live buffer of the size passed, which the call writes into.
+    let sched =
+        if unsafe { libc::syscall(libc::SYS_sched_getattr, 0, attr.as_mut_ptr(), attr.len(), 0) }
+            == 0
+        {
+            attr.to_vec()
+        } else {
+            Vec::new()
+        };
+    // SAFETY: plain calls that read this process's own values.
+    let timer_slack = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+    // SAFETY: 0xffffffff asks for the current personality without changing it.
+    let personality = unsafe { libc::personality(0xffff_ffff) };
     let read = |path: &str| std::fs::read(path).unwrap_or_default();
+    let status = String::from_utf8_lossy(&read("/proc/self/status"))
+        .lines()
+        .filter(|l| {
+            l.starts_with("Umask:") || l.starts_with("NoNewPrivs:") || l.starts_with("Seccomp:")
+        })
+        .map(str::to_string)
+        .collect();
     Settings {
         limits,
         nice,
         policy,
         io_priority,
         cpus,
+        sched,
+        timer_slack,
+        personality,
         oom_score_adj: read("/proc/self/oom_score_adj"),
         cgroup: read("/proc/self/cgroup"),
+        coredump_filter: read("/proc/self/coredump_filter"),
+        autogroup: read("/proc/self/autogroup"),
+        status,
     }
 }
 
