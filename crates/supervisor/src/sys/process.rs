@@ -298,9 +298,9 @@ fn set_short_name(comm: &str) {
 /// child inherits, or that its session's processes share. A reused shim compares them with what
 /// they were when it was forked before it takes another run, and the fork server with its own
 /// at its start before each fork: a command that changed them through its parent's (or
-/// grandparent's) pid must not pass them on to later runs' commands. The umask, the
-/// no-new-privileges flag, seccomp and the personality are compared too, though only a
-/// debugger attached to the process could change them.
+/// grandparent's) pid must not pass them on to later runs' commands. (What only a debugger
+/// attached to the process could change — its umask, its no-new-privileges flag — is not
+/// looked at: a debugger can change anything.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     /// Every resource limit (soft, hard), in `RLIMIT_*` order.
@@ -318,8 +318,6 @@ pub struct Settings {
     sched: Vec<u8>,
     /// The timer slack, in nanoseconds (`PR_GET_TIMERSLACK`).
     timer_slack: i32,
-    /// The execution domain (`personality`).
-    personality: i32,
     /// `/proc/self/oom_score_adj`, `/proc/self/cgroup`, `/proc/self/coredump_filter` and
     /// `/proc/self/autogroup` (its nice value is the session's), as read (empty when
     /// unreadable).
@@ -327,11 +325,10 @@ pub struct Settings {
     cgroup: Vec<u8>,
     coredump_filter: Vec<u8>,
     autogroup: Vec<u8>,
-    /// The `Umask`, `NoNewPrivs` and `Seccomp` lines of `/proc/self/status`.
-    status: Vec<String>,
 }
 
-/// This process's [`Settings`], read now (about thirty system calls and six `/proc` reads). A value that cannot be
+/// This process's [`Settings`], read now (about twenty system calls and four small `/proc`
+/// reads, about 20 µs). A value that cannot be
 /// read is kept as the failure, so that two reads still compare.
 pub fn own_settings() -> Settings {
     // RLIMIT_NLIMITS: the kernel's 16 limits (CPU … RTTIME).
@@ -377,16 +374,6 @@ pub fn own_settings() -> Settings {
         };
     // SAFETY: plain calls that read this process's own values.
     let timer_slack = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
-    // SAFETY: 0xffffffff asks for the current personality without changing it.
-    let personality = unsafe { libc::personality(0xffff_ffff) };
-    let read = |path: &str| std::fs::read(path).unwrap_or_default();
-    let status = String::from_utf8_lossy(&read("/proc/self/status"))
-        .lines()
-        .filter(|l| {
-            l.starts_with("Umask:") || l.starts_with("NoNewPrivs:") || l.starts_with("Seccomp:")
-        })
-        .map(str::to_string)
-        .collect();
     Settings {
         limits,
         nice,
@@ -395,12 +382,22 @@ pub fn own_settings() -> Settings {
         cpus,
         sched,
         timer_slack,
-        personality,
-        oom_score_adj: read("/proc/self/oom_score_adj"),
-        cgroup: read("/proc/self/cgroup"),
-        coredump_filter: read("/proc/self/coredump_filter"),
-        autogroup: read("/proc/self/autogroup"),
-        status,
+        oom_score_adj: read_small("/proc/self/oom_score_adj"),
+        cgroup: read_small("/proc/self/cgroup"),
+        coredump_filter: read_small("/proc/self/coredump_filter"),
+        autogroup: read_small("/proc/self/autogroup"),
+    }
+}
+
+/// The first 4 KiB of a small `/proc` file, in one read (these files are a line or a few:
+/// the kernel gives them whole); empty when it cannot be read. One open, one read, one close:
+/// this runs after every run of a reused shim.
+fn read_small(path: &str) -> Vec<u8> {
+    use std::io::Read;
+    let mut buf = [0u8; 4096];
+    match std::fs::File::open(path).and_then(|mut f| f.read(&mut buf)) {
+        Ok(n) => buf[..n].to_vec(),
+        Err(_) => Vec::new(),
     }
 }
 
