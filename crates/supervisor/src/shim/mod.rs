@@ -25,7 +25,10 @@
 //!    fork) was handed to it ([`crate::sys::subreaper`]). SIGTERM to the group and to each
 //!    such child, up to the kill grace (what remains of it when a termination was under way),
 //!    then SIGKILL to what is left; durably writes `exit` (retried until it is on disk), and
-//!    only then exits (releasing the lock).
+//!    only then releases the lock;
+//! 9. exits — or, forked by the fork server, closes its report pipe and waits for the server
+//!    to hand it the next run (`idle`), which it supervises from step 2 on, as long as it is
+//!    still the process it was forked as.
 //!
 //! The shim is single-threaded and must stay so: the parent-death signal is tied to the *thread*
 //! that forked the command, so a thread that forked and then ended would kill the command early,
