@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 use super::ShimArgs;
 use crate::sys::process::{self, Forked};
 use crate::sys::signals::{self, Signal};
-use crate::sys::{fdpass, files, readiness};
+use crate::sys::{fdpass, files, readiness, settings};
 
 /// The largest request the server accepts, in bytes (argv and environment of one run).
 /// Larger ones are refused before anything is sent; the daemon then execs the shim instead.
@@ -455,7 +455,7 @@ fn serve(socket: OwnedFd, hello: Hello<'_>) -> ! {
     let mut idle = IdleShims::default();
     // What every shim must be forked with: a command that changes the server's own settings
     // through its grandparent's pid (`prlimit --pid`, `renice`) must not pass them on.
-    let settings = process::own_settings();
+    let at_start = settings::own_settings();
     // Ready: say so, and who serves. A daemon that is gone is noticed by the receive below.
     let _ = fdpass::send(&socket, &hello.encode());
     let mut buf = vec![0u8; MAX_REQUEST];
@@ -485,7 +485,7 @@ fn serve(socket: OwnedFd, hello: Hello<'_>) -> ! {
                 Some(pid) => pid as i64,
                 // Refused, so that the daemon execs this shim; then the server ends, and the
                 // daemon execs every later one.
-                None if process::own_settings() != settings => {
+                None if settings::own_settings() != at_start => {
                     changed = true;
                     -(libc::ECANCELED as i64)
                 }
@@ -499,7 +499,7 @@ fn serve(socket: OwnedFd, hello: Hello<'_>) -> ! {
                         // daemon's code below `serve`) never use or drop them again: `exit_now`
                         // (`_exit`, no destructors) follows at once, and `serve` never returns.
                         let code = unsafe {
-                            super::main_forked(&args, report, shims_back.as_fd(), &altered)
+                            super::forked::main_forked(&args, report, shims_back.as_fd(), &altered)
                         };
                         // Never back into the server's loop, never its destructors.
                         process::exit_now(code)

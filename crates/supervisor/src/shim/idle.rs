@@ -26,7 +26,6 @@ use std::fs::OpenOptions;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
-use super::forkserver::MAX_REQUEST;
 use super::ShimArgs;
 use crate::sys::signals::BlockedSignals;
 use crate::sys::{fdpass, files, process};
@@ -39,11 +38,13 @@ use crate::sys::{fdpass, files, process};
 /// has started nothing.
 ///
 /// `signals`: the shim's blocked signals, cleared of what is pending before the shim takes the
-/// run (see the module's comment). `own_stat`: the shim's own stat, for its name.
+/// run (see the module's comment). `own_stat`: the shim's own stat, for its name. `buf`: where
+/// the request is read, [`super::forkserver::MAX_REQUEST`] bytes (the largest the server sends).
 pub(super) fn next_run(
     back: &OwnedFd,
     signals: &BlockedSignals,
     own_stat: Option<&process::OwnStat>,
+    buf: &mut [u8],
 ) -> Option<ShimArgs> {
     let null = OpenOptions::new().write(true).open("/dev/null").ok()?;
     files::set_stdout(OwnedFd::from(null)).ok()?;
@@ -51,9 +52,8 @@ pub(super) fn next_run(
     let pid = std::process::id() as i32;
     fdpass::send_with_fd(back, &pid.to_ne_bytes(), theirs.as_fd()).ok()?;
     drop(theirs);
-    super::take_name(None, own_stat);
-    let mut buf = vec![0u8; MAX_REQUEST];
-    let n = match fdpass::recv(&mine, &mut buf) {
+    super::forked::take_name(None, own_stat);
+    let n = match fdpass::recv(&mine, buf) {
         Ok(n) if n > 0 => n,
         // End-of-file: let go.
         _ => return None,
@@ -71,7 +71,7 @@ pub(super) fn next_run(
         Ok(Some((1, Some(report)))) => report,
         _ => return None,
     };
-    super::take_name(Some(args.run_id), own_stat);
+    super::forked::take_name(Some(args.run_id), own_stat);
     super::log::set(args.log);
     files::set_stdout(report).ok()?;
     Some(args)

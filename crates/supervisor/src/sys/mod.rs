@@ -35,11 +35,14 @@
 //!   non-blocking reads.
 //! * [`subreaper`]: a process as the child subreaper of its descendants: reaping the orphans it
 //!   adopts, and ending every child it has left.
+//! * [`settings`]: the settings a child inherits and another process may change from outside
+//!   (limits, priorities, CPUs, cgroup), read so that two moments can be compared.
 
 pub mod fdpass;
 pub mod files;
 pub mod process;
 pub mod readiness;
+pub mod settings;
 pub mod signals;
 pub mod spawn;
 pub mod subreaper;
