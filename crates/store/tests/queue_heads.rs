@@ -2,8 +2,7 @@
 //! enqueues, claims, ends (with and without a retry), requeues, cancels, prunes, priority and
 //! delay changes, deletes and moves to another project — through the store or by another
 //! program's plain SQL — it holds exactly each project's first queued run in queue order, and
-//! `Store::queue_heads` built on it still gives each project's best ready run. A database made before the table existed gets it filled when
-//! it is opened.
+//! `Store::queue_heads` built on it still gives each project's best ready run.
 
 use std::collections::BTreeMap;
 
@@ -294,100 +293,6 @@ proptest::proptest! {
     }
 }
 
-/// A database whose queue predates the heads table: the table is dropped and the version set
-/// back by one, as before the migration ran, with runs queued and others ended since. Opening
-/// it again runs the migration, which must fill the table from the queue already there.
-fn migration_fills_heads_of_an_existing_queue(db: &Db) {
-    let s = db.store();
-    let epoch = take_over(&s);
-    let mut ids = Vec::new();
-    for (project, priority, delay) in [
-        ("a", 0, 0),
-        ("a", 3, 9),
-        ("b", 1, 0),
-        ("b", 1, 0),
-        ("c", 0, 0),
-    ] {
-        let mut n = new_run(project, "default");
-        n.priority = priority;
-        n.not_before = delay;
-        ids.push(s.enqueue(&n, NOW).unwrap());
-    }
-    // Project c's only run is claimed: c has no head.
-    assert_eq!(
-        s.claim(epoch, &[claim_req(ids[4], "default")], NOW)
-            .unwrap()
-            .len(),
-        1
-    );
-    let expected = read(db, DEFINITION);
-    assert_eq!(expected.len(), 2, "{expected:?}");
-    drop(s);
-    db.exec(
-        "DROP TABLE queue_heads",
-        // PostgreSQL: back to before the heads table (version 5) and its trigger's
-        // refinement (version 6).
-        "DROP TABLE queue_heads CASCADE; DELETE FROM schema_version WHERE version >= 5;",
-    );
-    if let Db::Sqlite(dir) = db {
-        // SQLite's version lives in user_version: set it one below the latest again.
-        let c = rusqlite::Connection::open(dir.path().join("fleet.db")).unwrap();
-        c.pragma_update(None, "user_version", store_latest_sqlite() - 1)
-            .unwrap();
-        // Drop what the migration creates besides the table, so that it can run again.
-        drop_head_triggers(&c);
-    } else {
-        drop_head_functions(db);
-    }
-    let s = db.store();
-    assert_eq!(read(db, TABLE), expected);
-    let got: Vec<RunId> = s
-        .queue_heads(NOW)
-        .unwrap()
-        .iter()
-        .map(|h| h.run_id)
-        .collect();
-    assert_eq!(
-        got,
-        vec![ids[0], ids[2]],
-        "a's best run is delayed: its best ready one"
-    );
-}
-
-/// The SQLite schema version the store writes: read from a fresh database.
-fn store_latest_sqlite() -> i64 {
-    let dir = tempfile::tempdir().unwrap();
-    drop(Store::open(&dir.path().join("fleet.db"), common::BUSY).unwrap());
-    let c = rusqlite::Connection::open(dir.path().join("fleet.db")).unwrap();
-    c.pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap()
-}
-
-/// Drops the SQLite triggers that keep the heads table (the migration makes them again).
-fn drop_head_triggers(c: &rusqlite::Connection) {
-    let names: Vec<String> = c
-        .prepare(
-            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'queue_heads%'",
-        )
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert!(!names.is_empty(), "no trigger keeps the heads");
-    for n in names {
-        c.execute_batch(&format!("DROP TRIGGER {n}")).unwrap();
-    }
-}
-
-/// Drops the PostgreSQL functions that keep the heads table, with their trigger.
-fn drop_head_functions(db: &Db) {
-    let sql = "DROP FUNCTION fleet_queue_head() CASCADE; DROP FUNCTION fleet_queue_head_of(TEXT); \
-               DROP FUNCTION fleet_queue_head_offer(TEXT, BIGINT, TEXT, BIGINT, BIGINT); \
-               DROP FUNCTION fleet_queue_head_left(TEXT, BIGINT)";
-    db.exec(sql, sql);
-}
-
 /// Retries `f` while the store reports busy (a lock not had in time, a deadlock broken): the
 /// caller's whole transaction was rolled back and may be made again.
 fn retry_busy<T>(mut f: impl FnMut() -> Result<T, StoreError>) -> T {
@@ -465,10 +370,7 @@ fn heads_stay_exact_under_concurrent_writers(db: &Db) {
     assert_eq!(read(db, TABLE), read(db, DEFINITION));
 }
 
-both_backends!(
-    migration_fills_heads_of_an_existing_queue,
-    heads_stay_exact_under_concurrent_writers
-);
+both_backends!(heads_stay_exact_under_concurrent_writers);
 
 /// PostgreSQL: one transaction that queues many runs of one project (a bulk enqueue by another
 /// program) writes the project's head once, not once per run. Rewriting it per run left a row

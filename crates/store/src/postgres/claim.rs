@@ -70,7 +70,7 @@ impl PgStore {
             .iter()
             .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
             .collect::<Result<_>>()?;
-        // The queue-head locks of the projects claimed from (see the `queue_heads` migration),
+        // The queue-head locks of the projects claimed from (see `queue_heads` in `schema.sql`),
         // taken now, in name order, instead of one by one by the trigger in request order:
         // two claim batches over the same projects then never deadlock on them. The key is the
         // trigger's own. `unnest` yields the array in its order.

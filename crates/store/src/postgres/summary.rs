@@ -1,6 +1,6 @@
 //! The monitoring reads for PostgreSQL: [`crate::Store::ended_totals`] and
-//! [`crate::Store::queue_summary`]. Nothing here writes; `run_totals` is kept by a trigger (its
-//! migration in `schema`).
+//! [`crate::Store::queue_summary`]. Nothing here writes; `run_totals` is kept by a trigger (see
+//! `schema.sql`).
 
 use super::PgStore;
 use crate::error::Result;

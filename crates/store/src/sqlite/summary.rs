@@ -1,8 +1,7 @@
 //! The monitoring reads: [`crate::Store::ended_totals`] and [`crate::Store::queue_summary`].
 //!
-//! Nothing here writes. `ended_totals` reads `run_totals`, which triggers keep (its migration in
-//! `schema.rs`), so
-//! a scrape reads one row per (project, status) whatever the history's length.
+//! Nothing here writes. `ended_totals` reads `run_totals`, which triggers keep (see
+//! `schema.sql`), so a scrape reads one row per (project, status) whatever the history's length.
 
 use super::SqliteStore;
 use crate::error::Result;
