@@ -3,10 +3,11 @@
 //! The variants a caller acts on (an unknown run, a refused transition, a stale epoch, a
 //! corrupt row) carry the run id or key they concern and say nothing about SQL. The database's
 //! own failures are one backend-neutral variant, [`StoreError::Backend`], that keeps the
-//! driver's error as its source: which of them may be retried is decided by the backend that
-//! produced them, when it builds the error, and read here ([`StoreError::is_busy`]), never by
-//! string matching in callers. This module never names a driver: a second backend adds its own
-//! conversions beside its code, and this enum stays as it is.
+//! driver's error as its source: which of them may be retried, and which are a row's own
+//! refusal, is decided by the backend that produced them, when it converts its driver's error
+//! into this one, and read here ([`StoreError::is_busy`], [`StoreError::is_refused_row`]),
+//! never by string matching in callers. This module never names a driver nor a backend: each
+//! backend has its conversions beside its code, and this enum stays as it is.
 
 use std::path::PathBuf;
 
@@ -33,6 +34,10 @@ pub enum StoreError {
         /// True when another connection held the write lock past the busy timeout: the
         /// operation changed nothing and may be retried later.
         busy: bool,
+        /// True when the database refused what the statement wrote (a constraint, an error a
+        /// trigger raised), or a row read holds a value this version cannot read, rather than
+        /// failing as a whole: see [`StoreError::is_refused_row`]. Never true with `busy`.
+        refused: bool,
         /// What the driver said.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
@@ -182,37 +187,18 @@ impl StoreError {
     /// ([`StoreError::Corrupt`], [`StoreError::UnreadableRow`], a number out of range), rather
     /// than failing as a whole (locked, full, a damaged file, read-only, unreachable). The same
     /// statement with other rows may well succeed: a refusal is the rows' own, and a caller may
-    /// go on with other work.
+    /// go on with other work. For [`StoreError::Backend`] the backend decided it, as `refused`.
     pub fn is_refused_row(&self) -> bool {
         // A row holding a value this version cannot read is that row's own problem too: the
         // same write to another row goes through.
-        if let StoreError::RowIgnored { .. }
-        | StoreError::InsertIgnored { .. }
-        | StoreError::Corrupt { .. }
-        | StoreError::UnreadableRow { .. } = self
-        {
-            return true;
-        }
-        let StoreError::Backend {
-            busy: false,
-            source,
-            ..
-        } = self
-        else {
-            return false;
-        };
-        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
-        while let Some(e) = next {
-            if let Some(sqlite) = e.downcast_ref::<rusqlite::Error>() {
-                return crate::sqlite::is_constraint_violation(sqlite)
-                    || crate::sqlite::is_unreadable_value(sqlite);
-            }
-            if let Some(pg) = e.downcast_ref::<postgres::Error>() {
-                return crate::postgres::is_refused_row(pg);
-            }
-            next = e.source();
-        }
-        false
+        matches!(
+            self,
+            StoreError::RowIgnored { .. }
+                | StoreError::InsertIgnored { .. }
+                | StoreError::Corrupt { .. }
+                | StoreError::UnreadableRow { .. }
+                | StoreError::Backend { refused: true, .. }
+        )
     }
 
     /// True when the database server could not be reached: a connection lost or refused while

@@ -155,7 +155,7 @@ impl PgStore {
                 // Another constraint, or a trigger another program put on `runs`: this claim
                 // alone is rolled back (the savepoint), the run stays queued and is tried again
                 // at the next EVAL, and the other claims go on.
-                Err(e) if super::is_refused_row(&e) => {
+                Err(e) if super::is_refused(&e) => {
                     // Through StoreError: its words carry the database's message and SQLSTATE,
                     // where the driver's own say only "db error".
                     refused.push(ClaimRefusal {

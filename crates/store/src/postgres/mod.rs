@@ -24,7 +24,7 @@
 //!   project, so two hosts firing one schedule at once are served one after the other.
 //! - Busy: a lock not granted within the busy timeout (`lock_timeout`), a deadlock, or a
 //!   serialisation failure. Each rolls the whole transaction back; the conversions here decide it
-//!   ([`is_busy`]).
+//!   ([`is_busy`]), and which failures are a row's own refusal ([`is_refused`]).
 //!
 //! Files, one per concern, as in `sqlite`: `open` (pool, migrations, change probe), `schema`,
 //! `runs`, `claim`, `transitions`, `events`, `eval`, `daemon` (take over, fencing), `hosts`
@@ -145,6 +145,7 @@ impl From<postgres::Error> for StoreError {
         StoreError::Backend {
             context: "database",
             busy: is_busy(&e),
+            refused: is_refused(&e),
             source: Box::new(PgError(e)),
         }
     }
@@ -213,7 +214,7 @@ fn is_unique_violation(e: &postgres::Error) -> bool {
 
 /// The constraint (or index) a write broke, as PostgreSQL names it, when `e` is such a
 /// refusal from this backend.
-pub(crate) fn broken_constraint(e: &StoreError) -> Option<&str> {
+fn broken_constraint(e: &StoreError) -> Option<&str> {
     let StoreError::Backend { source, .. } = e else {
         return None;
     };
@@ -227,10 +228,10 @@ pub(crate) fn broken_constraint(e: &StoreError) -> Option<&str> {
     None
 }
 
-/// Whether `e` is the database refusing a row: a constraint (class 23: unique, check, foreign
-/// key, not null, exclusion) or an exception a trigger raised (`RAISE EXCEPTION`, P0001), as
-/// another program's rules on the tables would.
-pub(crate) fn is_refused_row(e: &postgres::Error) -> bool {
+/// Whether `e` is the database refusing a row ([`StoreError::is_refused_row`]): a constraint
+/// (class 23: unique, check, foreign key, not null, exclusion) or an exception a trigger raised
+/// (`RAISE EXCEPTION`, P0001), as another program's rules on the tables would.
+fn is_refused(e: &postgres::Error) -> bool {
     e.code()
         .is_some_and(|c| c.code().starts_with("23") || c == &SqlState::RAISE_EXCEPTION)
 }

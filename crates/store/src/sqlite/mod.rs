@@ -14,9 +14,10 @@
 //! - The partial unique index `runs_one_active_per_project (project, seat)` makes two active runs
 //!   of one project on one seat impossible to write, and the claim only hands out seats below
 //!   the project's `max_parallel`, whatever a packer decides.
-//! - `SQLITE_BUSY`/`SQLITE_LOCKED` after the busy timeout is the retryable failure: the
-//!   conversions into [`StoreError::Backend`] here decide it ([`is_busy`]), so that the
-//!   crate's error type never names `rusqlite` or `r2d2`.
+//! - `SQLITE_BUSY`/`SQLITE_LOCKED` after the busy timeout is the retryable failure, and a
+//!   constraint or a value that does not fit its column is a row's own refusal: the
+//!   conversions into [`StoreError::Backend`] here decide both ([`is_busy`], [`is_refused`]),
+//!   so that the crate's error type never names `rusqlite` or `r2d2`.
 //!
 //! Files, one per concern: `open` (pool, pragmas, migrations, change probe), `schema` (the
 //! migrations), `runs` (enqueue, read, cancel), `claim`, `transitions` (apply), `events`,
@@ -54,7 +55,6 @@ use std::path::PathBuf;
 use r2d2_sqlite::SqliteConnectionManager;
 
 pub(crate) use open::SqliteProbe;
-pub(crate) use runs::is_unreadable_value;
 
 use crate::error::Result;
 use crate::StoreError;
@@ -75,12 +75,14 @@ impl SqliteStore {
     }
 }
 
-/// A failed statement, busy when SQLite said so. Its message is `database: <SQLite's>`.
+/// A failed statement, busy or refused when SQLite said so. Its message is `database:
+/// <SQLite's>`.
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> StoreError {
         StoreError::Backend {
             context: "database",
             busy: is_busy(&e),
+            refused: is_refused(&e),
             source: Box::new(e),
         }
     }
@@ -93,6 +95,7 @@ impl From<r2d2::Error> for StoreError {
         StoreError::Backend {
             context: "database connection pool",
             busy: false,
+            refused: false,
             source: Box::new(e),
         }
     }
@@ -110,12 +113,19 @@ fn is_busy(e: &rusqlite::Error) -> bool {
     }
 }
 
+/// True when the failure is the rows' own ([`StoreError::is_refused_row`]): a write broke a
+/// constraint ([`is_constraint_violation`]) or a value read does not fit its column
+/// ([`is_unreadable_value`]). Busy is never refused.
+fn is_refused(e: &rusqlite::Error) -> bool {
+    is_constraint_violation(e) || is_unreadable_value(e)
+}
+
 /// True when a write broke a constraint, a trigger's `RAISE(ABORT, …)` included. The claim
 /// skips such a run ([`is_unique_violation`] tells the seat index's refusal from the others);
 /// firing an occurrence never reads it (an occurrence is handled only when its run row is
-/// found, and a failed insert is an error, which [`crate::StoreError::is_refused_row`] tells
-/// the daemon is the project's own).
-pub(crate) fn is_constraint_violation(e: &rusqlite::Error) -> bool {
+/// found, and a failed insert is an error, which [`StoreError::is_refused_row`] tells the
+/// daemon is the project's own).
+fn is_constraint_violation(e: &rusqlite::Error) -> bool {
     matches!(
         e,
         rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation
@@ -129,5 +139,17 @@ fn is_unique_violation(e: &rusqlite::Error) -> bool {
         e,
         rusqlite::Error::SqliteFailure(f, _)
             if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+    )
+}
+
+/// Whether `e` is a value of the row that does not fit its column's type (a number out of
+/// range, text where a number belongs), rather than a failure of the database.
+fn is_unreadable_value(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::IntegralValueOutOfRange(..)
+            | rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::Utf8Error(..)
     )
 }

@@ -9,7 +9,7 @@
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use super::events::{insert_event, EventRow};
-use super::SqliteStore;
+use super::{is_unreadable_value, SqliteStore};
 use crate::decide::cancel::{cancel_run, CancelWrites};
 use crate::decide::run_columns::{decode_columns, encode_args, encode_env, Decoded, TextColumns};
 use crate::error::Result;
@@ -156,18 +156,6 @@ fn unreadable_value(row: &Row<'_>, e: &rusqlite::Error) -> rusqlite::Result<Stri
         }
         other => format!("run {id}: {other}"),
     })
-}
-
-/// Whether `e` is a value of the row that does not fit its column's type (a number out of
-/// range, text where a number belongs), rather than a failure of the database.
-pub(crate) fn is_unreadable_value(e: &rusqlite::Error) -> bool {
-    matches!(
-        e,
-        rusqlite::Error::IntegralValueOutOfRange(..)
-            | rusqlite::Error::InvalidColumnType(..)
-            | rusqlite::Error::FromSqlConversionFailure(..)
-            | rusqlite::Error::Utf8Error(..)
-    )
 }
 
 /// Runs every row of a statement selecting [`RUN_COLUMNS`] through [`run_from_row`].
