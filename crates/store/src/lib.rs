@@ -89,9 +89,8 @@ pub use model::{
 };
 pub use operator::{BulkCancelled, CancelSelection};
 pub use paused::{HoldKind, Pause, Pauses};
-pub use postgres::{
-    describe_url as describe_postgres_url, mask_password as mask_postgres_password, PASSWORD_MASK,
-};
+pub use postgres::open::describe_url as describe_postgres_url;
+pub use postgres::url::{mask_password as mask_postgres_password, PASSWORD_MASK};
 pub use prune::{Keep, PruneCandidate, PrunePolicy};
 pub use status::{RunStatus, Trigger, ALL_STATUSES, ALL_TRIGGERS, TRANSITIONS};
 pub use store::{ChangeProbe, Store, DEFAULT_BUSY_TIMEOUT};

@@ -8,8 +8,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::postgres::{PgProbe, PgStore};
-use crate::sqlite::{SqliteProbe, SqliteStore};
+use crate::postgres::open::PgProbe;
+use crate::postgres::PgStore;
+use crate::sqlite::open::SqliteProbe;
+use crate::sqlite::SqliteStore;
 use crate::{
     Applied, CancelOutcome, ClaimRefusal, ClaimRequest, Claimed, DaemonRow, Delayed, Event,
     FailureHooks, FireRequest, Fired, HoldKind, Millis, NewRun, Pauses, ProjectActivity,

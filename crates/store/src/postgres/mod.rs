@@ -43,7 +43,7 @@ mod daemon;
 mod eval;
 mod events;
 mod hosts;
-mod open;
+pub(crate) mod open;
 mod operator;
 mod paused;
 mod prune;
@@ -53,13 +53,9 @@ mod schema;
 mod summary;
 mod timed;
 mod transitions;
-mod url;
+pub(crate) mod url;
 
 use postgres::error::SqlState;
-
-pub use open::describe_url;
-pub(crate) use open::PgProbe;
-pub use url::{mask_password, PASSWORD_MASK};
 
 use crate::error::Result;
 use crate::StoreError;

@@ -40,7 +40,7 @@ mod daemon;
 mod eval;
 mod events;
 mod hosts;
-mod open;
+pub(crate) mod open;
 mod operator;
 mod paused;
 mod prune;
@@ -53,8 +53,6 @@ mod transitions;
 use std::path::PathBuf;
 
 use r2d2_sqlite::SqliteConnectionManager;
-
-pub(crate) use open::SqliteProbe;
 
 use crate::error::Result;
 use crate::StoreError;
