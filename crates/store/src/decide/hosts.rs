@@ -1,5 +1,6 @@
-//! The backend-neutral rules of many hosts: whether an epoch may still write ([`fence`]), and
-//! what forgetting a host does to each of its active runs ([`lost_by_forget`]).
+//! The backend-neutral rules of many hosts: whether an epoch may still write ([`fence`]),
+//! whether a host may be forgotten ([`may_forget`]), and what forgetting a host does to each of
+//! its active runs ([`lost_by_forget`]).
 //!
 //! A backend reads the facts (the global counter, the host row holding the epoch, whether the
 //! epoch was forgotten) inside the writing transaction and asks here; it must not decide
@@ -41,6 +42,23 @@ pub(crate) fn fence(ours: i64, facts: EpochFacts) -> Result<String> {
             current: facts.current,
             forgotten: facts.forgotten,
         }),
+    }
+}
+
+/// Whether host `name` may be forgotten, from its row as the forget's transaction read it:
+/// `None` when there is none, else when and by whom it was forgotten, if it is. An unknown
+/// host is [`StoreError::UnknownHost`]; one already forgotten (and not back since) is
+/// [`StoreError::AlreadyForgotten`], and nothing is written, so that its epoch and who forgot
+/// it stay as the first forget left them.
+pub(crate) fn may_forget(name: &str, row: Option<(Option<Millis>, Option<String>)>) -> Result<()> {
+    match row {
+        None => Err(StoreError::UnknownHost(name.to_string())),
+        Some((Some(at), by)) => Err(StoreError::AlreadyForgotten {
+            host: name.to_string(),
+            at,
+            by: by.unwrap_or_default(),
+        }),
+        Some((None, _)) => Ok(()),
     }
 }
 

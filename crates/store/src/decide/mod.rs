@@ -18,7 +18,8 @@
 //! column list and what its text columns mean), `clock` (a delay written by a clock that
 //! stepped back, counted again), `claim` (the caps a claim must find room under, a project's
 //! lowest free seat, a config version in force), `cancel` (what cancelling a run of a given
-//! status writes), `hosts` (which epoch may write, what forgetting a host does to its runs).
+//! status writes), `hosts` (which epoch may write, whether a host may be forgotten, what
+//! forgetting a host does to its runs), `run_ids` (moving the next run id past a given one).
 
 pub(crate) mod cancel;
 pub(crate) mod claim;
@@ -26,5 +27,6 @@ pub(crate) mod clock;
 pub(crate) mod hosts;
 pub(crate) mod prune;
 pub(crate) mod run_columns;
+pub(crate) mod run_ids;
 pub(crate) mod schedule;
 pub(crate) mod transition;

@@ -39,6 +39,18 @@ pub(crate) struct Totals {
     pub(crate) last_skipped: Option<Millis>,
 }
 
+/// Whether fire step `req` may go on, given the cursor stored for its project (`stored`: its
+/// timetable and cursor, read in the step's transaction): only when it is the cursor the
+/// caller computed from (`req.expected_cursor`). A cursor stored under another timetable counts
+/// as none (a new timetable starts afresh). When not, the step writes nothing: another runner,
+/// or an earlier pass, has moved the cursor since.
+pub(crate) fn cursor_is_expected(req: &FireRequest, stored: Option<(&str, Millis)>) -> bool {
+    let current = stored
+        .filter(|(timetable, _)| *timetable == req.timetable)
+        .map(|(_, cursor)| cursor);
+    current == req.expected_cursor
+}
+
 /// Writes the runs of one fire step `req` through `steps` (the cursor check already passed) and
 /// returns what it did, `written` set, and the totals for the cursor row. Errors: any of the
 /// steps'; the caller's transaction then rolls back, cursor included.

@@ -149,3 +149,18 @@ fn missed_occurrences_are_noted_on_the_queued_run_and_counted() {
     assert_eq!(totals.skipped_now, 3);
     assert_eq!(totals.last_skipped, Some(45_000));
 }
+
+/// The step goes on only from the cursor it was computed from; a cursor stored under another
+/// timetable counts as none.
+#[test]
+fn the_step_goes_on_only_from_the_expected_cursor() {
+    let mut r = req(OverlapPolicy::Queue, 1);
+    assert!(cursor_is_expected(&r, None));
+    assert!(!cursor_is_expected(&r, Some(("every 1m", 5))));
+    assert!(cursor_is_expected(&r, Some(("another timetable", 5))));
+    r.expected_cursor = Some(5);
+    assert!(cursor_is_expected(&r, Some(("every 1m", 5))));
+    assert!(!cursor_is_expected(&r, Some(("every 1m", 6))));
+    assert!(!cursor_is_expected(&r, Some(("another timetable", 5))));
+    assert!(!cursor_is_expected(&r, None));
+}

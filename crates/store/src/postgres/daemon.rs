@@ -11,8 +11,9 @@ use postgres::{Row, Transaction};
 
 use super::PgStore;
 use crate::decide::hosts::{fence, EpochFacts, HOST_COLUMNS, VERSION};
+use crate::decide::run_ids::reserve;
 use crate::error::Result;
-use crate::{DaemonRow, HostRow, Millis, Reserved, RunId, MAX_RESERVE_JUMP};
+use crate::{DaemonRow, HostRow, Millis, Reserved, RunId};
 
 impl PgStore {
     /// [`crate::Store::take_over`]: the epoch bump, the host row, and the active runs no host
@@ -60,31 +61,29 @@ impl PgStore {
     /// again; it is taken only when the sequence is behind, which a running fleet never is.
     pub(crate) fn reserve_run_ids(&self, highest: RunId) -> Result<Reserved> {
         let mut conn = self.conn()?;
-        let next = |tx: &mut Transaction<'_>| -> Result<RunId> {
-            // The id the sequence hands out next.
-            Ok(tx
+        let last = |tx: &mut Transaction<'_>| -> Result<RunId> {
+            // The id the sequence hands out next (at least 1), less one.
+            let next: RunId = tx
                 .query_one(
                     "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END \
                      FROM runs_id_seq",
                     &[],
                 )?
-                .get(0))
+                .get(0);
+            Ok(next - 1)
         };
         let mut tx = conn.transaction()?;
-        if next(&mut tx)? > highest {
+        if reserve(last(&mut tx)?, highest) == Reserved::Ahead {
             return Ok(Reserved::Ahead);
         }
         tx.batch_execute("LOCK TABLE runs IN SHARE ROW EXCLUSIVE MODE")?;
-        let before = next(&mut tx)?;
-        if before > highest {
-            return Ok(Reserved::Ahead);
-        }
-        if highest - (before - 1) > MAX_RESERVE_JUMP {
-            return Ok(Reserved::TooFar { next: before });
+        let out = reserve(last(&mut tx)?, highest);
+        if !matches!(out, Reserved::Moved { .. }) {
+            return Ok(out);
         }
         tx.execute("SELECT setval('runs_id_seq', $1, true)", &[&highest])?;
         tx.commit()?;
-        Ok(Reserved::Moved { from: before })
+        Ok(out)
     }
 
     /// [`crate::Store::set_daemon_config`]; a row of another epoch is left as it is.

@@ -9,11 +9,10 @@ use super::daemon::{check_epoch, host_from_row};
 use super::runs::{collect_rows, collect_runs, RUN_COLUMNS};
 use super::transitions::apply_one;
 use super::PgStore;
-use crate::decide::hosts::{forget_runs, HOST_COLUMNS};
+use crate::decide::hosts::{forget_runs, may_forget, HOST_COLUMNS};
 use crate::error::Result;
 use crate::{
     FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId, RunRows,
-    StoreError,
 };
 
 impl PgStore {
@@ -72,20 +71,15 @@ impl PgStore {
     ) -> Result<Forgotten> {
         let mut conn = self.conn()?;
         let mut tx = conn.transaction()?;
-        let Some(row) = tx.query_opt(
+        let known = tx.query_opt(
             "SELECT forgotten_at, forgotten_by FROM hosts WHERE name = $1 FOR UPDATE",
             &[&name],
-        )?
-        else {
-            return Err(StoreError::UnknownHost(name.to_string()));
+        )?;
+        let known = match known {
+            Some(r) => Some((r.try_get(0)?, r.try_get(1)?)),
+            None => None,
         };
-        if let Some(at) = row.try_get::<_, Option<Millis>>(0)? {
-            return Err(StoreError::AlreadyForgotten {
-                host: name.to_string(),
-                at,
-                by: row.try_get::<_, Option<String>>(1)?.unwrap_or_default(),
-            });
-        }
+        may_forget(name, known)?;
         let epoch: i64 = tx
             .query_one(
                 "UPDATE meta SET value = value + 1 WHERE key = 'epoch' RETURNING value",

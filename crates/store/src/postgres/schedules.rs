@@ -13,7 +13,7 @@ use super::daemon::check_epoch;
 use super::paused::held_by;
 use super::runs::{insert_run, RunTx};
 use super::PgStore;
-use crate::decide::schedule::{fire, FireSteps, Totals};
+use crate::decide::schedule::{cursor_is_expected, fire, FireSteps, Totals};
 use crate::error::Result;
 use crate::{ClockBack, FireRequest, Fired, HoldKind, Millis, NewRun, RunId, ScheduleRow};
 
@@ -67,15 +67,11 @@ impl PgStore {
             "SELECT timetable, cursor FROM schedules WHERE project = $1",
             &[&req.project],
         )?;
-        let current = match stored {
-            Some(r) => {
-                let tt: String = r.try_get(0)?;
-                let cursor: Millis = r.try_get(1)?;
-                (tt == req.timetable).then_some(cursor)
-            }
+        let stored: Option<(String, Millis)> = match stored {
+            Some(r) => Some((r.try_get(0)?, r.try_get(1)?)),
             None => None,
         };
-        if current != req.expected_cursor {
+        if !cursor_is_expected(req, stored.as_ref().map(|(tt, c)| (tt.as_str(), *c))) {
             return Ok(Fired::default());
         }
         let (out, totals) = fire(&mut RunTx(&mut tx), req, now)?;

@@ -11,8 +11,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use super::SqliteStore;
 use crate::decide::hosts::{fence, EpochFacts, HOST_COLUMNS, VERSION};
+use crate::decide::run_ids::reserve;
 use crate::error::Result;
-use crate::{DaemonRow, HostRow, Millis, Reserved, RunId, MAX_RESERVE_JUMP};
+use crate::{DaemonRow, HostRow, Millis, Reserved, RunId};
 
 impl SqliteStore {
     /// [`crate::Store::take_over`]: the epoch bump, the host row, and every active run made
@@ -60,16 +61,14 @@ impl SqliteStore {
         // Read first, without the write lock: at every start but after a restore, nothing
         // is to be written.
         let last: RunId = conn.query_row(LAST, [], |r| r.get(0))?;
-        if last >= highest {
+        if reserve(last, highest) == Reserved::Ahead {
             return Ok(Reserved::Ahead);
         }
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let last: RunId = tx.query_row(LAST, [], |r| r.get(0))?;
-        if last >= highest {
-            return Ok(Reserved::Ahead);
-        }
-        if highest - last > MAX_RESERVE_JUMP {
-            return Ok(Reserved::TooFar { next: last + 1 });
+        let out = reserve(last, highest);
+        if !matches!(out, Reserved::Moved { .. }) {
+            return Ok(out);
         }
         let moved = tx.execute(
             "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'runs'",
@@ -82,7 +81,7 @@ impl SqliteStore {
             )?;
         }
         tx.commit()?;
-        Ok(Reserved::Moved { from: last + 1 })
+        Ok(out)
     }
 
     /// [`crate::Store::set_daemon_config`]; a row of another epoch is left as it is.

@@ -11,11 +11,10 @@ use super::daemon::{check_epoch, host_from_row};
 use super::runs::{collect_runs, RUN_COLUMNS};
 use super::transitions::apply_one;
 use super::SqliteStore;
-use crate::decide::hosts::{forget_runs, HOST_COLUMNS};
+use crate::decide::hosts::{forget_runs, may_forget, HOST_COLUMNS};
 use crate::error::Result;
 use crate::{
     FailureHooks, Forgotten, HostInfo, HostRow, LogTail, Millis, Published, Run, RunId, RunRows,
-    StoreError,
 };
 
 impl SqliteStore {
@@ -75,17 +74,7 @@ impl SqliteStore {
                 },
             )
             .optional()?;
-        match known {
-            None => return Err(StoreError::UnknownHost(name.to_string())),
-            Some((Some(at), by)) => {
-                return Err(StoreError::AlreadyForgotten {
-                    host: name.to_string(),
-                    at,
-                    by: by.unwrap_or_default(),
-                })
-            }
-            Some((None, _)) => {}
-        }
+        may_forget(name, known)?;
         let epoch: i64 = tx.query_row(
             "UPDATE meta SET value = value + 1 WHERE key = 'epoch' RETURNING value",
             [],

@@ -15,7 +15,7 @@ use super::daemon::check_epoch;
 use super::paused::held_by;
 use super::runs::{insert_run, RunTx};
 use super::SqliteStore;
-use crate::decide::schedule::{fire, FireSteps, Totals};
+use crate::decide::schedule::{cursor_is_expected, fire, FireSteps, Totals};
 use crate::error::Result;
 use crate::{ClockBack, FireRequest, Fired, HoldKind, Millis, NewRun, RunId, ScheduleRow};
 
@@ -63,10 +63,7 @@ impl SqliteStore {
             .prepare_cached("SELECT timetable, cursor FROM schedules WHERE project = ?1")?
             .query_row([&req.project], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
-        let current = stored
-            .filter(|(tt, _)| *tt == req.timetable)
-            .map(|(_, c)| c);
-        if current != req.expected_cursor {
+        if !cursor_is_expected(req, stored.as_ref().map(|(tt, c)| (tt.as_str(), *c))) {
             return Ok(Fired::default());
         }
         let (out, totals) = fire(&mut RunTx(&tx), req, now)?;
