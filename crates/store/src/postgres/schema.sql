@@ -8,7 +8,7 @@
 -- - Project names compare as bytes (`COLLATE "C"`), as SQLite's BINARY does, so that "in
 --   project name order" means the same on both.
 -- - `cap_seats`: caps held as numbered seat rows (see the table).
--- - Change notices: every committed change to `runs`, `meta`, `daemon`, `schedules`, `paused`
+-- - Change notices: every committed change to `runs`, `meta`, `schedules`, `paused`
 --   and `published_config` sends a notice on channel `fleet_changes`, which the change probe
 --   listens to (PostgreSQL has no `data_version`).
 
@@ -26,21 +26,6 @@ CREATE TABLE meta (
 );
 INSERT INTO meta (key, value) VALUES ('epoch', 0);
 CREATE TRIGGER meta_notify AFTER INSERT OR UPDATE OR DELETE ON meta
-    FOR EACH STATEMENT EXECUTE FUNCTION fleet_notify();
-
--- daemon: one row, a daemon and the config in force. No statement reads or writes it: each
--- daemon's row is in `hosts`.
-CREATE TABLE daemon (
-    id            INTEGER PRIMARY KEY CHECK (id = 1),
-    pid           BIGINT NOT NULL,
-    epoch         BIGINT NOT NULL,
-    started_at    BIGINT NOT NULL,
-    config_path   TEXT NOT NULL,
-    caps_json     TEXT NOT NULL,
-    reload_error  TEXT,
-    updated_at    BIGINT NOT NULL
-);
-CREATE TRIGGER daemon_notify AFTER INSERT OR UPDATE OR DELETE ON daemon
     FOR EACH STATEMENT EXECUTE FUNCTION fleet_notify();
 
 -- runs: every run, queued, active or ended, until pruned. The columns mean what they mean on

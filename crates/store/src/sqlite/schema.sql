@@ -10,19 +10,6 @@ CREATE TABLE meta (
 ) STRICT;
 INSERT INTO meta (key, value) VALUES ('epoch', 0);
 
--- daemon: one row, the daemon of the state directory and the config in force. No statement
--- reads or writes it: each daemon's row is in `hosts`.
-CREATE TABLE daemon (
-    id            INTEGER PRIMARY KEY CHECK (id = 1),
-    pid           INTEGER NOT NULL,
-    epoch         INTEGER NOT NULL,
-    started_at    INTEGER NOT NULL,
-    config_path   TEXT NOT NULL,
-    caps_json     TEXT NOT NULL,
-    reload_error  TEXT,
-    updated_at    INTEGER NOT NULL
-) STRICT;
-
 -- runs: every run, queued, active or ended, until pruned.
 -- - AUTOINCREMENT: a run id is never handed out twice, because a run's files outlive its row.
 -- - `cancel_requested_at` and `cancel_reason`: a cancel request's own instant and words, kept
