@@ -1,5 +1,5 @@
-//! Argument parsing, the dispatch to one function per command, and what the commands share:
-//! their failure type and how they find the config and the state directory.
+//! Argument parsing, the dispatch to one function per command, and how the commands find the
+//! config and the state directory.
 //!
 //! The commands themselves live beside this file: [`crate::commands`] (runs, status, cancel of
 //! one run, reload, check), [`crate::operator`] (enqueue with its arguments and `--wait`, wait,
@@ -12,88 +12,11 @@ use std::path::{Path, PathBuf};
 use clap::{CommandFactory, Parser, Subcommand};
 use store::Store;
 use supervisor::config::{Config, ConfigErrors};
-use supervisor::statedir::{StateDir, StateDirError};
+use supervisor::statedir::StateDir;
 
-use crate::console::{self, READER_GONE};
-use crate::output;
+use crate::console;
+use crate::failure::{error_json, Failure, Result};
 use crate::pause::KindFlag;
-
-/// A failure with its exit status: 1 the action failed, 2 bad usage or bad input, 3 no daemon
-/// runs (`status` only), [`READER_GONE`] the reader of stdout left.
-#[derive(Debug)]
-pub struct Failure {
-    /// 1, 2, 3 or [`READER_GONE`].
-    pub code: u8,
-    /// One line naming what was wrong; empty when the reader of stdout left (nothing to say).
-    pub message: String,
-    /// What the command printed on stdout already reports the problem (a `--json` report that
-    /// holds it): no error object is added to it.
-    pub reported: bool,
-}
-
-impl Failure {
-    /// Bad input: exit 2.
-    pub fn input(message: impl std::fmt::Display) -> Failure {
-        Failure {
-            code: 2,
-            message: message.to_string(),
-            reported: false,
-        }
-    }
-
-    /// The action failed: exit 1.
-    pub fn action(message: impl std::fmt::Display) -> Failure {
-        Failure {
-            code: 1,
-            message: message.to_string(),
-            reported: false,
-        }
-    }
-
-    /// The reader of stdout left: stop, say nothing, exit [`READER_GONE`].
-    pub fn reader_gone() -> Failure {
-        Failure {
-            code: READER_GONE,
-            message: String::new(),
-            reported: false,
-        }
-    }
-
-    /// Whether this is [`Failure::reader_gone`].
-    pub fn is_reader_gone(&self) -> bool {
-        self.code == READER_GONE
-    }
-
-    /// The same failure, marked as already reported on stdout.
-    pub fn reported(mut self) -> Failure {
-        self.reported = true;
-        self
-    }
-
-    /// After a listing that left out `rows` (rows of `runs` another program wrote with a value
-    /// fleet cannot read): `Ok` when there are none; else each is named on stderr, and the
-    /// failure (exit 1) says how many, so that no reader takes the listing for the whole. Its
-    /// message is the row's own when there is one. What was printed on stdout stays valid
-    /// (`reported`: no error object is added to a `--json` listing); `what` says what the rows
-    /// are missing from.
-    pub fn unless_all_read(rows: &[store::UnreadableRun], what: &str) -> Result<()> {
-        let said = |r: &store::UnreadableRun| format!("{} ({what})", r.error);
-        match rows {
-            [] => Ok(()),
-            [one] => Err(Failure::action(said(one)).reported()),
-            many => {
-                for r in many {
-                    crate::console::eprintln(format_args!("fleet: {}", said(r)));
-                }
-                Err(Failure::action(format!(
-                    "{} rows hold values fleet cannot read, named above ({what})",
-                    many.len()
-                ))
-                .reported())
-            }
-        }
-    }
-}
 
 /// `fleet daemon --log-format`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,9 +36,6 @@ impl LogFormatArg {
         }
     }
 }
-
-/// What every command returns.
-pub type Result<T> = std::result::Result<T, Failure>;
 
 // Usage lines are written out (`override_usage`): clap's own show the options a user gave, or
 // that came from the environment, without brackets (`fleet enqueue --config <CONFIG>
@@ -385,7 +305,7 @@ pub fn main() -> Result<()> {
     if let Err(e) = &result {
         if json && !e.reported && !e.is_reader_gone() {
             // The exit status is the failure's, whether or not anyone reads this.
-            let _ = console::println(output::error_json(&e.message));
+            let _ = console::println(error_json(&e.message));
         }
     }
     result
@@ -413,7 +333,7 @@ fn parse() -> Result<Option<Cli>> {
         .take_while(|a| *a != "--")
         .any(|a| a == "--json");
     if wants_json {
-        let _ = console::println(output::error_json(&usage_error_line(&e)));
+        let _ = console::println(error_json(&usage_error_line(&e)));
     }
     // Best effort, as every write to stderr: clap reports its own write failures only.
     let _ = e.print();
@@ -523,7 +443,7 @@ fn run(cli: Cli) -> Result<()> {
 
 /// The config at `path`; an invalid one is exit 2.
 pub fn load(path: &Path) -> Result<Config> {
-    Config::load(path).map_err(|errors| invalid(&errors))
+    Config::load(path).map_err(|errors| Failure::invalid_config(&errors))
 }
 
 /// The config a command that names projects or namespaces (`enqueue`, `rerun`, `pause`,
@@ -569,17 +489,6 @@ pub fn as_this_host(mut config: Config, state: &supervisor::statedir::StateDir) 
     config
 }
 
-/// The one-line exit-2 message for an invalid config: its first error, and how many more.
-pub fn invalid(errors: &ConfigErrors) -> Failure {
-    let first = errors.0.first().map(|e| e.to_string()).unwrap_or_default();
-    let more = errors.0.len().saturating_sub(1);
-    if more > 0 {
-        Failure::input(format!("{first} (and {more} more; run `fleet validate`)"))
-    } else {
-        Failure::input(first)
-    }
-}
-
 /// The state directory: `--state-dir` if given, else the config's; an invalid config is exit 2
 /// (docs/REFERENCE.md).
 pub fn state_of(path: &Path) -> Result<StateDir> {
@@ -601,7 +510,7 @@ fn database_of(path: &Path) -> Result<Option<supervisor::config::DatabaseUrl>> {
     match Config::database_of(path) {
         Some(db) => Ok(db),
         None => match Config::load(path) {
-            Err(errors) => Err(invalid(&errors)),
+            Err(errors) => Err(Failure::invalid_config(&errors)),
             Ok(config) => Ok(config.database),
         },
     }
@@ -665,7 +574,7 @@ pub fn load_for_reading(path: &Path) -> Result<(StateDir, Option<Config>, Option
                 None,
                 Some(errors),
             )),
-            _ => Err(invalid(&errors)),
+            _ => Err(Failure::invalid_config(&errors)),
         },
     }
 }
@@ -673,23 +582,12 @@ pub fn load_for_reading(path: &Path) -> Result<(StateDir, Option<Config>, Option
 /// Opens the existing store of a state directory; `None` when nothing was ever queued (and
 /// only then: one this user may not read is an error).
 pub fn open_existing_at(state: &StateDir) -> Result<Option<Store>> {
-    state.open_existing_store().map_err(state_failure)
+    state.open_existing_store().map_err(Failure::state_dir)
 }
 
 /// Opens the store for a command that writes (creating the state directory if needed).
 pub fn open_store(config: &Config) -> Result<Store> {
-    StateDir::of(config).open_store().map_err(state_failure)
-}
-
-/// The exit status of a state directory that cannot be used: 1 when the system refused this
-/// user (permission denied: the action failed, the input was fine), 2 otherwise (a state_dir
-/// that is not a directory, a database written by a newer fleet).
-pub fn state_failure(e: StateDirError) -> Failure {
-    // A database server that cannot be reached is an action that failed, not bad input.
-    let unreachable = matches!(&e, StateDirError::Store(store::StoreError::Connect { .. }));
-    if e.is_permission_denied() || unreachable {
-        Failure::action(e)
-    } else {
-        Failure::input(e)
-    }
+    StateDir::of(config)
+        .open_store()
+        .map_err(Failure::state_dir)
 }

@@ -7,7 +7,8 @@ use std::path::Path;
 use store::CancelOutcome;
 use supervisor::control::{self, Nudge};
 
-use crate::cli::{invalid, load_for_reading, open_existing_at, state_of, Failure, Result};
+use crate::cli::{load_for_reading, open_existing_at, state_of};
+use crate::failure::{Failure, Result};
 use crate::liveness::Liveness;
 use crate::{console, output};
 
@@ -136,7 +137,7 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
     match errors {
         // Shown above too (`config_errors`); the exit status and the one-line message still
         // say the file is invalid.
-        Some(errors) => Err(invalid(&errors).reported()),
+        Some(errors) => Err(Failure::invalid_config(&errors).reported()),
         None => match liveness {
             Liveness::Running => Ok(()),
             // The report above says it all; the one-line message and the exit status are for
@@ -159,12 +160,12 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
 pub fn cancel(path: &Path, run: i64) -> Result<()> {
     let state = state_of(path)?;
     let Some(store) = open_existing_at(&state)? else {
-        return Err(Failure::input(format!("unknown run id {run}")));
+        return Err(Failure::unknown_run(run));
     };
     let outcome = store
         .request_cancel(run, "cancelled by operator", store::now_ms())
         .map_err(|e| match e {
-            store::StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {run}")),
+            store::StoreError::UnknownRun(_) => Failure::unknown_run(run),
             other => Failure::action(format!("run {run}: the cancel was not written: {other}")),
         })?;
     match outcome {
@@ -199,7 +200,7 @@ pub fn reload(path: &Path) -> Result<()> {
         .map_err(|e| Failure::action(format!("no daemon answers on {}: {e}", socket.display())))?;
     if let Some(errors) = errors {
         // The daemon keeps its last good config and records the refusal.
-        return Err(invalid(&errors));
+        return Err(Failure::invalid_config(&errors));
     }
     console::println("reload requested")
 }

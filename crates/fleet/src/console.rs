@@ -4,17 +4,14 @@
 //! fails, and a write fails whenever the reader is gone — `fleet runs | head -n 1`, a pager quit
 //! early, a daemon started with its stderr on a pipe nobody reads any more. Here a reader that
 //! left (EPIPE) is a normal end: the command stops at once, prints nothing more, and exits
-//! [`READER_GONE`] (141, as a shell reports `cat` killed by SIGPIPE in the same place). Any
+//! [`crate::failure::READER_GONE`] (141, as a shell reports `cat` killed by SIGPIPE in the same place). Any
 //! other write error on stdout fails the command (exit 1). Stderr is best effort: what a
 //! command has to say there is never worth a panic or a change of exit status.
 
 use std::fmt::Display;
 use std::io::{self, Write};
 
-use crate::cli::Failure;
-
-/// Exit status of a command whose standard output was closed by its reader: 128 + SIGPIPE.
-pub const READER_GONE: u8 = 141;
+use crate::failure::Failure;
 
 /// The failure for an error writing to stdout: [`Failure::reader_gone`] for EPIPE, exit 1
 /// naming stdout otherwise.

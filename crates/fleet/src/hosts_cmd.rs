@@ -12,8 +12,9 @@ use serde_json::{json, Value};
 use store::{now_ms, HostRow, HostState, Millis, Run, SILENCE_MS};
 use supervisor::retry::RetryPolicy;
 
-use crate::cli::{load, open_existing_at, state_of, Failure, Result};
+use crate::cli::{load, open_existing_at, state_of};
 use crate::console;
+use crate::failure::{Failure, Result};
 
 /// `fleet hosts`: one line per host (or with `json` one JSON array): name, state, epoch,
 /// heartbeat age, fleet version, config version (and whether its local file differs from the

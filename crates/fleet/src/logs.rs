@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use supervisor::shim::logbound::{marker_line, parse_marker, MARKER_MAX_LEN};
 use supervisor::shim::runfiles::RunFiles;
 
-use crate::cli::{open_existing_at, state_of, Failure, Result};
+use crate::cli::{open_existing_at, state_of};
 use crate::console;
+use crate::failure::{Failure, Result};
 
 /// How often `--follow` looks for more output.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
@@ -49,12 +50,11 @@ fn ran_here(path: &Path, store: &store::Store, host: &str, files: &RunFiles) -> 
 pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
     let state = state_of(path)?;
     let Some(store) = open_existing_at(&state)? else {
-        return Err(Failure::input(format!("unknown run id {run}")));
+        return Err(Failure::unknown_run(run));
     };
-    let row = store.get_run(run).map_err(|e| match e {
-        store::StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {run}")),
-        other => Failure::action(other),
-    })?;
+    let row = store
+        .get_run(run)
+        .map_err(|e| Failure::run_not_read(run, e))?;
     let dir = RunFiles::new(state.root(), run);
     let log = dir.log_path();
     // A run another host ran has its log there, not here.

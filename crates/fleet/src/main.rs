@@ -12,6 +12,7 @@
 mod cli;
 mod commands;
 mod console;
+mod failure;
 mod fit;
 mod hosts_cmd;
 mod liveness;
@@ -28,6 +29,7 @@ mod run_args;
 mod runs_cmd;
 mod runs_view;
 mod serve;
+mod unreadable;
 mod validate;
 mod wait;
 

@@ -4,8 +4,8 @@
 
 use clap_complete::Shell;
 
-use crate::cli::{Failure, Result};
 use crate::console;
+use crate::failure::{Failure, Result};
 
 /// Prints `shell`'s completion script for `cmd` (the whole `fleet` command line).
 ///

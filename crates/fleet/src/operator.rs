@@ -8,11 +8,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use store::{CancelOutcome, CancelSelection, NewRun, RunId, StoreError, Trigger};
+use store::{CancelOutcome, CancelSelection, NewRun, RunId, Trigger};
 use supervisor::control::{self, Nudge};
 use supervisor::statedir::StateDir;
 
-use crate::cli::{load, open_existing_at, open_store, state_of, Failure, Result};
+use crate::cli::{load, open_existing_at, open_store, state_of};
+use crate::failure::{Failure, Result};
 use crate::{console, run_args, wait};
 
 // The argument structs below are flattened into `cli::Command`'s variants, whose doc comments
@@ -141,7 +142,7 @@ pub fn enqueue(path: &Path, req: &EnqueueArgs) -> Result<()> {
 pub fn wait(path: &Path, req: &WaitArgs) -> Result<()> {
     let state = state_of(path)?;
     let Some(store) = open_existing_at(&state)? else {
-        return Err(Failure::input(format!("unknown run id {}", req.runs[0])));
+        return Err(Failure::unknown_run(req.runs[0]));
     };
     wait::wait(&store, &req.runs, req.timeout)
 }
@@ -157,14 +158,13 @@ pub fn rerun(path: &Path, run: RunId) -> Result<()> {
     let config = load(path)?;
     let Some(store) = StateDir::of(&config)
         .open_existing_store()
-        .map_err(crate::cli::state_failure)?
+        .map_err(Failure::state_dir)?
     else {
-        return Err(Failure::input(format!("unknown run id {run}")));
+        return Err(Failure::unknown_run(run));
     };
-    let original = store.get_run(run).map_err(|e| match e {
-        StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {run}")),
-        other => Failure::action(other),
-    })?;
+    let original = store
+        .get_run(run)
+        .map_err(|e| Failure::run_not_read(run, e))?;
     let (config, source, _) = crate::cli::in_force(path, config)?;
     let Some(p) = config.projects.get(&original.project) else {
         return Err(Failure::input(format!(
@@ -332,15 +332,16 @@ fn known(path: &Path, kind: &str, name: &str) -> bool {
 fn cancel_ids(path: &Path, runs: &[RunId], queued_only: bool) -> Result<()> {
     let state = state_of(path)?;
     let Some(store) = open_existing_at(&state)? else {
-        return Err(Failure::input(format!("unknown run id {}", runs[0])));
+        return Err(Failure::unknown_run(runs[0]));
     };
     // Every id is checked before anything is cancelled: a typo must not leave half a job done.
     let mut found = Vec::with_capacity(runs.len());
     for &id in runs {
-        found.push(store.get_run(id).map_err(|e| match e {
-            StoreError::UnknownRun(_) => Failure::input(format!("unknown run id {id}")),
-            other => Failure::action(other),
-        })?);
+        found.push(
+            store
+                .get_run(id)
+                .map_err(|e| Failure::run_not_read(id, e))?,
+        );
     }
     let mut ended = Vec::new();
     let mut lines = Vec::new();

@@ -412,12 +412,6 @@ pub fn check_nothing_json(note: &str) -> String {
     .to_string()
 }
 
-/// What every `--json` command prints on stdout when it fails without a report of its own:
-/// `{"error": MESSAGE}`, the message its stderr line carries.
-pub fn error_json(message: &str) -> String {
-    json!({ "error": message }).to_string()
-}
-
 /// `fleet check` for a person.
 pub fn check_text(report: &supervisor::check::Report) -> String {
     let mut s = String::new();

@@ -12,8 +12,9 @@ use supervisor::config::{Config, DEFAULT_NAMESPACE};
 use supervisor::control::{self, Nudge};
 use supervisor::statedir::StateDir;
 
-use crate::cli::{load, open_store, Failure, Result};
+use crate::cli::{load, open_store};
 use crate::console;
+use crate::failure::{Failure, Result};
 
 /// Which kind the operator named: `--project`, `--namespace`, or neither (then the config
 /// decides, and a name that is both is refused).

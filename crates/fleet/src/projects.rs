@@ -10,8 +10,9 @@ use store::{rfc3339, Pauses, ProjectActivity, ScheduleRow};
 use supervisor::config::Config;
 use supervisor::schedule::next_occurrence;
 
-use crate::cli::{load, open_existing_at, state_of, Failure, Result};
+use crate::cli::{load, open_existing_at, state_of};
 use crate::console;
+use crate::failure::{Failure, Result};
 use crate::fit::{self, Column};
 
 /// `fleet projects`: a table, or with `json` one JSON array (fields in docs/REFERENCE.md).
@@ -40,7 +41,7 @@ pub fn projects(path: &Path, json: bool) -> Result<()> {
         .into_iter()
         .filter_map(|a| a.last_ended_unreadable)
         .collect();
-    Failure::unless_all_read(&unreadable, "its project's last run, not shown")
+    crate::unreadable::unless_all_read(&unreadable, "its project's last run, not shown")
 }
 
 /// One JSON object per project of `config`, in name order.

@@ -7,8 +7,9 @@
 
 use std::path::Path;
 
-use crate::cli::{load, open_existing_at, state_of, Failure, Result};
+use crate::cli::{load, open_existing_at, state_of};
 use crate::console;
+use crate::failure::{Failure, Result};
 
 /// `fleet prune [--dry-run]`.
 ///
@@ -76,12 +77,5 @@ pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
             "{f} (kept; the others were pruned)"
         ))),
         None => Ok(()),
-    }
-}
-
-/// A prune failing midway: exit 1, naming the database or the run's file.
-impl From<supervisor::prune::PruneError> for Failure {
-    fn from(e: supervisor::prune::PruneError) -> Failure {
-        Failure::action(e)
     }
 }

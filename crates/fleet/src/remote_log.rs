@@ -9,8 +9,8 @@
 use store::{HostRow, Run, Store};
 use supervisor::http::remote::get_log;
 
-use crate::cli::{Failure, Result};
 use crate::console;
+use crate::failure::{Failure, Result};
 
 /// Prints the log of `run`, which host `host` ran (not this one); with `follow`, goes on
 /// printing its output as the run writes it, until the run has ended and everything it wrote

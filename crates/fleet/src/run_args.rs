@@ -8,7 +8,7 @@
 
 use supervisor::config::ProjectConfig;
 
-use crate::cli::{Failure, Result};
+use crate::failure::{Failure, Result};
 
 /// Parses one `--env NAME=VALUE` (split at the first `=`).
 ///

@@ -7,7 +7,8 @@ use std::path::Path;
 use store::{Millis, RunFilter, RunStatus, Store, Trigger};
 use supervisor::config::{Config, DEFAULT_NAMESPACE};
 
-use crate::cli::{open_existing_at, state_of, Failure, Result};
+use crate::cli::{open_existing_at, state_of};
+use crate::failure::{Failure, Result};
 use crate::{console, output, runs_view};
 
 /// What `fleet runs` was asked for.
@@ -148,7 +149,7 @@ pub fn runs(path: &Path, args: RunsArgs) -> Result<()> {
         headers: !args.no_headers,
     };
     listing(shape, &runs, &pauses, now, filtered)?;
-    Failure::unless_all_read(&unreadable, "not listed")
+    crate::unreadable::unless_all_read(&unreadable, "not listed")
 }
 
 /// How `fleet runs` prints: its `--json`, `--table` and (not) `--no-headers`.

@@ -7,7 +7,8 @@ use supervisor::config::LogFormat;
 use supervisor::shim::forkserver;
 use supervisor::statedir::StateDirError;
 
-use crate::cli::{load, Failure, Result};
+use crate::cli::load;
+use crate::failure::{Failure, Result};
 
 /// `fleet daemon`. `log_format`: `--log-format`, which overrides the config's `log_format`;
 /// `host`: `--host`, which overrides the config's `host` (already checked to be a valid name).
@@ -104,7 +105,7 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) 
             inner @ (StateDirError::Unusable { .. }
             | StateDirError::Inaccessible { .. }
             | StateDirError::Store(_)),
-        ) => crate::cli::state_failure(inner),
+        ) => Failure::state_dir(inner),
         other => Failure::action(other),
     })
 }

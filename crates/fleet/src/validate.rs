@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use supervisor::config::{Config, ProjectConfig};
 use supervisor::exec_limits::{self, TooLong};
 
-use crate::cli::{Failure, Result};
 use crate::console;
+use crate::failure::{Failure, Result};
 
 /// `fleet validate`.
 pub fn validate(path: &Path) -> Result<()> {

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use store::{Run, RunId, RunStatus, Store, StoreError};
 
-use crate::cli::{Failure, Result};
 use crate::console;
+use crate::failure::{Failure, Result};
 
 /// How often the change probe is looked at: short enough that a script waiting on a quick job
 /// is not slowed down, long enough to cost nothing while a long job runs.
@@ -43,9 +43,7 @@ pub fn wait(store: &Store, ids: &[RunId], timeout: Option<Duration>) -> Result<(
     for &id in ids {
         match store.get_run(id) {
             Ok(_) => {}
-            Err(StoreError::UnknownRun(_)) => {
-                return Err(Failure::input(format!("unknown run id {id}")))
-            }
+            Err(StoreError::UnknownRun(_)) => return Err(Failure::unknown_run(id)),
             Err(e) if e.is_refused_row() => {}
             Err(e) => return Err(Failure::action(e)),
         }
