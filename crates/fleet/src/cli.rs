@@ -1,5 +1,4 @@
-//! Argument parsing, the dispatch to one function per command, and how the commands find the
-//! config and the state directory.
+//! Argument parsing and the dispatch to one function per command.
 //!
 //! The commands themselves live beside this file: [`crate::commands`] (runs, status, cancel of
 //! one run, reload, check), [`crate::operator`] (enqueue with its arguments and `--wait`, wait,
@@ -7,14 +6,12 @@
 //! [`crate::validate`] and [`crate::serve`] (the daemon).
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use store::Store;
-use supervisor::config::{Config, ConfigErrors};
-use supervisor::statedir::StateDir;
 
 use crate::console;
+use crate::ctx::Ctx;
 use crate::failure::{error_json, Failure, Result};
 use crate::pause::KindFlag;
 
@@ -87,9 +84,6 @@ fn limit_arg(n: &str) -> std::result::Result<u32, String> {
         Err(_) => Err(format!("must be a whole number from 1 to {}", u32::MAX)),
     }
 }
-
-/// `--state-dir`, when given: read-only commands and `cancel` use it instead of the config.
-static STATE_DIR_OVERRIDE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -359,8 +353,8 @@ fn usage_error_line(e: &clap::Error) -> String {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    if let Some(dir) = &cli.state_dir {
-        if matches!(
+    if cli.state_dir.is_some()
+        && matches!(
             cli.command,
             Command::Daemon { .. }
                 | Command::Enqueue(_)
@@ -368,23 +362,22 @@ fn run(cli: Cli) -> Result<()> {
                 | Command::Rerun { .. }
                 | Command::Pause { .. }
                 | Command::Resume { .. }
-        ) {
-            // These act on the config itself; a second source for the state directory could
-            // only disagree with it.
-            return Err(Failure::input(
-                "--state-dir is for runs, status, logs, cancel, wait, check, projects, hosts and reload; daemon, enqueue, rerun, validate, pause and resume use the config's state_dir",
-            ));
-        }
-        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
-        let _ = STATE_DIR_OVERRIDE.set(dir);
+        )
+    {
+        // These act on the config itself; a second source for the state directory could only
+        // disagree with it.
+        return Err(Failure::input(
+            "--state-dir is for runs, status, logs, cancel, wait, check, projects, hosts and reload; daemon, enqueue, rerun, validate, pause and resume use the config's state_dir",
+        ));
     }
+    let ctx = Ctx::new(cli.config, cli.state_dir);
     use crate::commands;
     match cli.command {
         Command::Daemon { log_format, host } => {
-            crate::serve::daemon(&cli.config, log_format.map(LogFormatArg::format), host)
+            crate::serve::daemon(ctx, log_format.map(LogFormatArg::format), host)
         }
-        Command::Validate => crate::validate::validate(&cli.config),
-        Command::Enqueue(args) => crate::operator::enqueue(&cli.config, &args),
+        Command::Validate => crate::validate::validate(&ctx),
+        Command::Enqueue(args) => crate::operator::enqueue(&ctx, &args),
         Command::Runs {
             project,
             status,
@@ -397,7 +390,7 @@ fn run(cli: Cli) -> Result<()> {
             no_headers,
             table,
         } => crate::runs_cmd::runs(
-            &cli.config,
+            &ctx,
             crate::runs_cmd::RunsArgs {
                 project,
                 status,
@@ -411,183 +404,32 @@ fn run(cli: Cli) -> Result<()> {
                 table,
             },
         ),
-        Command::Status { json } => commands::status(&cli.config, json),
-        Command::Logs { run, follow } => crate::logs::logs(&cli.config, run, follow),
-        Command::Cancel(args) => crate::operator::cancel(&cli.config, args),
-        Command::Reload => commands::reload(&cli.config),
-        Command::Check { json } => commands::check(&cli.config, json),
-        Command::Prune { dry_run } => crate::prune::prune(&cli.config, dry_run),
-        Command::Wait(args) => crate::operator::wait(&cli.config, &args),
-        Command::Rerun { run } => crate::operator::rerun(&cli.config, run),
+        Command::Status { json } => commands::status(&ctx, json),
+        Command::Logs { run, follow } => crate::logs::logs(&ctx, run, follow),
+        Command::Cancel(args) => crate::operator::cancel(&ctx, args),
+        Command::Reload => commands::reload(&ctx),
+        Command::Check { json } => commands::check(&ctx, json),
+        Command::Prune { dry_run } => crate::prune::prune(&ctx, dry_run),
+        Command::Wait(args) => crate::operator::wait(&ctx, &args),
+        Command::Rerun { run } => crate::operator::rerun(&ctx, run),
         Command::Completions { shell } => crate::manual::completions(shell, Cli::command()),
         Command::Man { command } => crate::manual::man(Cli::command(), command.as_deref()),
-        Command::Projects { json } => crate::projects::projects(&cli.config, json),
+        Command::Projects { json } => crate::projects::projects(&ctx, json),
         Command::Hosts { json, action } => match action {
-            None => crate::hosts_cmd::hosts(&cli.config, json),
+            None => crate::hosts_cmd::hosts(&ctx, json),
             Some(HostsAction::Forget { name, force }) => {
-                crate::hosts_cmd::forget(&cli.config, &name, force)
+                crate::hosts_cmd::forget(&ctx, &name, force)
             }
         },
         Command::Pause {
             name,
             project,
             namespace,
-        } => crate::pause::pause(&cli.config, &name, KindFlag { project, namespace }),
+        } => crate::pause::pause(&ctx, &name, KindFlag { project, namespace }),
         Command::Resume {
             name,
             project,
             namespace,
-        } => crate::pause::resume(&cli.config, &name, KindFlag { project, namespace }),
+        } => crate::pause::resume(&ctx, &name, KindFlag { project, namespace }),
     }
-}
-
-/// The config at `path`; an invalid one is exit 2.
-pub fn load(path: &Path) -> Result<Config> {
-    Config::load(path).map_err(|errors| Failure::invalid_config(&errors))
-}
-
-/// The config a command that names projects or namespaces (`enqueue`, `rerun`, `pause`,
-/// `resume`) checks them against, with the words that name it in a message. On a shared
-/// database that is the published config, the one every daemon applies, with this host's own
-/// keys from `config` (a host whose file lags behind, or runs ahead of, the fleet's would
-/// otherwise refuse a project every daemon knows, or queue one no daemon will start); with
-/// SQLite, nothing published yet, or a published text this build cannot read, it is `config`,
-/// the file at `path`. The store opened to read the published config comes back for the
-/// command to use (`None` with SQLite, where nothing is opened: a name the file does not know
-/// is refused before any state directory is made).
-///
-/// Errors: the database cannot be opened or read (exit 1).
-pub fn in_force(path: &Path, config: Config) -> Result<(Config, String, Option<store::Store>)> {
-    let file = path.display().to_string();
-    if config.database.is_none() {
-        return Ok((config, file, None));
-    }
-    let store = open_store(&config)?;
-    let Some(published) = store.published_config().map_err(Failure::action)? else {
-        return Ok((config, file, Some(store)));
-    };
-    match Config::published_here(&published.text, path, &config) {
-        Ok(in_force) => Ok((
-            in_force,
-            format!(
-                "the config in force, version {} published by host {}",
-                published.version, published.published_by
-            ),
-            Some(store),
-        )),
-        Err(_) => Ok((config, file, Some(store))),
-    }
-}
-
-/// `config` as the commands acting on this host's state directory (`state`) see it: named after
-/// the host its daemon last ran as ([`supervisor::statedir::StateDir::recorded_host`]), which a
-/// `fleet daemon --host NAME` makes differ from the file's `host` (or the hostname).
-pub fn as_this_host(mut config: Config, state: &supervisor::statedir::StateDir) -> Config {
-    if let Some(host) = state.recorded_host() {
-        config.host = host;
-    }
-    config
-}
-
-/// The state directory: `--state-dir` if given, else the config's; an invalid config is exit 2
-/// (docs/REFERENCE.md).
-pub fn state_of(path: &Path) -> Result<StateDir> {
-    if let Some(dir) = STATE_DIR_OVERRIDE.get() {
-        must_exist(dir)?;
-        // The folder is overridden, never the database: the config's `database` still holds.
-        let database = database_of(path)?;
-        if database.is_none() {
-            shared_needs_config(dir, path)?;
-        }
-        return Ok(StateDir::new(dir).with_database(database));
-    }
-    Ok(StateDir::of(&load(path)?))
-}
-
-/// The `database` of the config at `path` even when the rest of it is invalid; exit 2 when it
-/// names one that cannot be made out (reading SQLite instead would show the wrong install).
-fn database_of(path: &Path) -> Result<Option<supervisor::config::DatabaseUrl>> {
-    match Config::database_of(path) {
-        Some(db) => Ok(db),
-        None => match Config::load(path) {
-            Err(errors) => Err(Failure::invalid_config(&errors)),
-            Ok(config) => Ok(config.database),
-        },
-    }
-}
-
-/// A `--state-dir` whose last daemon used a shared database, given with a config that cannot
-/// be read (missing, or invalid with no `database` key that reads): only the config says how to
-/// connect, and reading the folder alone would show an install with no runs — which `fleet
-/// check` would vouch for. Exit 2, naming the database and the file.
-fn shared_needs_config(dir: &Path, path: &Path) -> Result<()> {
-    if Config::load(path).is_ok() {
-        return Ok(());
-    }
-    match StateDir::new(dir).recorded_database() {
-        None => Ok(()),
-        Some(target) => Err(Failure::input(format!(
-            "--state-dir {}: its daemon used the shared database {target}, and only fleet.toml says how to connect to it, but {} cannot be read; fix that file (or point --config at a copy that names the database)",
-            dir.display(),
-            path.display()
-        ))),
-    }
-}
-
-/// A `--state-dir` must be there: a mistyped one would read as an install with no runs, and
-/// `fleet check` would vouch for it. Exit 2 otherwise.
-fn must_exist(dir: &Path) -> Result<()> {
-    if dir.exists() {
-        return Ok(());
-    }
-    Err(Failure::input(format!(
-        "--state-dir {}: no such directory",
-        dir.display()
-    )))
-}
-
-/// The config for `status` and `reload`, which must work while the file is invalid: `status`
-/// shows the refused edit (and then exits 2), `reload` makes the daemon record the refusal.
-/// They use the state directory the file names, with a warning.
-pub fn load_for_reading(path: &Path) -> Result<(StateDir, Option<Config>, Option<ConfigErrors>)> {
-    let loaded = Config::load(path);
-    if let Some(dir) = STATE_DIR_OVERRIDE.get() {
-        must_exist(dir)?;
-        let (config, errors) = match loaded {
-            Ok(c) => (Some(c), None),
-            Err(e) => (None, Some(e)),
-        };
-        let database = match &config {
-            Some(c) => c.database.clone(),
-            None => database_of(path)?,
-        };
-        if database.is_none() && config.is_none() {
-            shared_needs_config(dir, path)?;
-        }
-        return Ok((StateDir::new(dir).with_database(database), config, errors));
-    }
-    match loaded {
-        Ok(config) => Ok((StateDir::of(&config), Some(config), None)),
-        Err(errors) => match (Config::state_dir_of(path), Config::database_of(path)) {
-            (Some(dir), Some(database)) => Ok((
-                StateDir::new(dir).with_database(database),
-                None,
-                Some(errors),
-            )),
-            _ => Err(Failure::invalid_config(&errors)),
-        },
-    }
-}
-
-/// Opens the existing store of a state directory; `None` when nothing was ever queued (and
-/// only then: one this user may not read is an error).
-pub fn open_existing_at(state: &StateDir) -> Result<Option<Store>> {
-    state.open_existing_store().map_err(Failure::state_dir)
-}
-
-/// Opens the store for a command that writes (creating the state directory if needed).
-pub fn open_store(config: &Config) -> Result<Store> {
-    StateDir::of(config)
-        .open_store()
-        .map_err(Failure::state_dir)
 }

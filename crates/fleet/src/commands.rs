@@ -7,7 +7,7 @@ use std::path::Path;
 use store::CancelOutcome;
 use supervisor::control::{self, Nudge};
 
-use crate::cli::{load_for_reading, open_existing_at, state_of};
+use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
 use crate::liveness::Liveness;
 use crate::{console, output};
@@ -51,8 +51,10 @@ fn this_host_row(
 }
 
 /// `fleet status`: the daemon, the config in force, occupancy.
-pub fn status(path: &Path, json: bool) -> Result<()> {
-    let (state, config, errors) = load_for_reading(path)?;
+pub fn status(ctx: &Ctx, json: bool) -> Result<()> {
+    let state = ctx.state(IfInvalid::Read)?;
+    let (config, errors) = (ctx.config_if_valid(), ctx.loaded().err());
+    let path = ctx.path();
     let holder = state.daemon_holder().map_err(|e| {
         // A file where the state directory should be is bad input (exit 2), as for every
         // other command.
@@ -69,8 +71,8 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
     // last daemon here ran as, else the config's `host` (or the machine's hostname).
     let mut this_host = state
         .recorded_host()
-        .or_else(|| config.as_ref().map(|c| c.host.clone()));
-    let (row, active, schedules, pauses, published) = match open_existing_at(&state)? {
+        .or_else(|| config.map(|c| c.host.clone()));
+    let (row, active, schedules, pauses, published) = match ctx::open_existing(&state)? {
         Some(store) => (
             this_host_row(&store, this_host.as_deref(), holder, path)?,
             store.active_rows().map_err(Failure::action)?,
@@ -102,16 +104,16 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
     // the published config's, not this file's: every other host applies them, and this
     // host's daemon applies them too when it starts (it publishes its file only when nothing
     // is published yet). A published text this build cannot use leaves the file's.
-    let in_force = match (holder, &published, &config) {
+    let in_force = match (holder, &published, config) {
         (None, Some(p), Some(here)) => {
             supervisor::config::Config::published_here(&p.text, path, here).ok()
         }
         _ => None,
     };
-    let config_in_force = in_force.as_ref().or(config.as_ref());
+    let config_in_force = in_force.as_ref().or(config);
     let report = output::Status::new(
         config_in_force,
-        errors.as_ref(),
+        errors,
         &state,
         path,
         holder,
@@ -137,7 +139,7 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
     match errors {
         // Shown above too (`config_errors`); the exit status and the one-line message still
         // say the file is invalid.
-        Some(errors) => Err(Failure::invalid_config(&errors).reported()),
+        Some(errors) => Err(Failure::invalid_config(errors).reported()),
         None => match liveness {
             Liveness::Running => Ok(()),
             // The report above says it all; the one-line message and the exit status are for
@@ -157,9 +159,9 @@ pub fn status(path: &Path, json: bool) -> Result<()> {
 }
 
 /// `fleet cancel RUN`.
-pub fn cancel(path: &Path, run: i64) -> Result<()> {
-    let state = state_of(path)?;
-    let Some(store) = open_existing_at(&state)? else {
+pub fn cancel(ctx: &Ctx, run: i64) -> Result<()> {
+    let state = ctx.state(IfInvalid::Refuse)?;
+    let Some(store) = ctx::open_existing(&state)? else {
         return Err(Failure::unknown_run(run));
     };
     let outcome = store
@@ -171,11 +173,11 @@ pub fn cancel(path: &Path, run: i64) -> Result<()> {
     match outcome {
         CancelOutcome::Cancelled => {
             // The nudge goes first: the cancel is done whether or not anyone reads the answer.
-            let _ = control::send(&state.socket_path(), Nudge::Eval);
+            ctx::nudge(&state);
             console::println(format_args!("run {run} cancelled"))
         }
         CancelOutcome::Requested => {
-            if control::send(&state.socket_path(), Nudge::Eval).is_ok() {
+            if ctx::nudge(&state) {
                 console::println(format_args!(
                     "run {run}: cancel requested; it ends `cancelled` once its process is gone"
                 ))
@@ -192,23 +194,23 @@ pub fn cancel(path: &Path, run: i64) -> Result<()> {
 }
 
 /// `fleet reload`: asks the daemon to re-read fleet.toml.
-pub fn reload(path: &Path) -> Result<()> {
-    let (state, _, errors) = load_for_reading(path)?;
+pub fn reload(ctx: &Ctx) -> Result<()> {
+    let state = ctx.state(IfInvalid::Read)?;
     let socket = state.socket_path();
     // Sent even for an invalid file: the daemon then records the refusal for `fleet status`.
     control::send(&socket, Nudge::Reload)
         .map_err(|e| Failure::action(format!("no daemon answers on {}: {e}", socket.display())))?;
-    if let Some(errors) = errors {
+    if let Err(errors) = ctx.loaded() {
         // The daemon keeps its last good config and records the refusal.
-        return Err(Failure::invalid_config(&errors));
+        return Err(Failure::invalid_config(errors));
     }
     console::println("reload requested")
 }
 
 /// `fleet check`: the restart-safety checker.
-pub fn check(path: &Path, json: bool) -> Result<()> {
-    let state = state_of(path)?;
-    let Some(store) = open_existing_at(&state)? else {
+pub fn check(ctx: &Ctx, json: bool) -> Result<()> {
+    let state = ctx.state(IfInvalid::Refuse)?;
+    let Some(store) = ctx::open_existing(&state)? else {
         // Say so: a mistyped state_dir must not pass for a clean install.
         let note = format!(
             "nothing to check: no database at {}",
@@ -221,9 +223,7 @@ pub fn check(path: &Path, json: bool) -> Result<()> {
         };
     };
     // Each project's max_parallel, when the config reads (with --state-dir it may not).
-    let config = supervisor::config::Config::load(path)
-        .ok()
-        .map(|c| crate::cli::as_this_host(c, &state));
+    let config = ctx.config_if_valid().map(|c| ctx::as_this_host(c, &state));
     let report = supervisor::check::check(&state, &store, store::now_ms(), config.as_ref())
         .map_err(Failure::action)?;
     if json {

@@ -6,14 +6,12 @@
 //! silence proves nothing, so only the operator may decide). It must never end runs itself:
 //! the store's `forget_host` does, in one transaction.
 
-use std::path::Path;
-
 use serde_json::{json, Value};
 use store::{now_ms, HostRow, HostState, Millis, Run, SILENCE_MS};
 use supervisor::retry::RetryPolicy;
 
-use crate::cli::{load, open_existing_at, state_of};
 use crate::console;
+use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
 
 /// `fleet hosts`: one line per host (or with `json` one JSON array): name, state, epoch,
@@ -21,9 +19,9 @@ use crate::failure::{Failure, Result};
 /// published one), active runs, HTTP address.
 ///
 /// Errors: exit 2 for an invalid config; 1 when the database cannot be read.
-pub fn hosts(path: &Path, json: bool) -> Result<()> {
-    let state = state_of(path)?;
-    let (hosts, published) = match open_existing_at(&state)? {
+pub fn hosts(ctx: &Ctx, json: bool) -> Result<()> {
+    let state = ctx.state(IfInvalid::Refuse)?;
+    let (hosts, published) = match ctx::open_existing(&state)? {
         Some(store) => (
             store.hosts().map_err(Failure::action)?,
             store.published_config().map_err(Failure::action)?,
@@ -126,15 +124,15 @@ fn text(list: &[Value]) -> String {
 ///
 /// Errors: exit 2 for an invalid config, an unknown host, or a SQLite state directory (one
 /// host, nothing to forget); 1 when refused (alive) or the database fails.
-pub fn forget(path: &Path, name: &str, force: bool) -> Result<()> {
-    let config = load(path)?;
-    let state = state_of(path)?;
+pub fn forget(ctx: &Ctx, name: &str, force: bool) -> Result<()> {
+    let config = ctx.config()?;
+    let state = ctx.state(IfInvalid::Refuse)?;
     if state.database().is_none() {
         return Err(Failure::input(
             "hosts forget is for hosts sharing a PostgreSQL database; on SQLite the state directory is one host's (stop its daemon instead)",
         ));
     }
-    let Some(store) = open_existing_at(&state)? else {
+    let Some(store) = ctx::open_existing(&state)? else {
         return Err(Failure::input(format!(
             "no host named {name:?} is known to the database"
         )));
@@ -157,15 +155,14 @@ pub fn forget(path: &Path, name: &str, force: bool) -> Result<()> {
     // failure hooks decide what the forgotten runs become, not this host's local file (which
     // may differ). The local file only when nothing is published yet.
     let config = match store.published_config().map_err(Failure::action)? {
-        Some(p) => {
-            supervisor::config::Config::published_here(&p.text, path, &config).map_err(|e| {
+        Some(p) => supervisor::config::Config::published_here(&p.text, ctx.path(), config)
+            .map_err(|e| {
                 Failure::action(format!(
                     "the published config (version {}) cannot be used here: {e}",
                     p.version
                 ))
-            })?
-        }
-        None => config,
+            })?,
+        None => config.clone(),
     };
     let plan = |run: &Run| {
         RetryPolicy::for_project(&config, &run.project).next(

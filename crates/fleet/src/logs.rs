@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use supervisor::shim::logbound::{marker_line, parse_marker, MARKER_MAX_LEN};
 use supervisor::shim::runfiles::RunFiles;
+use supervisor::statedir::StateDir;
 
-use crate::cli::{open_existing_at, state_of};
 use crate::console;
+use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
 
 /// How often `--follow` looks for more output.
@@ -32,24 +33,29 @@ const FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// ever ran here and the config cannot be read), a run with files here counts as this host's,
 /// and one without as another host's: its log is looked for there, and a failure says so,
 /// where taking it for this host's would print nothing and succeed.
-fn ran_here(path: &Path, store: &store::Store, host: &str, files: &RunFiles) -> bool {
+fn ran_here(
+    ctx: &Ctx,
+    state: &StateDir,
+    store: &store::Store,
+    host: &str,
+    files: &RunFiles,
+) -> bool {
     if !store.is_shared() {
         return true;
     }
-    let state = state_of(path).ok();
-    if let Some(name) = state.as_ref().and_then(|s| s.recorded_host()) {
+    if let Some(name) = state.recorded_host() {
         return name == host;
     }
-    if let Ok(c) = supervisor::config::Config::load(path) {
+    if let Some(c) = ctx.config_if_valid() {
         return c.host == host;
     }
     files.exists().unwrap_or(false)
 }
 
 /// `fleet logs RUN [--follow]`.
-pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
-    let state = state_of(path)?;
-    let Some(store) = open_existing_at(&state)? else {
+pub fn logs(ctx: &Ctx, run: i64, follow: bool) -> Result<()> {
+    let state = ctx.state(IfInvalid::Refuse)?;
+    let Some(store) = ctx::open_existing(&state)? else {
         return Err(Failure::unknown_run(run));
     };
     let row = store
@@ -61,7 +67,7 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
     if let Some(host) = row
         .host
         .as_deref()
-        .filter(|h| !ran_here(path, &store, h, &dir))
+        .filter(|h| !ran_here(ctx, &state, &store, h, &dir))
     {
         return crate::remote_log::print(&store, &row, host, follow);
     }
@@ -90,7 +96,7 @@ pub fn logs(path: &Path, run: i64, follow: bool) -> Result<()> {
             if let Some(host) = r
                 .host
                 .as_deref()
-                .filter(|h| !ran_here(path, &store, h, &dir))
+                .filter(|h| !ran_here(ctx, &state, &store, h, &dir))
             {
                 return crate::remote_log::print(&store, r, host, follow);
             }

@@ -12,6 +12,7 @@
 mod cli;
 mod commands;
 mod console;
+mod ctx;
 mod failure;
 mod fit;
 mod hosts_cmd;

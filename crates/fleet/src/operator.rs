@@ -5,14 +5,12 @@
 //! Writes go to the database (which works whether or not a daemon runs), then a nudge tells
 //! the daemon to look now; a missing daemon is never an error here.
 
-use std::path::Path;
 use std::time::Duration;
 
 use store::{CancelOutcome, CancelSelection, NewRun, RunId, Trigger};
-use supervisor::control::{self, Nudge};
 use supervisor::statedir::StateDir;
 
-use crate::cli::{load, open_existing_at, open_store, state_of};
+use crate::ctx::{self, Ctx, IfInvalid, InForce};
 use crate::failure::{Failure, Result};
 use crate::{console, run_args, wait};
 
@@ -90,9 +88,13 @@ pub struct CancelArgs {
 ///
 /// Errors: unknown project, arguments or `--env` for a project without `accept_args`, a bad
 /// `--env` (exit 2); the database (exit 1); the wait's own.
-pub fn enqueue(path: &Path, req: &EnqueueArgs) -> Result<()> {
+pub fn enqueue(ctx: &Ctx, req: &EnqueueArgs) -> Result<()> {
     // On a shared database, the projects every daemon knows, not only this file's.
-    let (config, source, store) = crate::cli::in_force(path, load(path)?)?;
+    let InForce {
+        config,
+        source,
+        store,
+    } = ctx.in_force()?;
     let Some(p) = config.projects.get(&req.project) else {
         return Err(Failure::input(format!(
             "unknown project {:?} (not in {source})",
@@ -106,10 +108,7 @@ pub fn enqueue(path: &Path, req: &EnqueueArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let env = run_args::dedup_env(env);
     run_args::check_for(p, &source, &req.args, &env)?;
-    let store = match store {
-        Some(s) => s,
-        None => open_store(&config)?,
-    };
+    let store = ctx::store_to_write(store, &config)?;
     let id = store
         .enqueue(
             &NewRun {
@@ -127,7 +126,7 @@ pub fn enqueue(path: &Path, req: &EnqueueArgs) -> Result<()> {
     // The run is queued whether or not anyone reads its id: the nudge goes out either way.
     let printed = console::println(id);
     // A hint only: without a daemon the run waits in the queue for one.
-    let _ = control::send(&StateDir::of(&config).socket_path(), Nudge::Eval);
+    ctx::nudge(&StateDir::of(&config));
     printed?;
     if req.wait {
         wait::wait(&store, &[id], req.timeout)
@@ -139,9 +138,9 @@ pub fn enqueue(path: &Path, req: &EnqueueArgs) -> Result<()> {
 /// `fleet wait RUN…`.
 ///
 /// Errors: see [`wait::wait`]; no database at all is an unknown id (exit 2).
-pub fn wait(path: &Path, req: &WaitArgs) -> Result<()> {
-    let state = state_of(path)?;
-    let Some(store) = open_existing_at(&state)? else {
+pub fn wait(ctx: &Ctx, req: &WaitArgs) -> Result<()> {
+    let state = ctx.state(IfInvalid::Refuse)?;
+    let Some(store) = ctx::open_existing(&state)? else {
         return Err(Failure::unknown_run(req.runs[0]));
     };
     wait::wait(&store, &req.runs, req.timeout)
@@ -154,18 +153,14 @@ pub fn wait(path: &Path, req: &WaitArgs) -> Result<()> {
 /// Errors: unknown run id, its project no longer in the config, or the run has arguments or
 /// environment and its project no longer says `accept_args = true` (exit 2); the database
 /// (exit 1).
-pub fn rerun(path: &Path, run: RunId) -> Result<()> {
-    let config = load(path)?;
-    let Some(store) = StateDir::of(&config)
-        .open_existing_store()
-        .map_err(Failure::state_dir)?
-    else {
+pub fn rerun(ctx: &Ctx, run: RunId) -> Result<()> {
+    let Some(store) = ctx::open_existing(&StateDir::of(ctx.config()?))? else {
         return Err(Failure::unknown_run(run));
     };
     let original = store
         .get_run(run)
         .map_err(|e| Failure::run_not_read(run, e))?;
-    let (config, source, _) = crate::cli::in_force(path, config)?;
+    let InForce { config, source, .. } = ctx.in_force()?;
     let Some(p) = config.projects.get(&original.project) else {
         return Err(Failure::input(format!(
             "run {run}: project {:?} is no longer in {source}",
@@ -199,7 +194,7 @@ pub fn rerun(path: &Path, run: RunId) -> Result<()> {
         )
         .map_err(Failure::action)?;
     let printed = console::println(id);
-    let _ = control::send(&StateDir::of(&config).socket_path(), Nudge::Eval);
+    ctx::nudge(&StateDir::of(&config));
     printed
 }
 
@@ -209,7 +204,7 @@ pub fn rerun(path: &Path, run: RunId) -> Result<()> {
 /// Errors: an unknown id (exit 2, before anything is cancelled); a project or namespace the
 /// config does not name and no run carries (exit 2); a run given by id that had already ended
 /// (exit 1, after the others were cancelled); the database (exit 1).
-pub fn cancel(path: &Path, req: CancelArgs) -> Result<()> {
+pub fn cancel(ctx: &Ctx, req: CancelArgs) -> Result<()> {
     let CancelArgs {
         runs,
         project,
@@ -222,10 +217,10 @@ pub fn cancel(path: &Path, req: CancelArgs) -> Result<()> {
     let mut seen = std::collections::HashSet::new();
     runs.retain(|id| seen.insert(*id));
     if runs.len() == 1 && !queued_only {
-        return crate::commands::cancel(path, runs[0]);
+        return crate::commands::cancel(ctx, runs[0]);
     }
     if !runs.is_empty() {
-        return cancel_ids(path, &runs, queued_only);
+        return cancel_ids(ctx, &runs, queued_only);
     }
     let (selection, what) = match (project, namespace, all) {
         (Some(p), _, _) => (CancelSelection::Project(p.clone()), Some(("project", p))),
@@ -235,8 +230,8 @@ pub fn cancel(path: &Path, req: CancelArgs) -> Result<()> {
         ),
         _ => (CancelSelection::All, None),
     };
-    let state = state_of(path)?;
-    let (done, left) = match open_existing_at(&state)? {
+    let state = ctx.state(IfInvalid::Refuse)?;
+    let (done, left) = match ctx::open_existing(&state)? {
         Some(store) => {
             let done = store
                 .cancel_selected(
@@ -259,16 +254,16 @@ pub fn cancel(path: &Path, req: CancelArgs) -> Result<()> {
     };
     if done.is_empty() && left.is_empty() {
         if let Some((kind, name)) = what {
-            if !known(path, kind, &name) {
+            if !known(ctx, kind, &name) {
                 return Err(Failure::input(format!(
                     "unknown {kind} {name:?}: not in {} and no run of it to cancel",
-                    path.display()
+                    ctx.path().display()
                 )));
             }
         }
         return console::println("nothing to cancel");
     }
-    let _ = control::send(&state.socket_path(), Nudge::Eval);
+    ctx::nudge(&state);
     for c in &done {
         match c.outcome {
             CancelOutcome::Cancelled => {
@@ -311,17 +306,15 @@ fn active_in(store: &store::Store, selection: &CancelSelection) -> Result<Vec<st
 }
 
 /// Whether the config (when it loads) names a project or namespace `name`.
-fn known(path: &Path, kind: &str, name: &str) -> bool {
-    let Ok(config) = supervisor::config::Config::load(path) else {
+fn known(ctx: &Ctx, kind: &str, name: &str) -> bool {
+    let Some(config) = ctx.config_if_valid() else {
         // No config to compare with (only `--state-dir`): nothing matched, which says enough.
         return true;
     };
     // On a shared database, the names every daemon knows (the published config's); a
     // database that cannot be read leaves the file's.
-    let config = match crate::cli::in_force(path, config.clone()) {
-        Ok((in_force, _, _)) => in_force,
-        Err(_) => config,
-    };
+    let in_force = ctx.in_force().ok();
+    let config = in_force.as_ref().map_or(config, |f| &f.config);
     match kind {
         "project" => config.projects.contains_key(name),
         _ => name == supervisor::config::DEFAULT_NAMESPACE || config.namespaces.contains_key(name),
@@ -329,9 +322,9 @@ fn known(path: &Path, kind: &str, name: &str) -> bool {
 }
 
 /// `fleet cancel RUN RUN…` (or one run with `--queued`).
-fn cancel_ids(path: &Path, runs: &[RunId], queued_only: bool) -> Result<()> {
-    let state = state_of(path)?;
-    let Some(store) = open_existing_at(&state)? else {
+fn cancel_ids(ctx: &Ctx, runs: &[RunId], queued_only: bool) -> Result<()> {
+    let state = ctx.state(IfInvalid::Refuse)?;
+    let Some(store) = ctx::open_existing(&state)? else {
         return Err(Failure::unknown_run(runs[0]));
     };
     // Every id is checked before anything is cancelled: a typo must not leave half a job done.
@@ -385,7 +378,7 @@ fn cancel_ids(path: &Path, runs: &[RunId], queued_only: bool) -> Result<()> {
             CancelOutcome::AlreadyFinished(status) => ended.push(format!("{id} ({status})")),
         }
     }
-    let _ = control::send(&state.socket_path(), Nudge::Eval);
+    ctx::nudge(&state);
     for line in lines {
         console::println(line)?;
     }

@@ -5,15 +5,12 @@
 //! occurrences are recorded as skipped; active runs go on. Resume deletes the row and nudges the
 //! daemon, so the held runs start at once.
 
-use std::path::Path;
-
 use store::HoldKind;
 use supervisor::config::{Config, DEFAULT_NAMESPACE};
-use supervisor::control::{self, Nudge};
 use supervisor::statedir::StateDir;
 
-use crate::cli::{load, open_store};
 use crate::console;
+use crate::ctx::{self, Ctx, InForce};
 use crate::failure::{Failure, Result};
 
 /// Which kind the operator named: `--project`, `--namespace`, or neither (then the config
@@ -31,13 +28,14 @@ pub struct KindFlag {
 /// Errors: exit 2 for a name the config does not know (as the kind asked for), or one that is
 /// both a project and a namespace without `--project`/`--namespace`; 1 when the database cannot
 /// be written.
-pub fn pause(path: &Path, name: &str, flag: KindFlag) -> Result<()> {
-    let (config, source, store) = crate::cli::in_force(path, load(path)?)?;
+pub fn pause(ctx: &Ctx, name: &str, flag: KindFlag) -> Result<()> {
+    let InForce {
+        config,
+        source,
+        store,
+    } = ctx.in_force()?;
     let kind = resolve(&config, &source, name, flag, None)?;
-    let store = match store {
-        Some(s) => s,
-        None => open_store(&config)?,
-    };
+    let store = ctx::store_to_write(store, &config)?;
     let by = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .ok();
@@ -67,18 +65,19 @@ pub fn pause(path: &Path, name: &str, flag: KindFlag) -> Result<()> {
 /// A name that is paused but no longer in the config (removed since) can still be resumed.
 /// Errors: exit 2 for a name neither in the config nor paused, or ambiguous without a flag; 1
 /// when the database cannot be written.
-pub fn resume(path: &Path, name: &str, flag: KindFlag) -> Result<()> {
-    let (config, source, store) = crate::cli::in_force(path, load(path)?)?;
-    let store = match store {
-        Some(s) => s,
-        None => open_store(&config)?,
-    };
+pub fn resume(ctx: &Ctx, name: &str, flag: KindFlag) -> Result<()> {
+    let InForce {
+        config,
+        source,
+        store,
+    } = ctx.in_force()?;
+    let store = ctx::store_to_write(store, &config)?;
     let pauses = store.paused().map_err(Failure::action)?;
     let paused_as = |k: HoldKind| pauses.find(k, name).is_some();
     let kind = resolve(&config, &source, name, flag, Some(&paused_as))?;
     let was = store.resume(kind, name).map_err(Failure::action)?;
     // A hint only: without a daemon the runs start when one does.
-    let _ = control::send(&StateDir::of(&config).socket_path(), Nudge::Eval);
+    ctx::nudge(&StateDir::of(&config));
     if was {
         console::println(format_args!("resumed {kind} {name}"))
     } else {

@@ -3,15 +3,14 @@
 //! its latest ended run, its active and queued counts, and whether a pause holds it.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde_json::{json, Value};
 use store::{rfc3339, Pauses, ProjectActivity, ScheduleRow};
 use supervisor::config::Config;
 use supervisor::schedule::next_occurrence;
 
-use crate::cli::{load, open_existing_at, state_of};
 use crate::console;
+use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
 use crate::fit::{self, Column};
 
@@ -20,10 +19,10 @@ use crate::fit::{self, Column};
 /// Errors: exit 2 for an invalid config; 1 when the database cannot be read, and 1 after the
 /// listing when a project's last ended run has a row fleet cannot read (another program's
 /// write: that run is left out, and named on stderr).
-pub fn projects(path: &Path, json: bool) -> Result<()> {
-    let config = load(path)?;
-    let state = state_of(path)?;
-    let (activity, schedules, pauses) = match open_existing_at(&state)? {
+pub fn projects(ctx: &Ctx, json: bool) -> Result<()> {
+    let config = ctx.config()?;
+    let state = ctx.state(IfInvalid::Refuse)?;
+    let (activity, schedules, pauses) = match ctx::open_existing(&state)? {
         Some(store) => (
             store.project_activity().map_err(Failure::action)?,
             store.schedules().map_err(Failure::action)?,
@@ -31,7 +30,7 @@ pub fn projects(path: &Path, json: bool) -> Result<()> {
         ),
         None => (Vec::new(), Vec::new(), Pauses::default()),
     };
-    let list = rows(&config, &activity, &schedules, &pauses, store::now_ms());
+    let list = rows(config, &activity, &schedules, &pauses, store::now_ms());
     if json {
         console::println(Value::Array(list))?;
     } else {

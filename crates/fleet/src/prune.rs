@@ -5,22 +5,20 @@
 //! and the exit status is 1. On a shared database, only the runs this host ran (and runs that
 //! never started): each host prunes its own, whose files are on its disk.
 
-use std::path::Path;
-
-use crate::cli::{load, open_existing_at, state_of};
 use crate::console;
+use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
 
 /// `fleet prune [--dry-run]`.
 ///
 /// Errors: an invalid config (exit 2); the database failing, or a run's files that cannot be
 /// removed (exit 1, naming it; the other runs are pruned, and what was pruned stays pruned).
-pub fn prune(path: &Path, dry_run: bool) -> Result<()> {
+pub fn prune(ctx: &Ctx, dry_run: bool) -> Result<()> {
     // The prune failpoint (feature `failpoints`) also stops a hand-run prune midway in tests.
     let _failpoints = supervisor::failpoints::scenario().map_err(Failure::input)?;
-    let state = state_of(path)?;
-    let config = crate::cli::as_this_host(load(path)?, &state);
-    let Some(store) = open_existing_at(&state)? else {
+    let state = ctx.state(IfInvalid::Refuse)?;
+    let config = ctx::as_this_host(ctx.config()?, &state);
+    let Some(store) = ctx::open_existing(&state)? else {
         return console::println(format_args!(
             "nothing to prune: no database at {}",
             state.db_path().display()

@@ -2,12 +2,11 @@
 //! prints the runs as JSON, as a table that fits the terminal, or as tab-separated lines.
 
 use std::io::IsTerminal;
-use std::path::Path;
 
 use store::{Millis, RunFilter, RunStatus, Store, Trigger};
-use supervisor::config::{Config, DEFAULT_NAMESPACE};
+use supervisor::config::DEFAULT_NAMESPACE;
 
-use crate::cli::{open_existing_at, state_of};
+use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
 use crate::{console, output, runs_view};
 
@@ -40,7 +39,7 @@ pub struct RunsArgs {
 /// Errors: exit 2 for a bad status, trigger or time, and for a project or namespace that is
 /// neither in the config nor in the database (a misspelled name would otherwise print "no
 /// runs"); 1 when the database cannot be read.
-pub fn runs(path: &Path, args: RunsArgs) -> Result<()> {
+pub fn runs(ctx: &Ctx, args: RunsArgs) -> Result<()> {
     let now = store::now_ms();
     let statuses = args
         .status
@@ -83,13 +82,13 @@ pub fn runs(path: &Path, args: RunsArgs) -> Result<()> {
         || args.trigger.is_some()
         || since.is_some()
         || until.is_some();
-    let state = state_of(path)?;
+    let state = ctx.state(IfInvalid::Refuse)?;
     // The config only to tell a misspelled name from one without runs; with --state-dir and a
     // broken file, the database alone decides.
-    let config = Config::load(path).ok();
-    let store = open_existing_at(&state)?;
+    let config = ctx.config_if_valid();
+    let store = ctx::open_existing(&state)?;
     if let Some(p) = &args.project {
-        let known = config.as_ref().is_some_and(|c| c.projects.contains_key(p))
+        let known = config.is_some_and(|c| c.projects.contains_key(p))
             || has_runs(
                 store.as_ref(),
                 RunFilter {
@@ -100,15 +99,13 @@ pub fn runs(path: &Path, args: RunsArgs) -> Result<()> {
         if !known {
             return Err(Failure::input(format!(
                 "unknown project {p:?} (not in {} and no runs)",
-                path.display()
+                ctx.path().display()
             )));
         }
     }
     if let Some(n) = &args.namespace {
         let known = n == DEFAULT_NAMESPACE
-            || config
-                .as_ref()
-                .is_some_and(|c| c.namespaces.contains_key(n))
+            || config.is_some_and(|c| c.namespaces.contains_key(n))
             || has_runs(
                 store.as_ref(),
                 RunFilter {
@@ -119,7 +116,7 @@ pub fn runs(path: &Path, args: RunsArgs) -> Result<()> {
         if !known {
             return Err(Failure::input(format!(
                 "unknown namespace {n:?} (not in {} and no runs)",
-                path.display()
+                ctx.path().display()
             )));
         }
     }

@@ -1,18 +1,17 @@
 //! `fleet daemon`: starts the fork server, the log and the runtime, then runs the supervisor
 //! (`supervisor::daemon::run`) until SIGTERM or SIGINT.
 
-use std::path::Path;
 use std::time::Duration;
 use supervisor::config::LogFormat;
 use supervisor::shim::forkserver;
 use supervisor::statedir::StateDirError;
 
-use crate::cli::load;
+use crate::ctx::Ctx;
 use crate::failure::{Failure, Result};
 
 /// `fleet daemon`. `log_format`: `--log-format`, which overrides the config's `log_format`;
 /// `host`: `--host`, which overrides the config's `host` (already checked to be a valid name).
-pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) -> Result<()> {
+pub fn daemon(ctx: Ctx, log_format: Option<LogFormat>, host: Option<String>) -> Result<()> {
     if let Some(name) = &host {
         // Before the load: with the flag, the machine's own hostname (the default of `host`)
         // is never read, so an unusable one cannot fail the load.
@@ -56,7 +55,8 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) 
     };
     // A config that cannot be loaded ends the daemon here, and its fork server with it (the
     // socket closes).
-    let config = load(path)?;
+    let config_path = ctx.path().to_path_buf();
+    let config = ctx.into_config()?;
     // The flag wins over the file. Chosen at start: a reload does not change it.
     let log_format = log_format.unwrap_or(config.log_format);
     crate::logging::init(log_format);
@@ -83,7 +83,7 @@ pub fn daemon(path: &Path, log_format: Option<LogFormat>, host: Option<String>) 
         }
     };
     let options = supervisor::daemon::DaemonOptions {
-        config_path: path.to_path_buf(),
+        config_path,
         shim_program,
         fork_server,
         shim_log: supervisor::shim::log::ShimLog::for_daemon(log_format),

@@ -15,15 +15,17 @@ use supervisor::config::{Config, ProjectConfig};
 use supervisor::exec_limits::{self, TooLong};
 
 use crate::console;
+use crate::ctx::Ctx;
 use crate::failure::{Failure, Result};
 
 /// `fleet validate`.
-pub fn validate(path: &Path) -> Result<()> {
-    match Config::load(path) {
+pub fn validate(ctx: &Ctx) -> Result<()> {
+    let path = ctx.path();
+    match ctx.loaded() {
         Ok(config) => {
-            let mut warnings = warnings(&config, exec_limits::arg_max());
-            warnings.extend(host_warnings(&config));
-            warnings.extend(script_warnings(&config));
+            let mut warnings = warnings(config, exec_limits::arg_max());
+            warnings.extend(host_warnings(config));
+            warnings.extend(script_warnings(config));
             for w in &warnings {
                 console::eprintln(format_args!("warning: {w}"));
             }
