@@ -10,29 +10,11 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+use crate::cmd;
 use crate::console;
 use crate::ctx::Ctx;
 use crate::failure::{error_json, Failure, Result};
 use crate::pause::KindFlag;
-
-/// `fleet daemon --log-format`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormatArg {
-    /// One line of text per event (the default).
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-impl LogFormatArg {
-    /// As the config's type.
-    pub fn format(self) -> supervisor::config::LogFormat {
-        match self {
-            LogFormatArg::Text => supervisor::config::LogFormat::Text,
-            LogFormatArg::Json => supervisor::config::LogFormat::Json,
-        }
-    }
-}
 
 // Usage lines are written out (`override_usage`): clap's own show the options a user gave, or
 // that came from the environment, without brackets (`fleet enqueue --config <CONFIG>
@@ -67,14 +49,6 @@ struct Cli {
     command: Command,
 }
 
-/// `--host NAME`: a valid host name, or clap's usage error naming the flag.
-fn host_name_arg(name: &str) -> std::result::Result<String, String> {
-    match supervisor::config::host_name_problem(name) {
-        None => Ok(name.to_string()),
-        Some(why) => Err(why),
-    }
-}
-
 /// `fleet runs --limit N`: a whole number of 1 or more (0 would show nothing but a header, which
 /// reads as "no runs").
 fn limit_arg(n: &str) -> std::result::Result<u32, String> {
@@ -91,16 +65,7 @@ enum Command {
     #[command(
         override_usage = "fleet [--config <PATH>] daemon [--log-format <FORMAT>] [--host <NAME>]"
     )]
-    Daemon {
-        /// How log lines are written: text, or json (one object per line). Overrides
-        /// `log_format` in fleet.toml.
-        #[arg(long, value_name = "FORMAT")]
-        log_format: Option<LogFormatArg>,
-        /// This daemon's host name (1-64 of letters, digits, '.', '_', '-'). Overrides `host`
-        /// in fleet.toml (default: the machine's hostname).
-        #[arg(long, value_name = "NAME", value_parser = host_name_arg)]
-        host: Option<String>,
-    },
+    Daemon(cmd::daemon::DaemonArgs),
     /// Check the config; print every error, and warnings.
     #[command(override_usage = "fleet [--config <PATH>] validate")]
     Validate,
@@ -221,11 +186,7 @@ enum Command {
     },
     /// Restart-safety checker: exit 0 when every invariant holds, 1 listing each violation.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] check [--json]")]
-    Check {
-        /// JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Check(cmd::check::CheckArgs),
     /// Apply keep_runs and keep_for now: forget old ended runs and remove their files.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] prune [--dry-run]")]
     Prune {
@@ -246,16 +207,10 @@ enum Command {
     },
     /// Print shell completions (bash, zsh, fish, elvish, powershell).
     #[command(override_usage = "fleet [--config <PATH>] completions <SHELL>")]
-    Completions {
-        /// The shell.
-        shell: clap_complete::Shell,
-    },
+    Completions(cmd::manual::CompletionsArgs),
     /// Print the man page (roff): fleet(1), or fleet-COMMAND(1) for one command.
     #[command(override_usage = "fleet [--config <PATH>] man [<COMMAND>]")]
-    Man {
-        /// A command, for its own page.
-        command: Option<String>,
-    },
+    Man(cmd::manual::ManArgs),
 }
 
 /// What `fleet hosts` may do besides listing.
@@ -279,9 +234,9 @@ impl Command {
         match self {
             Command::Runs { json, .. }
             | Command::Status { json }
-            | Command::Check { json }
             | Command::Projects { json }
             | Command::Hosts { json, .. } => *json,
+            Command::Check(args) => args.json,
             _ => false,
         }
     }
@@ -356,7 +311,7 @@ fn run(cli: Cli) -> Result<()> {
     if cli.state_dir.is_some()
         && matches!(
             cli.command,
-            Command::Daemon { .. }
+            Command::Daemon(_)
                 | Command::Enqueue(_)
                 | Command::Validate
                 | Command::Rerun { .. }
@@ -373,10 +328,8 @@ fn run(cli: Cli) -> Result<()> {
     let ctx = Ctx::new(cli.config, cli.state_dir);
     use crate::commands;
     match cli.command {
-        Command::Daemon { log_format, host } => {
-            crate::serve::daemon(ctx, log_format.map(LogFormatArg::format), host)
-        }
-        Command::Validate => crate::validate::validate(&ctx),
+        Command::Daemon(args) => cmd::daemon::daemon(ctx, args),
+        Command::Validate => cmd::validate::validate(&ctx),
         Command::Enqueue(args) => crate::operator::enqueue(&ctx, &args),
         Command::Runs {
             project,
@@ -407,13 +360,13 @@ fn run(cli: Cli) -> Result<()> {
         Command::Status { json } => commands::status(&ctx, json),
         Command::Logs { run, follow } => crate::logs::logs(&ctx, run, follow),
         Command::Cancel(args) => crate::operator::cancel(&ctx, args),
-        Command::Reload => commands::reload(&ctx),
-        Command::Check { json } => commands::check(&ctx, json),
+        Command::Reload => cmd::reload::reload(&ctx),
+        Command::Check(args) => cmd::check::check(&ctx, &args),
         Command::Prune { dry_run } => crate::prune::prune(&ctx, dry_run),
         Command::Wait(args) => crate::operator::wait(&ctx, &args),
         Command::Rerun { run } => crate::operator::rerun(&ctx, run),
-        Command::Completions { shell } => crate::manual::completions(shell, Cli::command()),
-        Command::Man { command } => crate::manual::man(Cli::command(), command.as_deref()),
+        Command::Completions(args) => cmd::manual::completions(&args, Cli::command()),
+        Command::Man(args) => cmd::manual::man(&args, Cli::command()),
         Command::Projects { json } => crate::projects::projects(&ctx, json),
         Command::Hosts { json, action } => match action {
             None => crate::hosts_cmd::hosts(&ctx, json),

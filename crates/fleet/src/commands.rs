@@ -1,11 +1,7 @@
-//! The short commands over the database: `status`, `cancel` (of one run), `reload` and `check`
-//! (`enqueue` is in `operator`, `runs` in `runs_cmd`). Each prints through [`crate::console`], so a reader
-//! that leaves early ends the command quietly.
-
+//! The short commands over the database still here: `status` and `cancel` (of one run).
 use std::path::Path;
 
 use store::CancelOutcome;
-use supervisor::control::{self, Nudge};
 
 use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
@@ -190,55 +186,5 @@ pub fn cancel(ctx: &Ctx, run: i64) -> Result<()> {
         CancelOutcome::AlreadyFinished(status) => Err(Failure::action(format!(
             "run {run} already ended: {status}"
         ))),
-    }
-}
-
-/// `fleet reload`: asks the daemon to re-read fleet.toml.
-pub fn reload(ctx: &Ctx) -> Result<()> {
-    let state = ctx.state(IfInvalid::Read)?;
-    let socket = state.socket_path();
-    // Sent even for an invalid file: the daemon then records the refusal for `fleet status`.
-    control::send(&socket, Nudge::Reload)
-        .map_err(|e| Failure::action(format!("no daemon answers on {}: {e}", socket.display())))?;
-    if let Err(errors) = ctx.loaded() {
-        // The daemon keeps its last good config and records the refusal.
-        return Err(Failure::invalid_config(errors));
-    }
-    console::println("reload requested")
-}
-
-/// `fleet check`: the restart-safety checker.
-pub fn check(ctx: &Ctx, json: bool) -> Result<()> {
-    let state = ctx.state(IfInvalid::Refuse)?;
-    let Some(store) = ctx::open_existing(&state)? else {
-        // Say so: a mistyped state_dir must not pass for a clean install.
-        let note = format!(
-            "nothing to check: no database at {}",
-            state.db_path().display()
-        );
-        return if json {
-            console::println(output::check_nothing_json(&note))
-        } else {
-            console::println(format_args!("ok: {note}"))
-        };
-    };
-    // Each project's max_parallel, when the config reads (with --state-dir it may not).
-    let config = ctx.config_if_valid().map(|c| ctx::as_this_host(c, &state));
-    let report = supervisor::check::check(&state, &store, store::now_ms(), config.as_ref())
-        .map_err(Failure::action)?;
-    if json {
-        console::println(output::check_json(&report))?;
-    } else {
-        console::print(&output::check_text(&report))?;
-    }
-    if report.ok() {
-        Ok(())
-    } else {
-        let n = report.violations.len();
-        Err(Failure::action(format!(
-            "check found {n} violation{}",
-            if n == 1 { "" } else { "s" }
-        ))
-        .reported())
     }
 }

@@ -10,6 +10,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
 mod cli;
+mod cmd;
 mod commands;
 mod console;
 mod ctx;
@@ -19,7 +20,6 @@ mod hosts_cmd;
 mod liveness;
 mod logging;
 mod logs;
-mod manual;
 mod operator;
 mod output;
 mod pause;
@@ -29,9 +29,7 @@ mod remote_log;
 mod run_args;
 mod runs_cmd;
 mod runs_view;
-mod serve;
 mod unreadable;
-mod validate;
 mod wait;
 
 use std::ffi::OsString;

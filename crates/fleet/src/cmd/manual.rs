@@ -2,29 +2,42 @@
 //! generated from the clap definitions the parser uses, so neither can drift from the real
 //! command line.
 
-use clap_complete::Shell;
-
 use crate::console;
 use crate::failure::{Failure, Result};
 
-/// Prints `shell`'s completion script for `cmd` (the whole `fleet` command line).
+/// What `fleet completions` was asked.
+#[derive(clap::Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell.
+    shell: clap_complete::Shell,
+}
+
+/// What `fleet man` was asked.
+#[derive(clap::Args, Debug)]
+pub struct ManArgs {
+    /// A command, for its own page.
+    command: Option<String>,
+}
+
+/// Prints the completion script of the shell asked for, for `cmd` (the whole `fleet` command
+/// line).
 ///
 /// Errors: writing to stdout ([`console::stdout_failure`]).
-pub fn completions(shell: Shell, mut cmd: clap::Command) -> Result<()> {
+pub fn completions(args: &CompletionsArgs, mut cmd: clap::Command) -> Result<()> {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut cmd, "fleet", &mut out);
+    clap_complete::generate(args.shell, &mut cmd, "fleet", &mut out);
     console::print(&String::from_utf8_lossy(&out))
 }
 
 /// Prints the man page (section 1, roff) of `cmd`, the whole `fleet` command line — which lists
-/// every subcommand — or, with `sub`, the page `fleet-SUB(1)` of that subcommand with its
-/// options.
+/// every subcommand — or, with a command asked for, the page `fleet-COMMAND(1)` of that
+/// subcommand with its options.
 ///
 /// Errors: an unknown subcommand (exit 2); writing to stdout; rendering (exit 1).
-pub fn man(mut cmd: clap::Command, sub: Option<&str>) -> Result<()> {
+pub fn man(args: &ManArgs, mut cmd: clap::Command) -> Result<()> {
     // Usage lines and bin names are filled in only once the command is built.
     cmd.build();
-    let page = match sub {
+    let page = match args.command.as_deref() {
         None => cmd,
         Some(name) => {
             let Some(found) = cmd.find_subcommand(name) else {

@@ -9,9 +9,52 @@ use supervisor::statedir::StateDirError;
 use crate::ctx::Ctx;
 use crate::failure::{Failure, Result};
 
-/// `fleet daemon`. `log_format`: `--log-format`, which overrides the config's `log_format`;
-/// `host`: `--host`, which overrides the config's `host` (already checked to be a valid name).
-pub fn daemon(ctx: Ctx, log_format: Option<LogFormat>, host: Option<String>) -> Result<()> {
+/// What `fleet daemon` was asked.
+#[derive(clap::Args, Debug)]
+pub struct DaemonArgs {
+    /// How log lines are written: text, or json (one object per line). Overrides
+    /// `log_format` in fleet.toml.
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<LogFormatArg>,
+    /// This daemon's host name (1-64 of letters, digits, '.', '_', '-'). Overrides `host`
+    /// in fleet.toml (default: the machine's hostname).
+    #[arg(long, value_name = "NAME", value_parser = host_name_arg)]
+    pub host: Option<String>,
+}
+
+/// `fleet daemon --log-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormatArg {
+    /// One line of text per event (the default).
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl LogFormatArg {
+    /// As the config's type.
+    fn format(self) -> LogFormat {
+        match self {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        }
+    }
+}
+
+/// `--host NAME`: a valid host name, or clap's usage error naming the flag.
+fn host_name_arg(name: &str) -> std::result::Result<String, String> {
+    match supervisor::config::host_name_problem(name) {
+        None => Ok(name.to_string()),
+        Some(why) => Err(why),
+    }
+}
+
+/// `fleet daemon`. `--log-format` overrides the config's `log_format`, `--host` the config's
+/// `host` (already checked to be a valid name). `ctx` is taken whole: the daemon keeps the
+/// config for its whole life.
+pub fn daemon(ctx: Ctx, args: DaemonArgs) -> Result<()> {
+    let DaemonArgs { log_format, host } = args;
+    let log_format = log_format.map(LogFormatArg::format);
     if let Some(name) = &host {
         // Before the load: with the flag, the machine's own hostname (the default of `host`)
         // is never read, so an unusable one cannot fail the load.

@@ -1,0 +1,10 @@
+//! The commands, one file per verb (`pause` and `resume` share one, as do `completions` and
+//! `man`): each holds its arguments, its function and the helpers only it uses. A command
+//! imports the crate's shared modules only ([`crate::ctx`], [`crate::failure`],
+//! [`crate::console`], …), never another command nor [`crate::cli`].
+
+pub mod check;
+pub mod daemon;
+pub mod manual;
+pub mod reload;
+pub mod validate;
