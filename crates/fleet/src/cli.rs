@@ -115,11 +115,7 @@ enum Command {
     /// The daemon, the config in force and occupancy against every cap. Exits 0 when the daemon
     /// is evaluating, 1 when it is stuck, 3 when none runs.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] status [--json]")]
-    Status {
-        /// JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Status(cmd::status::StatusArgs),
     /// A run's combined stdout and stderr.
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] logs [--follow] <RUN>"
@@ -136,7 +132,7 @@ enum Command {
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] cancel [--project <NAME> | --namespace <NAME> | --all] [--queued] [<RUN>...]"
     )]
-    Cancel(crate::operator::CancelArgs),
+    Cancel(cmd::cancel::CancelArgs),
     /// Ask the daemon to re-read fleet.toml now.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] reload")]
     Reload,
@@ -233,10 +229,10 @@ impl Command {
     fn json(&self) -> bool {
         match self {
             Command::Runs { json, .. }
-            | Command::Status { json }
             | Command::Projects { json }
             | Command::Hosts { json, .. } => *json,
             Command::Check(args) => args.json,
+            Command::Status(args) => args.json,
             _ => false,
         }
     }
@@ -326,7 +322,6 @@ fn run(cli: Cli) -> Result<()> {
         ));
     }
     let ctx = Ctx::new(cli.config, cli.state_dir);
-    use crate::commands;
     match cli.command {
         Command::Daemon(args) => cmd::daemon::daemon(ctx, args),
         Command::Validate => cmd::validate::validate(&ctx),
@@ -357,9 +352,9 @@ fn run(cli: Cli) -> Result<()> {
                 table,
             },
         ),
-        Command::Status { json } => commands::status(&ctx, json),
+        Command::Status(args) => cmd::status::status(&ctx, &args),
         Command::Logs { run, follow } => crate::logs::logs(&ctx, run, follow),
-        Command::Cancel(args) => crate::operator::cancel(&ctx, args),
+        Command::Cancel(args) => cmd::cancel::cancel(&ctx, args),
         Command::Reload => cmd::reload::reload(&ctx),
         Command::Check(args) => cmd::check::check(&ctx, &args),
         Command::Prune { dry_run } => crate::prune::prune(&ctx, dry_run),

@@ -11,17 +11,14 @@
 
 mod cli;
 mod cmd;
-mod commands;
 mod console;
 mod ctx;
 mod failure;
 mod fit;
 mod hosts_cmd;
-mod liveness;
 mod logging;
 mod logs;
 mod operator;
-mod output;
 mod pause;
 mod projects;
 mod prune;

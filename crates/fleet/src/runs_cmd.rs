@@ -8,7 +8,7 @@ use supervisor::config::DEFAULT_NAMESPACE;
 
 use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
-use crate::{console, output, runs_view};
+use crate::{console, runs_view};
 
 /// What `fleet runs` was asked for.
 pub struct RunsArgs {
@@ -165,7 +165,7 @@ fn listing(
     filtered: bool,
 ) -> Result<()> {
     if shape.json {
-        return console::println(output::runs_json(runs));
+        return console::println(runs_json(runs));
     }
     let headers = shape.headers;
     let terminal = std::io::stdout().is_terminal();
@@ -179,6 +179,12 @@ fn listing(
     }
     let empty = if filtered { "no runs match" } else { "no runs" };
     console::println(runs_view::table(runs, pauses, now, headers, width(), empty))
+}
+
+/// `fleet runs --json`: one array, each run in the shape the HTTP API serves too
+/// ([`supervisor::report::run_json`]).
+fn runs_json(runs: &[store::Run]) -> String {
+    serde_json::Value::Array(runs.iter().map(supervisor::report::run_json).collect()).to_string()
 }
 
 /// Whether `filter` matches a run (false without a database).

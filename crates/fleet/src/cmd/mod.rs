@@ -3,8 +3,10 @@
 //! imports the crate's shared modules only ([`crate::ctx`], [`crate::failure`],
 //! [`crate::console`], …), never another command nor [`crate::cli`].
 
+pub mod cancel;
 pub mod check;
 pub mod daemon;
 pub mod manual;
 pub mod reload;
+pub mod status;
 pub mod validate;

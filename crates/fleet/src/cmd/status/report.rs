@@ -1,4 +1,7 @@
-//! What the commands print: tables for people, JSON for programs (the fields are documented in docs/REFERENCE.md).
+//! What `fleet status` reports, built once as JSON (`fleet status --json`, fields in
+//! docs/REFERENCE.md) and written as text for a person from that same value: the daemon, the
+//! config in force and its errors, occupancy against every cap, the schedules whose clock went
+//! back or that are overdue, the pauses.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -6,17 +9,10 @@ use std::path::Path;
 use serde_json::{json, Value};
 use store::{rfc3339, DaemonRow, Run, ScheduleRow};
 use supervisor::config::{Config, ConfigErrors};
+use supervisor::report::time_json as time;
 use supervisor::statedir::StateDir;
 
-pub use supervisor::report::run_json;
-use supervisor::report::time_json as time;
-
-/// A run's own variables as one JSON object (names are unique: a later `--env` replaced an
-/// earlier one at enqueue).
-/// `fleet runs --json`: one array.
-pub fn runs_json(runs: &[Run]) -> String {
-    Value::Array(runs.iter().map(run_json).collect()).to_string()
-}
+use super::liveness::Liveness;
 
 /// What is active, for `fleet status`'s occupancy: the active runs (every host's) and this
 /// host's name, whose own cap counts the runs it claimed.
@@ -185,7 +181,7 @@ impl Status {
 
     /// Adds the verdict on the daemon: `daemon.state` (`running`, `stuck`, `stopped`) and
     /// `daemon.reason` (why stuck; null otherwise).
-    pub fn with_liveness(mut self, liveness: &crate::liveness::Liveness) -> Status {
+    pub fn with_liveness(mut self, liveness: &Liveness) -> Status {
         let (state, reason) = liveness.fields();
         self.value["daemon"]["state"] = state;
         self.value["daemon"]["reason"] = reason;

@@ -1,12 +1,18 @@
-//! The short commands over the database still here: `status` and `cancel` (of one run).
+//! `fleet status [--json]`: whether a daemon holds the state directory and whether its loop
+//! turns ([`liveness`]), the config in force, occupancy against every cap ([`report`]); exit 0
+//! (evaluating), 1 (stuck) or 3 (no daemon). It works while fleet.toml is invalid: the report
+//! then shows the file's errors, and the exit status is 2.
+
+mod liveness;
+mod report;
+
 use std::path::Path;
 
-use store::CancelOutcome;
-
+use crate::console;
 use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
-use crate::liveness::Liveness;
-use crate::{console, output};
+
+use liveness::Liveness;
 
 /// The daemon row of this host among the hosts sharing the database. The running daemon's row
 /// is found first by its pid (`holder`, from the state directory's lock), because a daemon
@@ -46,8 +52,17 @@ fn this_host_row(
     Ok(found.cloned().map(store::DaemonRow::from))
 }
 
+/// What `fleet status` was asked.
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// `fleet status`: the daemon, the config in force, occupancy.
-pub fn status(ctx: &Ctx, json: bool) -> Result<()> {
+pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<()> {
+    let json = args.json;
     let state = ctx.state(IfInvalid::Read)?;
     let (config, errors) = (ctx.config_if_valid(), ctx.loaded().err());
     let path = ctx.path();
@@ -107,14 +122,14 @@ pub fn status(ctx: &Ctx, json: bool) -> Result<()> {
         _ => None,
     };
     let config_in_force = in_force.as_ref().or(config);
-    let report = output::Status::new(
+    let report = report::Status::new(
         config_in_force,
         errors,
         &state,
         path,
         holder,
         row,
-        output::Active {
+        report::Active {
             runs: &active.runs,
             this_host: this_host.as_deref(),
         },
@@ -151,40 +166,5 @@ pub fn status(ctx: &Ctx, json: bool) -> Result<()> {
                 reported: json,
             }),
         },
-    }
-}
-
-/// `fleet cancel RUN`.
-pub fn cancel(ctx: &Ctx, run: i64) -> Result<()> {
-    let state = ctx.state(IfInvalid::Refuse)?;
-    let Some(store) = ctx::open_existing(&state)? else {
-        return Err(Failure::unknown_run(run));
-    };
-    let outcome = store
-        .request_cancel(run, "cancelled by operator", store::now_ms())
-        .map_err(|e| match e {
-            store::StoreError::UnknownRun(_) => Failure::unknown_run(run),
-            other => Failure::action(format!("run {run}: the cancel was not written: {other}")),
-        })?;
-    match outcome {
-        CancelOutcome::Cancelled => {
-            // The nudge goes first: the cancel is done whether or not anyone reads the answer.
-            ctx::nudge(&state);
-            console::println(format_args!("run {run} cancelled"))
-        }
-        CancelOutcome::Requested => {
-            if ctx::nudge(&state) {
-                console::println(format_args!(
-                    "run {run}: cancel requested; it ends `cancelled` once its process is gone"
-                ))
-            } else {
-                console::println(format_args!(
-                    "run {run}: cancel requested; no daemon is running, it is stopped when one starts"
-                ))
-            }
-        }
-        CancelOutcome::AlreadyFinished(status) => Err(Failure::action(format!(
-            "run {run} already ended: {status}"
-        ))),
     }
 }
