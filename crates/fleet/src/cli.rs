@@ -73,7 +73,7 @@ enum Command {
     #[command(
         override_usage = "fleet [--config <PATH>] enqueue [--priority <N>] [--env <NAME=VALUE>]... [--wait [--timeout <DURATION>]] <PROJECT> [-- <ARG>...]"
     )]
-    Enqueue(crate::operator::EnqueueArgs),
+    Enqueue(cmd::enqueue::EnqueueArgs),
     /// List runs, newest first.
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] runs [--project <NAME>] [--namespace <NAME>] [--status <STATUS>]... [--trigger <TRIGGER>] [--since <WHEN>] [--until <WHEN>] [--limit <N>] [--json] [--no-headers] [--table]"
@@ -194,13 +194,10 @@ enum Command {
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] wait [--timeout <DURATION>] <RUN>..."
     )]
-    Wait(crate::operator::WaitArgs),
+    Wait(cmd::wait::WaitArgs),
     /// Queue a new run of a run's project with the same arguments; prints its id.
     #[command(override_usage = "fleet [--config <PATH>] rerun <RUN>")]
-    Rerun {
-        /// The run to repeat.
-        run: i64,
-    },
+    Rerun(cmd::rerun::RerunArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell).
     #[command(override_usage = "fleet [--config <PATH>] completions <SHELL>")]
     Completions(cmd::manual::CompletionsArgs),
@@ -310,7 +307,7 @@ fn run(cli: Cli) -> Result<()> {
             Command::Daemon(_)
                 | Command::Enqueue(_)
                 | Command::Validate
-                | Command::Rerun { .. }
+                | Command::Rerun(_)
                 | Command::Pause { .. }
                 | Command::Resume { .. }
         )
@@ -325,7 +322,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Daemon(args) => cmd::daemon::daemon(ctx, args),
         Command::Validate => cmd::validate::validate(&ctx),
-        Command::Enqueue(args) => crate::operator::enqueue(&ctx, &args),
+        Command::Enqueue(args) => cmd::enqueue::enqueue(&ctx, &args),
         Command::Runs {
             project,
             status,
@@ -358,8 +355,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Reload => cmd::reload::reload(&ctx),
         Command::Check(args) => cmd::check::check(&ctx, &args),
         Command::Prune { dry_run } => crate::prune::prune(&ctx, dry_run),
-        Command::Wait(args) => crate::operator::wait(&ctx, &args),
-        Command::Rerun { run } => crate::operator::rerun(&ctx, run),
+        Command::Wait(args) => cmd::wait::wait(&ctx, &args),
+        Command::Rerun(args) => cmd::rerun::rerun(&ctx, &args),
         Command::Completions(args) => cmd::manual::completions(&args, Cli::command()),
         Command::Man(args) => cmd::manual::man(&args, Cli::command()),
         Command::Projects { json } => crate::projects::projects(&ctx, json),

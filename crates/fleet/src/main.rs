@@ -18,16 +18,15 @@ mod fit;
 mod hosts_cmd;
 mod logging;
 mod logs;
-mod operator;
 mod pause;
 mod projects;
 mod prune;
+mod queue;
 mod remote_log;
-mod run_args;
+mod run_end;
 mod runs_cmd;
 mod runs_view;
 mod unreadable;
-mod wait;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -6,7 +6,10 @@
 pub mod cancel;
 pub mod check;
 pub mod daemon;
+pub mod enqueue;
 pub mod manual;
 pub mod reload;
+pub mod rerun;
 pub mod status;
 pub mod validate;
+pub mod wait;

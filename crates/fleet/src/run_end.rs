@@ -1,5 +1,5 @@
-//! `fleet wait ID…` and `fleet enqueue --wait`: block until runs, with their retries, have
-//! ended, and exit as their command did.
+//! Waiting for runs to end (`fleet wait`, `fleet enqueue --wait`): blocks until runs, with their
+//! retries, have ended, and exits as their command did.
 //!
 //! The wait reads the database only, never the daemon: it works while no daemon runs and across
 //! a daemon's crash and restart (the run's shim keeps its exit status until a daemon records
@@ -25,7 +25,7 @@ use crate::failure::{Failure, Result};
 const POLL: Duration = Duration::from_millis(50);
 
 /// Exit status when `--timeout` expires before the runs end (as `timeout(1)` does).
-pub const TIMED_OUT: u8 = 124;
+const TIMED_OUT: u8 = 124;
 
 /// Waits until every run of `ids` (following each one's retries) has ended, printing one status
 /// line per run as it ends, then fails with the exit status of the module doc (or returns `Ok`
@@ -158,7 +158,7 @@ fn last_attempt(store: &Store, id: RunId) -> std::result::Result<Step, (RunId, S
 }
 
 /// The exit status a wait on `run` (ended) reports, and the reason to say on stderr, if any.
-pub fn exit_status(run: &Run) -> (u8, Option<String>) {
+fn exit_status(run: &Run) -> (u8, Option<String>) {
     let reason = || {
         format!(
             "run {} {}: {}",
@@ -186,7 +186,7 @@ pub fn exit_status(run: &Run) -> (u8, Option<String>) {
 
 /// The line printed when a waited-for run has ended: `run ID STATUS …` with the exit code or
 /// signal, and the attempt that ended when it is not the run given.
-pub fn status_line(asked: RunId, run: &Run) -> String {
+fn status_line(asked: RunId, run: &Run) -> String {
     let mut line = format!("run {asked} ({}) {}", run.project, run.status);
     match (run.exit_code, run.signal) {
         (Some(code), _) => line += &format!(", exit code {code}"),
