@@ -14,7 +14,6 @@ use crate::cmd;
 use crate::console;
 use crate::ctx::Ctx;
 use crate::failure::{error_json, Failure, Result};
-use crate::pause::KindFlag;
 
 // Usage lines are written out (`override_usage`): clap's own show the options a user gave, or
 // that came from the environment, without brackets (`fleet enqueue --config <CONFIG>
@@ -49,16 +48,6 @@ struct Cli {
     command: Command,
 }
 
-/// `fleet runs --limit N`: a whole number of 1 or more (0 would show nothing but a header, which
-/// reads as "no runs").
-fn limit_arg(n: &str) -> std::result::Result<u32, String> {
-    match n.parse::<u32>() {
-        Ok(0) => Err("must be 1 or more".into()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("must be a whole number from 1 to {}", u32::MAX)),
-    }
-}
-
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the supervisor in the foreground until SIGTERM or SIGINT.
@@ -78,40 +67,7 @@ enum Command {
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] runs [--project <NAME>] [--namespace <NAME>] [--status <STATUS>]... [--trigger <TRIGGER>] [--since <WHEN>] [--until <WHEN>] [--limit <N>] [--json] [--no-headers] [--table]"
     )]
-    Runs {
-        /// Only this project's runs.
-        #[arg(long, value_name = "NAME")]
-        project: Option<String>,
-        /// Only runs in this status (queued, starting, running, succeeded, failed, timed_out,
-        /// cancelled, lost); repeat it for several.
-        #[arg(long)]
-        status: Vec<String>,
-        /// Only runs counted in this namespace.
-        #[arg(long, value_name = "NAME")]
-        namespace: Option<String>,
-        /// Only runs of this trigger (manual, schedule, retry, rerun, on_failure).
-        #[arg(long)]
-        trigger: Option<String>,
-        /// Only runs enqueued since WHEN: a duration ago ("2h", "30m") or an RFC 3339 time.
-        #[arg(long, value_name = "WHEN")]
-        since: Option<String>,
-        /// Only runs enqueued until WHEN: a duration ago ("2h") or an RFC 3339 time.
-        #[arg(long, value_name = "WHEN")]
-        until: Option<String>,
-        /// At most this many (1 or more).
-        #[arg(long, default_value_t = 50, value_name = "N",
-              value_parser = limit_arg)]
-        limit: u32,
-        /// One JSON array instead of a table.
-        #[arg(long)]
-        json: bool,
-        /// Leave out the header line.
-        #[arg(long)]
-        no_headers: bool,
-        /// The table even when stdout is not a terminal (instead of tab-separated lines).
-        #[arg(long, conflicts_with = "json")]
-        table: bool,
-    },
+    Runs(cmd::runs::RunsArgs),
     /// The daemon, the config in force and occupancy against every cap. Exits 0 when the daemon
     /// is evaluating, 1 when it is stuck, 3 when none runs.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] status [--json]")]
@@ -120,13 +76,7 @@ enum Command {
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] logs [--follow] <RUN>"
     )]
-    Logs {
-        /// The run id.
-        run: i64,
-        /// Keep printing as the run writes, until it ends.
-        #[arg(long, short)]
-        follow: bool,
-    },
+    Logs(cmd::logs::LogsArgs),
     /// Stop queued or active runs: by id, or every run of a project, a namespace, or all (give
     /// exactly one of them).
     #[command(
@@ -138,58 +88,25 @@ enum Command {
     Reload,
     /// Each project: schedule, next occurrence, last run, active and queued runs, paused.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] projects [--json]")]
-    Projects {
-        /// One JSON array instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    Projects(cmd::projects::ProjectsArgs),
     /// The hosts sharing the database: state (alive, silent, forgotten), epoch, heartbeat age,
     /// version, config version, active runs; or `forget NAME`.
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] hosts [--json]\n       fleet [--config <PATH>] [--state-dir <PATH>] hosts forget [--force] <NAME>"
     )]
-    Hosts {
-        /// One JSON array instead of a table.
-        #[arg(long)]
-        json: bool,
-        /// `forget NAME`: the host is gone.
-        #[command(subcommand)]
-        action: Option<HostsAction>,
-    },
+    Hosts(cmd::hosts::HostsArgs),
     /// Hold a project or a namespace: its queued runs wait, its occurrences are skipped.
     #[command(override_usage = "fleet [--config <PATH>] pause [--project | --namespace] <NAME>")]
-    Pause {
-        /// A project or namespace, as named in fleet.toml.
-        name: String,
-        /// NAME is a project (needed when a namespace has the same name).
-        #[arg(long, conflicts_with = "namespace")]
-        project: bool,
-        /// NAME is a namespace (needed when a project has the same name).
-        #[arg(long)]
-        namespace: bool,
-    },
+    Pause(cmd::pause::PauseArgs),
     /// Release a paused project or namespace: its queued runs start again.
     #[command(override_usage = "fleet [--config <PATH>] resume [--project | --namespace] <NAME>")]
-    Resume {
-        /// A project or namespace, as named in fleet.toml (or paused before it was removed).
-        name: String,
-        /// NAME is a project (needed when a namespace has the same name).
-        #[arg(long, conflicts_with = "namespace")]
-        project: bool,
-        /// NAME is a namespace (needed when a project has the same name).
-        #[arg(long)]
-        namespace: bool,
-    },
+    Resume(cmd::pause::ResumeArgs),
     /// Restart-safety checker: exit 0 when every invariant holds, 1 listing each violation.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] check [--json]")]
     Check(cmd::check::CheckArgs),
     /// Apply keep_runs and keep_for now: forget old ended runs and remove their files.
     #[command(override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] prune [--dry-run]")]
-    Prune {
-        /// Only list the runs that would be pruned.
-        #[arg(long)]
-        dry_run: bool,
-    },
+    Prune(cmd::prune::PruneArgs),
     /// Block until runs, with their retries, have ended; exit as their commands did.
     #[command(
         override_usage = "fleet [--config <PATH>] [--state-dir <PATH>] wait [--timeout <DURATION>] <RUN>..."
@@ -206,30 +123,15 @@ enum Command {
     Man(cmd::manual::ManArgs),
 }
 
-/// What `fleet hosts` may do besides listing.
-#[derive(Debug, Subcommand)]
-pub enum HostsAction {
-    /// State that host NAME is gone: its epoch is bumped (its daemon can write nothing more),
-    /// its active runs end `lost` (retried per policy) and their seats are freed, in one
-    /// transaction. Refused while its heartbeat is younger than 10 s, unless --force.
-    Forget {
-        /// The host, as `fleet hosts` names it.
-        name: String,
-        /// Forget it even though its heartbeat is recent (it is alive).
-        #[arg(long)]
-        force: bool,
-    },
-}
-
 impl Command {
     /// Whether the command was asked for JSON: its errors are then JSON too.
     fn json(&self) -> bool {
         match self {
-            Command::Runs { json, .. }
-            | Command::Projects { json }
-            | Command::Hosts { json, .. } => *json,
-            Command::Check(args) => args.json,
+            Command::Runs(args) => args.json,
             Command::Status(args) => args.json,
+            Command::Check(args) => args.json,
+            Command::Projects(args) => args.json,
+            Command::Hosts(args) => args.json,
             _ => false,
         }
     }
@@ -308,8 +210,8 @@ fn run(cli: Cli) -> Result<()> {
                 | Command::Enqueue(_)
                 | Command::Validate
                 | Command::Rerun(_)
-                | Command::Pause { .. }
-                | Command::Resume { .. }
+                | Command::Pause(_)
+                | Command::Resume(_)
         )
     {
         // These act on the config itself; a second source for the state directory could only
@@ -323,58 +225,20 @@ fn run(cli: Cli) -> Result<()> {
         Command::Daemon(args) => cmd::daemon::daemon(ctx, args),
         Command::Validate => cmd::validate::validate(&ctx),
         Command::Enqueue(args) => cmd::enqueue::enqueue(&ctx, &args),
-        Command::Runs {
-            project,
-            status,
-            namespace,
-            trigger,
-            since,
-            until,
-            limit,
-            json,
-            no_headers,
-            table,
-        } => crate::runs_cmd::runs(
-            &ctx,
-            crate::runs_cmd::RunsArgs {
-                project,
-                status,
-                namespace,
-                trigger,
-                since,
-                until,
-                limit,
-                json,
-                no_headers,
-                table,
-            },
-        ),
+        Command::Runs(args) => cmd::runs::runs(&ctx, args),
         Command::Status(args) => cmd::status::status(&ctx, &args),
-        Command::Logs { run, follow } => crate::logs::logs(&ctx, run, follow),
+        Command::Logs(args) => cmd::logs::logs(&ctx, &args),
         Command::Cancel(args) => cmd::cancel::cancel(&ctx, args),
         Command::Reload => cmd::reload::reload(&ctx),
         Command::Check(args) => cmd::check::check(&ctx, &args),
-        Command::Prune { dry_run } => crate::prune::prune(&ctx, dry_run),
+        Command::Prune(args) => cmd::prune::prune(&ctx, &args),
         Command::Wait(args) => cmd::wait::wait(&ctx, &args),
         Command::Rerun(args) => cmd::rerun::rerun(&ctx, &args),
         Command::Completions(args) => cmd::manual::completions(&args, Cli::command()),
         Command::Man(args) => cmd::manual::man(&args, Cli::command()),
-        Command::Projects { json } => crate::projects::projects(&ctx, json),
-        Command::Hosts { json, action } => match action {
-            None => crate::hosts_cmd::hosts(&ctx, json),
-            Some(HostsAction::Forget { name, force }) => {
-                crate::hosts_cmd::forget(&ctx, &name, force)
-            }
-        },
-        Command::Pause {
-            name,
-            project,
-            namespace,
-        } => crate::pause::pause(&ctx, &name, KindFlag { project, namespace }),
-        Command::Resume {
-            name,
-            project,
-            namespace,
-        } => crate::pause::resume(&ctx, &name, KindFlag { project, namespace }),
+        Command::Projects(args) => cmd::projects::projects(&ctx, &args),
+        Command::Hosts(args) => cmd::hosts::hosts(&ctx, &args),
+        Command::Pause(args) => cmd::pause::pause(&ctx, &args),
+        Command::Resume(args) => cmd::pause::resume(&ctx, &args),
     }
 }

@@ -81,6 +81,28 @@ impl Column {
     }
 }
 
+/// The width assumed when a table is asked for and no width is known.
+pub const DEFAULT_WIDTH: usize = 80;
+
+/// The width of the terminal tables, in columns: `$COLUMNS` when it is a number from 1 to 65535, else the
+/// terminal's when it reports one above 0 (a pseudo-terminal may report 0×0), else
+/// [`DEFAULT_WIDTH`] (80). Anything else in `$COLUMNS` (`abc`, `0`, `-5`, a number
+/// past 65535) counts as unset.
+pub fn terminal_width() -> usize {
+    let valid = |n: u16| (n > 0).then_some(usize::from(n));
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .and_then(valid)
+    {
+        return n;
+    }
+    comfy_table::Table::new()
+        .width()
+        .and_then(valid)
+        .unwrap_or(DEFAULT_WIDTH)
+}
+
 /// The columns `s` takes on a terminal: most characters one, East Asian wide ones (CJK, most
 /// emoji) two, combining marks none. A note or a path may hold any of them, and a count of
 /// characters would let a row of wide ones overflow the width and wrap.

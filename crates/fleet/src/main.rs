@@ -15,17 +15,9 @@ mod console;
 mod ctx;
 mod failure;
 mod fit;
-mod hosts_cmd;
 mod logging;
-mod logs;
-mod pause;
-mod projects;
-mod prune;
 mod queue;
-mod remote_log;
 mod run_end;
-mod runs_cmd;
-mod runs_view;
 mod unreadable;
 
 use std::ffi::OsString;

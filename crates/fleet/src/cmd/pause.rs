@@ -13,13 +13,33 @@ use crate::console;
 use crate::ctx::{self, Ctx, InForce};
 use crate::failure::{Failure, Result};
 
+/// What `fleet pause` was asked.
+#[derive(clap::Args, Debug)]
+pub struct PauseArgs {
+    /// A project or namespace, as named in fleet.toml.
+    pub name: String,
+    #[command(flatten)]
+    pub kind: KindFlag,
+}
+
+/// What `fleet resume` was asked.
+#[derive(clap::Args, Debug)]
+pub struct ResumeArgs {
+    /// A project or namespace, as named in fleet.toml (or paused before it was removed).
+    pub name: String,
+    #[command(flatten)]
+    pub kind: KindFlag,
+}
+
 /// Which kind the operator named: `--project`, `--namespace`, or neither (then the config
 /// decides, and a name that is both is refused).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
 pub struct KindFlag {
-    /// `--project`.
+    /// NAME is a project (needed when a namespace has the same name).
+    #[arg(long, conflicts_with = "namespace")]
     pub project: bool,
-    /// `--namespace`.
+    /// NAME is a namespace (needed when a project has the same name).
+    #[arg(long)]
     pub namespace: bool,
 }
 
@@ -28,13 +48,14 @@ pub struct KindFlag {
 /// Errors: exit 2 for a name the config does not know (as the kind asked for), or one that is
 /// both a project and a namespace without `--project`/`--namespace`; 1 when the database cannot
 /// be written.
-pub fn pause(ctx: &Ctx, name: &str, flag: KindFlag) -> Result<()> {
+pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<()> {
+    let PauseArgs { name, kind: flag } = args;
     let InForce {
         config,
         source,
         store,
     } = ctx.in_force()?;
-    let kind = resolve(&config, &source, name, flag, None)?;
+    let kind = resolve(&config, &source, name, *flag, None)?;
     let store = ctx::store_to_write(store, &config)?;
     let by = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
@@ -65,7 +86,8 @@ pub fn pause(ctx: &Ctx, name: &str, flag: KindFlag) -> Result<()> {
 /// A name that is paused but no longer in the config (removed since) can still be resumed.
 /// Errors: exit 2 for a name neither in the config nor paused, or ambiguous without a flag; 1
 /// when the database cannot be written.
-pub fn resume(ctx: &Ctx, name: &str, flag: KindFlag) -> Result<()> {
+pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<()> {
+    let ResumeArgs { name, kind: flag } = args;
     let InForce {
         config,
         source,
@@ -74,7 +96,7 @@ pub fn resume(ctx: &Ctx, name: &str, flag: KindFlag) -> Result<()> {
     let store = ctx::store_to_write(store, &config)?;
     let pauses = store.paused().map_err(Failure::action)?;
     let paused_as = |k: HoldKind| pauses.find(k, name).is_some();
-    let kind = resolve(&config, &source, name, flag, Some(&paused_as))?;
+    let kind = resolve(&config, &source, name, *flag, Some(&paused_as))?;
     let was = store.resume(kind, name).map_err(Failure::action)?;
     // A hint only: without a daemon the runs start when one does.
     ctx::nudge(&StateDir::of(&config));

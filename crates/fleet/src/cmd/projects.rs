@@ -14,12 +14,20 @@ use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
 use crate::fit::{self, Column};
 
-/// `fleet projects`: a table, or with `json` one JSON array (fields in docs/REFERENCE.md).
+/// What `fleet projects` was asked.
+#[derive(clap::Args, Debug)]
+pub struct ProjectsArgs {
+    /// One JSON array instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `fleet projects`: a table, or with `--json` one JSON array (fields in docs/REFERENCE.md).
 ///
 /// Errors: exit 2 for an invalid config; 1 when the database cannot be read, and 1 after the
 /// listing when a project's last ended run has a row fleet cannot read (another program's
 /// write: that run is left out, and named on stderr).
-pub fn projects(ctx: &Ctx, json: bool) -> Result<()> {
+pub fn projects(ctx: &Ctx, args: &ProjectsArgs) -> Result<()> {
     let config = ctx.config()?;
     let state = ctx.state(IfInvalid::Refuse)?;
     let (activity, schedules, pauses) = match ctx::open_existing(&state)? {
@@ -31,7 +39,7 @@ pub fn projects(ctx: &Ctx, json: bool) -> Result<()> {
         None => (Vec::new(), Vec::new(), Pauses::default()),
     };
     let list = rows(config, &activity, &schedules, &pauses, store::now_ms());
-    if json {
+    if args.json {
         console::println(Value::Array(list))?;
     } else {
         console::println(text(&list))?;
@@ -163,7 +171,7 @@ fn text(list: &[Value]) -> String {
         Column::fixed("PAUSED", paused(true)).or(paused(false)),
     ];
     let width = if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        crate::runs_cmd::width()
+        fit::terminal_width()
     } else {
         usize::MAX
     };

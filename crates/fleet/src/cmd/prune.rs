@@ -9,11 +9,20 @@ use crate::console;
 use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
 
+/// What `fleet prune` was asked.
+#[derive(clap::Args, Debug)]
+pub struct PruneArgs {
+    /// Only list the runs that would be pruned.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
 /// `fleet prune [--dry-run]`.
 ///
 /// Errors: an invalid config (exit 2); the database failing, or a run's files that cannot be
 /// removed (exit 1, naming it; the other runs are pruned, and what was pruned stays pruned).
-pub fn prune(ctx: &Ctx, dry_run: bool) -> Result<()> {
+pub fn prune(ctx: &Ctx, args: &PruneArgs) -> Result<()> {
+    let dry_run = args.dry_run;
     // The prune failpoint (feature `failpoints`) also stops a hand-run prune midway in tests.
     let _failpoints = supervisor::failpoints::scenario().map_err(Failure::input)?;
     let state = ctx.state(IfInvalid::Refuse)?;

@@ -8,12 +8,21 @@
 //! output, not in the file: after a compaction it goes on where it was if the new file still
 //! holds that point, and otherwise prints the marker for what it missed and goes on from the
 //! oldest output kept (see `supervisor::shim::logbound`).
+//!
+//! A run another host ran (on a shared database) has its log in that host's `runs/`: it is read
+//! from what the database kept (the tail its daemon stored when the run ended) or, while the run
+//! is active, through that host's HTTP listener (`GET /api/runs/ID/log`, chunk after chunk; with
+//! `--follow`, polled until the run has ended) — never from a local file. Every way that can
+//! fail (no listener published, listener unreachable) names the host and says where the log can
+//! be read.
 
 use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use store::{HostRow, Run, RunId, Store};
+use supervisor::http::remote::get_log;
 use supervisor::shim::logbound::{marker_line, parse_marker, MARKER_MAX_LEN};
 use supervisor::shim::runfiles::RunFiles;
 use supervisor::statedir::StateDir;
@@ -21,6 +30,16 @@ use supervisor::statedir::StateDir;
 use crate::console;
 use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
+
+/// What `fleet logs` was asked.
+#[derive(clap::Args, Debug)]
+pub struct LogsArgs {
+    /// The run id.
+    pub run: RunId,
+    /// Keep printing as the run writes, until it ends.
+    #[arg(long, short)]
+    pub follow: bool,
+}
 
 /// How often `--follow` looks for more output.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
@@ -33,13 +52,7 @@ const FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// ever ran here and the config cannot be read), a run with files here counts as this host's,
 /// and one without as another host's: its log is looked for there, and a failure says so,
 /// where taking it for this host's would print nothing and succeed.
-fn ran_here(
-    ctx: &Ctx,
-    state: &StateDir,
-    store: &store::Store,
-    host: &str,
-    files: &RunFiles,
-) -> bool {
+fn ran_here(ctx: &Ctx, state: &StateDir, store: &Store, host: &str, files: &RunFiles) -> bool {
     if !store.is_shared() {
         return true;
     }
@@ -53,7 +66,8 @@ fn ran_here(
 }
 
 /// `fleet logs RUN [--follow]`.
-pub fn logs(ctx: &Ctx, run: i64, follow: bool) -> Result<()> {
+pub fn logs(ctx: &Ctx, args: &LogsArgs) -> Result<()> {
+    let LogsArgs { run, follow } = *args;
     let state = ctx.state(IfInvalid::Refuse)?;
     let Some(store) = ctx::open_existing(&state)? else {
         return Err(Failure::unknown_run(run));
@@ -69,15 +83,14 @@ pub fn logs(ctx: &Ctx, run: i64, follow: bool) -> Result<()> {
         .as_deref()
         .filter(|h| !ran_here(ctx, &state, &store, h, &dir))
     {
-        return crate::remote_log::print(&store, &row, host, follow);
+        return print_remote(&store, &row, host, follow);
     }
     // The position in the command's whole output of the next byte to print; `None` until the
     // first copy, which prints the file as it is, marker included.
     let mut position: Option<u64> = None;
     // On a shared database a run no host has claimed has no log anywhere yet: files with its
     // id here are another install's (see `ran_here`).
-    let unclaimed =
-        |r: &store::Run| store.is_shared() && r.host.is_none() && r.started_at.is_none();
+    let unclaimed = |r: &Run| store.is_shared() && r.host.is_none() && r.started_at.is_none();
     if !follow {
         if unclaimed(&row) {
             return Ok(());
@@ -98,7 +111,7 @@ pub fn logs(ctx: &Ctx, run: i64, follow: bool) -> Result<()> {
                 .as_deref()
                 .filter(|h| !ran_here(ctx, &state, &store, h, &dir))
             {
-                return crate::remote_log::print(&store, r, host, follow);
+                return print_remote(&store, r, host, follow);
             }
         }
         let not_yet = matches!(&now, Ok(r) if unclaimed(r));
@@ -126,7 +139,7 @@ pub fn logs(ctx: &Ctx, run: i64, follow: bool) -> Result<()> {
 ///
 /// Errors: the reader of stdout left ([`Failure::reader_gone`]): a run may stay silent for
 /// hours, so it is noticed here, not at the next write.
-pub(crate) fn wait_for_more() -> Result<()> {
+fn wait_for_more() -> Result<()> {
     let until = Instant::now() + FOLLOW_POLL;
     while Instant::now() < until {
         if console::stdout_reader_gone() {
@@ -185,4 +198,97 @@ fn copy_new(log: &Path, position: &mut Option<u64>) -> Result<()> {
     let end = file.stream_position().map_err(blame_log)?;
     *position = Some(dropped + end.saturating_sub(marker_len));
     out.flush().map_err(console::stdout_failure)
+}
+
+/// Prints the log of `run`, which host `host` ran (not this one); with `follow`, goes on
+/// printing its output as the run writes it, until the run has ended and everything it wrote
+/// is printed.
+///
+/// The listener serves at most one chunk per request, by position in the command's whole
+/// output (a compacted log included): every chunk up to the end is read in turn, so a log
+/// longer than a chunk is printed whole.
+///
+/// Errors: exit 1 when the log cannot be read from here: an active run on a host that serves
+/// no `http_listen`, or whose listener cannot be reached or refuses (also in the middle of a
+/// `--follow`); the database's errors; the reader of stdout gone.
+fn print_remote(store: &Store, run: &Run, host: &str, follow: bool) -> Result<()> {
+    // An ended run's whole log, when the database kept it whole: no need to ask the host. A
+    // cut one is the fallback when the host cannot serve the whole log.
+    let mut cut_tail = None;
+    if run.status.is_terminal() {
+        if let Some(t) = store.log_tail(run.id).map_err(Failure::action)? {
+            if !t.cut {
+                return console::write_bytes(&t.tail);
+            }
+            cut_tail = Some(t);
+        }
+    }
+    let print_cut_tail = |t: &store::LogTail| {
+        console::eprintln(format!(
+            "(tail of the log kept in the database; the full log is on host {}, whose listener cannot be read from here)",
+            t.host
+        ));
+        // A cut tail may start inside a character: from the first whole one.
+        let from = t
+            .tail
+            .iter()
+            .take(3)
+            .take_while(|b| (**b & 0xC0) == 0x80)
+            .count();
+        console::write_bytes(&t.tail[from..])
+    };
+    let hosts = store.hosts().map_err(Failure::action)?;
+    let addr = hosts
+        .iter()
+        .find(|h: &&HostRow| h.name == host)
+        .and_then(|h| h.http_addr.clone());
+    let Some(addr) = addr else {
+        if let Some(t) = &cut_tail {
+            return print_cut_tail(t);
+        }
+        return Err(Failure::action(format!(
+            "run {} is {} on host {host}, whose log cannot be read from here (it serves no http_listen); run `fleet logs {}` on {host}",
+            run.id,
+            if run.status.is_terminal() { "ended" } else { "running" },
+            run.id
+        )));
+    };
+    // Nothing printed yet: the cut tail can still stand in for the whole log.
+    if let Some(t) = &cut_tail {
+        if get_log(&addr, host, run.id, 0, false).is_err() {
+            return print_cut_tail(t);
+        }
+    }
+    let unreadable = |e: String| {
+        Failure::action(format!(
+            "run {} ran on host {host}, whose listener {addr} cannot be read: {e}; run `fleet logs {}` on {host}",
+            run.id, run.id
+        ))
+    };
+    let mut position = 0;
+    loop {
+        // The status before the log: whatever the run wrote before it ended is then read by
+        // the copy that follows.
+        let done = !follow
+            || store
+                .get_run(run.id)
+                .map_err(Failure::action)?
+                .status
+                .is_terminal();
+        loop {
+            let chunk = get_log(&addr, host, run.id, position, false).map_err(unreadable)?;
+            console::write_bytes(&chunk.body)?;
+            let next = chunk.next_offset;
+            // Caught up: nothing new, or the end of what the log held at that read.
+            let caught_up = next <= position || chunk.size.is_some_and(|size| next >= size);
+            position = position.max(next);
+            if caught_up {
+                break;
+            }
+        }
+        if done {
+            return Ok(());
+        }
+        wait_for_more()?;
+    }
 }

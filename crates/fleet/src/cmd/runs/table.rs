@@ -14,8 +14,6 @@ use store::{rfc3339, Millis, Pauses, Run};
 const MIN_NOTE: usize = 12;
 /// Names longer than this are cut in the table (never in the plain form).
 const MAX_NAME: usize = 20;
-/// The width assumed when the table is asked for and no width is known.
-pub const DEFAULT_WIDTH: usize = 80;
 
 /// Column names, in the order they appear.
 const COLUMNS: [&str; 10] = [

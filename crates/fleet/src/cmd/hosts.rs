@@ -14,12 +14,46 @@ use crate::console;
 use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
 
+/// What `fleet hosts` was asked.
+#[derive(clap::Args, Debug)]
+pub struct HostsArgs {
+    /// One JSON array instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// `forget NAME`: the host is gone.
+    #[command(subcommand)]
+    pub action: Option<HostsAction>,
+}
+
+/// What `fleet hosts` may do besides listing.
+#[derive(Debug, clap::Subcommand)]
+pub enum HostsAction {
+    /// State that host NAME is gone: its epoch is bumped (its daemon can write nothing more),
+    /// its active runs end `lost` (retried per policy) and their seats are freed, in one
+    /// transaction. Refused while its heartbeat is younger than 10 s, unless --force.
+    Forget {
+        /// The host, as `fleet hosts` names it.
+        name: String,
+        /// Forget it even though its heartbeat is recent (it is alive).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// `fleet hosts`: the list, or `forget`.
+pub fn hosts(ctx: &Ctx, args: &HostsArgs) -> Result<()> {
+    match &args.action {
+        None => list(ctx, args.json),
+        Some(HostsAction::Forget { name, force }) => forget(ctx, name, *force),
+    }
+}
+
 /// `fleet hosts`: one line per host (or with `json` one JSON array): name, state, epoch,
 /// heartbeat age, fleet version, config version (and whether its local file differs from the
 /// published one), active runs, HTTP address.
 ///
 /// Errors: exit 2 for an invalid config; 1 when the database cannot be read.
-pub fn hosts(ctx: &Ctx, json: bool) -> Result<()> {
+fn list(ctx: &Ctx, json: bool) -> Result<()> {
     let state = ctx.state(IfInvalid::Refuse)?;
     let (hosts, published) = match ctx::open_existing(&state)? {
         Some(store) => (
@@ -124,7 +158,7 @@ fn text(list: &[Value]) -> String {
 ///
 /// Errors: exit 2 for an invalid config, an unknown host, or a SQLite state directory (one
 /// host, nothing to forget); 1 when refused (alive) or the database fails.
-pub fn forget(ctx: &Ctx, name: &str, force: bool) -> Result<()> {
+fn forget(ctx: &Ctx, name: &str, force: bool) -> Result<()> {
     let config = ctx.config()?;
     let state = ctx.state(IfInvalid::Refuse)?;
     if state.database().is_none() {

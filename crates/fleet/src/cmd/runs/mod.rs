@@ -1,5 +1,8 @@
 //! `fleet runs`: reads the filters, checks the names against the config and the database, and
-//! prints the runs as JSON, as a table that fits the terminal, or as tab-separated lines.
+//! prints the runs as JSON, as a table that fits the terminal, or as tab-separated lines
+//! ([`table`]).
+
+mod table;
 
 use std::io::IsTerminal;
 
@@ -8,30 +11,53 @@ use supervisor::config::DEFAULT_NAMESPACE;
 
 use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};
-use crate::{console, runs_view};
+use crate::{console, fit};
 
 /// What `fleet runs` was asked for.
+#[derive(clap::Args, Debug)]
 pub struct RunsArgs {
-    /// `--project`.
+    /// Only this project's runs.
+    #[arg(long, value_name = "NAME")]
     pub project: Option<String>,
-    /// `--status`, each.
+    /// Only runs in this status (queued, starting, running, succeeded, failed, timed_out,
+    /// cancelled, lost); repeat it for several.
+    #[arg(long)]
     pub status: Vec<String>,
-    /// `--namespace`.
+    /// Only runs counted in this namespace.
+    #[arg(long, value_name = "NAME")]
     pub namespace: Option<String>,
-    /// `--trigger`.
+    /// Only runs of this trigger (manual, schedule, retry, rerun, on_failure).
+    #[arg(long)]
     pub trigger: Option<String>,
-    /// `--since`.
+    /// Only runs enqueued since WHEN: a duration ago ("2h", "30m") or an RFC 3339 time.
+    #[arg(long, value_name = "WHEN")]
     pub since: Option<String>,
-    /// `--until`.
+    /// Only runs enqueued until WHEN: a duration ago ("2h") or an RFC 3339 time.
+    #[arg(long, value_name = "WHEN")]
     pub until: Option<String>,
-    /// `--limit`.
+    /// At most this many (1 or more).
+    #[arg(long, default_value_t = 50, value_name = "N",
+          value_parser = limit_arg)]
     pub limit: u32,
-    /// `--json`.
+    /// One JSON array instead of a table.
+    #[arg(long)]
     pub json: bool,
-    /// `--no-headers`.
+    /// Leave out the header line.
+    #[arg(long)]
     pub no_headers: bool,
-    /// `--table`.
+    /// The table even when stdout is not a terminal (instead of tab-separated lines).
+    #[arg(long, conflicts_with = "json")]
     pub table: bool,
+}
+
+/// `fleet runs --limit N`: a whole number of 1 or more (0 would show nothing but a header, which
+/// reads as "no runs").
+fn limit_arg(n: &str) -> std::result::Result<u32, String> {
+    match n.parse::<u32>() {
+        Ok(0) => Err("must be 1 or more".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("must be a whole number from 1 to {}", u32::MAX)),
+    }
 }
 
 /// `fleet runs`: newest first, filtered.
@@ -175,10 +201,17 @@ fn listing(
         if runs.is_empty() && !headers {
             return Ok(());
         }
-        return console::println(runs_view::plain(runs, pauses, now, headers));
+        return console::println(table::plain(runs, pauses, now, headers));
     }
     let empty = if filtered { "no runs match" } else { "no runs" };
-    console::println(runs_view::table(runs, pauses, now, headers, width(), empty))
+    console::println(table::table(
+        runs,
+        pauses,
+        now,
+        headers,
+        fit::terminal_width(),
+        empty,
+    ))
 }
 
 /// `fleet runs --json`: one array, each run in the shape the HTTP API serves too
@@ -198,25 +231,6 @@ fn has_runs(store: Option<&Store>, filter: RunFilter) -> Result<bool> {
     };
     let rows = store.list_rows(&filter).map_err(Failure::action)?;
     Ok(!rows.runs.is_empty() || !rows.unreadable.is_empty())
-}
-
-/// The table's width in columns: `$COLUMNS` when it is a number from 1 to 65535, else the
-/// terminal's when it reports one above 0 (a pseudo-terminal may report 0×0), else
-/// [`runs_view::DEFAULT_WIDTH`] (80). Anything else in `$COLUMNS` (`abc`, `0`, `-5`, a number
-/// past 65535) counts as unset.
-pub(crate) fn width() -> usize {
-    let valid = |n: u16| (n > 0).then_some(usize::from(n));
-    if let Some(n) = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<u16>().ok())
-        .and_then(valid)
-    {
-        return n;
-    }
-    comfy_table::Table::new()
-        .width()
-        .and_then(valid)
-        .unwrap_or(runs_view::DEFAULT_WIDTH)
 }
 
 /// An instant given as a duration ago (`2h`, `30m`, humantime) or an RFC 3339 time, in
