@@ -1,9 +1,7 @@
-//! Argument parsing and the dispatch to one function per command.
-//!
-//! The commands themselves live beside this file: [`crate::commands`] (runs, status, cancel of
-//! one run, reload, check), [`crate::operator`] (enqueue with its arguments and `--wait`, wait,
-//! rerun, bulk cancel), [`crate::manual`] (completions, man pages), [`crate::logs`],
-//! [`crate::validate`] and [`crate::serve`] (the daemon).
+//! The command line: the clap definitions (each command's arguments are its own, in
+//! [`crate::cmd`]; the help and usage line of each command are here, on its variant), the
+//! parse, and the dispatch of each command to its function with a [`Ctx`] made from
+//! `--config` and `--state-dir`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -4,9 +4,9 @@
 //! fails, and a write fails whenever the reader is gone — `fleet runs | head -n 1`, a pager quit
 //! early, a daemon started with its stderr on a pipe nobody reads any more. Here a reader that
 //! left (EPIPE) is a normal end: the command stops at once, prints nothing more, and exits
-//! [`crate::failure::READER_GONE`] (141, as a shell reports `cat` killed by SIGPIPE in the same place). Any
-//! other write error on stdout fails the command (exit 1). Stderr is best effort: what a
-//! command has to say there is never worth a panic or a change of exit status.
+//! [`crate::failure::READER_GONE`] (141, as a shell reports `cat` killed by SIGPIPE in the same
+//! place). Any other write error on stdout fails the command (exit 1). Stderr is best effort:
+//! what a command has to say there is never worth a panic or a change of exit status.
 
 use std::fmt::Display;
 use std::io::{self, Write};

@@ -6,6 +6,21 @@
 //!
 //! Everything the binary prints goes through [`console`]: no `print!`/`println!`/`eprintln!`,
 //! which panic when their reader is gone. The lint below refuses them.
+//!
+//! # Layout
+//!
+//! - [`cli`]: the command line's clap definitions and the dispatch, nothing else.
+//! - [`cmd`]: the commands, one file (or folder) per verb, each with its arguments; a command
+//!   imports the modules below, never [`cli`] nor another command.
+//! - [`ctx`]: where a command finds fleet.toml, the state directory and the store.
+//! - [`failure`]: a command's failure, its exit status and message.
+//! - [`console`]: the only writes to stdout and stderr.
+//! - [`fit`]: the terminal tables' layout and width (`runs`, `projects`).
+//! - [`queue`]: queueing a run by hand (`enqueue`, `rerun`).
+//! - [`run_end`]: waiting for runs to end, and the exit status their end gives (`wait`,
+//!   `enqueue --wait`).
+//! - [`unreadable`]: rows a listing leaves out because fleet cannot read them (`runs`,
+//!   `projects`).
 
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
@@ -15,7 +30,6 @@ mod console;
 mod ctx;
 mod failure;
 mod fit;
-mod logging;
 mod queue;
 mod run_end;
 mod unreadable;

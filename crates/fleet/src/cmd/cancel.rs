@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 
 use store::{CancelOutcome, CancelSelection, RunId, Store, StoreError};
+use supervisor::statedir::StateDir;
 
 use crate::console;
 use crate::ctx::{self, Ctx, IfInvalid};
@@ -64,11 +65,12 @@ pub fn cancel(ctx: &Ctx, args: CancelArgs) -> Result<()> {
     // An id given twice is one run: reported once, where it first appears.
     let mut seen = HashSet::new();
     runs.retain(|id| seen.insert(*id));
+    let state = ctx.state(IfInvalid::Refuse)?;
     if runs.len() == 1 && !queued_only {
-        return cancel_one(ctx, runs[0]);
+        return cancel_one(&state, runs[0]);
     }
     if !runs.is_empty() {
-        return cancel_ids(ctx, &runs, queued_only);
+        return cancel_ids(&state, &runs, queued_only);
     }
     let (selection, what) = match (project, namespace, all) {
         (Some(p), _, _) => (CancelSelection::Project(p.clone()), Some(("project", p))),
@@ -78,13 +80,12 @@ pub fn cancel(ctx: &Ctx, args: CancelArgs) -> Result<()> {
         ),
         _ => (CancelSelection::All, None),
     };
-    cancel_selected(ctx, &selection, what, queued_only)
+    cancel_selected(ctx, &state, &selection, what, queued_only)
 }
 
 /// `fleet cancel RUN`.
-fn cancel_one(ctx: &Ctx, run: RunId) -> Result<()> {
-    let state = ctx.state(IfInvalid::Refuse)?;
-    let Some(store) = ctx::open_existing(&state)? else {
+fn cancel_one(state: &StateDir, run: RunId) -> Result<()> {
+    let Some(store) = ctx::open_existing(state)? else {
         return Err(Failure::unknown_run(run));
     };
     let outcome = store
@@ -96,11 +97,11 @@ fn cancel_one(ctx: &Ctx, run: RunId) -> Result<()> {
     match outcome {
         CancelOutcome::Cancelled => {
             // The nudge goes first: the cancel is done whether or not anyone reads the answer.
-            ctx::nudge(&state);
+            ctx::nudge(state);
             console::println(format_args!("run {run} cancelled"))
         }
         CancelOutcome::Requested => {
-            if ctx::nudge(&state) {
+            if ctx::nudge(state) {
                 console::println(format_args!("run {run}: {REQUESTED}"))
             } else {
                 console::println(format_args!(
@@ -133,12 +134,12 @@ fn left_alone(id: RunId, project: &str) -> String {
 /// yet (`what` names the project or namespace asked for, for the message when nothing matches).
 fn cancel_selected(
     ctx: &Ctx,
+    state: &StateDir,
     selection: &CancelSelection,
     what: Option<(&str, String)>,
     queued_only: bool,
 ) -> Result<()> {
-    let state = ctx.state(IfInvalid::Refuse)?;
-    let (done, left) = match ctx::open_existing(&state)? {
+    let (done, left) = match ctx::open_existing(state)? {
         Some(store) => {
             let done = store
                 .cancel_selected(selection, queued_only, REASON, store::now_ms())
@@ -165,7 +166,7 @@ fn cancel_selected(
         }
         return console::println("nothing to cancel");
     }
-    ctx::nudge(&state);
+    ctx::nudge(state);
     for c in &done {
         let cancelled = matches!(c.outcome, CancelOutcome::Cancelled);
         console::println(reached(c.run_id, &c.project, cancelled))?;
@@ -214,9 +215,8 @@ fn known(ctx: &Ctx, kind: &str, name: &str) -> bool {
 }
 
 /// `fleet cancel RUN RUN…` (or one run with `--queued`).
-fn cancel_ids(ctx: &Ctx, runs: &[RunId], queued_only: bool) -> Result<()> {
-    let state = ctx.state(IfInvalid::Refuse)?;
-    let Some(store) = ctx::open_existing(&state)? else {
+fn cancel_ids(state: &StateDir, runs: &[RunId], queued_only: bool) -> Result<()> {
+    let Some(store) = ctx::open_existing(state)? else {
         return Err(Failure::unknown_run(runs[0]));
     };
     // Every id is checked before anything is cancelled: a typo must not leave half a job done.
@@ -270,7 +270,7 @@ fn cancel_ids(ctx: &Ctx, runs: &[RunId], queued_only: bool) -> Result<()> {
             )),
         }
     }
-    ctx::nudge(&state);
+    ctx::nudge(state);
     for line in lines {
         console::println(line)?;
     }

@@ -1,7 +1,8 @@
 //! The commands, one file per verb (`pause` and `resume` share one, as do `completions` and
-//! `man`): each holds its arguments, its function and the helpers only it uses. A command
-//! imports the crate's shared modules only ([`crate::ctx`], [`crate::failure`],
-//! [`crate::console`], …), never another command nor [`crate::cli`].
+//! `man`; `daemon`, `runs` and `status` are a folder, with modules of their own inside): each
+//! holds its arguments, its function and the helpers only it uses. A command imports the
+//! crate's shared modules only ([`crate::ctx`], [`crate::failure`], [`crate::console`], …),
+//! never another command nor [`crate::cli`].
 
 pub mod cancel;
 pub mod check;

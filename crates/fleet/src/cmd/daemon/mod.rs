@@ -1,5 +1,7 @@
-//! `fleet daemon`: starts the fork server, the log and the runtime, then runs the supervisor
-//! (`supervisor::daemon::run`) until SIGTERM or SIGINT.
+//! `fleet daemon`: starts the fork server, the log ([`logging`]) and the runtime, then runs the
+//! supervisor (`supervisor::daemon::run`) until SIGTERM or SIGINT.
+
+mod logging;
 
 use std::time::Duration;
 use supervisor::config::LogFormat;
@@ -102,7 +104,7 @@ pub fn daemon(ctx: Ctx, args: DaemonArgs) -> Result<()> {
     let config = ctx.into_config()?;
     // The flag wins over the file. Chosen at start: a reload does not change it.
     let log_format = log_format.unwrap_or(config.log_format);
-    crate::logging::init(log_format);
+    logging::init(log_format);
     let shim_program = fleet_exe
         .map_err(|e| Failure::action(format!("cannot find the fleet binary for the shim: {e}")))?;
     let fork_server = match fork_server {
