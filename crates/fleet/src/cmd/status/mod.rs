@@ -14,6 +14,14 @@ use crate::failure::{Failure, Result};
 
 use liveness::Liveness;
 
+/// What `fleet status` was asked.
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// The daemon row of this host among the hosts sharing the database. The running daemon's row
 /// is found first by its pid (`holder`, from the state directory's lock), because a daemon
 /// started with `--host NAME` runs under a name its config may not give; among rows with that
@@ -50,14 +58,6 @@ fn this_host_row(
     }
     .or_else(|| rows.iter().find(|h| h.name == host));
     Ok(found.cloned().map(store::DaemonRow::from))
-}
-
-/// What `fleet status` was asked.
-#[derive(clap::Args, Debug)]
-pub struct StatusArgs {
-    /// JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// `fleet status`: the daemon, the config in force, occupancy.
