@@ -22,7 +22,7 @@
 //! - `procs`: /proc, signals, the daemon lock;
 //! - `records`: commands that record their start and end, and the overlap sweep over them;
 //! - `db`: reading fleet's database directly, for what no command shows;
-//! - `run_files`: a run's records as its shim left them, in either on-disk layout.
+//! - `run_files`: a run's records as its shim left them on disk.
 
 // Each test binary uses only part of the harness (and so of its re-exports).
 #![allow(dead_code, unused_imports)]

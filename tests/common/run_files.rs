@@ -1,5 +1,5 @@
-//! A run's files as its shim left them on disk (`runs/<id>.*`, or an earlier version's folder
-//! `runs/<id>/`), read in any layout through the reader recovery and `fleet check` use.
+//! A run's files as its shim left them on disk (its record slot in `runs/records-<first id>`,
+//! and `runs/<id>.*`), read through the reader recovery and `fleet check` use.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -27,7 +27,7 @@ pub fn has_record(f: &Fleet, id: i64, kind: &str) -> bool {
     }
 }
 
-/// The ids of the runs that have files in `f`'s state directory (any layout).
+/// The ids of the runs that have files in `f`'s state directory.
 pub fn run_ids_on_disk(f: &Fleet) -> BTreeSet<i64> {
     list_run_ids(&f.state_dir())
         .unwrap_or_else(|e| panic!("listing runs/: {e}"))
@@ -47,9 +47,9 @@ pub fn lock_path(f: &Fleet, id: i64) -> PathBuf {
     RunFiles::new(&f.state_dir(), id).lock_path()
 }
 
-/// Run `id`'s lock file in the layout of the version before slots, `runs/<id>.lock`.
-pub fn flat_lock_path(f: &Fleet, id: i64) -> PathBuf {
-    RunFiles::new(&f.state_dir(), id).flat_lock_path()
+/// Whether run `id`'s records hold a tombstone: recovery gave one of its claims up.
+pub fn has_tombstone(f: &Fleet, id: i64) -> bool {
+    !run_records(f, id).tombstones.is_empty()
 }
 
 /// Whether run `id`'s slot holds anything (a record, a tombstone, a torn line).

@@ -59,24 +59,14 @@ pub fn requeued(f: &Fleet) -> BTreeSet<i64> {
     requeues(f).into_iter().collect()
 }
 
-/// A file of run `id` in its folder of the earlier layouts (`started`, `exit`, `tombstones`...;
-/// a tombstone is written there too, for late shims of earlier versions).
-pub fn run_file(f: &Fleet, id: i64, name: &str) -> PathBuf {
-    f.state_dir().join("runs").join(id.to_string()).join(name)
-}
-
-/// Runs (of `ids`) that have the run file `name`, or for `started`, `running` and `exit`, that
-/// record (appended to the lock file, or in a file of its own in the previous layout).
+/// Runs (of `ids`) whose records hold `name`: a `started`, `running` or `exit` record, or for
+/// `tombstones`, a tombstone.
 pub fn with_file(f: &Fleet, ids: &[i64], name: &str) -> BTreeSet<i64> {
-    let record = matches!(name, "started" | "running" | "exit");
     ids.iter()
         .copied()
-        .filter(|&id| {
-            if record {
-                has_record(f, id, name)
-            } else {
-                run_file(f, id, name).exists()
-            }
+        .filter(|&id| match name {
+            "tombstones" => has_tombstone(f, id),
+            _ => has_record(f, id, name),
         })
         .collect()
 }

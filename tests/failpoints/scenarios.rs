@@ -33,10 +33,7 @@ pub fn crash_at(name: &str) {
                 "exactly the claims the crash left must be requeued as never started"
             );
             for id in &claimed {
-                assert!(
-                    run_file(f, *id, "tombstones").exists(),
-                    "run {id}: no tombstones"
-                );
+                assert!(has_tombstone(f, *id), "run {id}: no tombstones");
             }
         }
         // The first shim is spawned, the daemon dies; the shim lives on and is adopted.

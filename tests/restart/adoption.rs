@@ -199,7 +199,8 @@ fn failure1_db_active_run_unknown_to_the_pool_still_counts() {
     let held = f.enqueue("held");
     {
         // Another writer (as a restored backup or a crashed daemon of another build might leave
-        // it): run `held` is active, and its run folder is not a folder at all.
+        // it): run `held` is active, and its records cannot be read (a folder stands where its
+        // overflow file goes).
         let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).unwrap();
         db.execute(
             "UPDATE runs SET status = 'running', claim_token = 7, started_at = 1 WHERE id = ?1",
@@ -208,7 +209,7 @@ fn failure1_db_active_run_unknown_to_the_pool_still_counts() {
         .unwrap();
         let runs = f.state_dir().join("runs");
         std::fs::create_dir_all(&runs).unwrap();
-        std::fs::write(runs.join(held.to_string()), "not a run folder").unwrap();
+        std::fs::create_dir_all(runs.join(format!("{held}.more"))).unwrap();
     }
     let _d = f.start_daemon();
     let other = f.enqueue("other");

@@ -57,9 +57,8 @@ fn late_shim_finds_tombstone_and_does_not_start() {
     );
 
     // The trap was really exercised: recovery tombstoned the first claim while the shim slept.
-    let tombstones = run_dir(&f, id).join("tombstones");
     assert!(
-        tombstones.exists(),
+        has_tombstone(&f, id),
         "recovery left no tombstone (did the new daemon recover after the shim woke, \
          {recovered_in:?} > {LATE_MS} ms?)\n{}",
         f.diagnostics()
@@ -163,7 +162,7 @@ fn crash_after_claim_requeues_same_attempt() {
         "{started:?}"
     );
     assert!(
-        run_dir(&f, id).join("tombstones").exists(),
+        has_tombstone(&f, id),
         "recovery should have tombstoned the first claim"
     );
     assert_check_ok(&f);
@@ -253,7 +252,7 @@ fn late_shim_waiting_at_the_lock_finds_the_tombstone() {
         waiting
     });
     assert!(
-        !run_dir(&f, id).join("tombstones").exists(),
+        !has_tombstone(&f, id),
         "recovery holds the lock and has not written the tombstone yet"
     );
 

@@ -1,6 +1,6 @@
 //! Runs only the database knows: it records them as active, and the restarted daemon's slot pool
-//! cannot hold them, because recovery could not settle them (their run folder cannot be read,
-//! or their tombstone cannot be written). The packers must count them all the same — they see
+//! cannot hold them, because recovery could not settle them (their run files cannot be
+//! read). The packers must count them all the same — they see
 //! merge(pool, DB running set), never the pool alone — with and without namespaces. Adopted runs
 //! cannot show this: recovery puts them in the pool. And a run recovery could not settle is
 //! settled again, until it is, once its files can be written.
@@ -8,8 +8,9 @@
 use crate::common::*;
 use crate::helpers::*;
 
-/// Makes run `id` active in the database (another writer did it: a restored backup, say) with a
-/// run folder that is not a folder, so that no recovery can read it.
+/// Makes run `id` active in the database (another writer did it: a restored backup, say) with
+/// records that cannot be read (a folder stands where its overflow file goes), so that no
+/// recovery can read them.
 fn db_only_active_run(f: &Fleet, id: i64) {
     let db = rusqlite::Connection::open(f.state_dir().join("fleet.db")).unwrap();
     db.execute(
@@ -19,7 +20,7 @@ fn db_only_active_run(f: &Fleet, id: i64) {
     .unwrap();
     let runs = f.state_dir().join("runs");
     std::fs::create_dir_all(&runs).unwrap();
-    std::fs::write(runs.join(id.to_string()), "not a run folder").unwrap();
+    std::fs::create_dir_all(runs.join(format!("{id}.more"))).unwrap();
 }
 
 /// The namespace packer: a run only the database knows fills namespace `ops` (cap 1), so its
@@ -53,11 +54,11 @@ fn failure1_with_namespaces_db_active_run_unknown_to_the_pool_still_counts() {
 }
 
 /// A run claimed by a real daemon that died before spawning its shim; the next daemon's
-/// recovery cannot write the claim's tombstone (a folder stands where the file goes, and every
-/// write to it fails as on a full disk), so it may neither requeue nor adopt the run: the run
-/// stays `starting`, in no slot. Under namespaces, it must still fill namespace `ops`; under the
-/// global cap too. Then the tombstone can be written again: the run is settled at a later try
-/// (tombstoned, requeued as the same attempt) and runs once.
+/// recovery cannot read the run's records (a folder stands where its overflow file goes, and
+/// every read of it fails as on a failing disk), so it may neither requeue nor adopt the run:
+/// the run stays `starting`, in no slot. Under namespaces, it must still fill namespace `ops`;
+/// under the global cap too. Then the records can be read again: the run is settled at a later
+/// try (tombstoned, requeued as the same attempt) and runs once.
 ///
 /// Red if the packers see the pool alone (the sibling starts), or if recovery gives up on a run
 /// it could not settle (the run stays `starting` for good).
@@ -86,8 +87,8 @@ fn failure1_claimed_run_recovery_cannot_settle_still_counts_and_is_settled_later
     let held = f.enqueue("held");
     wait_daemon_abort(&f, &mut d1, held, "the daemon to abort after the claim");
     assert_eq!(status_of(&f.run(held)), "starting");
-    let tombstones = run_dir(&f, held).join("tombstones");
-    std::fs::create_dir_all(&tombstones).unwrap();
+    let unreadable = f.state_dir().join("runs").join(format!("{held}.more"));
+    std::fs::create_dir_all(&unreadable).unwrap();
 
     wait_daemon_lock_released(&f.state_dir());
     let d2 = f.start_daemon();
@@ -114,8 +115,8 @@ fn failure1_claimed_run_recovery_cannot_settle_still_counts_and_is_settled_later
         "the daemon should say it will settle the run again:\n{log}"
     );
 
-    // The tombstone can be written again: the next try settles the claim, and requeues it.
-    std::fs::remove_dir(&tombstones).unwrap();
+    // The records can be read again: the next try settles the claim, and requeues it.
+    std::fs::remove_dir(&unreadable).unwrap();
     f.wait_run(held, "the claim settled and requeued", |r| {
         r["status"] != "starting"
     });

@@ -2,7 +2,7 @@
 //! and the processes a crash leaves. They only observe and wait; the scenarios are the tests'.
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -46,12 +46,6 @@ pub fn stamp(line: &str) -> u128 {
         .last()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no timestamp in {line:?}"))
-}
-
-/// The folder of run `id` in the earlier layouts, where a tombstone is written too (for late
-/// shims of earlier versions).
-pub fn run_dir(f: &Fleet, id: i64) -> PathBuf {
-    f.state_dir().join("runs").join(id.to_string())
 }
 
 /// Proof that the running daemon completed at least `n` EVALs after this call began, without

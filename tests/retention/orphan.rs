@@ -1,4 +1,4 @@
-//! A run folder with no database row (a fleet.db restored from an older backup): `fleet check`
+//! A run's files with no database row (a fleet.db restored from an older backup): `fleet check`
 //! reports it, naming what to do, and `fleet prune` leaves it to the operator.
 
 use crate::common::*;
@@ -11,10 +11,10 @@ fn a_folder_without_a_row_is_a_violation_prune_leaves_alone() {
     f.wait_terminal(id);
     d.kill();
     assert_check_ok(&f);
-    // An earlier version's run folder, and this version's files of another run.
-    let orphan = f.state_dir().join("runs").join("99999");
-    std::fs::create_dir(&orphan).unwrap();
-    let flat = f.state_dir().join("runs").join("99998.lock");
+    // The log of one run, and the overflow file of another.
+    let orphan = f.state_dir().join("runs").join("99999.log");
+    std::fs::write(&orphan, "output\n").unwrap();
+    let flat = f.state_dir().join("runs").join("99998.more");
     std::fs::write(&flat, "").unwrap();
     let out = f.cmd(&["check", "--json"]);
     assert_eq!(out.code(), Some(1), "{}{}", out.stdout, out.stderr);
@@ -30,7 +30,7 @@ fn a_folder_without_a_row_is_a_violation_prune_leaves_alone() {
     assert!(out.stdout.contains("by hand"), "{}", out.stdout);
     f.cmd_ok(&["prune"]);
     assert!(
-        orphan.is_dir() && flat.is_file(),
+        orphan.is_file() && flat.is_file(),
         "prune never removes files it has no row for"
     );
 }

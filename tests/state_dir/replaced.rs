@@ -269,10 +269,10 @@ fn a_stray_run_file_with_a_huge_id_is_not_numbered_past() {
     let first = f.enqueue("p");
     let runs = f.state_dir().join("runs");
     std::fs::create_dir_all(&runs).unwrap();
-    std::fs::write(runs.join(format!("{}.lock", i64::MAX)), "").unwrap();
+    std::fs::write(runs.join(format!("{}.more", i64::MAX)), "").unwrap();
     std::fs::write(runs.join("5000000000.log"), "").unwrap();
     // A run the database does not know (lost with a restore): numbered past.
-    std::fs::write(runs.join(format!("{}.lock", first + 5)), "").unwrap();
+    std::fs::write(runs.join(format!("{}.more", first + 5)), "").unwrap();
     let d = f.start_daemon();
     assert_eq!(status_of(&f.wait_terminal(first)), "succeeded");
     let next = f.enqueue("p");

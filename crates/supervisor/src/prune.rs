@@ -2,7 +2,7 @@
 //! and events) and the files of each run the policy lets go (`runs/<id>.*`). Used by the daemon (a small
 //! step now and then, on a blocking thread) and by `fleet prune` (with or without a daemon).
 //!
-//! Order, for crash safety: the files go first, under the run's lock (the lock file itself
+//! Order, for crash safety: the files go first, under the run's lock (its record slot
 //! last); the rows only after. A crash in between leaves a row whose files are gone — an ended
 //! run without its log, which `fleet check` accepts (it needs the files of active runs only)
 //! and which the next prune forgets. The other order could leave files no row explains. Runs that are queued or
@@ -18,9 +18,7 @@
 //! Two pruners (the daemon's step and `fleet prune`) never work at once: each batch holds the
 //! state directory's `prune.lock` (an exclusive `flock`), so they take turns batch by batch and
 //! each selects only what the other has not already let go. Files found already gone (a crash
-//! mid-prune, or anything else) count as removed; an earlier layout's folder that will not
-//! empty (a file appearing inside it while it goes) is tried again, then left for a later
-//! prune.
+//! mid-prune, or anything else) count as removed.
 //!
 //! Deleting rows of ended runs is safe while a daemon runs: nothing in a daemon's memory refers
 //! to an ended run, and rows go in short write transactions (at most [`FORGET_CHUNK`] runs),
@@ -70,18 +68,13 @@ pub enum PruneError {
     },
 }
 
-/// How many times an earlier layout's run folder that would not empty (ENOTEMPTY: something
-/// appeared inside it while it was removed) is tried again before it is left for a later prune.
-const REMOVE_TRIES: usize = 3;
-
 /// What one prune did (or, dry, would do).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Pruned {
     /// The runs this pruner let go (dry run: that would be), oldest first within each project:
     /// their rows are forgotten by this pruner.
     pub runs: Vec<PruneCandidate>,
-    /// Runs the policy lets go but whose lock a shim still holds, or whose earlier layout's folder would not
-    /// empty: left for later.
+    /// Runs the policy lets go but whose lock a shim still holds: left for later.
     pub locked: Vec<RunId>,
     /// Runs the policy lets go but whose files could not be removed (a file that cannot be
     /// read or unlinked): left, rows and all, for a later prune; the others go on without them.
@@ -271,15 +264,14 @@ fn take_turn(path: &Path) -> io::Result<std::fs::File> {
 }
 
 /// Removes the run's files if no shim holds its lock: `Ok(true)` removed (or already gone),
-/// `Ok(false)` a shim holds the lock, or an earlier layout's folder would not empty after
-/// [`REMOVE_TRIES`].
+/// `Ok(false)` a shim holds the lock.
 fn remove_files(files: &RunFiles) -> io::Result<bool> {
     if !files.exists()? {
         return Ok(true);
     }
     // Holding the lock while removing: a shim of this run cannot start in between.
     match files.try_lock() {
-        Ok(Some(lock)) => files.remove(lock, REMOVE_TRIES),
+        Ok(Some(lock)) => files.remove(lock).map(|()| true),
         Ok(None) => Ok(false),
         // Gone between the look and the lock: nothing left to remove.
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),

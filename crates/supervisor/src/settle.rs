@@ -70,8 +70,7 @@ pub enum Fate {
         session: Option<crate::sys::process::Session>,
     },
     /// The command may have started, and the record file holds no end for this claim but a
-    /// line (or a previous version's record file) that cannot be read, which may have been
-    /// it: the end is unknown, as for [`Fate::Lost`], and the note says why (never "the shim
+    /// line that cannot be read, which may have been it: the end is unknown, as for [`Fate::Lost`], and the note says why (never "the shim
     /// died"). The text names the unreadable line.
     Unreadable(String),
 }
@@ -100,8 +99,8 @@ impl Fate {
 /// Errors: I/O errors on the run's files, a record that could not be read included (the
 /// caller looks again later: a record that failed to read is not a missing one, and taking it
 /// for one would call a run that ended `lost`, or requeue one that started). When no valid exit
-/// record of the claim is found but something that is not a valid record is (a bad line, a
-/// corrupt previous-version file), that may have been the record that mattered: the fate is
+/// record of the claim is found but a line that is not a valid record is, that may have been
+/// the record that mattered: the fate is
 /// [`Fate::Unreadable`] (the command may have started, so the claim is never requeued, and
 /// never given a made-up status). Either way, when the claim's `running` record names a
 /// command whose process group still has processes — or, with no such record, `recorded_pgid`
@@ -121,71 +120,45 @@ pub fn settle(
     recorded_pgid: Option<i32>,
     start_survives: bool,
 ) -> io::Result<Fate> {
-    let Some(mut lock) = dir.try_lock()? else {
+    let Some(lock) = dir.try_lock()? else {
         return Ok(Fate::Alive);
     };
-    let orphaned = |records: Option<&Records>| {
-        leftover_group(records, token, recorded_pgid)
-            .map(|(pgid, session)| Fate::Orphaned { pgid, session })
-    };
-    loop {
-        let mut records = match dir.records() {
-            Ok(r) => r,
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                tracing::error!(run = dir.id(), error = %e, "a record of the run cannot be read");
-                if let Some(orphaned) = orphaned(None) {
-                    return Ok(orphaned);
-                }
-                return Ok(Fate::Unreadable(e.to_string()));
-            }
-            Err(e) => return Err(e),
-        };
-        for bad in &records.bad {
-            tracing::error!(run = dir.id(), "{bad}");
-        }
-        if let Some(exit) = records.exit.take().filter(|e| e.token == token) {
-            return Ok(Fate::Ended(exit));
-        }
-        // From here the end is unknown: the shim is gone (its lock was free) without an exit
-        // record of this claim. What its command started may still run.
-        if let Some(orphaned) = orphaned(Some(&records)) {
-            return Ok(orphaned);
-        }
-        if let Some(bad) = records.bad.first() {
-            return Ok(Fate::Unreadable(bad.to_string()));
-        }
-        if records.started.is_some_and(|s| s.token == token) {
-            return Ok(Fate::Lost);
-        }
-        if !lock.covers_earlier() {
-            // A late shim of an earlier version looks for its tombstone in the run's folder
-            // only: the tombstone goes there too, under that lock. Such a shim may have taken
-            // it (then it is alive) or used it (then its records are read again, above).
-            lock = match dir.lock_earlier_too(lock)? {
-                Some(both) => both,
-                None => return Ok(Fate::Alive),
-            };
-            continue;
-        }
-        fail::fail_point!("recovery-before-tombstone", |_| std::process::abort());
-        dir.write_tombstone(&lock, token)?;
-        fail::fail_point!("recovery-after-tombstone", |_| std::process::abort());
-        // Tombstoned either way: a claim is judged unsure without any restart too (no boot id
-        // to compare, an unreadable record of boots), and then a late shim of it may still be
-        // on its way to the lock.
-        return Ok(if start_survives {
-            Fate::NeverStarted
-        } else {
-            Fate::StartUnknown
-        });
+    let mut records = dir.records()?;
+    for bad in &records.bad {
+        tracing::error!(run = dir.id(), "{bad}");
     }
+    if let Some(exit) = records.exit.take().filter(|e| e.token == token) {
+        return Ok(Fate::Ended(exit));
+    }
+    // From here the end is unknown: the shim is gone (its lock was free) without an exit
+    // record of this claim. What its command started may still run.
+    if let Some((pgid, session)) = leftover_group(Some(&records), token, recorded_pgid) {
+        return Ok(Fate::Orphaned { pgid, session });
+    }
+    if let Some(bad) = records.bad.first() {
+        return Ok(Fate::Unreadable(bad.to_string()));
+    }
+    if records.started.is_some_and(|s| s.token == token) {
+        return Ok(Fate::Lost);
+    }
+    fail::fail_point!("recovery-before-tombstone", |_| std::process::abort());
+    dir.write_tombstone(&lock, token)?;
+    fail::fail_point!("recovery-after-tombstone", |_| std::process::abort());
+    // Tombstoned either way: a claim is judged unsure without any restart too (no boot id
+    // to compare, an unreadable record of boots), and then a late shim of it may still be
+    // on its way to the lock.
+    Ok(if start_survives {
+        Fate::NeverStarted
+    } else {
+        Fate::StartUnknown
+    })
 }
 
 /// What is left of `token`'s command when its shim is gone without recording its end: its
 /// process group, while a process of it still runs ([`Fate::Orphaned`]), and the session that
 /// identifies it — the one rule for settling and for `fleet check`.
 ///
-/// - From `records` (`None`: the record file could not be read at all), when they hold the
+/// - From `records` (`None`: the records could not be read at all), when they hold the
 ///   claim's `running` (the group, the command's pid) and `started` (the session: the shim's
 ///   pid and start time) records: the group within that session
 ///   ([`crate::sys::process::group_alive`]). An error reading `/proc` counts as nothing left.

@@ -370,7 +370,6 @@ fn tombstoned_claim_never_runs_the_command() {
     // blocks on the lock, then must find the tombstone.
     let lock = dir.try_lock().unwrap().expect("lock");
     let shim = spawn_shim(&f.args(7, &["sh", "-c", "touch marker"]), &[]);
-    let lock = dir.lock_earlier_too(lock).unwrap().expect("both locks");
     dir.write_tombstone(&lock, 7).unwrap();
     drop(lock);
     let (status, out, err) = finish(shim);
@@ -528,27 +527,6 @@ fn a_second_claim_of_a_started_run_is_refused() {
     assert_eq!((started.token, started.history), (1, vec![1]));
 }
 
-/// The same for a `started` record an older fleet wrote (in its run folder, with no history).
-#[test]
-fn an_older_versions_started_record_refuses_a_second_claim_too() {
-    let f = Fixture::new();
-    let dir = f.dir();
-    fs::create_dir_all(dir.folder()).unwrap();
-    fs::write(
-        dir.folder().join("started"),
-        r#"{"token":1,"shim_pid":1,"shim_start_time":1,"at":"2024-01-01T00:00:00.000Z"}"#,
-    )
-    .unwrap();
-    let (status, _, err) = finish(spawn_shim(&f.args(2, &["true"]), &[]));
-    assert!(status.success(), "{err}");
-    let exit = dir.read_exit().unwrap().unwrap();
-    assert_eq!(
-        (exit.token, exit.outcome),
-        (2, supervisor::shim::records::Outcome::AlreadyStarted)
-    );
-    assert_eq!(dir.read_started().unwrap().unwrap().token, 1);
-}
-
 #[test]
 fn bad_arguments_exit_2() {
     let out = shim_command()
@@ -693,7 +671,6 @@ mod failpoints {
             .try_lock()
             .unwrap()
             .expect("the delayed shim has not locked yet");
-        let lock = dir.lock_earlier_too(lock).unwrap().expect("both locks");
         dir.write_tombstone(&lock, 9).unwrap();
         drop(lock);
         let (status, _, err) = finish(shim);
@@ -701,37 +678,6 @@ mod failpoints {
         assert!(err.contains("given up by recovery"), "{err}");
         assert!(!f.work.join("marker").exists());
         assert!(dir.read_started().unwrap().is_none());
-    }
-
-    /// A shim of each earlier version, late (forked by a daemon of that version, not yet at its
-    /// lock when this version's recovery gives its claim up), finds the tombstone where it
-    /// looks — its run's folder, which it makes itself — and does not start the command.
-    #[test]
-    fn a_late_shim_of_an_earlier_layout_finds_the_tombstone() {
-        for layout in ["folder", "files"] {
-            let f = Fixture::new();
-            let dir = f.dir();
-            let args = f.args(9, &["sh", "-c", "touch marker"]);
-            let shim = spawn_shim(
-                &args,
-                &[
-                    ("FAILPOINTS", "shim-before-lock=sleep(3000)"),
-                    ("FLEET_TEST_LEGACY_RUN_LAYOUT", layout),
-                ],
-            );
-            assert!(!dir.folder().exists(), "{layout}: the shim has not begun");
-            // Recovery, as `settle` does it.
-            assert_eq!(
-                supervisor::settle::settle(&dir, 9, None, true).unwrap(),
-                supervisor::settle::Fate::NeverStarted,
-                "{layout}"
-            );
-            let (status, _, err) = finish(shim);
-            assert!(status.success(), "{layout}: {err}");
-            assert!(err.contains("given up by recovery"), "{layout}: {err}");
-            assert!(!f.work.join("marker").exists(), "{layout}: started");
-            assert!(dir.read_started().unwrap().is_none(), "{layout}");
-        }
     }
 }
 

@@ -48,7 +48,7 @@ fn unreadable(report: &mut Report, run: RunId, message: String) {
     });
 }
 
-/// The records of the run `dir`, every line of its lock files that is not a record reported
+/// The records of the run `dir`, every line of its records that is not a record reported
 /// as an [`ViolationKind::UnreadableFile`] finding; `None` (reported too) when the run's records
 /// cannot be read at all.
 pub(super) fn records(report: &mut Report, dir: &RunFiles) -> Option<Records> {
@@ -106,13 +106,13 @@ pub(super) fn compare_exit(report: &mut Report, run: &Run, records: &Records) {
 mod tests {
     use super::*;
 
-    /// A bad line met through another path than the one given (the earlier layout's folder,
-    /// while the caller names the flat lock file) is reported in its own words, the same
-    /// finding `records` makes of it, not prefixed with the other path.
+    /// A bad line met in another file than the one given (the run's overflow, while the
+    /// caller names its segment) is reported in its own words, the same finding `records`
+    /// makes of it, not prefixed with the other path.
     #[test]
     fn a_bad_line_is_reported_in_its_own_words() {
         let bad = BadLine {
-            path: "/state/runs/7/lock".into(),
+            path: "/state/runs/7.more".into(),
             line: 1,
             reason: "expected value".into(),
         };
@@ -120,7 +120,7 @@ mod tests {
         let got: Option<()> = readable(
             &mut report,
             7,
-            Path::new("/state/runs/7.lock"),
+            Path::new("/state/runs/records-0"),
             Err(bad.to_error()),
         );
         assert!(got.is_none());

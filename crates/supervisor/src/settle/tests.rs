@@ -7,7 +7,7 @@ use std::fs;
 use store::{Change, RunStatus};
 
 use super::*;
-use crate::shim::runfiles::{now_rfc3339, StartedRecord, STARTED_FILE};
+use crate::shim::runfiles::{now_rfc3339, StartedRecord};
 
 const TOKEN: u64 = 7;
 
@@ -18,10 +18,10 @@ fn run_dir() -> (tempfile::TempDir, RunFiles) {
     (tmp, dir)
 }
 
-/// The path of file `name` in the run's folder of an earlier layout, the folder made.
-fn in_folder(dir: &RunFiles, name: &str) -> std::path::PathBuf {
-    fs::create_dir_all(dir.folder()).unwrap();
-    dir.folder().join(name)
+/// Makes the run's overflow file unreadable: a folder stands where it goes, so that reading
+/// the run's records fails as an I/O error of any kind would.
+fn unreadable_overflow(dir: &RunFiles) {
+    fs::create_dir(dir.more_path()).unwrap();
 }
 
 /// A started record of claim `token` (also used by the run files' tests).
@@ -70,7 +70,7 @@ fn a_held_lock_is_alive_and_nothing_is_written() {
     let (_t, dir) = run_dir();
     let _held = dir.try_lock().unwrap().unwrap();
     assert_eq!(settle(&dir, TOKEN, None, true).unwrap(), Fate::Alive);
-    assert!(!in_folder(&dir, "tombstones").exists());
+    assert!(!tombstoned(&dir));
 }
 
 #[test]
@@ -140,13 +140,13 @@ fn after_a_restart_no_started_record_is_a_start_unknown() {
     assert_eq!(settle(&dir2, TOKEN, None, false).unwrap(), Fate::Lost);
 }
 
-/// A record that cannot be read (here: a folder where the file should be, as an I/O error of
-/// any kind would do) is not a missing one: the exit status may be in it.
+/// Records that cannot be read (here: a folder where the overflow file should be, as an I/O
+/// error of any kind would do) are not missing ones: the exit status may be in them.
 #[test]
 fn an_unreadable_exit_record_is_an_error_not_lost() {
     let (_t, dir) = run_dir();
     write(&dir, Some(started(TOKEN)), None);
-    fs::create_dir(in_folder(&dir, "exit")).unwrap();
+    unreadable_overflow(&dir);
     assert!(settle(&dir, TOKEN, None, true).is_err());
 }
 
@@ -155,31 +155,10 @@ fn an_unreadable_exit_record_is_an_error_not_lost() {
 #[test]
 fn an_unreadable_started_record_is_an_error_and_no_tombstone() {
     let (_t, dir) = run_dir();
-    fs::create_dir(in_folder(&dir, "started")).unwrap();
+    unreadable_overflow(&dir);
     assert!(settle(&dir, TOKEN, None, true).is_err());
-    assert!(!in_folder(&dir, "tombstones").exists());
-}
-
-#[test]
-fn a_corrupt_started_record_may_have_started_so_it_is_lost() {
-    let (_t, dir) = run_dir();
-    fs::write(in_folder(&dir, "started"), "{not json").unwrap();
-    assert!(matches!(
-        settle(&dir, TOKEN, None, true).unwrap(),
-        Fate::Unreadable(_)
-    ));
-    assert!(!in_folder(&dir, "tombstones").exists());
-}
-
-#[test]
-fn a_corrupt_exit_record_is_missing_so_a_started_run_is_lost() {
-    let (_t, dir) = run_dir();
-    write(&dir, Some(started(TOKEN)), None);
-    fs::write(in_folder(&dir, "exit"), "{not json").unwrap();
-    assert!(matches!(
-        settle(&dir, TOKEN, None, true).unwrap(),
-        Fate::Unreadable(_)
-    ));
+    fs::remove_dir(dir.more_path()).unwrap();
+    assert!(!tombstoned(&dir));
 }
 
 /// Appends a complete line that is not a record to the run's slot.
@@ -252,12 +231,17 @@ fn a_bad_line_where_the_started_may_be_is_never_requeued() {
 }
 
 /// The tombstone must be durable before the requeue it licenses: a failed write is an error,
-/// never a `NeverStarted`.
+/// never a `NeverStarted`. Here the write goes to the overflow file (one exists), where a
+/// symbolic link stands that the writer refuses to follow; reading takes the dangling link for
+/// no file at all.
 #[test]
 fn a_tombstone_that_cannot_be_written_is_an_error() {
-    let (_t, dir) = run_dir();
-    fs::create_dir(in_folder(&dir, "tombstones")).unwrap();
+    let (t, dir) = run_dir();
+    std::os::unix::fs::symlink(t.path().join("nowhere"), dir.more_path()).unwrap();
+    assert_eq!(dir.records().unwrap(), Records::default());
     assert!(settle(&dir, TOKEN, None, true).is_err());
+    fs::remove_file(dir.more_path()).unwrap();
+    assert!(!tombstoned(&dir));
 }
 
 #[test]
@@ -377,25 +361,24 @@ fn transition_for_each_fate() {
 /// that is surely absent may requeue; one that cannot be read stops the settling.
 #[test]
 fn only_a_missing_started_record_requeues() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = RunFiles::new(tmp.path(), 1);
-    let started = in_folder(&dir, STARTED_FILE);
+    let (_t, dir) = run_dir();
+    let more = dir.more_path();
 
-    // Cannot be read (here: a folder where the file should be).
-    std::fs::create_dir(&started).unwrap();
+    // Cannot be read (here: a folder where the overflow file should be).
+    std::fs::create_dir(&more).unwrap();
     assert!(
         settle(&dir, 1, None, true).is_err(),
         "an unread record is not a missing one"
     );
-    std::fs::remove_dir(&started).unwrap();
+    std::fs::remove_dir(&more).unwrap();
 
-    // Corrupt: it was written, so the command may have started.
-    std::fs::write(&started, "not json").unwrap();
+    // Corrupt: something was written, so the command may have started.
+    std::fs::write(&more, "not json\n").unwrap();
     assert!(matches!(
         settle(&dir, 1, None, true).unwrap(),
         Fate::Unreadable(_)
     ));
-    std::fs::remove_file(&started).unwrap();
+    std::fs::remove_file(&more).unwrap();
 
     assert_eq!(settle(&dir, 1, None, true).unwrap(), Fate::NeverStarted);
     assert!(dir.is_tombstoned(1).unwrap());

@@ -7,8 +7,8 @@
 //!
 //! 1. blocks SIGCHLD, SIGTERM, SIGINT and SIGHUP before anything else, so that none is lost
 //!    (they are consumed synchronously with `sigtimedwait`; no handlers, no threads);
-//! 2. takes the run's lock (an exclusive `flock`, held for life: the kernel drops it when the
-//!    shim dies, so a free lock proves the shim gone);
+//! 2. takes the run's lock (an exclusive OFD lock on its record slot, held for life: the kernel
+//!    drops it when the shim dies, so a free lock proves the shim gone);
 //! 3. checks the tombstones right after locking: recovery may have given the claim up while this
 //!    shim was late, and then the command must not start;
 //! 4. appends `started` to the run's record slot before spawning, so "never started" can be
@@ -36,8 +36,7 @@
 //! exists; nothing here starts a thread.
 //!
 //! The folder owns the shim whole: [`args`] its arguments, [`runfiles`] the run's files it writes,
-//! [`records`] the records' format, `write` their retried writes, `legacy` (test builds only)
-//! the previous version's layout, [`forkserver`] the process that forks it without an exec. Its system calls go through
+//! [`records`] the records' format, `write` their retried writes, [`forkserver`] the process that forks it without an exec. Its system calls go through
 //! [`crate::sys`]. The points where tests inject crashes into it are registered, with what
 //! recovery must do after each, in [`crate::failpoints::SHIM`] (feature `failpoints`,
 //! configured by the `FAILPOINTS` environment variable).
@@ -78,8 +77,6 @@ pub mod args;
 mod forked;
 pub mod forkserver;
 mod idle;
-#[cfg(feature = "failpoints")]
-pub mod legacy;
 pub mod log;
 pub mod logbound;
 pub mod records;
@@ -230,8 +227,6 @@ fn not_started(token: u64, outcome: Outcome, error: String) -> ExitRecord {
 fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
     crash_point!("shim-before-lock");
     let dir = RunFiles::new(&a.state_dir, a.run_id);
-    #[cfg(feature = "failpoints")]
-    let dir = legacy::files_for_shim(dir);
     let lock = dir.lock_blocking()?;
     crash_point!("shim-after-lock");
 
@@ -239,7 +234,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
     // this lock, so either it did so before we locked (we see it here) or it will find our
     // `started` record and not requeue. Without this check a late shim starts a requeued run a
     // second time.
-    // One read of the lock file answers both this and the history below.
+    // One read of the record slot answers both this and the history below.
     let (tombstoned, earlier) = dir.before_start(&lock, a.token)?;
     if tombstoned {
         warn(format_args!(
@@ -472,8 +467,6 @@ fn command_env(a: &ShimArgs) -> Vec<(OsString, OsString)> {
         };
     }
     env.remove(std::ffi::OsStr::new("FAILPOINTS"));
-    #[cfg(feature = "failpoints")]
-    env.remove(std::ffi::OsStr::new(legacy::ENV));
     env.into_iter().collect()
 }
 

@@ -177,7 +177,7 @@ impl Records {
         if self.exit.is_none() {
             self.exit = older.exit;
         }
-        // Older first, each token once: a tombstone is written to every layout at once.
+        // Older first, each token once.
         let mut tombstones = older.tombstones;
         for t in std::mem::take(&mut self.tombstones) {
             if !tombstones.contains(&t) {

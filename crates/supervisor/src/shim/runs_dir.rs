@@ -8,12 +8,11 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::runfiles::{LOCK_SUFFIX, LOG_SUFFIX, MORE_SUFFIX, RUNS_DIR};
+use super::runfiles::{LOG_SUFFIX, MORE_SUFFIX, RUNS_DIR};
 use super::segment;
 
 /// The ids of the runs that have files under `<state_dir>/runs/` — anything in their slot of a
-/// segment, `<id>.more`, `<id>.log`, or an earlier layout's `<id>.lock` or folder `<id>/` —
-/// ascending, each once. Other entries are skipped; a missing `runs/` means no runs. Reads
+/// segment, `<id>.more` or `<id>.log` — ascending, each once. Other entries are skipped; a missing `runs/` means no runs. Reads
 /// what every segment holds (its holes skipped): for `fleet check`, which reads every run's
 /// records anyway; [`highest_run_ids`] and [`live_run_candidates`] answer their questions
 /// with less.
@@ -50,15 +49,15 @@ pub fn highest_run_ids(state_dir: &Path, limit: usize) -> io::Result<Vec<i64>> {
     Ok(ids.split_off(keep))
 }
 
-/// The runs whose shim may be alive here, ascending: every run whose slot's lock someone holds,
-/// and every run with an earlier layout's lock file or folder (for the caller to probe with
-/// [`super::runfiles::RunFiles::is_locked`]). Costs a few lock probes per segment and live shim, never a read
-/// of the history: recovery's look for shims the database does not know of.
+/// The runs whose shim may be alive here, ascending: every run whose slot's lock someone holds
+/// (for the caller to probe again with [`super::runfiles::RunFiles::is_locked`]). Costs a few
+/// lock probes per segment and live shim, never a read of the history: recovery's look for
+/// shims the database does not know of.
 ///
 /// Errors: I/O errors reading the folder or probing a segment's locks.
 pub fn live_run_candidates(state_dir: &Path) -> io::Result<Vec<i64>> {
     let found = RunsDir::read(state_dir)?;
-    let mut ids = found.with_lock_files;
+    let mut ids = Vec::new();
     for (first, path) in &found.segments {
         ids.extend(segment::held_ids(path, *first)?);
     }
@@ -74,10 +73,8 @@ fn sorted_once(mut ids: Vec<i64>) -> Vec<i64> {
 
 /// What the names in `runs/` say (one pass over the folder).
 struct RunsDir {
-    /// The ids of runs with a file or folder of their own (`<id>.lock`, `.log`, `.more`, `<id>/`).
+    /// The ids of runs with a file of their own (`<id>.log`, `<id>.more`).
     named: Vec<i64>,
-    /// Of those, the runs with an earlier layout's lock file or folder.
-    with_lock_files: Vec<i64>,
     /// The segments, by first id, ascending.
     segments: Vec<(i64, PathBuf)>,
 }
@@ -88,7 +85,6 @@ impl RunsDir {
         let runs = state_dir.join(RUNS_DIR);
         let mut found = RunsDir {
             named: Vec::new(),
-            with_lock_files: Vec::new(),
             segments: Vec::new(),
         };
         let entries = match fs::read_dir(&runs) {
@@ -106,20 +102,12 @@ impl RunsDir {
                 }
                 continue;
             }
-            if let Some(id) = name.strip_suffix(LOCK_SUFFIX).and_then(run_id) {
-                found.named.push(id);
-                found.with_lock_files.push(id);
-            } else if let Some(id) = name
+            if let Some(id) = name
                 .strip_suffix(LOG_SUFFIX)
                 .or_else(|| name.strip_suffix(MORE_SUFFIX))
                 .and_then(run_id)
             {
                 found.named.push(id);
-            } else if let Some(id) = run_id(name) {
-                if entry.file_type()?.is_dir() {
-                    found.named.push(id);
-                    found.with_lock_files.push(id);
-                }
             }
         }
         found.segments.sort_unstable();

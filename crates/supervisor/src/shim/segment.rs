@@ -345,8 +345,8 @@ pub fn held_ids(path: &Path, first: i64) -> io::Result<Vec<i64>> {
     Ok(ids.into_iter().filter(|&id| id > 0).collect())
 }
 
-/// Opens a file that holds run locks — a segment, or an earlier layout's lock file —
-/// read-write (`create`: mode 0600 when made).
+/// Opens a segment, the file that holds run locks, read-write (`create`: mode 0600 when
+/// made).
 pub(super) fn open_lock_file(path: &Path, create: bool) -> io::Result<File> {
     // O_CLOEXEC (std sets it anyway; spelled out because it is load-bearing): the command must
     // not inherit the open file description that holds its run's lock, or the lock would

@@ -1,14 +1,11 @@
 //! The shim's writes of its records: each one retried until it is on disk (a full or failing
-//! disk delays a record, never loses it), in the record file — or, in a test build asked for
-//! it, in the previous version's layout. It owns the retry policy and where the exit record's
+//! disk delays a record, never loses it), in the run's record slot. It owns the retry policy and where the exit record's
 //! failpoints sit; it must never give up on a record while the shim holds the run's lock (that
 //! would turn a real status into `lost`), and never write without that lock.
 
 use std::io;
 use std::time::Duration;
 
-#[cfg(feature = "failpoints")]
-use super::legacy;
 use super::log;
 use super::runfiles::{ExitRecord, Record, RunFiles, RunLock};
 use super::ShimArgs;
@@ -38,13 +35,9 @@ pub(super) fn write_exit(
     Ok(())
 }
 
-/// Writes one record, appended to the run's lock file (or, in a test build asked for it, in an
-/// earlier version's layout: see [`legacy`]). A shim writes no tombstone: `InvalidInput`.
+/// Writes one record, appended to the run's record slot. A shim writes no tombstone:
+/// `InvalidInput`.
 pub(super) fn write_record(dir: &RunFiles, lock: &RunLock, record: Record) -> io::Result<()> {
-    #[cfg(feature = "failpoints")]
-    if let Some(done) = legacy::write(dir, lock, &record) {
-        return done;
-    }
     match record {
         Record::Started(r) => dir.write_started(lock, &r),
         Record::Running(r) => dir.write_running(lock, &r),

@@ -1,6 +1,7 @@
-//! Unit tests of a run's files: records, lock, tombstones, log, and the earlier layouts.
+//! Unit tests of a run's files: records, lock, tombstones, log.
 
 use super::*;
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 
 fn run_dir() -> (tempfile::TempDir, RunFiles) {
@@ -25,14 +26,6 @@ fn put_in_slot(dir: &RunFiles, bytes: &[u8]) {
         .unwrap();
 }
 
-/// Empties `dir`'s slot and its lock file of the version before, so that only the earlier
-/// folder layout's files say anything.
-fn clear_own(dir: &RunFiles) {
-    let slot = dir.record_slot();
-    slot.clear(&slot.open(true).unwrap()).unwrap();
-    let _ = fs::remove_file(dir.flat_lock_path());
-}
-
 /// The names in `runs/`, sorted.
 fn names_in_runs(tmp: &tempfile::TempDir) -> Vec<String> {
     let mut names: Vec<_> = fs::read_dir(tmp.path().join(RUNS_DIR))
@@ -47,10 +40,8 @@ fn names_in_runs(tmp: &tempfile::TempDir) -> Vec<String> {
 fn new_does_no_io_and_runs_is_made_0700() {
     let (tmp, dir) = run_dir();
     assert_eq!(dir.lock_path(), tmp.path().join("runs/records-0"));
-    assert_eq!(dir.flat_lock_path(), tmp.path().join("runs/42.lock"));
     assert_eq!(dir.more_path(), tmp.path().join("runs/42.more"));
     assert_eq!(dir.log_path(), tmp.path().join("runs/42.log"));
-    assert_eq!(dir.folder(), tmp.path().join("runs/42"));
     assert!(!tmp.path().join("runs").exists());
     assert!(!dir.exists().unwrap());
     let lock = dir.lock_blocking().unwrap();
@@ -194,53 +185,6 @@ fn a_bad_line_is_set_aside_and_the_records_around_it_count() {
     assert!(!said.contains("column"), "{said}");
 }
 
-/// The earlier layouts read the same: a lock file per run (the version just before), a folder
-/// whose `lock` holds the records (the one before), and one file per record (the one before
-/// that); a record of a kind in a newer layout wins over the older ones, and the slot over all.
-#[test]
-fn the_earlier_layouts_are_read_and_the_newest_records_win() {
-    let (_tmp, dir) = run_dir();
-    fs::create_dir_all(dir.folder()).unwrap();
-    let old = started(1);
-    fs::write(
-        dir.folder().join(STARTED_FILE),
-        serde_json::to_vec(&old).unwrap(),
-    )
-    .unwrap();
-    fs::write(
-        dir.folder().join(RUNNING_FILE),
-        br#"{"token":1,"pid":55,"at":"2024-01-01T00:00:00.000Z"}"#,
-    )
-    .unwrap();
-    assert_eq!(dir.read_started().unwrap(), Some(old.clone()));
-    assert_eq!(dir.read_running().unwrap().unwrap().pid, 55);
-    assert_eq!(dir.read_exit().unwrap(), None);
-    // The folder's lock file with records, as the version just before wrote it.
-    let folder_lock = dir.folder().join(LOCK_FILE);
-    let mut line = super::super::records::encode(&Record::Started(started(2))).unwrap();
-    line.extend(super::super::records::encode(&Record::Exit(exit_of(2, 4))).unwrap());
-    fs::write(&folder_lock, &line).unwrap();
-    assert_eq!(dir.read_started().unwrap().unwrap().token, 2);
-    assert_eq!(dir.read_exit().unwrap().unwrap().code, Some(4));
-    assert_eq!(
-        dir.read_running().unwrap().unwrap().pid,
-        55,
-        "from its own file"
-    );
-    // The lock file per run of the version just before, newer than the folder.
-    let line = super::super::records::encode(&Record::Started(started(3))).unwrap();
-    fs::write(dir.flat_lock_path(), &line).unwrap();
-    assert_eq!(dir.read_started().unwrap().unwrap().token, 3);
-    assert_eq!(dir.read_exit().unwrap().unwrap().code, Some(4));
-    // The run's slot, newest of all.
-    let lock = dir.try_lock().unwrap().unwrap();
-    dir.write_started(&lock, &started(4)).unwrap();
-    let all = dir.records().unwrap();
-    assert_eq!(all.started.unwrap().token, 4);
-    assert_eq!(all.exit.unwrap().token, 2, "no newer exit record");
-    assert_eq!(all.running.unwrap().token, 1, "no newer running record");
-}
-
 /// An exit record of claim `token` with `code`.
 fn exit_of(token: u64, code: i32) -> ExitRecord {
     ExitRecord {
@@ -257,20 +201,6 @@ fn exit_of(token: u64, code: i32) -> ExitRecord {
 }
 
 #[test]
-fn corrupt_json_is_an_error_not_a_panic() {
-    let (_tmp, dir) = run_dir();
-    fs::create_dir_all(dir.folder()).unwrap();
-    fs::write(dir.folder().join(STARTED_FILE), b"{\"token\": 1, \"shim").unwrap();
-    fs::write(dir.folder().join(EXIT_FILE), b"[]").unwrap();
-    let e = dir.read_started().unwrap_err();
-    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
-    assert_eq!(
-        dir.read_exit().unwrap_err().kind(),
-        io::ErrorKind::InvalidData
-    );
-}
-
-#[test]
 fn lock_is_exclusive_and_released_on_drop() {
     let (_tmp, dir) = run_dir();
     assert!(!dir.is_locked().unwrap(), "no lock file means not locked");
@@ -281,46 +211,6 @@ fn lock_is_exclusive_and_released_on_drop() {
     assert!(!dir.is_locked().unwrap());
     let again = dir.lock_blocking().unwrap();
     assert_eq!(again.path(), dir.lock_path());
-    assert!(!again.covers_earlier());
-}
-
-/// A shim of an earlier version holds its own lock file (`<id>.lock`, or its folder's): the run
-/// is locked, nobody else takes it, and waiting for its release waits for that lock.
-#[test]
-fn an_earlier_layouts_lock_counts() {
-    for folder in [false, true] {
-        an_earlier_lock_counts(folder);
-    }
-}
-
-fn an_earlier_lock_counts(in_folder: bool) {
-    let (_tmp, dir) = run_dir();
-    let path = if in_folder {
-        fs::create_dir_all(dir.folder()).unwrap();
-        dir.folder().join(LOCK_FILE)
-    } else {
-        dir.create_runs_dir().unwrap();
-        dir.flat_lock_path()
-    };
-    let old_shim = open_lock_file(&path, true).unwrap();
-    assert!(files::try_lock_exclusive(&old_shim).unwrap());
-    assert!(dir.is_locked().unwrap());
-    assert!(
-        dir.try_lock().unwrap().is_none(),
-        "the folder's lock is held"
-    );
-    let waiter = {
-        let dir = dir.clone();
-        std::thread::spawn(move || dir.wait_released().unwrap())
-    };
-    drop(old_shim);
-    waiter.join().unwrap();
-    let lock = dir.try_lock().unwrap().unwrap();
-    let held = if in_folder { &lock.folder } else { &lock.flat };
-    assert!(
-        held.is_some(),
-        "an existing earlier lock file is taken with the run's"
-    );
 }
 
 /// Runs that share a segment lock and write apart: one's lock never stands for another's,
@@ -359,7 +249,6 @@ fn neighbours_in_a_segment_are_apart() {
 fn records_that_outgrow_the_slot_go_on_in_the_overflow() {
     let (tmp, dir) = run_dir();
     let lock = dir.try_lock().unwrap().unwrap();
-    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
     let tokens: Vec<u64> = (1..=80).collect();
     for &t in &tokens {
         dir.write_tombstone(&lock, t).unwrap();
@@ -380,7 +269,7 @@ fn records_that_outgrow_the_slot_go_on_in_the_overflow() {
     );
     assert!(list_run_ids(tmp.path()).unwrap().contains(&42));
     // Prune keeps every tombstone, those past the slot in the overflow.
-    assert!(dir.remove(lock, 1).unwrap());
+    dir.remove(lock).unwrap();
     assert!(dir.more_path().is_file());
     assert_eq!(dir.records().unwrap().tombstones, tokens);
     assert!(dir.only_tombstones().unwrap());
@@ -393,108 +282,21 @@ fn lock_file_is_close_on_exec() {
     assert!(crate::sys::files::is_close_on_exec(&lock.file).unwrap());
 }
 
-/// A tombstone goes to every place a shim may look — the run's slot, the lock file of the
-/// version before and the folder layout's `tombstones` — and needs every lock; a late shim of
-/// an earlier version that took its lock first wins (the claim is then alive, not tombstoned).
+/// A tombstone is a record in the run's slot, under the run's lock: it is read back for its
+/// claim alone, and makes no file of the run's own.
 #[test]
-fn tombstones_go_to_both_layouts_under_both_locks() {
+fn tombstones_are_records_in_the_slot() {
     let (tmp, dir) = run_dir();
     assert!(!dir.is_tombstoned(5).unwrap());
     let lock = dir.try_lock().unwrap().unwrap();
-    let e = dir.write_tombstone(&lock, 5).unwrap_err();
-    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
-    assert!(!dir.folder().exists());
-    // An earlier shim holds the folder's lock: no tombstone may be written.
-    fs::create_dir_all(dir.folder()).unwrap();
-    let old_shim = open_lock_file(&dir.folder().join(LOCK_FILE), true).unwrap();
-    assert!(files::try_lock_exclusive(&old_shim).unwrap());
-    assert!(dir.lock_earlier_too(lock).unwrap().is_none());
-    drop(old_shim);
-    fs::remove_dir_all(dir.folder()).unwrap();
-    // Nor while one of the version before holds `<id>.lock`.
-    let old_shim = open_lock_file(&dir.flat_lock_path(), true).unwrap();
-    assert!(files::try_lock_exclusive(&old_shim).unwrap());
-    let lock = dir.try_lock().unwrap();
-    assert!(
-        lock.is_none(),
-        "an existing `<id>.lock` is taken with the slot's lock"
-    );
-    drop(old_shim);
-    fs::remove_file(dir.flat_lock_path()).unwrap();
-
-    let lock = dir.try_lock().unwrap().unwrap();
-    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
-    assert!(lock.covers_earlier());
     dir.write_tombstone(&lock, 5).unwrap();
     dir.write_tombstone(&lock, 9).unwrap();
     assert!(dir.is_tombstoned(5).unwrap());
     assert!(dir.is_tombstoned(9).unwrap());
     assert!(!dir.is_tombstoned(6).unwrap());
     assert_eq!(dir.records().unwrap().tombstones, vec![5, 9]);
-    assert_eq!(
-        fs::read_to_string(dir.folder().join(TOMBSTONES_FILE)).unwrap(),
-        "5\n9\n"
-    );
-    assert_eq!(names_in_runs(&tmp), vec!["42", "42.lock", "records-0"]);
-    let flat = fs::read_to_string(dir.flat_lock_path()).unwrap();
-    assert_eq!(flat.lines().count(), 2, "{flat}");
-    drop(lock);
-    // Each place alone is enough: the folder layout's file …
-    clear_own(&dir);
-    assert!(dir.is_tombstoned(5).unwrap());
-    // … the lock file of the version before …
-    let lock = dir.try_lock().unwrap().unwrap();
-    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
-    dir.write_tombstone(&lock, 11).unwrap();
-    drop(lock);
-    fs::remove_file(dir.folder().join(TOMBSTONES_FILE)).unwrap();
-    let slot = dir.record_slot();
-    slot.clear(&slot.open(false).unwrap()).unwrap();
-    assert!(dir.is_tombstoned(11).unwrap());
-    assert!(!dir.is_tombstoned(5).unwrap());
-    // … and the run's slot.
-    let lock = dir.try_lock().unwrap().unwrap();
-    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
-    dir.write_tombstone(&lock, 13).unwrap();
-    drop(lock);
-    fs::remove_file(dir.folder().join(TOMBSTONES_FILE)).unwrap();
-    fs::remove_file(dir.flat_lock_path()).unwrap();
-    assert!(dir.is_tombstoned(13).unwrap());
-    assert!(!dir.is_tombstoned(11).unwrap());
-}
-
-/// The earlier layout's tombstones file: a torn last token is no tombstone, the next append
-/// does not glue onto it, and a line that is not a token fails closed.
-#[test]
-fn folder_tombstones_survive_torn_lines() {
-    let (_tmp, dir) = run_dir();
-    let lock = dir.try_lock().unwrap().unwrap();
-    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
-    dir.write_tombstone(&lock, 5).unwrap();
-    clear_own(&dir);
-    // A crashed writer left "12" of "123" without its newline: not a tombstone for 12 …
-    let path = dir.folder().join(TOMBSTONES_FILE);
-    let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-    f.write_all(b"12").unwrap();
-    assert!(!dir.is_tombstoned(12).unwrap());
-    // … and the next append does not glue onto it.
-    drop(lock);
-    let lock = dir.try_lock().unwrap().unwrap();
-    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
-    dir.write_tombstone(&lock, 7).unwrap();
-    drop(lock);
-    clear_own(&dir);
-    assert!(dir.is_tombstoned(7).unwrap());
-    assert!(
-        dir.is_tombstoned(12).unwrap(),
-        "the torn line is now complete"
-    );
-    assert!(!dir.is_tombstoned(127).unwrap());
-    fs::write(&path, b"5\nbanana\n").unwrap();
-    assert_eq!(
-        dir.is_tombstoned(6).unwrap_err().kind(),
-        io::ErrorKind::InvalidData
-    );
+    assert_eq!(names_in_runs(&tmp), vec!["records-0"]);
+    assert_eq!(slot_text(&dir).lines().count(), 2);
 }
 
 /// A bad line in the slot may have been a tombstone: a claim not found tombstoned there is an
@@ -519,7 +321,6 @@ fn writes_require_this_runs_lock() {
     let a = RunFiles::new(tmp.path(), 1);
     let b = RunFiles::new(tmp.path(), 2);
     let lock_a = a.try_lock().unwrap().unwrap();
-    let lock_a = a.lock_earlier_too(lock_a).unwrap().unwrap();
     // Both slots are in one segment: the lock is told apart by its run, not its file.
     assert_eq!(a.lock_path(), b.lock_path());
     let e = b.write_tombstone(&lock_a, 1).unwrap_err();
@@ -530,7 +331,7 @@ fn writes_require_this_runs_lock() {
     assert!(!b.exists().unwrap());
 }
 
-/// A lock file or tombstones that cannot be read are errors, never "not locked" (the shim would
+/// A segment or an overflow file that cannot be read are errors, never "not locked" (the shim would
 /// pass for dead) or "not tombstoned" (a late shim would start a requeued run): fail closed.
 #[test]
 fn unreadable_lock_or_tombstones_are_errors() {
@@ -542,27 +343,17 @@ fn unreadable_lock_or_tombstones_are_errors() {
         "a lock file that cannot be read"
     );
     fs::remove_dir(dir.lock_path()).unwrap();
-    fs::create_dir_all(dir.flat_lock_path()).unwrap();
-    assert!(
-        dir.is_locked().is_err(),
-        "a lock file of the version before that cannot be opened"
-    );
-    fs::remove_dir(dir.flat_lock_path()).unwrap();
-    fs::create_dir_all(dir.folder().join(LOCK_FILE)).unwrap();
-    assert!(
-        dir.is_locked().is_err(),
-        "an earlier lock that cannot be opened"
-    );
-    fs::remove_dir(dir.folder().join(LOCK_FILE)).unwrap();
-    fs::create_dir(dir.folder().join(TOMBSTONES_FILE)).unwrap();
+    fs::create_dir(dir.more_path()).unwrap();
     assert!(
         dir.is_tombstoned(1).is_err(),
-        "tombstones that cannot be read"
+        "an overflow file that cannot be read"
     );
 }
 
+/// Every run with files is listed once; names fleet does not write (the lock files and
+/// folders of layouts that never shipped among them) are no run's.
 #[test]
-fn list_run_ids_lists_every_layout_once() {
+fn list_run_ids_lists_every_run_once() {
     let tmp = tempfile::tempdir().unwrap();
     assert_eq!(list_run_ids(tmp.path()).unwrap(), Vec::<i64>::new());
     // A slot locked but empty is no run's files; one with a record is.
@@ -583,10 +374,10 @@ fn list_run_ids_lists_every_layout_once() {
     fs::write(tmp.path().join("runs/8.lock.tmp"), b"").unwrap();
     fs::write(tmp.path().join("runs/x.lock"), b"").unwrap();
     for stray in [
-        "-5.lock",
-        "+6.lock",
-        "007.lock",
-        "0.lock",
+        "-5.log",
+        "+6.more",
+        "007.log",
+        "0.log",
         "9.log.compacting",
         "records-5",
         "records-01024",
@@ -596,18 +387,18 @@ fn list_run_ids_lists_every_layout_once() {
     }
     fs::create_dir(tmp.path().join("runs/011")).unwrap();
     fs::create_dir(tmp.path().join("runs/records-4096")).unwrap();
-    let all = vec![2, 5, 10, 12, 13, 33, 2050];
+    let all = vec![2, 5, 10, 12, 2050];
     assert_eq!(list_run_ids(tmp.path()).unwrap(), all);
     // A plain file named like a high id is not a run's, nor a name fleet does not write.
     fs::write(tmp.path().join("runs/99"), b"a file").unwrap();
-    fs::write(tmp.path().join("runs/099.lock"), b"").unwrap();
+    fs::write(tmp.path().join("runs/099.log"), b"").unwrap();
     assert_eq!(list_run_ids(tmp.path()).unwrap(), all);
     let empty = tempfile::tempdir().unwrap();
     assert!(list_run_ids(empty.path()).unwrap().is_empty());
 }
 
 #[test]
-fn log_is_appended_and_an_earlier_layouts_log_is_the_log() {
+fn log_is_appended() {
     let (_tmp, dir) = run_dir();
     dir.create_runs_dir().unwrap();
     dir.open_log().unwrap().write_all(b"one\n").unwrap();
@@ -616,13 +407,9 @@ fn log_is_appended_and_an_earlier_layouts_log_is_the_log() {
     let mode = fs::metadata(dir.log_path()).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode & !0o600, 0);
     assert!(dir.log_path().ends_with("runs/42.log"));
-    fs::create_dir_all(dir.folder()).unwrap();
-    fs::write(dir.folder().join(LOG_FILE), b"old\n").unwrap();
-    assert_eq!(dir.log_path(), dir.folder().join(LOG_FILE));
 }
 
-/// Removal under the lock takes every file of the run, the earlier layouts' included, empties
-/// its slot, and leaves other runs alone (their slots in the same segment too).
+/// Removal under the lock takes every file of the run, empties its slot, and leaves other runs alone (their slots in the same segment too).
 #[test]
 fn remove_takes_every_file() {
     let (tmp, dir) = run_dir();
@@ -634,11 +421,9 @@ fn remove_takes_every_file() {
     dir.write_started(&lock, &started(1)).unwrap();
     dir.open_log().unwrap().write_all(b"x\n").unwrap();
     fs::write(RunFiles::compacting_path(&dir.log_path()), b"y").unwrap();
-    let lock = dir.lock_earlier_too(lock).unwrap().unwrap();
     dir.write_tombstone(&lock, 9).unwrap();
-    assert!(dir.flat_lock_path().exists());
     assert!(!dir.only_tombstones().unwrap());
-    assert!(dir.remove(lock, 3).unwrap());
+    dir.remove(lock).unwrap();
     assert_eq!(names_in_runs(&tmp), vec!["records-0".to_string()]);
     assert_eq!(other.read_started().unwrap().unwrap().token, 5);
     // Its tombstone stays, alone, for a late shim of the claim it gave up …
@@ -648,14 +433,13 @@ fn remove_takes_every_file() {
     assert_eq!((all.started, all.exit), (None, None));
     // … and a run without any leaves nothing.
     let lock = other.try_lock().unwrap().unwrap();
-    assert!(other.remove(lock, 3).unwrap());
+    other.remove(lock).unwrap();
     assert!(!other.exists().unwrap());
     assert_eq!(slot_text(&other), "");
     assert!(!other.only_tombstones().unwrap());
 }
 
-/// Messages name the files a run has: its slot, its files of its own, an earlier layout's
-/// folder, or all that apply.
+/// Messages name the files a run has: its slot, its files of its own, or both.
 #[test]
 fn describe_names_what_exists() {
     let (tmp, dir) = run_dir();
@@ -664,15 +448,13 @@ fn describe_names_what_exists() {
         tmp.path().join("runs/records-0").display()
     );
     let flat = format!("{}", tmp.path().join("runs/42.*").display());
-    let folder = format!("{}/", tmp.path().join("runs/42").display());
     assert_eq!(dir.describe(), slot);
-    fs::create_dir_all(dir.folder()).unwrap();
-    assert_eq!(dir.describe(), folder);
+    dir.create_runs_dir().unwrap();
     dir.open_log().unwrap();
-    assert_eq!(dir.describe(), format!("{flat} and {folder}"));
+    assert_eq!(dir.describe(), flat);
     let lock = dir.lock_blocking().unwrap();
     dir.write_started(&lock, &started(1)).unwrap();
-    assert_eq!(dir.describe(), format!("{slot} and {flat} and {folder}"));
+    assert_eq!(dir.describe(), format!("{slot} and {flat}"));
 }
 
 /// A symbolic link planted where a run's log or segment goes is not followed: the command's
@@ -692,7 +474,7 @@ fn links_in_place_of_run_files_are_not_followed() {
 }
 
 /// The highest ids read only as far down the segments as needed, with the ids of files of
-/// their own; the live candidates are the held record slots and every earlier lock file.
+/// their own; the live candidates are the held record slots alone.
 #[test]
 fn highest_ids_and_live_candidates() {
     let tmp = tempfile::tempdir().unwrap();
@@ -720,12 +502,9 @@ fn highest_ids_and_live_candidates() {
     let other = RunFiles::new(tmp.path(), 7).lock_blocking().unwrap();
     fs::write(tmp.path().join("runs/9.lock"), b"").unwrap();
     fs::create_dir(tmp.path().join("runs/11")).unwrap();
-    assert_eq!(
-        live_run_candidates(tmp.path()).unwrap(),
-        vec![7, 9, 11, 1024]
-    );
+    assert_eq!(live_run_candidates(tmp.path()).unwrap(), vec![7, 1024]);
     drop((alive, other));
-    assert_eq!(live_run_candidates(tmp.path()).unwrap(), vec![9, 11]);
+    assert!(live_run_candidates(tmp.path()).unwrap().is_empty());
 }
 
 /// A segment is read where it holds data: the record slots of pruned runs are holes, skipped,
@@ -745,7 +524,7 @@ fn pruned_slots_are_holes_and_skipped() {
     for id in [2, 500] {
         let run = RunFiles::new(tmp.path(), id);
         let lock = run.try_lock().unwrap().unwrap();
-        assert!(run.remove(lock, 1).unwrap());
+        run.remove(lock).unwrap();
     }
     assert!(
         blocks(&segment) < before,
@@ -759,7 +538,7 @@ fn pruned_slots_are_holes_and_skipped() {
     for id in [1, 1023] {
         let run = RunFiles::new(tmp.path(), id);
         let lock = run.try_lock().unwrap().unwrap();
-        assert!(run.remove(lock, 1).unwrap());
+        run.remove(lock).unwrap();
     }
     assert!(segment::used_ids(&segment, 0).unwrap().is_empty());
     assert!(list_run_ids(tmp.path()).unwrap().is_empty());
