@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use supervisor::shim::runfiles::{list_run_ids, Records, RunFiles};
+use runrecord::{list_run_ids, Records, RunFiles};
 
 use crate::common::Fleet;
 
@@ -79,6 +79,6 @@ pub fn overwrite_slot(f: &Fleet, id: i64, bytes: &[u8]) {
     let slot = RunFiles::new(&f.state_dir(), id).record_slot();
     let segment = slot.open(false).unwrap();
     let mut all = bytes.to_vec();
-    all.resize(supervisor::shim::segment::SLOT_LEN as usize, 0);
+    all.resize(runrecord::SLOT_LEN as usize, 0);
     segment.write_all_at(&all, slot.range().start).unwrap();
 }

@@ -174,7 +174,7 @@ fn crash_after_claim_requeues_same_attempt() {
 /// `fcntl(_, F_OFD_SETLKW, _)` (/proc/<pid>/syscall).
 fn waits_at_slot_lock(f: &Fleet, id: i64, pid: i32) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let files = supervisor::shim::runfiles::RunFiles::new(&f.state_dir(), id);
+    let files = runrecord::RunFiles::new(&f.state_dir(), id);
     let range = files.record_slot().range();
     let Ok(ino) = std::fs::metadata(files.lock_path()).map(|m| m.ino()) else {
         return false;

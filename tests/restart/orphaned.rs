@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use supervisor::shim::runfiles::RunFiles;
+use runrecord::RunFiles;
 
 use crate::common::*;
 use crate::helpers::*;

@@ -12,7 +12,8 @@
 //!   daemon ran in, recorded in the state directory).
 //! - `retry` (crate-private): whether a run that ended gets another attempt, and when.
 //! - `schedule` (crate-private): the cron timetable, and the EVAL step that fires due occurrences.
-//! - [`shim`]: the per-run monitor process, its run files, and the fork server that forks it.
+//! - [`shim`]: the per-run monitor process, the writer of its run files (their format is
+//!   `runrecord`'s), and the fork server that forks it.
 //! - `slots` (crate-private): the slot pool, the runs this daemon process supervises, in memory.
 //! - [`statedir`]: the state directory's paths and the daemon lock.
 //! - [`control`]: the control socket through which commands nudge the daemon.

@@ -28,10 +28,10 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
+use runrecord::RunFiles;
 use store::{Keep, Millis, PruneCandidate, PrunePolicy, RunId, Store, StoreError};
 
 use crate::config::{Config, Retention};
-use crate::shim::runfiles::RunFiles;
 
 /// The most runs one batch selects and removes the files of.
 pub const BATCH: usize = 200;

@@ -23,11 +23,10 @@
 
 use std::io;
 
+use runrecord::{ExitRecord, Outcome, Records, RunFiles};
 use store::{Change, Millis, RunStatus, Transition};
 
 use crate::retry::RetryPolicy;
-use crate::shim::records::Records;
-use crate::shim::runfiles::{ExitRecord, Outcome, RunFiles};
 
 /// What the run files say about one claim of a run.
 #[derive(Clone, Debug, PartialEq)]

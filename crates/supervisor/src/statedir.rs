@@ -2,7 +2,7 @@
 //! and the exclusive lock that makes one daemon the one runner of an install.
 //!
 //! It owns paths and the daemon lock only: it must never read or write a run's files (that is
-//! `shim::runfiles`) nor hold the database beyond opening it.
+//! `runrecord`) nor hold the database beyond opening it.
 //!
 //! Two rules run through it. Whether a daemon holds the directory is the lock's to say, never a
 //! pid's: a daemon that died (even one its parent has not reaped yet, a zombie) holds no lock.
@@ -92,7 +92,7 @@ pub struct StateDir {
 /// (0700) and the SQLite database with its write-ahead log and shared memory (no access for
 /// group or others).
 const PRIVATE_INSIDE: [(&str, u32); 4] = [
-    (crate::shim::runfiles::RUNS_DIR, 0o700),
+    (runrecord::RUNS_DIR, 0o700),
     ("fleet.db", 0o600),
     ("fleet.db-wal", 0o600),
     ("fleet.db-shm", 0o600),

@@ -7,7 +7,7 @@
 //! newest output. `--follow` therefore keeps its place as a position in the command's whole
 //! output, not in the file: after a compaction it goes on where it was if the new file still
 //! holds that point, and otherwise prints the marker for what it missed and goes on from the
-//! oldest output kept (see `supervisor::shim::logbound`).
+//! oldest output kept (see `runrecord::log`).
 //!
 //! A run another host ran (on a shared database) has its log in that host's `runs/`: it is read
 //! from what the database kept (the tail its daemon stored when the run ended) or, while the run
@@ -21,10 +21,9 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use runrecord::{marker_line, parse_marker, RunFiles, MARKER_MAX_LEN};
 use store::{HostRow, Run, RunId, Store};
 use supervisor::http::remote::get_log;
-use supervisor::shim::logbound::{marker_line, parse_marker, MARKER_MAX_LEN};
-use supervisor::shim::runfiles::RunFiles;
 use supervisor::statedir::StateDir;
 
 use crate::console;

@@ -7,12 +7,11 @@
 use std::io;
 use std::path::Path;
 
+use runrecord::{BadLine, Records, RunFiles};
 use store::{Run, RunId, RunStatus};
 
 use super::{Report, Violation, ViolationKind};
 use crate::settle;
-use crate::shim::records::BadLine;
-use crate::shim::runfiles::{Records, RunFiles};
 
 /// `result`'s value, or `None` after recording an [`ViolationKind::UnreadableFile`] finding for
 /// run `run` naming `path` (an error that names its file already, as a bad record line does, is

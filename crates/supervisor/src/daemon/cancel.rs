@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
+use runrecord::RunFiles;
 use store::Run;
 
-use crate::shim::runfiles::RunFiles;
 use crate::slots::{ShimIdentity, SlotPool};
 use crate::sys::signals::Signal;
 

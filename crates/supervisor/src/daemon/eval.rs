@@ -29,21 +29,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use packer::{merge, packer_for, Candidate, Caps, RunningSet};
+use packer::{merge, packer_for, RunningSet};
+use runrecord::RunFiles;
 use store::{
-    now_ms, Applied, Change, ClaimRequest, Millis, QueueHead, Run, RunFilter, RunId, RunRows,
-    RunStatus, Store, StoreError, Transition, UnreadableRun,
+    now_ms, Applied, Change, Millis, Run, RunFilter, RunId, RunRows, RunStatus, Store, StoreError,
+    Transition, UnreadableRun,
 };
 use tokio::time::Instant;
 
 use super::cancel::signal_cancelled;
 use super::follow::{watch_group, watch_lock};
+use super::heads::{candidates, claim_requests, more_heads};
 use super::reap::{reap, SlotView};
 use super::refused::apply_each;
 use super::state::Daemon;
 use crate::config::Config;
 use crate::retry::RetryPolicy;
-use crate::shim::runfiles::RunFiles;
 
 /// What the blocking half of an EVAL hands back.
 #[derive(Default)]
@@ -588,77 +589,6 @@ fn pack_and_claim(
         }
     }
     Ok(())
-}
-
-/// Adds to `heads` the next queued runs of each project with more than one free seat
-/// (`max_parallel` above its active runs in `running`), so that such a project can start as many
-/// runs in one EVAL as it has free seats. One extra query per such project; a project with one
-/// seat (the default) costs nothing here.
-fn more_heads(
-    store: &Store,
-    config: &Config,
-    running: &RunningSet,
-    heads: &mut Vec<QueueHead>,
-    now: Millis,
-) -> Result<(), StoreError> {
-    let mut extra = Vec::new();
-    for head in heads.iter() {
-        let Some(project) = config.projects.get(&head.project) else {
-            continue;
-        };
-        let free = (project.max_parallel as usize).saturating_sub(running.count_of(&head.project));
-        if free > 1 {
-            let more = store.queue_of(&head.project, now, free as u32)?;
-            extra.extend(more.into_iter().filter(|m| m.run_id != head.run_id));
-        }
-    }
-    heads.extend(extra);
-    Ok(())
-}
-
-/// The queue heads the packers may pick from: those of projects in `config`, each counted
-/// against the namespace the config gives it now (not the one recorded at enqueue).
-fn candidates(heads: Vec<QueueHead>, config: &Config) -> Vec<Candidate> {
-    heads
-        .into_iter()
-        .filter_map(|h| {
-            let project = config.projects.get(&h.project)?;
-            Some(Candidate {
-                run_id: h.run_id,
-                project: h.project,
-                namespace: project.namespace.clone(),
-                priority: h.priority,
-            })
-        })
-        .collect()
-}
-
-/// The claims for the packers' picks, each carrying the caps the database checks it against
-/// (the namespace cap only when the config declares namespaces; the project's `max_parallel`).
-fn claim_requests(
-    picks: &[Candidate],
-    caps: &Caps,
-    config: &Config,
-    config_version: Option<i64>,
-) -> Vec<ClaimRequest> {
-    picks
-        .iter()
-        .map(|c| ClaimRequest {
-            run_id: c.run_id,
-            namespace: c.namespace.clone(),
-            global_cap: caps.global as u32,
-            namespace_cap: if caps.namespaces.is_empty() {
-                None
-            } else {
-                caps.namespaces
-                    .get(&c.namespace)
-                    .map(|n| n.max_concurrency as u32)
-            },
-            max_parallel: config.max_parallel(&c.project),
-            host_cap: config.host_capacity(&config.host).map(|c| c as u32),
-            config_version,
-        })
-        .collect()
 }
 
 /// Logs what one written transition did to its run: its start (with the command's pid), its

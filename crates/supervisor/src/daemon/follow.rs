@@ -13,11 +13,11 @@
 
 use std::path::Path;
 
+use runrecord::RunFiles;
 use store::RunId;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::events::{Event, Events};
-use crate::shim::runfiles::RunFiles;
 
 /// Follows one shim this daemon started: its `running PID` line, then its end — the report
 /// pipe's end-of-file (every copy of the write end is the shim's), and for an exec'd shim, which

@@ -7,9 +7,8 @@
 use std::ffi::OsString;
 use std::path::Path;
 
+use runrecord::RunFiles;
 use store::Run;
-
-use crate::shim::runfiles::RunFiles;
 
 /// Every variable this module sets; each is removed from a run's environment when it has no
 /// value, so that a daemon itself started by a fleet hook does not pass its own on.

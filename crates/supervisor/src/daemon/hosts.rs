@@ -11,13 +11,13 @@ use std::time::Instant;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
+use runrecord::RunFiles;
 use store::{
     now_ms, Applied, HostInfo, Run, RunId, StoreError, HEARTBEAT_EVERY_MS, LOG_TAIL_BYTES,
 };
 
 use super::cancel::identify_shim;
 use super::state::Daemon;
-use crate::shim::runfiles::RunFiles;
 use crate::sys::signals::Signal;
 
 /// Says that `run` was taken from this host by a forget and that its command is being stopped

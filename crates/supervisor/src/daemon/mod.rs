@@ -12,7 +12,8 @@
 //! - `reload`: re-reading fleet.toml, and whether the config in force is what the file says;
 //! - `config_file`: fleet.toml as the file system shows it (its version, whether an edit has
 //!   settled), which the state holds and `reload` decides on;
-//! - `eval`: one EVAL, and [`eval_blocking`], its database half;
+//! - `eval`: one EVAL, and [`eval_blocking`], its database half; `heads`, the queue heads it
+//!   packs and the claims it makes of the picks;
 //! - `spawn`: starting a claimed run's shim;
 //! - `follow`: following a shim (its report pipe, its run's lock), turned into events;
 //! - `prune_step`: now and then, pruning ended runs by the retention keys, off the loop;
@@ -31,6 +32,7 @@ mod eval;
 mod event_loop;
 mod events;
 mod follow;
+mod heads;
 mod hook_env;
 mod hosts;
 mod listener;
@@ -169,7 +171,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     let run_ids = {
         let root = state.root().to_path_buf();
         tokio::task::spawn_blocking(move || {
-            crate::shim::runfiles::highest_run_ids(&root, RESERVE_TRIES).map_err(|e| (root, e))
+            runrecord::highest_run_ids(&root, RESERVE_TRIES).map_err(|e| (root, e))
         })
     };
     let Some(store) = connect::open_store(&state, &mut signals).await? else {
@@ -222,7 +224,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         let ids = match run_ids.await.expect("listing runs/ panicked") {
             Ok(ids) => ids,
             Err((root, e)) => {
-                tracing::warn!(error = %e, path = %root.join(crate::shim::runfiles::RUNS_DIR).display(), "cannot list the run files; new run ids are not checked against them");
+                tracing::warn!(error = %e, path = %root.join(runrecord::RUNS_DIR).display(), "cannot list the run files; new run ids are not checked against them");
                 Vec::new()
             }
         };

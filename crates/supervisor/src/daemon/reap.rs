@@ -10,11 +10,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use runrecord::RunFiles;
 use store::{Millis, RunId, Transition};
 
 use crate::retry::RetryPolicy;
 use crate::settle::{self, Fate};
-use crate::shim::runfiles::RunFiles;
 
 /// What the reap decided about the shims that exited.
 pub(super) struct Reaped {

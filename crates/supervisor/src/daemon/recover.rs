@@ -20,6 +20,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
+use runrecord::RunFiles;
 use store::{now_ms, Run, RunId, RunStatus, Store, StoreError, Transition};
 use tokio::time::Instant;
 
@@ -28,7 +29,6 @@ use super::state::Daemon;
 use crate::boot::Boots;
 use crate::retry::RetryPolicy;
 use crate::settle::{self, Fate};
-use crate::shim::runfiles::RunFiles;
 use crate::slots::{ShimIdentity, Slot};
 
 /// What recovery decided, before any of it is applied.
@@ -563,10 +563,10 @@ fn settle_runs(runs: &[Run], state_dir: &Path, boots: &Boots) -> Recovery {
 /// them as active (`active_ids`). A folder that cannot be listed, or a lock that cannot be
 /// probed, is logged (not "no shims": unread) and left out.
 fn unrecorded_shims(state_dir: &Path, active_ids: &BTreeSet<RunId>) -> Vec<RunId> {
-    let ids = match crate::shim::runfiles::live_run_candidates(state_dir) {
+    let ids = match runrecord::live_run_candidates(state_dir) {
         Ok(ids) => ids,
         Err(e) => {
-            let runs = state_dir.join(crate::shim::runfiles::RUNS_DIR);
+            let runs = state_dir.join(runrecord::RUNS_DIR);
             tracing::warn!(error = %e, path = %runs.display(), "cannot list the run files; shims the database does not know of go unreported");
             return Vec::new();
         }

@@ -18,13 +18,12 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use runrecord::{marker_line, parse_marker, RunFiles, MARKER_MAX_LEN};
 use serde::Deserialize;
 use store::{LogTail, Run, RunId, StoreError};
 
 use super::api::{get_run, QueryOf, RunIdPath};
 use super::{remote, Observed};
-use crate::shim::logbound::{marker_line, parse_marker, MARKER_MAX_LEN};
-use crate::shim::runfiles::RunFiles;
 
 /// The most bytes of log one `/api/runs/{id}/log` answer carries.
 pub(super) const LOG_CHUNK: u64 = 256 * 1024;
@@ -93,7 +92,7 @@ fn empty() -> LogChunk {
 ///
 /// Positions count the output since the command started, not the bytes of the file: a log with
 /// a size bound is compacted as it grows (its file replaced by one that starts with a marker
-/// line saying how many bytes were dropped, see [`crate::shim::logbound`]), and a reader that
+/// line saying how many bytes were dropped, see [`runrecord::log`]), and a reader that
 /// follows it by file offsets would skip or repeat output after each compaction. A position
 /// older than the oldest output kept gets a marker line for the bytes it missed, then the
 /// oldest output kept — as `fleet logs --follow` does with the file itself. One descriptor
@@ -461,8 +460,8 @@ pub(super) async fn log(
 #[cfg(test)]
 mod tests {
     use super::{read_log, tail_chunk, utf8_cut, LogChunk};
-    use crate::shim::logbound::marker_line;
-    use crate::shim::runfiles::RunFiles;
+    use runrecord::marker_line;
+    use runrecord::RunFiles;
     use store::LogTail;
 
     /// Positions count the command's whole output: in a compacted log, a position older than
@@ -613,7 +612,7 @@ mod tests {
             super::sane(answer(5, Some("other")), false).unwrap().source,
             None
         );
-        let limit = (super::LOG_CHUNK as usize) + crate::shim::logbound::MARKER_MAX_LEN;
+        let limit = (super::LOG_CHUNK as usize) + runrecord::MARKER_MAX_LEN;
         assert!(super::sane(answer(limit, None), true).is_ok());
         assert!(super::sane(answer(limit + 1, None), true).is_err());
     }

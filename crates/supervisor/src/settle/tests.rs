@@ -4,10 +4,10 @@
 
 use std::fs;
 
+use runrecord::{now_rfc3339, StartedRecord};
 use store::{Change, RunStatus};
 
 use super::*;
-use crate::shim::runfiles::{now_rfc3339, StartedRecord};
 
 const TOKEN: u64 = 7;
 

@@ -30,7 +30,7 @@ pub struct ShimArgs {
     pub cwd: PathBuf,
     /// The bound on the run's log, in bytes (`max_log_size`): the shim then reads the
     /// command's output through a pipe and keeps the log under it (see
-    /// [`super::logbound`]). `None`: the command writes to the log file directly, unbounded.
+    /// [`runrecord::log`]). `None`: the command writes to the log file directly, unbounded.
     pub max_log_size: Option<u64>,
     /// The command: program and arguments, no shell. Never empty.
     pub argv: Vec<OsString>,

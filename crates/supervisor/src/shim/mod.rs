@@ -16,7 +16,7 @@
 //!    while the lock is kept);
 //! 5. spawns the command in its own process group, with a parent-death signal (SIGKILL), stdin
 //!    `/dev/null`, stdout and stderr a pipe the shim drains into the run's log, kept under
-//!    `max_log_size` ([`logbound`]);
+//!    `max_log_size` (`pump`, [`runrecord::log`]);
 //! 6. writes `running`, tells the daemon `running <pid>` on stdout;
 //! 7. waits — for the command, its output and signals, in one `poll` — passing termination
 //!    requests on to the process group, enforcing the timeout and the kill grace;
@@ -35,8 +35,10 @@
 //! and a signal mask only protects the thread that set it. [`main`] runs before any tokio runtime
 //! exists; nothing here starts a thread.
 //!
-//! The folder owns the shim whole: [`args`] its arguments, [`runfiles`] the run's files it writes,
-//! [`records`] the records' format, `write` their retried writes, [`forkserver`] the process that forks it without an exec. Its system calls go through
+//! The folder owns the shim whole: [`args`] its arguments, `write` the retried writes of its
+//! records, `pump` the copy of the command's output into a bounded log, [`forkserver`] the
+//! process that forks it without an exec. The run's files it writes, and their format, are
+//! [`runrecord`]'s. Its system calls go through
 //! [`crate::sys`]. The points where tests inject crashes into it are registered, with what
 //! recovery must do after each, in [`crate::failpoints::SHIM`] (feature `failpoints`,
 //! configured by the `FAILPOINTS` environment variable).
@@ -78,11 +80,7 @@ mod forked;
 pub mod forkserver;
 mod idle;
 pub mod log;
-pub mod logbound;
-pub mod records;
-pub mod runfiles;
-pub mod runs_dir;
-pub mod segment;
+mod pump;
 mod write;
 
 pub use args::ShimArgs;
@@ -99,7 +97,7 @@ use std::time::{Duration, Instant};
 use crate::failpoints::scenario as failpoint_scenario;
 use crate::sys::signals::{self, BlockedSignals, Signal};
 use crate::sys::{files, process, spawn, subreaper};
-use runfiles::{now_rfc3339, ExitRecord, Outcome, Record, RunFiles, RunningRecord, StartedRecord};
+use runrecord::{now_rfc3339, ExitRecord, Outcome, Record, RunFiles, RunningRecord, StartedRecord};
 use write::{write_exit, write_record, write_retrying};
 
 /// Process exit status of the shim when it ran to the end (the command's own status is in the
@@ -396,7 +394,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
     Ok(EXIT_OK)
 }
 
-/// Spawns the command, with its output going to the log: through a [`logbound::LogPump`] when
+/// Spawns the command, with its output going to the log: through a [`pump::LogPump`] when
 /// the log has a bound, straight to the file otherwise. Returns the command's pid. `Err`
 /// carries the one-line message for the log and the exit record.
 ///
@@ -410,8 +408,8 @@ fn spawn_command(
     dir: &RunFiles,
     shim_pid: i32,
     signals: &BlockedSignals,
-) -> Result<(i32, Option<logbound::LogPump>), String> {
-    let (log, pump) = logbound::command_output(a.max_log_size, dir, signals)?;
+) -> Result<(i32, Option<pump::LogPump>), String> {
+    let (log, pump) = pump::command_output(a.max_log_size, dir, signals)?;
     let log_err = log
         .try_clone()
         .map_err(|e| format!("fleet: could not duplicate the run's log descriptor: {e}"))?;
@@ -514,7 +512,7 @@ fn supervise(
     a: &ShimArgs,
     spawned: Instant,
     signals: &BlockedSignals,
-    mut pump: Option<&mut logbound::LogPump>,
+    mut pump: Option<&mut pump::LogPump>,
 ) -> io::Result<Ended> {
     // The command leads its own process group.
     let pgid = pid;

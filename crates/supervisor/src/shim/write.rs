@@ -6,8 +6,9 @@
 use std::io;
 use std::time::Duration;
 
+use runrecord::{ExitRecord, Record, RunFiles, RunLock};
+
 use super::log;
-use super::runfiles::{ExitRecord, Record, RunFiles, RunLock};
 use super::ShimArgs;
 
 /// How long the shim waits before it tries again to write a record it could not write (a full

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
+use runrecord::MIN_MAX_LOG_SIZE;
 use toml::de::{DeTable, DeValue};
 
 use super::{describe, Checker, Value};
 use crate::config::retention::{Retention, OFF};
-use crate::shim::logbound::MIN_MAX_LOG_SIZE;
 
 impl Checker<'_> {
     /// The retention keys of `table` (dotted key `dotted`, "" for the top level), each falling

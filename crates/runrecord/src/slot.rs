@@ -1,43 +1,21 @@
-//! Record slots: where this version keeps a run's records and its lock without a file of its own
-//! (not to be confused with the daemon's slot pool, `crate::slots`, which is in memory).
-//!
-//! Runs are grouped by id into segments of [`RUNS_PER_SEGMENT`] runs. A segment is one file,
-//! `runs/records-<first id>` (`records-0` holds runs 1–1023, `records-1024` runs 1024–2047,
-//! …), made once by whoever first needs it and never again for its runs:
-//!
-//! | bytes                                   | what                                                   |
-//! | --------------------------------------- | ------------------------------------------------------ |
-//! | `0 .. 4096`                             | the header: [`HEADER`] once the file's entry in `runs/` is durable |
-//! | `4096 × (1 + id mod 1024)`, 4096 bytes  | run `id`'s record slot: its record lines, then zeros   |
-//!
-//! The run's lock is an exclusive OFD lock (`F_OFD_SETLK`) on its record slot's bytes. Like the
-//! `flock` on a file of its own that it replaces, the kernel drops it when the holder's last descriptor
-//! closes — when the shim dies — so "the slot's lock is free" still proves the shim gone, and no
-//! reused pid can be mistaken for it. Locks on different record slots of one segment never
-//! conflict.
+//! Segments and record slots: where a run's records and its lock live without a file of the
+//! run's own (not to be confused with the daemon's slot pool, which is in memory). The byte
+//! layout is the crate documentation's; this module reads and writes it, takes a slot's lock,
+//! and finds the used and the held slots of a segment. It never decides what a record means.
 //!
 //! Why: creating a file is what a start cost most. On a filesystem without a journal (common on
 //! virtual machines), allocating an inode walks past every inode freed in the last minutes, and
 //! a drain frees and allocates thousands; a new file per run also needed an `fsync` of `runs/`
 //! before its `started` record counted. A slot in a segment that exists already costs a write
 //! into a file and nothing more: measured in docs/PERFORMANCE.md.
-//!
-//! A record slot's records are the lines of [`super::records`], written from the slot's start;
-//! the first zero byte ends them (a record line never holds one: JSON escapes control characters).
-//! Every append writes the new line and zeros to the end of the slot in one positioned write,
-//! so that whatever a crash left past the last complete line — a torn line, a sector of one —
-//! is gone after the next append. A line that does not fit in what is left of the slot
-//! ([`RecordSlot::append`] says so) goes to the run's overflow file instead (see
-//! [`super::runfiles`]): a run claimed many times over can outgrow 4 KiB.
-//!
-//! This module is the byte layout only: it never decides what a record means.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::sys::files::{self, Range};
+use crate::names::{DIR_MODE, FILE_MODE};
+use crate::ofd::{self, Range};
 
 /// How many runs share one segment file.
 pub const RUNS_PER_SEGMENT: i64 = 1024;
@@ -50,11 +28,6 @@ pub const SEGMENT_PREFIX: &str = "records-";
 /// that folder's `fsync`, so finding it proves the entry survives a crash of the machine: a
 /// `started` record in a segment whose entry could vanish would not prove anything.
 pub const HEADER: &[u8] = b"fleet run records 1\n";
-
-/// Mode of a segment file (the state directory is private).
-const FILE_MODE: u32 = 0o600;
-/// Mode of `runs/` when a segment's open has to make it.
-const DIR_MODE: u32 = 0o700;
 
 /// One run's slot: which segment file, and which bytes of it. Making one does no I/O.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,24 +104,24 @@ impl RecordSlot {
     /// Takes the slot's lock through `file` (this segment, open for writing), waiting with
     /// `wait`: `Ok(false)` when another open file description holds it (never with `wait`).
     ///
-    /// Errors: as [`files::lock_range`].
+    /// Errors: as [`ofd::lock_range`].
     pub fn lock(&self, file: &File, wait: bool) -> io::Result<bool> {
-        files::lock_range(file, self.range, wait)
+        ofd::lock_range(file, self.range, wait)
     }
 
     /// Releases the slot's lock held through `file`.
     ///
-    /// Errors: as [`files::unlock_range`].
+    /// Errors: as [`ofd::unlock_range`].
     pub fn unlock(&self, file: &File) -> io::Result<()> {
-        files::unlock_range(file, self.range)
+        ofd::unlock_range(file, self.range)
     }
 
     /// Whether an open file description other than `file`'s holds the slot's lock: a probe that
     /// takes no lock.
     ///
-    /// Errors: as [`files::held_range`].
+    /// Errors: as [`ofd::held_range`].
     pub fn is_held(&self, file: &File) -> io::Result<bool> {
-        Ok(files::held_range(file, self.range)?.is_some())
+        Ok(ofd::held_range(file, self.range)?.is_some())
     }
 
     /// The slot's bytes up to its first zero byte: its record lines, a torn last one included.
@@ -172,7 +145,7 @@ impl RecordSlot {
     /// Errors: I/O errors reading or writing the segment.
     pub fn append(&self, file: &File, line: &[u8], durable: bool) -> io::Result<bool> {
         let used = self.read(file)?;
-        let keep = super::records::complete_len(&used);
+        let keep = crate::records::complete_len(&used);
         let room = SLOT_LEN as usize - keep;
         if line.len() > room {
             return Ok(false);
@@ -192,10 +165,10 @@ impl RecordSlot {
     /// only.
     ///
     /// Errors: I/O errors.
-    #[cfg(feature = "failpoints")]
+    #[cfg(feature = "torn-writes")]
     pub fn append_torn(&self, file: &File, line: &[u8]) -> io::Result<()> {
         let used = self.read(file)?;
-        let keep = super::records::complete_len(&used);
+        let keep = crate::records::complete_len(&used);
         let half = &line[..line.len() / 2];
         if keep + half.len() > SLOT_LEN as usize {
             return Ok(());
@@ -314,7 +287,7 @@ pub fn held_ids(path: &Path, first: i64) -> io::Result<Vec<i64>> {
     // A probe names one holder of a range, not necessarily the lowest: split around it.
     let mut pending = vec![all];
     while let Some(range) = pending.pop() {
-        let Some(held) = files::held_range(&file, range)? else {
+        let Some(held) = ofd::held_range(&file, range)? else {
             continue;
         };
         let end = range.start + range.len;
@@ -347,7 +320,7 @@ pub fn held_ids(path: &Path, first: i64) -> io::Result<Vec<i64>> {
 
 /// Opens a segment, the file that holds run locks, read-write (`create`: mode 0600 when
 /// made).
-pub(super) fn open_lock_file(path: &Path, create: bool) -> io::Result<File> {
+pub(crate) fn open_lock_file(path: &Path, create: bool) -> io::Result<File> {
     // O_CLOEXEC (std sets it anyway; spelled out because it is load-bearing): the command must
     // not inherit the open file description that holds its run's lock, or the lock would
     // outlive the shim and recovery would believe the shim alive. O_NOFOLLOW: a link planted

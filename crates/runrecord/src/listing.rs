@@ -1,15 +1,15 @@
 //! What the names in `<state_dir>/runs/` say about which runs have files there: every run
 //! (`fleet check`), the highest ones (a daemon's start, before its first claim) and those whose
 //! shim may be alive (recovery). One pass over the folder's names, then the segments' record
-//! slots as each question needs them ([`super::segment`]); what a run's files hold is
-//! [`super::runfiles`]' business.
+//! slots as each question needs them ([`crate::slot`]); what a run's files hold is
+//! [`crate::files`]' business.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::runfiles::{LOG_SUFFIX, MORE_SUFFIX, RUNS_DIR};
-use super::segment;
+use crate::names::{LOG_SUFFIX, MORE_SUFFIX, RUNS_DIR};
+use crate::slot;
 
 /// The ids of the runs that have files under `<state_dir>/runs/` — anything in their slot of a
 /// segment, `<id>.more` or `<id>.log` — ascending, each once. Other entries are skipped; a missing `runs/` means no runs. Reads
@@ -22,7 +22,7 @@ pub fn list_run_ids(state_dir: &Path) -> io::Result<Vec<i64>> {
     let found = RunsDir::read(state_dir)?;
     let mut ids = found.named;
     for (first, path) in &found.segments {
-        ids.extend(segment::used_ids(path, *first)?);
+        ids.extend(slot::used_ids(path, *first)?);
     }
     Ok(sorted_once(ids))
 }
@@ -40,7 +40,7 @@ pub fn highest_run_ids(state_dir: &Path, limit: usize) -> io::Result<Vec<i64>> {
         if from_slots >= limit {
             break;
         }
-        let top = segment::used_ids_from_top(path, *first, limit - from_slots)?;
+        let top = slot::used_ids_from_top(path, *first, limit - from_slots)?;
         from_slots += top.len();
         ids.extend(top);
     }
@@ -50,7 +50,7 @@ pub fn highest_run_ids(state_dir: &Path, limit: usize) -> io::Result<Vec<i64>> {
 }
 
 /// The runs whose shim may be alive here, ascending: every run whose slot's lock someone holds
-/// (for the caller to probe again with [`super::runfiles::RunFiles::is_locked`]). Costs a few
+/// (for the caller to probe again with [`crate::files::RunFiles::is_locked`]). Costs a few
 /// lock probes per segment and live shim, never a read of the history: recovery's look for
 /// shims the database does not know of.
 ///
@@ -59,7 +59,7 @@ pub fn live_run_candidates(state_dir: &Path) -> io::Result<Vec<i64>> {
     let found = RunsDir::read(state_dir)?;
     let mut ids = Vec::new();
     for (first, path) in &found.segments {
-        ids.extend(segment::held_ids(path, *first)?);
+        ids.extend(slot::held_ids(path, *first)?);
     }
     Ok(sorted_once(ids))
 }
@@ -96,7 +96,7 @@ impl RunsDir {
             let entry = entry?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            if let Some(first) = segment::segment_first_id(name) {
+            if let Some(first) = slot::segment_first_id(name) {
                 if entry.file_type()?.is_file() {
                     found.segments.push((first, runs.join(name)));
                 }

@@ -1,8 +1,10 @@
-//! Unit tests of a run's files: records, lock, tombstones, log.
+//! Unit tests of a run's files: records, lock, tombstones, log, and the listing of `runs/`.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, PermissionsExt};
 
 use super::*;
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 
 fn run_dir() -> (tempfile::TempDir, RunFiles) {
     let tmp = tempfile::tempdir().unwrap();
@@ -56,7 +58,7 @@ fn new_does_no_io_and_runs_is_made_0700() {
     // The segment's header says its entry in `runs/` is durable; the slot is still empty, so
     // the run has no files yet.
     let head = fs::read(dir.lock_path()).unwrap();
-    assert!(head.starts_with(segment::HEADER), "{head:?}");
+    assert!(head.starts_with(crate::slot::HEADER), "{head:?}");
     assert!(!dir.exists().unwrap());
     dir.write_running(
         &lock,
@@ -116,8 +118,16 @@ fn records_round_trip_and_missing_is_none() {
     assert_eq!(names_in_runs(&tmp), vec!["records-0".to_string()]);
 }
 
-/// The settle tests' started record of claim `token`.
-use crate::settle::tests::started;
+/// A started record of claim `token`.
+fn started(token: u64) -> StartedRecord {
+    StartedRecord {
+        token,
+        shim_pid: 1,
+        shim_start_time: 1,
+        at: now_rfc3339(),
+        history: vec![token],
+    }
+}
 
 /// A writer that died mid-line left a torn record: readers skip it, and the next holder of the
 /// lock cuts it off before appending, so the file never holds two records run together.
@@ -236,10 +246,13 @@ fn neighbours_in_a_segment_are_apart() {
     assert_eq!(a.read_exit().unwrap(), None);
     assert_eq!(b.read_started().unwrap().unwrap().token, 2);
     let segment = a.lock_path();
-    assert_eq!(segment::held_ids(&segment, 0).unwrap(), vec![1]);
-    assert_eq!(segment::used_ids(&segment, 0).unwrap(), vec![1, 2]);
+    assert_eq!(crate::slot::held_ids(&segment, 0).unwrap(), vec![1]);
+    assert_eq!(crate::slot::used_ids(&segment, 0).unwrap(), vec![1, 2]);
     drop(lock_a);
-    assert_eq!(segment::held_ids(&segment, 0).unwrap(), Vec::<i64>::new());
+    assert_eq!(
+        crate::slot::held_ids(&segment, 0).unwrap(),
+        Vec::<i64>::new()
+    );
     assert_eq!(list_run_ids(tmp.path()).unwrap(), vec![1, 2]);
 }
 
@@ -254,7 +267,7 @@ fn records_that_outgrow_the_slot_go_on_in_the_overflow() {
         dir.write_tombstone(&lock, t).unwrap();
     }
     assert!(dir.more_path().is_file(), "{:?}", names_in_runs(&tmp));
-    assert!(slot_text(&dir).len() <= segment::SLOT_LEN as usize);
+    assert!(slot_text(&dir).len() <= crate::slot::SLOT_LEN as usize);
     drop(lock);
     let lock = dir.try_lock().unwrap().unwrap();
     dir.write_started(&lock, &started(99)).unwrap();
@@ -279,7 +292,8 @@ fn records_that_outgrow_the_slot_go_on_in_the_overflow() {
 fn lock_file_is_close_on_exec() {
     let (_tmp, dir) = run_dir();
     let lock = dir.try_lock().unwrap().unwrap();
-    assert!(crate::sys::files::is_close_on_exec(&lock.file).unwrap());
+    let flags = rustix::io::fcntl_getfd(&lock.file).unwrap();
+    assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
 }
 
 /// A tombstone is a record in the run's slot, under the run's lock: it is read back for its
@@ -530,9 +544,9 @@ fn pruned_slots_are_holes_and_skipped() {
         blocks(&segment) < before,
         "pruned record slots give their blocks back"
     );
-    assert_eq!(segment::used_ids(&segment, 0).unwrap(), vec![1, 1023]);
+    assert_eq!(crate::slot::used_ids(&segment, 0).unwrap(), vec![1, 1023]);
     assert_eq!(
-        segment::used_ids_from_top(&segment, 0, 1).unwrap(),
+        crate::slot::used_ids_from_top(&segment, 0, 1).unwrap(),
         vec![1023]
     );
     for id in [1, 1023] {
@@ -540,6 +554,6 @@ fn pruned_slots_are_holes_and_skipped() {
         let lock = run.try_lock().unwrap().unwrap();
         run.remove(lock).unwrap();
     }
-    assert!(segment::used_ids(&segment, 0).unwrap().is_empty());
+    assert!(crate::slot::used_ids(&segment, 0).unwrap().is_empty());
     assert!(list_run_ids(tmp.path()).unwrap().is_empty());
 }

@@ -1,21 +1,13 @@
 //! A run's records — `started`, `running`, `exit`, and recovery's `tombstone` — and their
-//! on-disk form: one JSON line each, appended to the run's slot (see [`super::runfiles`]).
-//! This module owns the format (how a record is encoded, how a file of them is read back, what a
-//! torn or corrupt line means); it never opens a file and never decides a run's fate.
+//! on-disk form, one JSON line each (see the crate documentation: what each means, when it is
+//! written, what is durable). This module owns how a record is encoded, how lines are read
+//! back, and what a torn or corrupt line means; it never opens a file and never decides a run's
+//! fate.
 //!
-//! Why lines appended to the place the shim holds its lock on (its slot) rather than one file per
-//! record: the shim holds it already, so a record costs one write (and, where it must survive a machine crash, one
-//! `fdatasync`) instead of a new inode, a temporary file, a rename and a folder fsync.
-//!
-//! A line is complete when it ends with `\n`. A writer writes a whole line in one call, so the
-//! only incomplete line is the last one, left by a writer that died mid-write (or whose write
-//! failed part-way): that record was never finished, so it never counted — its shim never
-//! spawned the command (a torn `started`) or never released the lock with the status known (a
-//! torn `exit`). Readers skip it, and the next holder of the lock cuts it off before appending.
-//! A complete line that is not a record is corruption: it is kept aside as a [`BadLine`]
-//! (line number and why) and reading goes on, so one bad line never hides the valid records
-//! around it (an `exit` record appended after it must still count). The callers report every
-//! bad line and fail closed when the record they need could be the unreadable one.
+//! Why lines appended to the place the shim holds its lock on (its slot) rather than one file
+//! per record: the shim holds it already, so a record costs one write (and, where it must
+//! survive a machine crash, one `fdatasync`) instead of a new inode, a temporary file, a rename
+//! and a folder fsync.
 
 use std::fmt;
 use std::io;
@@ -28,7 +20,7 @@ use serde::{Deserialize, Serialize};
 /// started, which is what lets recovery requeue the same attempt instead of calling it `lost`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartedRecord {
-    /// The claim this shim serves (see [`super::runfiles`]: every record carries its claim).
+    /// The claim this shim serves (every record carries its claim).
     pub token: u64,
     /// The shim's pid.
     pub shim_pid: i32,
@@ -130,7 +122,7 @@ pub struct TombstoneRecord {
     pub at: String,
 }
 
-/// One line of a run's record file: which record, and its fields (the tag is the `record`
+/// One line of a run's records: which record, and its fields (the tag is the `record`
 /// key: `{"record":"started","token":…}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "record", rename_all = "snake_case")]
@@ -145,7 +137,7 @@ pub enum Record {
     Tombstone(TombstoneRecord),
 }
 
-/// The newest record of each kind found in a run's record file. A run claimed more than once
+/// The newest record of each kind found in a run's records. A run claimed more than once
 /// holds the records of every claim; callers compare tokens.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Records {
@@ -191,7 +183,7 @@ impl Records {
     }
 }
 
-/// A complete line of a record file that is not a record (corruption: a writer writes whole
+/// A complete line of a run's records that is not a record (corruption: a writer writes whole
 /// records, so this is someone else's write or a damaged disk).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadLine {
@@ -237,7 +229,7 @@ pub fn encode(record: &Record) -> io::Result<Vec<u8>> {
 }
 
 /// Reads the records out of the bytes of `path` (named in the bad lines only). Empty lines and
-/// an incomplete last line (see the module docs) are skipped; a complete line that is not a
+/// an incomplete last line (see the crate documentation) are skipped; a complete line that is not a
 /// record goes to [`Records::bad`] and reading goes on past it. Never fails.
 pub fn decode(bytes: &[u8], path: &Path) -> Records {
     let mut records = Records::default();
@@ -276,4 +268,9 @@ fn reason(e: &serde_json::Error) -> String {
 /// line (the whole length when there is none).
 pub fn complete_len(bytes: &[u8]) -> usize {
     bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+}
+
+/// Now, as RFC 3339 UTC with milliseconds (the format of every `at` field).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
