@@ -22,6 +22,7 @@ use std::time::Duration;
 use store::{now_ms, StoreError};
 use tokio::time::Instant;
 
+use super::state::outage::Outage;
 use super::state::Daemon;
 
 /// The first pause after the database could not be reached; it doubles up to [`MAX_PAUSE`].
@@ -29,15 +30,6 @@ const FIRST_PAUSE: Duration = Duration::from_secs(1);
 
 /// The longest pause between two tries while the database cannot be reached.
 const MAX_PAUSE: Duration = Duration::from_secs(30);
-
-/// An outage in progress.
-#[derive(Debug)]
-pub(super) struct Outage {
-    /// When the first failure was seen.
-    since: Instant,
-    /// How many tries failed so far (the first included).
-    tries: u32,
-}
 
 impl Daemon {
     /// Called after a failed operation of the loop (`what`: which one, for the log). Returns

@@ -4,6 +4,12 @@
 //! shim watchers and the control socket only send [`Event`](super::events::Event)s. The phases
 //! (recovery, EVAL, spawn, reload) each add their own methods in their own module; this one
 //! only declares the fields and must never grow behaviour of its own.
+//!
+//! The types of the fields a phase keeps are in files of their own below this one, which never
+//! import [`Daemon`], so that a phase's file and this one never import each other:
+//! - `outage`: an outage of the database in progress (`daemon/outage.rs` handles it).
+
+pub(super) mod outage;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -73,7 +79,7 @@ pub(super) struct Daemon {
     pub(super) backoff: Option<(Instant, Duration)>,
     /// The database cannot be reached (since a failed operation of the loop): see
     /// [`super::outage`]. `None` while it can.
-    pub(super) outage: Option<super::outage::Outage>,
+    pub(super) outage: Option<outage::Outage>,
     /// Ended runs whose log tail could not be kept in a shared database yet (it was away):
     /// tried again, first, at the next EVAL that keeps tails.
     pub(super) unkept_tails: Vec<store::RunId>,
