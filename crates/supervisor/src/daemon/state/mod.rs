@@ -7,9 +7,11 @@
 //!
 //! The types of the fields a phase keeps are in files of their own below this one, which never
 //! import [`Daemon`], so that a phase's file and this one never import each other:
-//! - `outage`: an outage of the database in progress (`daemon/outage.rs` handles it).
+//! - `outage`: an outage of the database in progress (`daemon/outage.rs` handles it);
+//! - `repeats`: how many looks in a row found each run unreadable (`daemon/unreadable.rs`).
 
 pub(super) mod outage;
+pub(super) mod repeats;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,10 +70,10 @@ pub(super) struct Daemon {
     pub(super) exited: Vec<(RunId, u64)>,
     /// Runs whose files the reap failed to read, with how many times in a row: their errors
     /// are logged at doubling intervals, not at every EVAL.
-    pub(super) reap_failures: super::unreadable::Repeats,
+    pub(super) reap_failures: repeats::Repeats,
     /// Active rows another program left unreadable, with what could not be read and how many
     /// EVALs in a row found them so: logged at doubling intervals, not at every EVAL.
-    pub(super) unreadable_rows: super::unreadable::Repeats,
+    pub(super) unreadable_rows: repeats::Repeats,
     /// For shim watchers and waiters, and for a nudge to itself.
     pub(super) events: Events,
     /// After a failed EVAL or recovery (busy or unreachable database): no EVAL before this
