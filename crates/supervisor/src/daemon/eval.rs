@@ -42,6 +42,7 @@ use super::follow::{watch_group, watch_lock};
 use super::heads::{candidates, claim_requests, more_heads};
 use super::reap::{reap, SlotView};
 use super::refused::apply_each;
+use super::state::refused::ClaimBackoff;
 use super::state::Daemon;
 use crate::config::Config;
 use crate::retry::RetryPolicy;
@@ -375,7 +376,7 @@ impl Daemon {
 /// project's own failure to fire its schedule, which skips that project for a while
 /// (`fire_backoff`, kept by the caller across EVALs; see [`crate::schedule::fire_due_with`]).
 /// A claim the database refuses leaves its run queued and holds it out of the packing for a
-/// growing wait (`claim_backoff`, also kept by the caller; see [`super::ClaimBackoff`]).
+/// growing wait (`claim_backoff`, also kept by the caller; see [`ClaimBackoff`]).
 #[allow(clippy::too_many_arguments)]
 pub fn eval_blocking(
     store: &Store,
@@ -385,7 +386,7 @@ pub fn eval_blocking(
     mut live: RunningSet,
     gates: EvalGates,
     fire_backoff: &mut crate::schedule::FireBackoff,
-    claim_backoff: &mut super::ClaimBackoff,
+    claim_backoff: &mut ClaimBackoff,
     now: Millis,
 ) -> EvalOutcome {
     let mut out = EvalOutcome::default();
@@ -458,7 +459,7 @@ fn pack_and_claim(
     config: &Config,
     live: &RunningSet,
     gates: EvalGates,
-    (fire_backoff, claim_backoff): (&mut crate::schedule::FireBackoff, &mut super::ClaimBackoff),
+    (fire_backoff, claim_backoff): (&mut crate::schedule::FireBackoff, &mut ClaimBackoff),
     now: Millis,
     out: &mut EvalOutcome,
 ) -> Result<(), StoreError> {

@@ -55,7 +55,7 @@ use store::{now_ms, StoreError};
 use tokio::time::Instant;
 
 pub use eval::{eval_blocking, EvalGates, EvalOutcome};
-pub use refused::ClaimBackoff;
+pub use state::refused::ClaimBackoff;
 
 use crate::caps::caps_json;
 use crate::config::Config;

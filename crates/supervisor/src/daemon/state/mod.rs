@@ -8,9 +8,11 @@
 //! The types of the fields a phase keeps are in files of their own below this one, which never
 //! import [`Daemon`], so that a phase's file and this one never import each other:
 //! - `outage`: an outage of the database in progress (`daemon/outage.rs` handles it);
+//! - `refused`: what the database refused, waiting to be tried again (`daemon/refused.rs`);
 //! - `repeats`: how many looks in a row found each run unreadable (`daemon/unreadable.rs`).
 
 pub(super) mod outage;
+pub(super) mod refused;
 pub(super) mod repeats;
 
 use std::path::PathBuf;
@@ -63,9 +65,9 @@ pub(super) struct Daemon {
     pub(super) pending: Vec<Transition>,
     /// Transitions the database refused even written alone (a trigger or constraint another
     /// program added), by run: kept out of `pending`, so that each is tried again after a wait
-    /// of its own (see [`super::refused::Refused`]) rather than at every EVAL. Their slots stay in
+    /// of its own (see [`refused::Refused`]) rather than at every EVAL. Their slots stay in
     /// the pool, and their runs active in the database.
-    pub(super) refused: std::collections::BTreeMap<RunId, super::refused::Refused>,
+    pub(super) refused: std::collections::BTreeMap<RunId, refused::Refused>,
     /// Shims that exited since the last EVAL: (run, token).
     pub(super) exited: Vec<(RunId, u64)>,
     /// Runs whose files the reap failed to read, with how many times in a row: their errors
@@ -106,7 +108,7 @@ pub(super) struct Daemon {
     pub(super) fire_backoff: crate::schedule::FireBackoff,
     /// Runs whose claim the database refused, held out of the packing for a growing wait
     /// (`daemon/refused.rs`).
-    pub(super) claim_backoff: super::refused::ClaimBackoff,
+    pub(super) claim_backoff: refused::ClaimBackoff,
     /// Startup recovery has run to the end (it is retried, with backoff, until it has).
     pub(super) recovered: bool,
     /// What the daemon knows of the config file (which version the config came from), so that
