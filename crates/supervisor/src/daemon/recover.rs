@@ -25,6 +25,7 @@ use store::{now_ms, Run, RunId, RunStatus, Store, StoreError, Transition};
 use tokio::time::Instant;
 
 use super::follow::{watch_group, watch_lock};
+use super::state::unsettled::{Unsettled, RESETTLE_FIRST, RESETTLE_MAX};
 use super::state::Daemon;
 use crate::boot::Boots;
 use crate::retry::RetryPolicy;
@@ -54,34 +55,6 @@ struct Recovery {
     /// their slots held until their shims are gone (see [`taken_run`]).
     taken: Vec<(Run, Option<ShimIdentity>)>,
 }
-
-/// Active runs recovery could not settle: their run files could not be read, or a tombstone
-/// could not be written (a full disk, say), or their row holds a value this version cannot read
-/// (another program's write). They stay active in the database — counted against
-/// every cap through the DB running set, although no slot holds them — and are settled again,
-/// with backoff, until they are: a failed read or write may delay a run's fate, never fix it.
-#[derive(Debug, Default)]
-pub(super) struct Unsettled {
-    /// (run, claim token) of each.
-    runs: Vec<(RunId, u64)>,
-    /// When to try again, and the wait that led there (it doubles, up to [`RESETTLE_MAX`]).
-    retry: Option<(Instant, Duration)>,
-    /// Attempts in a row that left runs unsettled: logged at the 1st, 2nd, 4th, 8th…, so that
-    /// a file that stays unreadable does not fill the log every [`RESETTLE_MAX`].
-    attempts: u64,
-}
-
-impl Unsettled {
-    /// When the next attempt is due, if any run waits for one.
-    pub(super) fn due(&self) -> Option<Instant> {
-        self.retry.map(|(at, _)| at)
-    }
-}
-
-/// The first wait before runs recovery could not settle are settled again.
-const RESETTLE_FIRST: Duration = Duration::from_millis(200);
-/// The longest wait between two attempts.
-const RESETTLE_MAX: Duration = Duration::from_secs(5);
 
 impl Daemon {
     /// Runs startup recovery and applies what it decided. On a database error nothing is

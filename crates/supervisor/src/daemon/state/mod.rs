@@ -9,11 +9,13 @@
 //! import [`Daemon`], so that a phase's file and this one never import each other:
 //! - `outage`: an outage of the database in progress (`daemon/outage.rs` handles it);
 //! - `refused`: what the database refused, waiting to be tried again (`daemon/refused.rs`);
-//! - `repeats`: how many looks in a row found each run unreadable (`daemon/unreadable.rs`).
+//! - `repeats`: how many looks in a row found each run unreadable (`daemon/unreadable.rs`);
+//! - `unsettled`: the active runs recovery could not settle yet (`daemon/recover.rs`).
 
 pub(super) mod outage;
 pub(super) mod refused;
 pub(super) mod repeats;
+pub(super) mod unsettled;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,7 +26,6 @@ use tokio::time::Instant;
 
 use super::config_file::ConfigFile;
 use super::events::Events;
-use super::recover::Unsettled;
 use crate::config::Config;
 use crate::health::Health;
 use crate::http::Observed;
@@ -115,7 +116,7 @@ pub(super) struct Daemon {
     /// nothing is ended on the strength of a config older than the file.
     pub(super) config_file: ConfigFile,
     /// Active runs recovery could not settle yet (their files could not be read or written).
-    pub(super) unsettled: Unsettled,
+    pub(super) unsettled: unsettled::Unsettled,
     /// The loop's heartbeat, read by whatever reports health.
     pub(super) health: Arc<Health>,
     /// What the HTTP listener shows: the loop feeds its counters and the config in force.
