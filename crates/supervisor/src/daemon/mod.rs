@@ -18,7 +18,9 @@
 //! - `follow`: following a shim (its report pipe, its run's lock), turned into events;
 //! - `prune_step`: now and then, pruning ended runs by the retention keys, off the loop;
 //! - `cancel`: signalling the shims of runs whose cancel was requested;
-//! - `state`: the fields of the daemon's in-memory state, owned by the loop task alone.
+//! - `turn`: the loop's record of a completed turn (the heartbeat, the service manager);
+//! - `state`: the fields of the daemon's in-memory state, owned by the loop task alone, and
+//!   (below it) the types of the fields a phase keeps.
 //!
 //! Stopping the daemon (SIGTERM/SIGINT) stops the EVALs and leaves the shims running: they are
 //! in their own sessions and hold their runs' locks, and the next daemon adopts them. The setup
@@ -45,6 +47,7 @@ mod refused;
 mod reload;
 mod spawn;
 mod state;
+mod turn;
 mod unreadable;
 
 use std::path::PathBuf;

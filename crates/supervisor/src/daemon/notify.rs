@@ -2,8 +2,9 @@
 //! `STOPPING=1`) it sends to the service manager's `NOTIFY_SOCKET`, and nothing at all when that
 //! variable is unset.
 //!
-//! Every message but `STOPPING` is sent from [`Daemon::turn`], the loop's record of a completed
-//! turn (an EVAL, or an idle tick), so that what systemd hears follows the loop itself:
+//! Every message but `STOPPING` is sent from `Daemon::turn` (`daemon/turn.rs`), the loop's
+//! record of a completed turn (an EVAL, or an idle tick), so that what systemd hears follows the
+//! loop itself:
 //! - `READY=1` at the first turn: recovery is done (the loop turns only once it is) and the first
 //!   EVAL ran, so a unit ordered after fleet's starts once the runs a crash left are settled;
 //! - `WATCHDOG=1` at a turn once half the watchdog timeout (`WATCHDOG_USEC`) has passed since
@@ -26,10 +27,7 @@ use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
 
 use sd_notify::NotifyState;
-use store::RunStatus;
 use tokio::time::Instant;
-
-use super::state::Daemon;
 
 /// The shortest time between two `STATUS=` updates.
 pub const STATUS_EVERY: Duration = Duration::from_secs(10);
@@ -48,20 +46,20 @@ pub const SERVICE_VARS: [&str; 4] = [
 #[derive(Debug)]
 pub struct Notifier {
     /// `NOTIFY_SOCKET` is set: there is someone to tell.
-    enabled: bool,
+    pub(super) enabled: bool,
     /// `NOTIFY_SOCKET`: a socket path, or `@name` for the abstract namespace.
     socket: OsString,
     /// The last send failed: further failures are logged at debug until one succeeds, so that a
     /// socket that points nowhere does not warn at every ping.
     failing: Cell<bool>,
     /// The watchdog's ping period (half its timeout), when the service manager asked for one.
-    ping_every: Option<Duration>,
+    pub(super) ping_every: Option<Duration>,
     /// `READY=1` was sent.
-    ready: bool,
+    pub(super) ready: bool,
     /// When the last `WATCHDOG=1` was sent.
-    last_ping: Option<Instant>,
+    pub(super) last_ping: Option<Instant>,
     /// When the last `STATUS=` was sent.
-    last_status: Option<Instant>,
+    pub(super) last_status: Option<Instant>,
 }
 
 impl Notifier {
@@ -96,7 +94,7 @@ impl Notifier {
     /// Sends `states`, if there is a service manager; a failure is logged (a warning for the
     /// first of a series, then at debug until a send succeeds again), never fatal: the manager
     /// may be gone, and supervising runs matters more than telling it.
-    fn send(&self, states: &[NotifyState<'_>]) {
+    pub(super) fn send(&self, states: &[NotifyState<'_>]) {
         if !self.enabled || states.is_empty() {
             return;
         }
@@ -158,62 +156,5 @@ fn send_datagram(socket: &OsStr, message: &[u8]) -> io::Result<()> {
             io::ErrorKind::WriteZero,
             "incomplete datagram",
         ))
-    }
-}
-
-impl Daemon {
-    /// The loop completed a turn (an EVAL, or an idle tick): records it in the heartbeat, and
-    /// tells the service manager what is due (see the module's documentation).
-    pub(super) async fn turn(&mut self) {
-        self.health.turn(store::now_ms());
-        if !self.notifier.enabled {
-            return;
-        }
-        let now = Instant::now();
-        let ready = !self.notifier.ready;
-        let ping = self.notifier.ping_every.is_some_and(|every| {
-            self.notifier
-                .last_ping
-                .is_none_or(|at| now.duration_since(at) >= every)
-        });
-        let status = if ready
-            || self
-                .notifier
-                .last_status
-                .is_none_or(|at| now.duration_since(at) >= STATUS_EVERY)
-        {
-            self.status_line().await
-        } else {
-            None
-        };
-        let mut states = Vec::new();
-        if ready {
-            states.push(NotifyState::Ready);
-            self.notifier.ready = true;
-        }
-        if ping {
-            states.push(NotifyState::Watchdog);
-            self.notifier.last_ping = Some(now);
-        }
-        if let Some(line) = &status {
-            states.push(NotifyState::Status(line));
-            self.notifier.last_status = Some(now);
-        }
-        self.notifier.send(&states);
-    }
-
-    /// `N active, M queued`, counted in the database; `None` if it cannot be read now (the
-    /// summary waits for the next turn).
-    async fn status_line(&self) -> Option<String> {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || {
-            let active =
-                store.count_runs(RunStatus::Starting)? + store.count_runs(RunStatus::Running)?;
-            let queued = store.count_runs(RunStatus::Queued)?;
-            Ok::<_, store::StoreError>(format!("{active} active, {queued} queued"))
-        })
-        .await
-        .ok()?
-        .ok()
     }
 }
