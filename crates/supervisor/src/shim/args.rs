@@ -45,6 +45,11 @@ pub struct ShimArgs {
     pub log: super::log::ShimLog,
 }
 
+/// The largest message ([`ShimArgs::encode`]) the fork server accepts, and an idle shim reads, in
+/// bytes (argv and environment of one run). Larger ones are refused before anything is sent;
+/// the daemon then execs the shim instead.
+pub const MAX_REQUEST: usize = 128 * 1024;
+
 impl ShimArgs {
     /// The arguments that follow `fleet shim`:
     /// `--state-dir P --run-id N --token T [--timeout D] --kill-grace D --cwd P

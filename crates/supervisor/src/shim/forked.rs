@@ -7,7 +7,7 @@ use std::fs::OpenOptions;
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 
-use super::forkserver::MAX_REQUEST;
+use super::args::MAX_REQUEST;
 use super::{idle, log, supervise_claim, warn, Own, ShimArgs, EXIT_FAILED, EXIT_OK, SHIM_SIGNALS};
 use crate::sys::signals;
 use crate::sys::{files, process, settings, subreaper};

@@ -46,14 +46,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::args::MAX_REQUEST;
 use super::ShimArgs;
 use crate::sys::process::{self, Forked};
 use crate::sys::signals::{self, Signal};
 use crate::sys::{fdpass, files, readiness, settings};
-
-/// The largest request the server accepts, in bytes (argv and environment of one run).
-/// Larger ones are refused before anything is sent; the daemon then execs the shim instead.
-pub const MAX_REQUEST: usize = 128 * 1024;
 
 /// How long the daemon waits for the fork server's answer, in seconds. A fork takes well under
 /// a millisecond; past this the request counts as unanswered ([`ForkServerError::Unknown`]) and

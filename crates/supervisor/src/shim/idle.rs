@@ -39,7 +39,7 @@ use crate::sys::{fdpass, files, process};
 ///
 /// `signals`: the shim's blocked signals, cleared of what is pending before the shim takes the
 /// run (see the module's comment). `own_stat`: the shim's own stat, for its name. `buf`: where
-/// the request is read, [`super::forkserver::MAX_REQUEST`] bytes (the largest the server sends).
+/// the request is read, [`super::args::MAX_REQUEST`] bytes (the largest the server sends).
 pub(super) fn next_run(
     back: &OwnedFd,
     signals: &BlockedSignals,
