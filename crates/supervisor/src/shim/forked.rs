@@ -8,6 +8,7 @@ use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 
 use super::args::MAX_REQUEST;
+use super::process_name::take_name;
 use super::{idle, log, supervise_claim, warn, Own, ShimArgs, EXIT_FAILED, EXIT_OK, SHIM_SIGNALS};
 use crate::sys::signals;
 use crate::sys::{files, process, settings, subreaper};
@@ -125,22 +126,4 @@ unsafe fn set_up_forked(
     let back = unsafe { files::keep_only_stdio_and(back) }?;
     files::close_on_exec(&back)?;
     Ok(back)
-}
-
-/// Names this forked shim in `ps` and `top`: `shim-<run id>` (at most 15 bytes: longer ids
-/// are cut), or `shim-idle` between runs; and its command line, which no longer reads as the
-/// daemon's or an earlier run's (see `process::set_process_name`). `own_stat`: the shim's own
-/// stat, read once when it was forked (its argument area does not move).
-pub(super) fn take_name(run_id: Option<i64>, own_stat: Option<&process::OwnStat>) {
-    let id = run_id.map_or_else(|| "idle".to_string(), |id| id.to_string());
-    let comm = format!("shim-{id}");
-    let words: &[&str] = match run_id {
-        Some(_) => &["fleet", "shim", "--run-id", &id],
-        None => &["fleet", "shim", "--idle"],
-    };
-    match own_stat {
-        // SAFETY: a forked shim has one thread, for its whole life (see the module's rule).
-        Some(own) => unsafe { process::set_process_name_single_threaded(&comm, words, own) },
-        None => process::set_process_name(&comm, words),
-    }
 }

@@ -26,6 +26,7 @@ use std::fs::OpenOptions;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
+use super::process_name::take_name;
 use super::ShimArgs;
 use crate::sys::signals::BlockedSignals;
 use crate::sys::{fdpass, files, process};
@@ -52,7 +53,7 @@ pub(super) fn next_run(
     let pid = std::process::id() as i32;
     fdpass::send_with_fd(back, &pid.to_ne_bytes(), theirs.as_fd()).ok()?;
     drop(theirs);
-    super::forked::take_name(None, own_stat);
+    take_name(None, own_stat);
     let n = match fdpass::recv(&mine, buf) {
         Ok(n) if n > 0 => n,
         // End-of-file: let go.
@@ -71,7 +72,7 @@ pub(super) fn next_run(
         Ok(Some((1, Some(report)))) => report,
         _ => return None,
     };
-    super::forked::take_name(Some(args.run_id), own_stat);
+    take_name(Some(args.run_id), own_stat);
     super::log::set(args.log);
     files::set_stdout(report).ok()?;
     Some(args)

@@ -80,6 +80,7 @@ mod forked;
 pub mod forkserver;
 mod idle;
 pub mod log;
+mod process_name;
 mod pump;
 mod write;
 
