@@ -8,8 +8,9 @@ use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 
 use super::args::MAX_REQUEST;
+use super::log::warn;
 use super::process_name::take_name;
-use super::{idle, log, supervise_claim, warn, Own, ShimArgs, EXIT_FAILED, EXIT_OK, SHIM_SIGNALS};
+use super::{idle, log, supervise_claim, Own, ShimArgs, EXIT_FAILED, EXIT_OK, SHIM_SIGNALS};
 use crate::sys::signals;
 use crate::sys::{files, process, settings, subreaper};
 

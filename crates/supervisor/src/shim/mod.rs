@@ -87,7 +87,6 @@ mod write;
 pub use args::ShimArgs;
 
 use std::ffi::OsString;
-use std::fmt;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
@@ -98,6 +97,7 @@ use std::time::{Duration, Instant};
 use crate::failpoints::scenario as failpoint_scenario;
 use crate::sys::signals::{self, BlockedSignals, Signal};
 use crate::sys::{files, process, spawn, subreaper};
+use log::warn;
 use runrecord::{now_rfc3339, ExitRecord, Outcome, Record, RunFiles, RunningRecord, StartedRecord};
 use write::{write_exit, write_record, write_retrying};
 
@@ -652,9 +652,4 @@ fn signal_group(pgid: i32, sig: Signal) {
             sig as i32
         ));
     }
-}
-
-/// Writes a warning line to stderr in the daemon's log shape (see [`log`]).
-fn warn(message: fmt::Arguments<'_>) {
-    log::warn(message);
 }

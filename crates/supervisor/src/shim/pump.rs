@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use runrecord::{BoundedLog, RunFiles};
 
+use super::log::warn;
 use crate::sys::files;
 use crate::sys::readiness::{self, SignalReader};
 use crate::sys::signals::{BlockedSignals, Signal};
@@ -146,7 +147,7 @@ impl LogPump {
                     if let Err(e) = written {
                         if !self.write_failed {
                             self.write_failed = true;
-                            super::warn(format_args!(
+                            warn(format_args!(
                                 "fleet shim: could not write the run's log ({e}); output is dropped until it can"
                             ));
                         }
@@ -155,7 +156,7 @@ impl LogPump {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
-                    super::warn(format_args!(
+                    warn(format_args!(
                         "fleet shim: could not read the command's output: {e}"
                     ));
                     self.pipe = None;
