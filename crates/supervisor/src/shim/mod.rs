@@ -43,39 +43,8 @@
 //! recovery must do after each, in [`crate::failpoints::SHIM`] (feature `failpoints`,
 //! configured by the `FAILPOINTS` environment variable).
 
-/// A failpoint that simulates a crash: `FAILPOINTS=name=return` aborts the process there,
-/// `FAILPOINTS=name=sleep(3000)` delays it. Compiles to nothing without the `failpoints` feature.
-/// Every name is registered in [`crate::failpoints::SHIM`].
-/// `crash_point!(name, step)` does `step` first (its result ignored), then aborts: a crash in the
-/// middle of a write.
-macro_rules! crash_point {
-    ($name:literal) => {
-        fail::fail_point!($name, |_| { std::process::abort() })
-    };
-    ($name:literal, $step:expr) => {
-        fail::fail_point!($name, |_| {
-            let _ = $step;
-            std::process::abort()
-        })
-    };
-}
-
-/// A failpoint that makes one attempt at writing a record fail as a full disk would:
-/// `FAILPOINTS=name=3*return` fails the first three attempts. The shim retries a failed record
-/// (see [`write_retrying`]), so this delays the record without losing it. Compiles to nothing
-/// without the `failpoints` feature. Every name is registered in [`crate::failpoints::SHIM`].
-macro_rules! io_failpoint {
-    ($name:literal) => {
-        fail::fail_point!($name, |_| {
-            Err(io::Error::new(
-                io::ErrorKind::StorageFull,
-                concat!("failpoint ", $name),
-            ))
-        })
-    };
-}
-
 pub mod args;
+mod failpoint_macros;
 mod forked;
 pub mod forkserver;
 mod idle;
@@ -97,6 +66,7 @@ use std::time::{Duration, Instant};
 use crate::failpoints::scenario as failpoint_scenario;
 use crate::sys::signals::{self, BlockedSignals, Signal};
 use crate::sys::{files, process, spawn, subreaper};
+use failpoint_macros::{crash_point, io_failpoint};
 use log::warn;
 use runrecord::{now_rfc3339, ExitRecord, Outcome, Record, RunFiles, RunningRecord, StartedRecord};
 use write::{write_exit, write_record, write_retrying};

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use runrecord::{ExitRecord, Record, RunFiles, RunLock};
 
+use super::failpoint_macros::{crash_point, io_failpoint};
 use super::log;
 use super::ShimArgs;
 
