@@ -10,7 +10,8 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use super::args::MAX_REQUEST;
 use super::log::warn;
 use super::process_name::take_name;
-use super::{idle, log, supervise_claim, Own, ShimArgs, EXIT_FAILED, EXIT_OK, SHIM_SIGNALS};
+use super::supervise::{supervise_claim, Own, EXIT_FAILED, EXIT_OK, SHIM_SIGNALS};
+use super::{idle, log, ShimArgs};
 use crate::sys::signals;
 use crate::sys::{files, process, settings, subreaper};
 
