@@ -13,7 +13,7 @@
 //! - a queued run's `not_before` (a retry's backoff): counted again from now when its
 //!   `enqueued_at` is later than now ([`rebase_delays`]);
 //! - a claim's `started_at`, which `fleet check` uses to give a young claim time to lock:
-//!   an age that is negative beyond the tolerance is no age ([`crate::check`]);
+//!   an age that is negative beyond the tolerance is no age ([`crate::audit`]);
 //! - the daemon row's `started_at` (`fleet status`'s uptime): unknown rather than zero.
 //!
 //! Nothing else persisted is compared with the clock: timeouts and kill grace run on the

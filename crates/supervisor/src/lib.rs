@@ -20,7 +20,7 @@
 //! - `watch` (crate-private): noticing edits of fleet.toml (a watcher on its folder, polling as
 //!   a fallback).
 //! - [`caps`]: the caps in force, written down for the daemon row and `fleet status`.
-//! - [`check`]: the restart-safety checker behind `fleet check`; it only reads.
+//! - [`audit`]: the restart-safety auditor behind `fleet check`; it only reads.
 //! - [`clock`]: how persisted instants survive a wall clock that steps back.
 //! - [`exec_limits`]: the kernel's limits on one exec's arguments, and the message naming them.
 //! - [`health`]: the loop's heartbeat, which `fleet status`, `/healthz` and the watchdog read.
@@ -37,9 +37,9 @@
 // and the shim's few lines through a write that ignores failure.
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
+pub mod audit;
 pub mod boot;
 pub mod caps;
-pub mod check;
 pub mod clock;
 pub mod config;
 pub mod control;

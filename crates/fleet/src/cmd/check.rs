@@ -1,4 +1,4 @@
-//! `fleet check [--json]`: the restart-safety checker (`supervisor::check`) over the state
+//! `fleet check [--json]`: the restart-safety auditor (`supervisor::audit`) over the state
 //! directory and its database, its report as text or JSON, and exit 1 when it found
 //! violations.
 
@@ -34,7 +34,7 @@ pub fn check(ctx: &Ctx, args: &CheckArgs) -> Result<()> {
     };
     // Each project's max_parallel, when the config reads (with --state-dir it may not).
     let config = ctx.config_if_valid().map(|c| ctx::as_this_host(c, &state));
-    let report = supervisor::check::check(&state, &store, store::now_ms(), config.as_ref())
+    let report = supervisor::audit::audit(&state, &store, store::now_ms(), config.as_ref())
         .map_err(Failure::action)?;
     if json {
         console::println(report_json(&report))?;
@@ -54,7 +54,7 @@ pub fn check(ctx: &Ctx, args: &CheckArgs) -> Result<()> {
 }
 
 /// `fleet check --json`.
-fn report_json(report: &supervisor::check::Report) -> String {
+fn report_json(report: &supervisor::audit::Report) -> String {
     json!({
         "ok": report.ok(),
         "violations": report.violations.iter().map(|v| json!({
@@ -85,7 +85,7 @@ fn nothing_json(note: &str) -> String {
 }
 
 /// `fleet check` for a person.
-fn report_text(report: &supervisor::check::Report) -> String {
+fn report_text(report: &supervisor::audit::Report) -> String {
     let mut s = String::new();
     for v in &report.violations {
         s += &format!("violation: {}: {}\n", v.kind.as_str(), v.message);
@@ -106,7 +106,7 @@ fn report_text(report: &supervisor::check::Report) -> String {
                 "note: runs {} have ended: their files hold their exits, the database not yet; \
                  a daemon records them (the running one at its next EVAL, else the next to \
                  start; its log says if the database refuses them)\n",
-                supervisor::check::plain_list(ids)
+                supervisor::audit::plain_list(ids)
             )
         };
     }

@@ -43,7 +43,7 @@ fn active_runs_are_counted_up_to_max_parallel() {
     .unwrap();
     let too_many = |config: Option<&Config>| {
         // Within the grace of a fresh claim: no shim is expected yet.
-        check(&state, &store, claimed_at + 1, config)
+        audit(&state, &store, claimed_at + 1, config)
             .unwrap()
             .violations
             .into_iter()

@@ -62,12 +62,12 @@ fn a_lock_held_for_an_instant_is_no_shim_without_a_run() {
         std::thread::sleep(HOLD);
         drop(lock);
     });
-    let report = check(&state, &store, 0, None).unwrap();
+    let report = audit(&state, &store, 0, None).unwrap();
     release.join().unwrap();
     assert!(report.ok(), "{:?}", report.violations);
 
     let lock = run.try_lock().unwrap().unwrap();
-    let report = check(&state, &store, 0, None).unwrap();
+    let report = audit(&state, &store, 0, None).unwrap();
     let kinds: Vec<_> = report.violations.iter().map(|v| v.kind).collect();
     assert_eq!(kinds, vec![ViolationKind::ShimWithoutActiveRun]);
     assert!(
@@ -90,14 +90,14 @@ fn start_history_reveals_double_starts_the_database_missed() {
     let lock = run.try_lock().unwrap().unwrap();
     run.write_started(&lock, &started(2, vec![2])).unwrap();
     drop(lock);
-    let ok = check(&state, &store, 0, None).unwrap();
+    let ok = audit(&state, &store, 0, None).unwrap();
     assert!(ok.ok(), "{:?}", ok.violations);
 
     let lock = run.try_lock().unwrap().unwrap();
     run.write_started(&lock, &started(1, vec![2, 1])).unwrap();
     run.write_tombstone(&lock, 1).unwrap();
     drop(lock);
-    let bad = check(&state, &store, 0, None).unwrap();
+    let bad = audit(&state, &store, 0, None).unwrap();
     let kinds: Vec<_> = bad.violations.iter().map(|v| v.kind).collect();
     assert_eq!(
         kinds,
@@ -132,7 +132,7 @@ fn a_second_claim_is_cleared_only_by_a_start_of_the_first() {
         run.write_started(&lock, &started(starter, vec![starter]))
             .unwrap();
         drop(lock);
-        check(&state, &store, 3_000, None)
+        audit(&state, &store, 3_000, None)
             .unwrap()
             .violations
             .iter()
@@ -155,7 +155,7 @@ fn a_starting_row_without_a_claim_time_is_not_young() {
         [],
     )
     .unwrap();
-    let report = check(&state, &store, 1_000, None).unwrap();
+    let report = audit(&state, &store, 1_000, None).unwrap();
     let kinds: Vec<_> = report.violations.iter().map(|v| v.kind).collect();
     assert_eq!(kinds, vec![ViolationKind::ActiveWithoutShim], "{report:?}");
 }
@@ -184,7 +184,7 @@ fn a_claim_from_a_clock_ahead_is_not_young() {
     let claimed_at = 400 * 86_400_000;
     claim_one(&store, epoch, id, claimed_at);
     let shimless = |now: Millis| {
-        check(&state, &store, now, None)
+        audit(&state, &store, now, None)
             .unwrap()
             .violations
             .iter()

@@ -1,4 +1,4 @@
-//! `fleet check`: the restart-safety checker. It reads the database (runs and the append-only
+//! The auditor behind `fleet check`: the restart-safety checks. It reads the database (runs and the append-only
 //! events table) and the run files, and reports every way the promises fleet makes across
 //! restarts (docs/ARCHITECTURE.md, "Invariants") can be broken.
 //!
@@ -8,7 +8,7 @@
 //! It never vouches for what it could not read: a run's lock or record that exists but cannot
 //! be read (permission denied, a line that is not a record) is a finding naming the file and
 //! line ([`ViolationKind::UnreadableFile`]), and the check goes on with the other files; the
-//! database or `runs/` itself unreadable fails the whole check ([`CheckError`]). Only a file
+//! database or `runs/` itself unreadable fails the whole check ([`AuditError`]). Only a file
 //! that does not exist is an answer.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,9 +23,9 @@ use crate::statedir::StateDir;
 
 mod files;
 
-/// Why `fleet check` could not check.
+/// Why the audit (`fleet check`) could not be made.
 #[derive(Debug, thiserror::Error)]
-pub enum CheckError {
+pub enum AuditError {
     /// The database could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -41,8 +41,8 @@ pub enum CheckError {
 }
 
 /// Tags an I/O error with the file it concerns.
-fn at<T>(path: &Path, result: std::io::Result<T>) -> Result<T, CheckError> {
-    result.map_err(|source| CheckError::Unreadable {
+fn at<T>(path: &Path, result: std::io::Result<T>) -> Result<T, AuditError> {
+    result.map_err(|source| AuditError::Unreadable {
         path: path.to_path_buf(),
         source,
     })
@@ -172,19 +172,19 @@ fn ran_here(run: &store::Run, host: Option<&str>) -> bool {
 /// On a shared database, the events and the database's rows of every host are checked; run
 /// files only for this host's runs (they are local).
 ///
-/// Errors: the database cannot be read ([`CheckError::Store`]), or `runs/` exists but cannot be
-/// listed ([`CheckError::Unreadable`]). A run's file that cannot be read or parsed is a
+/// Errors: the database cannot be read ([`AuditError::Store`]), or `runs/` exists but cannot be
+/// listed ([`AuditError::Unreadable`]). A run's file that cannot be read or parsed is a
 /// [`ViolationKind::UnreadableFile`] finding, naming it, and the check goes on: such a file is
 /// never taken for a missing one, nor a lock that cannot be probed for a free one.
 ///
 /// `config`, when the config could be read, gives each project's `max_parallel`; without it
 /// every project is held to one active run (the default), which can only report too much.
-pub fn check(
+pub fn audit(
     state: &StateDir,
     store: &Store,
     now: Millis,
     config: Option<&Config>,
-) -> Result<Report, CheckError> {
+) -> Result<Report, AuditError> {
     let mut report = Report::default();
     // This host: only its runs' files are here to be checked. SQLite: one state directory
     // is one host, whatever name its runs were claimed under.
@@ -557,7 +557,7 @@ fn still_without_active_run(
     dir: &RunFiles,
     id: RunId,
     deadline: Instant,
-) -> Result<Option<(String, Option<u64>)>, CheckError> {
+) -> Result<Option<(String, Option<u64>)>, AuditError> {
     loop {
         let token = dir.records().ok().and_then(|r| r.started).map(|s| s.token);
         let row = match store.get_run(id) {
@@ -583,7 +583,7 @@ fn still_without_active_run(
 }
 
 /// Whether run `id` still has no row: a run claimed after the rows were read has its row now.
-fn orphan(store: &Store, id: RunId) -> Result<bool, CheckError> {
+fn orphan(store: &Store, id: RunId) -> Result<bool, AuditError> {
     match store.get_run(id) {
         Ok(_) => Ok(false),
         Err(store::StoreError::UnknownRun(_)) => Ok(true),
