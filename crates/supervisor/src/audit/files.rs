@@ -10,7 +10,7 @@ use std::path::Path;
 use runrecord::{BadLine, Records, RunFiles};
 use store::{Run, RunId, RunStatus};
 
-use super::{Report, Violation, ViolationKind};
+use super::report::{Report, Violation, ViolationKind};
 use crate::settle;
 
 /// `result`'s value, or `None` after recording an [`ViolationKind::UnreadableFile`] finding for
