@@ -4,7 +4,7 @@
 //! the default ([`machine_hostname`]).
 //!
 //! Plain data and pure functions, but for reading the kernel's node name: this module never
-//! reads a file, never reports a position (that is `check`'s) and never decides what runs
+//! reads a file, never reports a position (that is `validate`'s) and never decides what runs
 //! (the packer does, from [`Config::caps`](crate::config::Config::caps)).
 
 /// The longest host name accepted, in bytes: the kernel's own limit on a node name, so that

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
-use super::check;
 use super::model::DEFAULT_STATE_DIR;
 use super::paths::{resolve_against, resolve_dir};
+use super::validate;
 use super::{Config, ConfigError, ConfigErrors, DatabaseUrl};
 
 impl Config {
@@ -54,7 +54,7 @@ impl Config {
     /// Every problem found, in line order, each naming the file, line and dotted key. A TOML
     /// syntax error is reported alone, since nothing after it can be trusted.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
-        check::check(text, path)
+        validate::validate(text, path)
     }
 
     /// A published config's `text` as it is in force on the host whose own config is `here`:

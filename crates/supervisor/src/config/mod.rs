@@ -13,9 +13,9 @@
 //!   ([`valid_name`]).
 //! * `cron`: the cron expressions a schedule accepts ([`parse_schedule`], its [`MACROS`]).
 //! * `load`: reading the file ([`Config::load`], [`Config::parse`], [`Config::state_dir_of`]).
-//! * `check`: the validation itself, one small function per key.
+//! * `validate`: the validation itself, one small function per key.
 //! * `paths`: resolving the relative paths the file names against its folder (used by both
-//!   `load` and `check`, so that `load` → `check` → `paths` has no cycle).
+//!   `load` and `validate`, so that `load` → `validate` → `paths` has no cycle).
 //! * `database`: the `database` key ([`DatabaseUrl`]: a PostgreSQL URL that never prints its
 //!   password).
 //! * `host`: the host keys' data and rules ([`HostConfig`], [`valid_host_name`],
@@ -27,7 +27,6 @@
 //!
 //! Nothing here starts, stops or records a run: a `Config` is plain data that the daemon reads.
 
-mod check;
 mod cron;
 mod database;
 mod error;
@@ -37,6 +36,7 @@ mod model;
 mod paths;
 mod published;
 mod retention;
+mod validate;
 
 #[cfg(test)]
 mod tests;

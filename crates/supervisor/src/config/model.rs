@@ -3,7 +3,7 @@
 //!
 //! Everything here is plain data and pure functions: this module never reads a file and never
 //! reports errors with positions; reading is `load`'s job and position-aware validation is
-//! `check`'s.
+//! `validate`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -1,5 +1,5 @@
 //! How much history and log a project keeps: `keep_runs`, `keep_for` (pruning of ended runs)
-//! and `max_log_size` (the bound on one run's log). Plain data; validated in `check`.
+//! and `max_log_size` (the bound on one run's log). Plain data; validated in `validate`.
 
 use std::time::Duration;
 

@@ -27,7 +27,7 @@ mod retention;
 mod root;
 
 /// Parses and validates `text`, the contents of the config file `path`.
-pub(super) fn check(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
+pub(super) fn validate(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
     let mut cx = Checker::new(text, path);
     let root = match DeTable::parse(text) {
         Ok(root) => root,
