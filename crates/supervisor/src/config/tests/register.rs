@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{docs_path, path, FULL};
-use crate::config::validate::allowed_keys;
+use crate::config::validate::checker::allowed_keys;
 use crate::config::{Config, KEYS};
 
 #[test]

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use toml::de::{DeTable, DeValue};
 
-use super::{describe, key_segment, Checker, Key, Value};
+use super::checker::{describe, key_segment, Checker, Key, Value};
 use crate::config::host::{host_name_problem, machine_hostname, HostConfig};
 
 impl Checker<'_> {

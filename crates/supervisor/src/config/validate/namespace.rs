@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use toml::de::DeTable;
 
-use super::{join, key_segment, lookup, Checker, Key, Value};
+use super::checker::{join, key_segment, lookup, Checker, Key, Value};
 use crate::config::model::DEFAULT_WEIGHT;
 use crate::config::{NamespaceConfig, DEFAULT_NAMESPACE};
 

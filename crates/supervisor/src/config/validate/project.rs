@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use toml::de::{DeTable, DeValue};
 
-use super::{describe, key_segment, Checker, Key, Value};
+use super::checker::{describe, key_segment, Checker, Key, Value};
 use crate::config::model::{
     DEFAULT_KILL_GRACE, DEFAULT_MAX_PARALLEL, DEFAULT_NAMESPACE, DEFAULT_RETRIES,
     DEFAULT_RETRY_BACKOFF, MIN_STARTING_DEADLINE,

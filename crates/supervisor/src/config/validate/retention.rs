@@ -6,7 +6,7 @@ use std::time::Duration;
 use runrecord::MIN_MAX_LOG_SIZE;
 use toml::de::{DeTable, DeValue};
 
-use super::{describe, Checker, Value};
+use super::checker::{describe, Checker, Value};
 use crate::config::retention::{Retention, OFF};
 
 impl Checker<'_> {

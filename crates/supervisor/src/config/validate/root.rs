@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use toml::de::DeTable;
 
-use super::{Checker, Value};
+use super::checker::{Checker, Value};
 use crate::config::model::{DEFAULT_MAX_CONCURRENCY, DEFAULT_STATE_DIR, DEFAULT_TICK};
 use crate::config::paths::{resolve_against, resolve_dir};
 use crate::config::{Config, DatabaseUrl, HttpListen, LogFormat, MIN_TICK};
