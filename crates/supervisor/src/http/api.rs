@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use store::{now_ms, rfc3339, Millis, Run, RunFilter, RunId, RunStatus, StoreError};
 
-use super::{unavailable, Observed};
+use super::observed::{unavailable, Observed};
 use crate::health::Verdict;
 use crate::report::{run_json, time_json};
 

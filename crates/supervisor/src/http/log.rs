@@ -23,16 +23,11 @@ use serde::Deserialize;
 use store::{LogTail, Run, RunId, StoreError};
 
 use super::api::{get_run, QueryOf, RunIdPath};
-use super::{remote, Observed};
+use super::observed::{Observed, MAX_RELAYS};
+use super::remote;
 
 /// The most bytes of log one `/api/runs/{id}/log` answer carries.
 pub(super) const LOG_CHUNK: u64 = 256 * 1024;
-
-/// The most relays to other hosts' listeners a daemon makes at once. Each holds a blocking
-/// thread for up to [`remote::TIMEOUT`]; past this many, a request waits for one to finish (a
-/// task, not a thread), so that however many viewers ask, the daemon's own blocking work (its
-/// database calls) always finds a thread.
-pub(super) const MAX_RELAYS: usize = 4;
 
 /// The query of `/api/runs/{id}/log`.
 #[derive(Deserialize)]

@@ -19,102 +19,30 @@
 
 mod api;
 mod assets;
+mod counters;
 mod host;
 mod log;
 pub mod metrics;
+mod observed;
 mod page;
 pub mod remote;
 mod serve;
 
 use std::io;
-use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use store::{now_ms, Store};
+use store::now_ms;
 use tokio::task::JoinHandle;
 
-use crate::config::{Config, HttpListen};
-use crate::health::{Health, Verdict};
-pub use metrics::Metrics;
-
-/// What the HTTP listener may look at: shared between the daemon's loop, which feeds it, and
-/// the listener, which reads it. Cheap to read; nothing in it waits for the loop.
-pub struct Observed {
-    /// The loop's heartbeat.
-    pub health: Arc<Health>,
-    /// The counters the loop feeds.
-    pub metrics: Metrics,
-    /// The daemon's epoch.
-    pub epoch: i64,
-    /// The daemon's pid.
-    pub pid: u32,
-    /// The database (read only, from here).
-    store: Store,
-    /// The state directory (for run logs).
-    state_dir: PathBuf,
-    /// The config in force, replaced at each applied reload.
-    config: RwLock<Arc<Config>>,
-    /// One database read of the listener at a time: the store's pool is shared with the loop,
-    /// and however many requests arrive, the listener holds at most one of its connections, so
-    /// an EVAL never waits for a connection a scrape or a dashboard holds.
-    reads: tokio::sync::Semaphore,
-    /// Relays to other hosts' listeners under way (see `log::MAX_RELAYS`): each holds a
-    /// blocking thread for up to a few seconds, and a slow host must not take them all.
-    relays: tokio::sync::Semaphore,
-}
-
-impl Observed {
-    /// The record for a daemon of `epoch` with this `health`, database, state directory and
-    /// config in force.
-    pub fn new(
-        health: Arc<Health>,
-        epoch: i64,
-        store: Store,
-        state_dir: PathBuf,
-        config: Arc<Config>,
-    ) -> Observed {
-        Observed {
-            health,
-            metrics: Metrics::new(),
-            epoch,
-            pid: std::process::id(),
-            store,
-            state_dir,
-            config: RwLock::new(config),
-            reads: tokio::sync::Semaphore::new(1),
-            relays: tokio::sync::Semaphore::new(log::MAX_RELAYS),
-        }
-    }
-
-    /// The config in force changed (an applied reload).
-    pub fn set_config(&self, config: Arc<Config>) {
-        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
-    }
-
-    /// The config in force.
-    pub fn config(&self) -> Arc<Config> {
-        self.config
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// Runs `read` (database or file reads) on a blocking thread, one at a time (see
-    /// [`Observed::reads`]). Errors: the closure panicked.
-    async fn read<T: Send + 'static>(
-        self: &Arc<Self>,
-        read: impl FnOnce(&Observed) -> T + Send + 'static,
-    ) -> Result<T, tokio::task::JoinError> {
-        // The semaphore is never closed, so acquiring only waits.
-        let _permit = self.reads.acquire().await;
-        let o = self.clone();
-        tokio::task::spawn_blocking(move || read(&o)).await
-    }
-}
+use crate::config::HttpListen;
+use crate::health::Verdict;
+pub use counters::Metrics;
+use observed::unavailable;
+pub use observed::Observed;
 
 /// A bound HTTP listener, not yet serving.
 pub enum Bound {
@@ -314,13 +242,4 @@ async fn metrics_handler(axum::extract::State(o): Shared) -> Response {
         Ok(Err(e)) => unavailable(&e),
         Err(e) => unavailable(&e),
     }
-}
-
-/// 503 with the error, for a database read that failed (busy, gone).
-fn unavailable(e: &dyn std::fmt::Display) -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        format!("the database could not be read: {e}\n"),
-    )
-        .into_response()
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::api::{get_run, read_overview, RunIdPath};
 use super::log::{chunk_of, LOG_CHUNK};
-use super::{unavailable, Observed};
+use super::observed::{unavailable, Observed};
 use crate::report::run_json;
 
 /// `text` escaped for HTML text and attribute values.
