@@ -24,7 +24,7 @@
 //! - [`clock`]: how persisted instants survive a wall clock that steps back.
 //! - [`exec_limits`]: the kernel's limits on one exec's arguments, and the message naming them.
 //! - [`health`]: the loop's heartbeat, which `fleet status`, `/healthz` and the watchdog read.
-//! - [`report`]: runs as JSON, one shape for `fleet runs --json` and the daemon's `/api/`.
+//! - [`runs_json`]: runs as JSON, one shape for `fleet runs --json` and the daemon's `/api/`.
 //! - [`http`]: the HTTP listener (`http_listen`): `/metrics`, `/healthz`, `/api/`, the dashboard.
 //! - [`failpoints`]: the register of every crash point tests inject, with its recovery story.
 //! - [`sys`]: every raw system call, behind safe functions.
@@ -49,8 +49,8 @@ pub mod failpoints;
 pub mod health;
 pub mod http;
 pub mod prune;
-pub mod report;
 pub mod retry;
+pub mod runs_json;
 pub mod schedule;
 pub mod settle;
 pub mod shim;

@@ -1,5 +1,5 @@
 //! The JSON under `/api/` (documented in docs/REFERENCE.md). A run is the object
-//! `fleet runs --json` prints ([`crate::report::run_json`]); `/api/overview` is what the
+//! `fleet runs --json` prints ([`crate::runs_json::run_json`]); `/api/overview` is what the
 //! dashboard shows, in one read.
 //!
 //! Every handler reads the database on a blocking thread and writes nothing.
@@ -18,7 +18,7 @@ use store::{now_ms, rfc3339, Millis, Run, RunFilter, RunId, RunStatus, StoreErro
 
 use super::observed::{unavailable, Observed};
 use crate::health::Verdict;
-use crate::report::{run_json, time_json};
+use crate::runs_json::{run_json, time_json};
 
 /// A run id from the path, or a one-line 400 naming it (axum's own answer has no newline and
 /// speaks of parsing).

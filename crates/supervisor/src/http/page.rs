@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::api::{get_run, read_overview, RunIdPath};
 use super::log::{chunk_of, LOG_CHUNK};
 use super::observed::{unavailable, Observed};
-use crate::report::run_json;
+use crate::runs_json::run_json;
 
 /// `text` escaped for HTML text and attribute values.
 pub(super) fn esc(text: &str) -> String {

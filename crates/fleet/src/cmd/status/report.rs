@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 use store::{rfc3339, DaemonRow, Run, ScheduleRow};
 use supervisor::config::{Config, ConfigErrors};
-use supervisor::report::time_json as time;
+use supervisor::runs_json::time_json as time;
 use supervisor::statedir::StateDir;
 
 use super::liveness::Liveness;
