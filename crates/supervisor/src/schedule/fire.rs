@@ -14,14 +14,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use store::{FireRequest, Millis, OverlapPolicy, Store, StoreError};
 
-use super::timetable::{due, Timetable};
+use super::timetable::{due, timetable_key, Timetable};
 use crate::config::{Config, Overlap};
-
-/// The timetable identity stored beside a cursor: when the config's differs, the schedule
-/// starts afresh (its old cursor belonged to another timetable).
-pub(super) fn timetable_key(expr: &str, timezone: Option<&str>) -> String {
-    format!("{expr} @ {}", timezone.unwrap_or("UTC"))
-}
 
 fn to_dt(ms: Millis) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()

@@ -6,8 +6,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use store::{Millis, ScheduleRow};
 
-use super::fire::timetable_key;
-use super::timetable::Timetable;
+use super::timetable::{timetable_key, Timetable};
 use crate::config::ProjectConfig;
 
 /// A project's next occurrence.

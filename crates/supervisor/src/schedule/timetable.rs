@@ -80,6 +80,12 @@ const WALL_STEPS_CAP: usize = 10_000;
 /// How far (in minutes) a DST gap or repeated range is followed; real ones are at most hours.
 const TRANSITION_MINUTES_CAP: i64 = 48 * 60;
 
+/// The timetable identity stored beside a cursor (`expr @ zone`): when the config's differs, the
+/// schedule starts afresh (its old cursor belonged to another timetable).
+pub fn timetable_key(expr: &str, timezone: Option<&str>) -> String {
+    format!("{expr} @ {}", timezone.unwrap_or("UTC"))
+}
+
 /// A project's timetable: its cron expression and time zone (keys `schedule` and `timezone` in
 /// fleet.toml).
 ///
