@@ -21,7 +21,8 @@
 //!   a fallback).
 //! - [`caps`]: the caps in force, written down for the daemon row and `fleet status`.
 //! - [`audit`]: the restart-safety auditor behind `fleet check`; it only reads.
-//! - [`clock`]: how persisted instants survive a wall clock that steps back.
+//! - [`clock`]: queued runs' delays counted again after the wall clock stepped back (the
+//!   tolerance, and how every persisted instant survives a step, is [`config::clock`]).
 //! - [`exec_limits`]: the kernel's limits on one exec's arguments, and the message naming them.
 //! - [`health`]: the loop's heartbeat, which `fleet status`, `/healthz` and the watchdog read.
 //! - [`runs_json`]: runs as JSON, one shape for `fleet runs --json` and the daemon's `/api/`.

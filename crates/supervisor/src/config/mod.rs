@@ -23,10 +23,13 @@
 //! * `published`: what a host publishes of its file on a shared database ([`published_text`]:
 //!   the `database` password masked) and the digest hosts compare ([`published_digest`]).
 //! * `retention`: [`Retention`], how much history and log a project keeps.
+//! * [`clock`]: how far ahead of the clock a persisted instant may be before it counts as
+//!   written by a clock that has since stepped back.
 //! * `error`: [`ConfigError`] and [`ConfigErrors`], and how they display.
 //!
 //! Nothing here starts, stops or records a run: a `Config` is plain data that the daemon reads.
 
+pub mod clock;
 mod cron;
 mod database;
 mod error;

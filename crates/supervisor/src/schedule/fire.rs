@@ -159,7 +159,7 @@ pub fn fire_due_with(
         let row = rows.get(&project.name).filter(|r| r.timetable == key);
         // A cursor ahead of the clock (the clock stepped back) has its next occurrence in the
         // future too, so it must not take this shortcut: `due` restarts it from the clock.
-        if let Some(r) = row.filter(|r| !crate::clock::ahead_of_clock(r.cursor, now)) {
+        if let Some(r) = row.filter(|r| !crate::config::clock::ahead_of_clock(r.cursor, now)) {
             if let Some(next) = r.next_fire.filter(|next| *next > now) {
                 note_wake(Some(next));
                 continue;

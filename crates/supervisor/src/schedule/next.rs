@@ -38,7 +38,7 @@ pub fn next_occurrence(
     let tz: Tz = timezone.unwrap_or("UTC").parse().ok()?;
     let key = timetable_key(expr, timezone);
     let from = row
-        .filter(|r| r.timetable == key && !crate::clock::ahead_of_clock(r.cursor, now))
+        .filter(|r| r.timetable == key && !crate::config::clock::ahead_of_clock(r.cursor, now))
         .map_or(now, |r| r.cursor);
     let at = timetable.next_after(DateTime::from_timestamp_millis(from)?)?;
     Some(NextOccurrence {

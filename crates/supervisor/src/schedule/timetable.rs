@@ -327,7 +327,7 @@ pub struct Due {
     /// expression never matches again.
     pub next: Option<DateTime<Utc>>,
     /// Set when the persisted cursor was later than `now` by more than
-    /// [`crate::clock::STEP_BACK_TOLERANCE_MS`]: the clock has stepped back since it was
+    /// [`crate::config::clock::STEP_BACK_TOLERANCE_MS`]: the clock has stepped back since it was
     /// written. Holds that cursor; [`Due::cursor`] then restarts from `now`, as for a new
     /// schedule. Without this, the schedule would fire nothing until the clock caught up
     /// with the old cursor again — for as long as the clock had been wrong.
@@ -339,7 +339,7 @@ pub struct Due {
 ///
 /// * `cursor == None`: a new schedule. Nothing fires for the past; the new cursor is `now`
 ///   (rounded down to the second), so the first occurrence after `now` fires when due.
-/// * `cursor` later than `now` by more than [`crate::clock::STEP_BACK_TOLERANCE_MS`]: the
+/// * `cursor` later than `now` by more than [`crate::config::clock::STEP_BACK_TOLERANCE_MS`]: the
 ///   clock stepped back since the cursor was written. Nothing fires now; the schedule restarts
 ///   from `now` as a new one does, and [`Due::clock_back`] holds the old cursor (for the log
 ///   and `fleet status`). The occurrences it proposes again later that were already handled
@@ -377,7 +377,7 @@ pub fn due(
         let cursor = floor_second(now);
         return nothing(cursor, tt.next_after(cursor));
     };
-    if crate::clock::ahead_of_clock(cursor.timestamp_millis(), now.timestamp_millis()) {
+    if crate::config::clock::ahead_of_clock(cursor.timestamp_millis(), now.timestamp_millis()) {
         let fresh = floor_second(now);
         return Due {
             clock_back: Some(cursor),

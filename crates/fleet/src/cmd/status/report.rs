@@ -85,7 +85,7 @@ impl Status {
                 "epoch": row.epoch,
                 "started_at": rfc3339(row.started_at),
                 // Unknown, not zero, when the clock went back since the daemon started.
-                "uptime_seconds": (!supervisor::clock::ahead_of_clock(row.started_at, now))
+                "uptime_seconds": (!supervisor::config::clock::ahead_of_clock(row.started_at, now))
                     .then(|| (now - row.started_at).max(0) / 1000),
                 "config": row.config_path,
                 "last_reload_error": row.reload_error,
@@ -165,7 +165,7 @@ impl Status {
                     "last_handled": rfc3339(r.cursor),
                     "next": time(r.next_fire),
                     "skipped_total": r.skipped_total,
-                    "ahead_of_clock": supervisor::clock::ahead_of_clock(r.cursor, now),
+                    "ahead_of_clock": supervisor::config::clock::ahead_of_clock(r.cursor, now),
                     "overdue": scheduled(&r.project)
                         && r.next_fire.is_some_and(|next| now - next > OVERDUE_AFTER_MS),
                     "clock_went_back": r.clock_back.map(|c| json!({

@@ -9,7 +9,7 @@ use super::*;
 fn a_small_clock_step_back_waits_for_the_cursor() {
     let t = tt("* * * * * *", None);
     let cursor = utc("2025-06-01T11:00:00Z");
-    let tolerance = secs(crate::clock::STEP_BACK_TOLERANCE_MS / 1000);
+    let tolerance = secs(crate::config::clock::STEP_BACK_TOLERANCE_MS / 1000);
     for back in [secs(1), secs(5), tolerance] {
         let d = due(&t, Some(cursor), cursor - back, None);
         assert_eq!(d.fire, None, "{back}");
@@ -46,8 +46,9 @@ fn a_clock_stepped_back_restarts_from_the_clock() {
     // Just past the tolerance counts; an hourly job too.
     let hourly = tt("0 * * * *", None);
     let cursor = utc("2025-06-01T11:00:00Z");
-    let now =
-        cursor - secs(crate::clock::STEP_BACK_TOLERANCE_MS / 1000) - TimeDelta::milliseconds(1);
+    let now = cursor
+        - secs(crate::config::clock::STEP_BACK_TOLERANCE_MS / 1000)
+        - TimeDelta::milliseconds(1);
     let d = due(&hourly, Some(cursor), now, None);
     assert_eq!(d.clock_back, Some(cursor));
     assert_eq!(

@@ -216,7 +216,7 @@ proptest! {
             now += TimeDelta::milliseconds(step);
             let d = due(&t, cursor, now, deadline);
             let ahead = cursor.filter(|c| {
-                crate::clock::ahead_of_clock(c.timestamp_millis(), now.timestamp_millis())
+                crate::config::clock::ahead_of_clock(c.timestamp_millis(), now.timestamp_millis())
             });
             prop_assert_eq!(d.clock_back, ahead, "a step back is told iff it passes the tolerance");
             if ahead.is_some() {
