@@ -179,7 +179,7 @@ fn note_after_missing(skipped: i64) -> (String, i64) {
 /// the note says "at least" that bound plus one, which is true.
 #[test]
 fn a_count_of_missed_occurrences_at_the_bound_is_exact_and_one_past_it_is_not() {
-    use supervisor::schedule::timetable::SKIP_COUNT_EXACT_MAX as MAX;
+    use supervisor::config::schedule::timetable::SKIP_COUNT_EXACT_MAX as MAX;
     let (note, total) = note_after_missing(MAX as i64);
     assert!(
         note.starts_with(&format!("{MAX} earlier occurrence(s) missed and skipped")),

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 use store::{rfc3339, Pauses, ProjectActivity, ScheduleRow};
+use supervisor::config::schedule::next_occurrence;
 use supervisor::config::Config;
-use supervisor::schedule::next_occurrence;
 
 use crate::console;
 use crate::ctx::{self, Ctx, IfInvalid};

@@ -8,9 +8,9 @@
 //! - a schedule's cursor (`schedules.cursor`): later than now by more than
 //!   [`STEP_BACK_TOLERANCE_MS`] means the clock went back; the schedule restarts from the
 //!   clock, logs it, and keeps a record `fleet status` shows
-//!   ([`crate::schedule::timetable::due`], `supervisor::schedule::fire_due`). An occurrence
-//!   that already has its run is never run again: the unique key (project, occurrence) refuses
-//!   the second row;
+//!   ([`crate::config::schedule::timetable::due`], `supervisor::schedule::fire_due`). An
+//!   occurrence that already has its run is never run again: the unique key (project,
+//!   occurrence) refuses the second row;
 //! - a queued run's `not_before` (a retry's backoff): counted again from now when its
 //!   `enqueued_at` is later than now (`supervisor::clock::rebase_delays`, at each EVAL);
 //! - a claim's `started_at`, which `fleet check` uses to give a young claim time to lock:

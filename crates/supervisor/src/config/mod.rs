@@ -23,6 +23,8 @@
 //! * `published`: what a host publishes of its file on a shared database ([`published_text`]:
 //!   the `database` password masked) and the digest hosts compare ([`published_digest`]).
 //! * `retention`: [`Retention`], how much history and log a project keeps.
+//! * [`schedule`]: the cron model: the timetable, and the next occurrence `fleet projects`
+//!   shows.
 //! * [`clock`]: how far ahead of the clock a persisted instant may be before it counts as
 //!   written by a clock that has since stepped back.
 //! * `error`: [`ConfigError`] and [`ConfigErrors`], and how they display.
@@ -39,6 +41,7 @@ mod model;
 mod paths;
 mod published;
 mod retention;
+pub mod schedule;
 mod validate;
 
 #[cfg(test)]

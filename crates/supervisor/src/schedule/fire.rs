@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use store::{FireRequest, Millis, OverlapPolicy, Store, StoreError};
 
-use super::timetable::{due, timetable_key, Timetable};
+use crate::config::schedule::timetable::{due, timetable_key, Timetable};
 use crate::config::{Config, Overlap};
 
 fn to_dt(ms: Millis) -> DateTime<Utc> {

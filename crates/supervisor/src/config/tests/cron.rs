@@ -4,8 +4,8 @@
 use chrono::{DateTime, Utc};
 
 use super::{one, path, project};
+use crate::config::schedule::timetable::Timetable;
 use crate::config::{parse_schedule, Config, MACROS};
-use crate::schedule::timetable::Timetable;
 
 fn utc(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
