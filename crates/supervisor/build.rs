@@ -1,6 +1,6 @@
 //! Gives this build of the supervisor an identity, `FLEET_BUILD_ID`: a hash of the sources the
-//! fork server and the shim are compiled from (this crate's, the store's, the packer's), the
-//! locked dependency versions and the enabled features.
+//! fork server and the shim are compiled from (this crate's, the config's, the store's, the
+//! packer's), the locked dependency versions and the enabled features.
 //!
 //! Why: the daemon and the fork server's own program (`fleet-forksrv`) are two binaries that
 //! must speak the same request layout. Both link this crate, so one build gives both the same
@@ -17,6 +17,8 @@ fn main() {
     let inputs = [
         manifest.join("src"),
         manifest.join("Cargo.toml"),
+        crates.join("config").join("src"),
+        crates.join("config").join("Cargo.toml"),
         crates.join("store").join("src"),
         crates.join("store").join("Cargo.toml"),
         crates.join("packer").join("src"),

@@ -14,7 +14,7 @@ use crate::time::*;
 /// UTC reading of the same fields would be 4-5 hours off). Beside them, a UTC wall-clock
 /// schedule for the same instant fires at it although the daemon's own local zone (TZ) is New
 /// York. DST specifics are unit-tested in
-/// crates/supervisor/src/schedule/timetable/tests.rs.
+/// crates/config/src/schedule/timetable/tests.rs.
 #[test]
 fn timezone_schedules_fire_in_that_zone() {
     let f = Fleet::new("");

@@ -18,8 +18,8 @@
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 
+use config::{Config, ConfigErrors, DatabaseUrl};
 use store::Store;
-use supervisor::config::{Config, ConfigErrors, DatabaseUrl};
 use supervisor::control::{self, Nudge};
 use supervisor::statedir::StateDir;
 

@@ -5,9 +5,9 @@
 //! daemon runs (`status` only), [`READER_GONE`] the reader of stdout left; a wait exits as the
 //! command it waited for did. `main` prints the message as `fleet: MESSAGE` on stderr.
 
+use config::ConfigErrors;
 use serde_json::json;
 use store::{RunId, StoreError};
-use supervisor::config::ConfigErrors;
 use supervisor::statedir::StateDirError;
 
 /// Exit status of a command whose standard output was closed by its reader: 128 + SIGPIPE.

@@ -4,8 +4,8 @@
 //! The run is in the database whether or not a daemon runs (it waits in the queue for one), and
 //! whether or not anyone reads its id: the nudge goes out either way.
 
+use config::Config;
 use store::{NewRun, RunId, Store};
-use supervisor::config::Config;
 use supervisor::statedir::StateDir;
 
 use crate::console;

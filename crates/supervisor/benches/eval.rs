@@ -48,10 +48,10 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use config::Config;
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use packer::RunningSet;
 use store::{Applied, Change, Run, RunStatus, Store, StoreError, Transition};
-use supervisor::config::Config;
 use supervisor::daemon::{eval_blocking, EvalGates};
 use supervisor::statedir::StateDir;
 

@@ -5,7 +5,7 @@
 //! different shapes. It must never decide anything: the caps themselves come from
 //! [`Config::caps`].
 
-use crate::config::Config;
+use config::Config;
 
 /// The caps of `config` as a JSON object:
 /// `{"global": N, "namespaces": {"NAME": {"max_concurrency": N, "weight": W}, …}, "host":

@@ -1,10 +1,10 @@
 //! The EVAL's check of queued runs' delays against a wall clock that stepped back: how far back
 //! counts as a step, and how every other persisted instant survives one, is
-//! [`crate::config::clock`].
+//! [`config::clock`].
 
 use store::{Millis, Store, StoreError};
 
-use crate::config::clock::STEP_BACK_TOLERANCE_MS;
+use config::clock::STEP_BACK_TOLERANCE_MS;
 
 /// The EVAL's check of queued runs' delays (before the queue heads are read): a delay set by a
 /// clock that has since stepped back is counted again from `now`, and each such run is logged.

@@ -4,7 +4,6 @@
 //!
 //! # Layout
 //!
-//! - [`config`]: fleet.toml, read, validated (every problem with file, line and key) and resolved.
 //! - [`daemon`]: the daemon: takeover, recovery, and the EVAL loop, one file per phase.
 //! - [`settle`]: what became of one claim, decided from its run files (reap and
 //!   recovery alike).
@@ -42,7 +41,6 @@ pub mod audit;
 pub mod boot;
 pub mod caps;
 pub mod clock;
-pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod exec_limits;

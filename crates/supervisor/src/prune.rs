@@ -31,7 +31,7 @@ use std::time::Duration;
 use runrecord::RunFiles;
 use store::{Keep, Millis, PruneCandidate, PrunePolicy, RunId, Store, StoreError};
 
-use crate::config::{Config, Retention};
+use config::{Config, Retention};
 
 /// The most runs one batch selects and removes the files of.
 pub const BATCH: usize = 200;

@@ -6,7 +6,7 @@
 
 use store::{Millis, RunStatus};
 
-use crate::config::Config;
+use config::Config;
 
 /// What the retry policy needs to know about a run's project.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use store::Store;
 
-use crate::config::{Config, DatabaseUrl};
+use config::{Config, DatabaseUrl};
 
 use crate::sys::{files, process};
 
@@ -360,7 +360,7 @@ impl StateDir {
     pub fn recorded_host(&self) -> Option<String> {
         let text = std::fs::read_to_string(self.lock_path()).ok()?;
         let name = text.split_whitespace().nth(2)?;
-        crate::config::valid_host_name(name).then(|| name.to_string())
+        config::valid_host_name(name).then(|| name.to_string())
     }
 
     /// The shared database the last daemon here used, as it recorded it
@@ -554,7 +554,7 @@ impl DaemonLock {
     /// [`StateDir::recorded_host`] finds it — for the commands, which cannot know a name given
     /// by `fleet daemon --host`, and after the daemon is gone too: a state directory is one
     /// host's. With a shared database, its target follows (no password:
-    /// [`crate::config::DatabaseUrl::target`]), where [`StateDir::recorded_database`] finds
+    /// [`config::DatabaseUrl::target`]), where [`StateDir::recorded_database`] finds
     /// it. Best effort: a failure leaves the commands with the config's name.
     pub fn record_host(&mut self, host: &str, database: Option<&str>) {
         let pid = std::process::id() as i32;

@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use config::Config;
 use store::{Millis, RunFilter, RunStatus, Store, Trigger};
-use supervisor::config::Config;
 use supervisor::schedule::{fire_due, fire_due_with, FireBackoff};
 
 /// 2024-01-01T00:00:00Z, in milliseconds.
@@ -179,7 +179,7 @@ fn note_after_missing(skipped: i64) -> (String, i64) {
 /// the note says "at least" that bound plus one, which is true.
 #[test]
 fn a_count_of_missed_occurrences_at_the_bound_is_exact_and_one_past_it_is_not() {
-    use supervisor::config::schedule::timetable::SKIP_COUNT_EXACT_MAX as MAX;
+    use config::schedule::timetable::SKIP_COUNT_EXACT_MAX as MAX;
     let (note, total) = note_after_missing(MAX as i64);
     assert!(
         note.starts_with(&format!("{MAX} earlier occurrence(s) missed and skipped")),

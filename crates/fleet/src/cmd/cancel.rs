@@ -210,7 +210,7 @@ fn known(ctx: &Ctx, kind: &str, name: &str) -> bool {
     let config = in_force.as_ref().map_or(config, |f| &f.config);
     match kind {
         "project" => config.projects.contains_key(name),
-        _ => name == supervisor::config::DEFAULT_NAMESPACE || config.namespaces.contains_key(name),
+        _ => name == config::DEFAULT_NAMESPACE || config.namespaces.contains_key(name),
     }
 }
 

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
+use config::ProjectConfig;
 use store::{NewRun, Trigger};
-use supervisor::config::ProjectConfig;
 
 use crate::ctx::{self, Ctx, InForce};
 use crate::failure::{Failure, Result};

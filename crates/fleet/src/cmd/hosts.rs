@@ -67,7 +67,7 @@ fn list(ctx: &Ctx, json: bool) -> Result<()> {
     // `database` password masked): compared with the published text's, taken the same way.
     let published = published
         .as_ref()
-        .map(|p| supervisor::config::published_digest(p.text.as_bytes()));
+        .map(|p| config::published_digest(p.text.as_bytes()));
     // SQLite: one host, which heartbeats not (its daemon lock says whether it runs).
     let holder = match state.database() {
         None => Some(state.daemon_holder().ok().flatten()),
@@ -189,13 +189,12 @@ fn forget(ctx: &Ctx, name: &str, force: bool) -> Result<()> {
     // failure hooks decide what the forgotten runs become, not this host's local file (which
     // may differ). The local file only when nothing is published yet.
     let config = match store.published_config().map_err(Failure::action)? {
-        Some(p) => supervisor::config::Config::published_here(&p.text, ctx.path(), config)
-            .map_err(|e| {
-                Failure::action(format!(
-                    "the published config (version {}) cannot be used here: {e}",
-                    p.version
-                ))
-            })?,
+        Some(p) => config::Config::published_here(&p.text, ctx.path(), config).map_err(|e| {
+            Failure::action(format!(
+                "the published config (version {}) cannot be used here: {e}",
+                p.version
+            ))
+        })?,
         None => config.clone(),
     };
     let plan = |run: &Run| {

@@ -5,8 +5,8 @@
 //! occurrences are recorded as skipped; active runs go on. Resume deletes the row and nudges the
 //! daemon, so the held runs start at once.
 
+use config::{Config, DEFAULT_NAMESPACE};
 use store::HoldKind;
-use supervisor::config::{Config, DEFAULT_NAMESPACE};
 use supervisor::statedir::StateDir;
 
 use crate::console;

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use config::schedule::next_occurrence;
+use config::Config;
 use serde_json::{json, Value};
 use store::{rfc3339, Pauses, ProjectActivity, ScheduleRow};
-use supervisor::config::schedule::next_occurrence;
-use supervisor::config::Config;
 
 use crate::console;
 use crate::ctx::{self, Ctx, IfInvalid};

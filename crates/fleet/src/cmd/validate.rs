@@ -11,7 +11,7 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use supervisor::config::{Config, ProjectConfig};
+use config::{Config, ProjectConfig};
 use supervisor::exec_limits::{self, TooLong};
 
 use crate::console;

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use runrecord::{list_run_ids, RunFiles, RUNS_DIR};
 use store::{Millis, RunId, RunStatus, Store, StoreError};
 
-use crate::config::Config;
 use crate::statedir::StateDir;
+use config::Config;
 
 mod files;
 mod report;
@@ -90,7 +90,7 @@ pub fn audit(
         Some(c) => Some(c.host.clone()),
         None => state
             .recorded_host()
-            .or_else(|| crate::config::machine_hostname().ok()),
+            .or_else(|| config::machine_hostname().ok()),
     };
     let store::RunRows { runs, unreadable } = store.list_rows(&store::RunFilter::default())?;
     let events = store.events_after(0)?;

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::config::{Config, ConfigErrors};
+use config::{Config, ConfigErrors};
 
 /// How long fleet.toml must stay unchanged after a noticed edit before it is re-read.
 pub(super) const RELOAD_SETTLE: Duration = Duration::from_millis(300);
@@ -96,7 +96,7 @@ pub(super) struct FileRead {
     /// The host name the file itself gives (its `host` key, else the machine's hostname),
     /// before the daemon's own name replaced it in `loaded`.
     pub(super) file_host: Option<String>,
-    /// The digest of the file's bytes as read ([`crate::config::digest`]; `None`: unreadable):
+    /// The digest of the file's bytes as read ([`config::digest`]; `None`: unreadable):
     /// what says whether its content changed, which a stamp alone (a `touch`) cannot.
     pub(super) digest: Option<String>,
 }
@@ -106,7 +106,7 @@ impl FileRead {
     /// keeps the name it started with, so that what counts as its runs never changes under it.
     pub(super) fn of(path: &Path, host: &str) -> FileRead {
         let before = FileStamp::of(path).ok();
-        let digest = std::fs::read(path).ok().map(|b| crate::config::digest(&b));
+        let digest = std::fs::read(path).ok().map(|b| config::digest(&b));
         let loaded = Config::load(path);
         let after = FileStamp::of(path).ok();
         let file_host = loaded.as_ref().ok().map(|c| c.host.clone());

@@ -44,8 +44,8 @@ use super::reap::{reap, SlotView};
 use super::refused::apply_each;
 use super::state::refused::ClaimBackoff;
 use super::state::Daemon;
-use crate::config::Config;
 use crate::retry::RetryPolicy;
+use config::Config;
 
 /// What the blocking half of an EVAL hands back.
 #[derive(Default)]

@@ -5,7 +5,7 @@
 use packer::{Candidate, Caps, RunningSet};
 use store::{ClaimRequest, Millis, QueueHead, Store, StoreError};
 
-use crate::config::Config;
+use config::Config;
 
 /// Adds to `heads` the next queued runs of each project with more than one free seat
 /// (`max_parallel` above its active runs in `running`), so that such a project can start as many

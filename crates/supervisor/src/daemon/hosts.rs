@@ -69,14 +69,14 @@ impl Daemon {
         }
     }
 
-    /// [`crate::config::published_digest`] of the local file's `bytes`, remembered in
+    /// [`config::published_digest`] of the local file's `bytes`, remembered in
     /// [`Daemon::heartbeat_digest`] by the digest of the bytes themselves.
     fn published_digest_of(&mut self, bytes: &[u8]) -> String {
-        let raw = crate::config::digest(bytes);
+        let raw = config::digest(bytes);
         match &self.heartbeat_digest {
             Some((seen, published)) if *seen == raw => published.clone(),
             _ => {
-                let published = crate::config::published_digest(bytes);
+                let published = config::published_digest(bytes);
                 self.heartbeat_digest = Some((raw, published.clone()));
                 published
             }
@@ -87,7 +87,7 @@ impl Daemon {
     /// at start (`always` false) only when nothing is published yet; after an operator's
     /// reload or an edit of its content (`always`) as the next version whenever its digest
     /// differs from the published one (the same text is not published twice). What is
-    /// published is [`crate::config::published_text`]: the file with its `database` password
+    /// published is [`config::published_text`]: the file with its `database` password
     /// masked, under its digest. A failure is logged; the heartbeat shows the version this
     /// host published, if any.
     pub(super) async fn publish_local(&mut self, always: bool) {
@@ -97,20 +97,18 @@ impl Daemon {
         let Ok(text) = std::fs::read_to_string(&self.config_path) else {
             return;
         };
-        let text = crate::config::published_text(&text).into_owned();
-        let digest = crate::config::digest(text.as_bytes());
+        let text = config::published_text(&text).into_owned();
+        let digest = config::digest(text.as_bytes());
         let store = self.store.clone();
         let epoch = self.epoch;
         let done = tokio::task::spawn_blocking(move || match store.published_config()? {
             // Compared as every host compares a file with the published text: by the digest of
             // each one's masked text (a text an earlier version published holds the password).
-            Some(p) if !always => Ok(
-                if crate::config::published_digest(p.text.as_bytes()) == digest {
-                    Some(p.version)
-                } else {
-                    None
-                },
-            ),
+            Some(p) if !always => Ok(if config::published_digest(p.text.as_bytes()) == digest {
+                Some(p.version)
+            } else {
+                None
+            }),
             // By the digest stored with it: a text published with its password (by an earlier
             // version) never matches, so an operator's reload replaces it with a masked one.
             Some(p) if p.digest == digest => Ok(Some(p.version)),
@@ -157,7 +155,7 @@ impl Daemon {
                 return;
             }
         };
-        match crate::config::Config::published_here(&p.text, &self.config_path, &self.config) {
+        match config::Config::published_here(&p.text, &self.config_path, &self.config) {
             Ok(new) => {
                 let here = &self.config;
                 // A refusal recorded for an earlier version is cleared with the row's caps.
@@ -183,8 +181,8 @@ impl Daemon {
                 self.published_version = Some(p.version);
                 // Another host's edit leaves this host's file behind: said once per version.
                 let local = std::fs::read(&self.config_path).ok();
-                let published = crate::config::published_digest(p.text.as_bytes());
-                if local.is_some_and(|text| crate::config::published_digest(&text) != published) {
+                let published = config::published_digest(p.text.as_bytes());
+                if local.is_some_and(|text| config::published_digest(&text) != published) {
                     tracing::warn!(
                         version = p.version,
                         by = %p.published_by,

@@ -61,12 +61,12 @@ pub use eval::{eval_blocking, EvalGates, EvalOutcome};
 pub use state::refused::ClaimBackoff;
 
 use crate::caps::caps_json;
-use crate::config::Config;
 use crate::health::Health;
 use crate::http::Observed;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::{StateDir, StateDirError};
+use config::Config;
 use state::Daemon;
 
 /// How many of the highest run ids with files here a starting daemon checks the database's
@@ -372,7 +372,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     };
     daemon.local_digest = std::fs::read(&daemon.config_path)
         .ok()
-        .map(|b| crate::config::digest(&b));
+        .map(|b| config::digest(&b));
     daemon.publish_local(false).await;
     // An edit saved before the watcher started is noticed now: applied at once if it has
     // settled, reloaded like any edit once it has otherwise.

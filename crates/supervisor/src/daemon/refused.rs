@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::state::refused::{ClaimBackoff, Refused, REFUSED_RETRY_FIRST, REFUSED_RETRY_MAX};
 use super::state::Daemon;
-use crate::config::Config;
+use config::Config;
 
 /// Leaves out of `heads` the runs `claim_backoff` holds at `now`, and puts in their place the
 /// next queued runs of their projects that it does not hold (as many as the project has free

@@ -21,10 +21,10 @@ use tokio::time::Instant;
 use super::events::Event;
 use super::follow::watch_shim;
 use super::state::Daemon;
-use crate::config::ProjectConfig;
 use crate::shim::forkserver::ForkServerError;
 use crate::shim::ShimArgs;
 use crate::slots::{ShimIdentity, Slot};
+use config::ProjectConfig;
 
 impl Daemon {
     /// Starts the shim of a claimed run, records its slot in the pool and follows it. A shim

@@ -96,7 +96,7 @@ pub(super) fn read_overview(o: &Observed) -> Result<Overview, StoreError> {
 
     let mut namespaces: BTreeMap<String, Value> = BTreeMap::new();
     let mut ns_names: Vec<String> = config.namespaces.keys().cloned().collect();
-    ns_names.push(crate::config::DEFAULT_NAMESPACE.into());
+    ns_names.push(config::DEFAULT_NAMESPACE.into());
     ns_names.extend(active.iter().map(|r| r.namespace.clone()));
     ns_names.extend(queue.iter().map(|q| q.namespace.clone()));
     for name in ns_names {
@@ -218,9 +218,10 @@ pub(super) async fn runs(
         .project
         .clone()
         .filter(|p| !config.projects.contains_key(p));
-    let namespace = q.namespace.as_ref().filter(|n| {
-        n.as_str() != crate::config::DEFAULT_NAMESPACE && !config.namespaces.contains_key(*n)
-    });
+    let namespace = q
+        .namespace
+        .as_ref()
+        .filter(|n| n.as_str() != config::DEFAULT_NAMESPACE && !config.namespaces.contains_key(*n));
     let unknown = [("project", project), ("namespace", namespace.cloned())];
     let filter = RunFilter {
         project: q.project.clone(),

@@ -19,8 +19,8 @@ use prometheus_client::registry::{Registry, Unit};
 use store::{EndedTotal, Millis, QueueSummary, Run, RunStatus, ScheduleRow};
 
 use super::observed::Observed;
-use crate::config::Config;
 use crate::health::Verdict;
+use config::Config;
 
 /// The content type of the exposition (OpenMetrics 1.0 text, which Prometheus reads).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -127,7 +127,7 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
         .map(|n| (n.clone(), (0, 0, None, None)))
         .collect();
     namespaces
-        .entry(crate::config::DEFAULT_NAMESPACE.to_string())
+        .entry(config::DEFAULT_NAMESPACE.to_string())
         .or_default();
     for r in &snap.active {
         namespaces.entry(r.namespace.clone()).or_default().0 += 1;
@@ -292,9 +292,9 @@ mod tests {
     use store::{EndedTotal, Millis, QueueSummary, RunStatus, ScheduleRow, Store};
 
     use super::{render, Snapshot};
-    use crate::config::Config;
     use crate::health::Health;
     use crate::http::Observed;
+    use config::Config;
 
     /// Prometheus naming: every family has the `fleet_` prefix, counters are exposed as
     /// `_total`, a family with a unit ends with it, and the exposition ends with `# EOF`.

@@ -38,8 +38,8 @@ use axum::Router;
 use store::now_ms;
 use tokio::task::JoinHandle;
 
-use crate::config::HttpListen;
 use crate::health::Verdict;
+use config::HttpListen;
 pub use counters::Metrics;
 use observed::unavailable;
 pub use observed::Observed;

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use store::{FireRequest, Millis, OverlapPolicy, Store, StoreError};
 
-use crate::config::schedule::timetable::{due, timetable_key, Timetable};
-use crate::config::{Config, Overlap};
+use config::schedule::timetable::{due, timetable_key, Timetable};
+use config::{Config, Overlap};
 
 fn to_dt(ms: Millis) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
@@ -159,7 +159,7 @@ pub fn fire_due_with(
         let row = rows.get(&project.name).filter(|r| r.timetable == key);
         // A cursor ahead of the clock (the clock stepped back) has its next occurrence in the
         // future too, so it must not take this shortcut: `due` restarts it from the clock.
-        if let Some(r) = row.filter(|r| !crate::config::clock::ahead_of_clock(r.cursor, now)) {
+        if let Some(r) = row.filter(|r| !config::clock::ahead_of_clock(r.cursor, now)) {
             if let Some(next) = r.next_fire.filter(|next| *next > now) {
                 note_wake(Some(next));
                 continue;

@@ -1,7 +1,7 @@
 //! Schedules, the daemon's side: the EVAL step that fires due occurrences.
 //!
 //! The timetable itself — what instants a schedule names and what is due at `now` — is pure and
-//! shared with the commands: [`crate::config::schedule`]. [`fire_due`] is the EVAL's "fire
+//! shared with the commands: [`config::schedule`]. [`fire_due`] is the EVAL's "fire
 //! schedules" step: it reads the persisted cursors, asks the timetable what is due, and writes
 //! each fired occurrence (its run and the new cursor) in one transaction through the store.
 //!

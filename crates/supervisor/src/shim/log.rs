@@ -12,7 +12,7 @@
 use std::io::{self, Write};
 use std::sync::OnceLock;
 
-use crate::config::LogFormat;
+use config::LogFormat;
 
 /// The shape of the shim's log lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

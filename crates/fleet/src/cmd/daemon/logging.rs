@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use supervisor::config::LogFormat;
+use config::LogFormat;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};

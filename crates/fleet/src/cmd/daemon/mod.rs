@@ -3,8 +3,8 @@
 
 mod logging;
 
+use config::LogFormat;
 use std::time::Duration;
-use supervisor::config::LogFormat;
 use supervisor::shim::forkserver;
 use supervisor::statedir::StateDirError;
 
@@ -45,7 +45,7 @@ impl LogFormatArg {
 
 /// `--host NAME`: a valid host name, or clap's usage error naming the flag.
 fn host_name_arg(name: &str) -> std::result::Result<String, String> {
-    match supervisor::config::host_name_problem(name) {
+    match config::host_name_problem(name) {
         None => Ok(name.to_string()),
         Some(why) => Err(why),
     }
@@ -60,7 +60,7 @@ pub fn daemon(ctx: Ctx, args: DaemonArgs) -> Result<()> {
     if let Some(name) = &host {
         // Before the load: with the flag, the machine's own hostname (the default of `host`)
         // is never read, so an unusable one cannot fail the load.
-        supervisor::config::name_this_host(name);
+        config::name_this_host(name);
     }
     // Now, while this process has one thread: the fork server must be forked before the
     // runtime (or anything else) starts threads, and before the daemon lock is taken. And

@@ -6,8 +6,8 @@ mod table;
 
 use std::io::IsTerminal;
 
+use config::DEFAULT_NAMESPACE;
 use store::{Millis, RunFilter, RunStatus, Store, Trigger};
-use supervisor::config::DEFAULT_NAMESPACE;
 
 use crate::ctx::{self, Ctx, IfInvalid};
 use crate::failure::{Failure, Result};

@@ -116,9 +116,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<()> {
     // host's daemon applies them too when it starts (it publishes its file only when nothing
     // is published yet). A published text this build cannot use leaves the file's.
     let in_force = match (holder, &published, config) {
-        (None, Some(p), Some(here)) => {
-            supervisor::config::Config::published_here(&p.text, path, here).ok()
-        }
+        (None, Some(p), Some(here)) => config::Config::published_here(&p.text, path, here).ok(),
         _ => None,
     };
     let config_in_force = in_force.as_ref().or(config);

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use config::{Config, ConfigErrors};
 use serde_json::{json, Value};
 use store::{rfc3339, DaemonRow, Run, ScheduleRow};
-use supervisor::config::{Config, ConfigErrors};
 use supervisor::runs_json::time_json as time;
 use supervisor::statedir::StateDir;
 
@@ -85,7 +85,7 @@ impl Status {
                 "epoch": row.epoch,
                 "started_at": rfc3339(row.started_at),
                 // Unknown, not zero, when the clock went back since the daemon started.
-                "uptime_seconds": (!supervisor::config::clock::ahead_of_clock(row.started_at, now))
+                "uptime_seconds": (!config::clock::ahead_of_clock(row.started_at, now))
                     .then(|| (now - row.started_at).max(0) / 1000),
                 "config": row.config_path,
                 "last_reload_error": row.reload_error,
@@ -165,7 +165,7 @@ impl Status {
                     "last_handled": rfc3339(r.cursor),
                     "next": time(r.next_fire),
                     "skipped_total": r.skipped_total,
-                    "ahead_of_clock": supervisor::config::clock::ahead_of_clock(r.cursor, now),
+                    "ahead_of_clock": config::clock::ahead_of_clock(r.cursor, now),
                     "overdue": scheduled(&r.project)
                         && r.next_fire.is_some_and(|next| now - next > OVERDUE_AFTER_MS),
                     "clock_went_back": r.clock_back.map(|c| json!({
@@ -191,7 +191,7 @@ impl Status {
     /// Adds this host's name (`host`), the published config's version
     /// (`published_config_version`, null when nothing is published) and whether the local
     /// fleet.toml (`local`, its bytes) differs from it (`local_config_differs`), compared as
-    /// every host compares them: by [`supervisor::config::published_digest`], so a file that
+    /// every host compares them: by [`config::published_digest`], so a file that
     /// differs by its `database` password alone does not differ.
     pub fn with_host(
         mut self,
@@ -202,7 +202,7 @@ impl Status {
         self.value["host"] = json!(host);
         self.value["published_config_version"] = json!(published.map(|p| p.version));
         self.value["local_config_differs"] = json!(published.zip(local).map(|(p, l)| {
-            use supervisor::config::published_digest;
+            use config::published_digest;
             published_digest(&l) != published_digest(p.text.as_bytes())
         }));
         self

@@ -26,12 +26,12 @@ use tokio::time::Instant;
 
 use super::config_file::ConfigFile;
 use super::events::Events;
-use crate::config::Config;
 use crate::health::Health;
 use crate::http::Observed;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::StateDir;
+use config::Config;
 
 /// All the state of one daemon process.
 pub(super) struct Daemon {
@@ -132,7 +132,7 @@ pub(super) struct Daemon {
     /// that finds the same text is no edit, and leaves the published config in force.
     pub(super) local_digest: Option<String>,
     /// The local fleet.toml's digest as last reported by the heartbeat: its bytes' digest and
-    /// its [`crate::config::published_digest`], taken again only when the bytes change (that
+    /// its [`config::published_digest`], taken again only when the bytes change (that
     /// one parses the file, and the heartbeat comes every 2 s).
     pub(super) heartbeat_digest: Option<(String, String)>,
 }
