@@ -6,7 +6,7 @@
 //!
 //! One request has an answer: `health`, which `fleet status` sends to learn whether the
 //! daemon's loop is evaluating. The daemon answers it from its heartbeat
-//! ([`crate::health::Health`]) without waiting for the loop, so a stuck loop still answers
+//! ([`health::Health`]) without waiting for the loop, so a stuck loop still answers
 //! `stuck`; a stopped (SIGSTOP) or wedged process does not answer at all, which the client's
 //! timeout turns into "stuck" too.
 
@@ -80,7 +80,7 @@ pub const HEALTH_REQUEST: &str = "health";
 /// The daemon's answer to [`HEALTH_REQUEST`]: one line, `evaluating` or `stuck REASON`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HealthReply {
-    /// Its loop completed a turn recently (see [`crate::health::Verdict::Evaluating`]).
+    /// Its loop completed a turn recently (see [`health::Verdict::Evaluating`]).
     Evaluating,
     /// Its loop did not, for the reason given (one line).
     Stuck(String),
@@ -88,10 +88,10 @@ pub enum HealthReply {
 
 impl HealthReply {
     /// The reply for a heartbeat verdict.
-    pub fn from_verdict(verdict: &crate::health::Verdict) -> HealthReply {
+    pub fn from_verdict(verdict: &health::Verdict) -> HealthReply {
         match verdict {
-            crate::health::Verdict::Evaluating { .. } => HealthReply::Evaluating,
-            crate::health::Verdict::Stuck { reason } => HealthReply::Stuck(reason.clone()),
+            health::Verdict::Evaluating { .. } => HealthReply::Evaluating,
+            health::Verdict::Stuck { reason } => HealthReply::Stuck(reason.clone()),
         }
     }
 

@@ -23,7 +23,6 @@
 //! - [`clock`]: queued runs' delays counted again after the wall clock stepped back (the
 //!   tolerance, and how every persisted instant survives a step, is [`config::clock`]).
 //! - [`exec_limits`]: the kernel's limits on one exec's arguments, and the message naming them.
-//! - [`health`]: the loop's heartbeat, which `fleet status`, `/healthz` and the watchdog read.
 //! - [`runs_json`]: runs as JSON, one shape for `fleet runs --json` and the daemon's `/api/`.
 //! - [`http`]: the HTTP listener (`http_listen`): `/metrics`, `/healthz`, `/api/`, the dashboard.
 //! - [`failpoints`]: the register of every crash point tests inject, with its recovery story.
@@ -45,7 +44,6 @@ pub mod control;
 pub mod daemon;
 pub mod exec_limits;
 pub mod failpoints;
-pub mod health;
 pub mod http;
 pub mod prune;
 pub mod retry;

@@ -16,8 +16,8 @@ use tokio::task::JoinHandle;
 
 use super::events::{Event, Events};
 use crate::control::{HealthReply, Nudge, HEALTH_REQUEST};
-use crate::health::Health;
 use crate::watch::ConfigWatcher;
+use health::Health;
 
 /// Listens on the control socket `path`; each line is a [`Nudge`], sent on as an [`Event`], or
 /// a health request, answered on the same connection from `health` (the heartbeat alone: the

@@ -61,12 +61,12 @@ pub use eval::{eval_blocking, EvalGates, EvalOutcome};
 pub use state::refused::ClaimBackoff;
 
 use crate::caps::caps_json;
-use crate::health::Health;
 use crate::http::Observed;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::{StateDir, StateDirError};
 use config::Config;
+use health::Health;
 use state::Daemon;
 
 /// How many of the highest run ids with files here a starting daemon checks the database's

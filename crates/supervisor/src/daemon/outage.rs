@@ -8,7 +8,7 @@
 //! status is never lost, and the state machine refuses a second write of it), and tries again
 //! after a pause that doubles from [`FIRST_PAUSE`] up to [`MAX_PAUSE`]. It logs one line when the
 //! outage starts and one when it ends, never one per try, and health reports it
-//! ([`crate::health::Health::set_database_unreachable`]).
+//! ([`health::Health::set_database_unreachable`]).
 //!
 //! When the database is back, the runs it holds as active under this daemon's epoch that no
 //! slot holds are settled again ([`Daemon::reconcile`]): a claim whose commit was lost with the

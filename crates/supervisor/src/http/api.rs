@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use store::{now_ms, rfc3339, Millis, Run, RunFilter, RunId, RunStatus, StoreError};
 
 use super::observed::{unavailable, Observed};
-use crate::health::Verdict;
 use crate::runs_json::{run_json, time_json};
+use health::Verdict;
 
 /// A run id from the path, or a one-line 400 naming it (axum's own answer has no newline and
 /// speaks of parsing).

@@ -19,8 +19,8 @@ use prometheus_client::registry::{Registry, Unit};
 use store::{EndedTotal, Millis, QueueSummary, Run, RunStatus, ScheduleRow};
 
 use super::observed::Observed;
-use crate::health::Verdict;
 use config::Config;
+use health::Verdict;
 
 /// The content type of the exposition (OpenMetrics 1.0 text, which Prometheus reads).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -292,9 +292,9 @@ mod tests {
     use store::{EndedTotal, Millis, QueueSummary, RunStatus, ScheduleRow, Store};
 
     use super::{render, Snapshot};
-    use crate::health::Health;
     use crate::http::Observed;
     use config::Config;
+    use health::Health;
 
     /// Prometheus naming: every family has the `fleet_` prefix, counters are exposed as
     /// `_total`, a family with a unit ends with it, and the exposition ends with `# EOF`.

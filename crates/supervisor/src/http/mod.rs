@@ -38,9 +38,9 @@ use axum::Router;
 use store::now_ms;
 use tokio::task::JoinHandle;
 
-use crate::health::Verdict;
 use config::HttpListen;
 pub use counters::Metrics;
+use health::Verdict;
 use observed::unavailable;
 pub use observed::Observed;
 

@@ -9,8 +9,8 @@ use axum::response::{IntoResponse, Response};
 use store::Store;
 
 use super::counters::Metrics;
-use crate::health::Health;
 use config::Config;
+use health::Health;
 
 /// The most relays to other hosts' listeners a daemon makes at once. Each holds a blocking
 /// thread for up to [`super::remote::TIMEOUT`]; past this many, a request waits for one to

@@ -26,12 +26,12 @@ use tokio::time::Instant;
 
 use super::config_file::ConfigFile;
 use super::events::Events;
-use crate::health::Health;
 use crate::http::Observed;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::StateDir;
 use config::Config;
+use health::Health;
 
 /// All the state of one daemon process.
 pub(super) struct Daemon {

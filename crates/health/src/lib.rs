@@ -15,6 +15,15 @@
 //!
 //! The record is a few atomics, written by the loop and read by any task or thread, so reading it
 //! never waits for the loop (a stuck loop must not make the health check hang with it).
+//!
+//! Its writer is the daemon's loop; its readers are the daemon's control socket and watchdog,
+//! and the HTTP listener, which must not depend on the daemon. So the record is a crate of its
+//! own, which depends on nothing of fleet's but `store`'s instant type.
+//!
+//! # Layout
+//!
+//! This file alone: [`Health`] (the record), [`Verdict`] (what it says at an instant) and
+//! [`STUCK_AFTER_TICKS`].
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
