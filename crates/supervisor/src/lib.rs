@@ -23,8 +23,6 @@
 //! - [`clock`]: queued runs' delays counted again after the wall clock stepped back (the
 //!   tolerance, and how every persisted instant survives a step, is [`config::clock`]).
 //! - [`exec_limits`]: the kernel's limits on one exec's arguments, and the message naming them.
-//! - [`runs_json`]: runs as JSON, one shape for `fleet runs --json` and the daemon's `/api/`.
-//! - [`http`]: the HTTP listener (`http_listen`): `/metrics`, `/healthz`, `/api/`, the dashboard.
 //! - [`failpoints`]: the register of every crash point tests inject, with its recovery story.
 //! - [`sys`]: every raw system call, behind safe functions.
 //!
@@ -44,10 +42,8 @@ pub mod control;
 pub mod daemon;
 pub mod exec_limits;
 pub mod failpoints;
-pub mod http;
 pub mod prune;
 pub mod retry;
-pub mod runs_json;
 pub mod schedule;
 pub mod settle;
 pub mod shim;

@@ -21,9 +21,9 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use fleet_http::remote::get_log;
 use runrecord::{marker_line, parse_marker, RunFiles, MARKER_MAX_LEN};
 use store::{HostRow, Run, RunId, Store};
-use supervisor::http::remote::get_log;
 use supervisor::statedir::StateDir;
 
 use crate::console;

@@ -54,6 +54,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use config::Config;
+use fleet_http::Observed;
+use health::Health;
 use store::{now_ms, StoreError};
 use tokio::time::Instant;
 
@@ -61,12 +64,9 @@ pub use eval::{eval_blocking, EvalGates, EvalOutcome};
 pub use state::refused::ClaimBackoff;
 
 use crate::caps::caps_json;
-use crate::http::Observed;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::{StateDir, StateDirError};
-use config::Config;
-use health::Health;
 use state::Daemon;
 
 /// How many of the highest run ids with files here a starting daemon checks the database's
@@ -158,7 +158,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     let bound = match &config.http_listen {
         Some(listen) => {
             Some(
-                crate::http::bind(listen)
+                fleet_http::bind(listen)
                     .await
                     .map_err(|source| DaemonError::Http {
                         address: listen.to_string(),
@@ -179,7 +179,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     };
     let Some(store) = connect::open_store(&state, &mut signals).await? else {
         if let Some(listen) = &config.http_listen {
-            crate::http::remove_socket(listen);
+            fleet_http::remove_socket(listen);
         }
         return Ok(());
     };
@@ -322,7 +322,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
             tracing::info!(address = %bound.address(), "serving HTTP (/metrics, /healthz, /api/, /)");
             let reachable = bound.reachable_at(&config.host);
             Some((
-                crate::http::serve(bound, observed.clone()),
+                fleet_http::serve(bound, observed.clone()),
                 listen.clone(),
                 reachable,
             ))
@@ -401,7 +401,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     }
     let _ = std::fs::remove_file(daemon.state.socket_path());
     if let Some(listen) = &http_socket {
-        crate::http::remove_socket(listen);
+        fleet_http::remove_socket(listen);
     }
     Ok(())
 }

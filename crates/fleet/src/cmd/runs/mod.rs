@@ -215,9 +215,9 @@ fn listing(
 }
 
 /// `fleet runs --json`: one array, each run in the shape the HTTP API serves too
-/// ([`supervisor::runs_json::run_json`]).
+/// ([`fleet_http::runs_json::run_json`]).
 fn runs_json(runs: &[store::Run]) -> String {
-    serde_json::Value::Array(runs.iter().map(supervisor::runs_json::run_json).collect()).to_string()
+    serde_json::Value::Array(runs.iter().map(fleet_http::runs_json::run_json).collect()).to_string()
 }
 
 /// Whether `filter` matches a run (false without a database).

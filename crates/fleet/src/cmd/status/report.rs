@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use config::{Config, ConfigErrors};
+use fleet_http::runs_json::time_json as time;
 use serde_json::{json, Value};
 use store::{rfc3339, DaemonRow, Run, ScheduleRow};
-use supervisor::runs_json::time_json as time;
 use supervisor::statedir::StateDir;
 
 use super::liveness::Liveness;

@@ -21,17 +21,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use config::Config;
+use fleet_http::Observed;
+use health::Health;
 use store::{RunId, Store, StoreError, Transition};
 use tokio::time::Instant;
 
 use super::config_file::ConfigFile;
 use super::events::Events;
-use crate::http::Observed;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::StateDir;
-use config::Config;
-use health::Health;
 
 /// All the state of one daemon process.
 pub(super) struct Daemon {
@@ -41,7 +41,7 @@ pub(super) struct Daemon {
     /// file: a reload then never finds it changed.
     pub(super) host_flag: bool,
     /// Where other hosts reach this daemon's HTTP listener, as bound at start
-    /// ([`crate::http::Bound::reachable_at`]): published with the heartbeat for remote
+    /// ([`fleet_http::Bound::reachable_at`]): published with the heartbeat for remote
     /// `fleet logs`. `None` without a TCP listener.
     pub(super) http_addr: Option<String>,
     /// Where the config is read from, at reload.

@@ -10,6 +10,8 @@
 
 use std::collections::BTreeMap;
 
+use config::Config;
+use health::Verdict;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -19,8 +21,6 @@ use prometheus_client::registry::{Registry, Unit};
 use store::{EndedTotal, Millis, QueueSummary, Run, RunStatus, ScheduleRow};
 
 use super::observed::Observed;
-use config::Config;
-use health::Verdict;
 
 /// The content type of the exposition (OpenMetrics 1.0 text, which Prometheus reads).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -292,7 +292,7 @@ mod tests {
     use store::{EndedTotal, Millis, QueueSummary, RunStatus, ScheduleRow, Store};
 
     use super::{render, Snapshot};
-    use crate::http::Observed;
+    use crate::Observed;
     use config::Config;
     use health::Health;
 

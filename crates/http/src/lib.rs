@@ -1,21 +1,35 @@
 //! The daemon's HTTP listener (`http_listen`): `/metrics` for Prometheus, `/healthz` for load
-//! balancers and supervisors, JSON under `/api/`, and a read-only dashboard at `/`.
+//! balancers and supervisors, JSON under `/api/`, and a read-only dashboard at `/`; and the
+//! client `fleet logs` and the listener use to read another host's log.
 //!
-//! One file per concern: this one binds, serves and routes, and answers `/healthz`;
-//! `metrics` counts and renders `/metrics`; `api` serves the JSON; `log` serves a run's log,
-//! relaying another host's; `remote` is the client that reads another host's log API; `page`
-//! renders the dashboard's HTML; `assets` holds its stylesheet and script, embedded in the
-//! binary.
+//! See docs/ARCHITECTURE.md for the bird's-eye view and the code map.
 //!
 //! Every endpoint only reads: nothing served here changes a run, the queue or the config
 //! (cancel, enqueue and the rest stay with the command line, which talks to the database and
 //! the control socket). It runs on the daemon's tokio runtime beside the loop and never takes
 //! anything from it: what it shows comes from [`Observed`] (the loop's heartbeat, the counters
 //! the loop feeds, the config in force) and from database reads on blocking threads. A wedged
-//! loop therefore cannot make `/healthz` hang: it answers 503.
+//! loop therefore cannot make `/healthz` hang: it answers 503. The daemon depends on this crate
+//! (it binds, serves and feeds [`Observed`]); this crate never depends on the daemon.
 //!
 //! A run's log is reached by run id only (an integer in the path); no part of a request ever
 //! becomes a file path.
+//!
+//! # Layout
+//!
+//! - this file: binding ([`bind`], [`Bound`]), serving ([`serve`]), the routes, and `/healthz`
+//!   and `/metrics`' handlers;
+//! - `observed`: [`Observed`], what the listener may look at, and the answer when a database read
+//!   fails;
+//! - `counters`: [`Metrics`], the counters and histograms the loop feeds;
+//! - `metrics`: the `/metrics` exposition of those counters and a snapshot of the database;
+//! - `api`: the JSON under `/api/`;
+//! - [`runs_json`]: a run as JSON, the one shape `/api/` serves and `fleet runs --json` prints;
+//! - `log`: a run's log by run id and offset, this host's or relayed from another's;
+//! - [`remote`]: the client of another host's log API (the relay, and `fleet logs`);
+//! - `page` and `assets`: the dashboard's HTML, and its stylesheet and script, embedded;
+//! - `serve`: the accept loop (a connection cap, header read timeouts);
+//! - `host`: on loopback or a unix socket, a request for another `Host` is refused.
 
 mod api;
 mod assets;
@@ -26,6 +40,7 @@ pub mod metrics;
 mod observed;
 mod page;
 pub mod remote;
+pub mod runs_json;
 mod serve;
 
 use std::io;
@@ -35,12 +50,12 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use config::HttpListen;
+use health::Verdict;
 use store::now_ms;
 use tokio::task::JoinHandle;
 
-use config::HttpListen;
 pub use counters::Metrics;
-use health::Verdict;
 use observed::unavailable;
 pub use observed::Observed;
 

@@ -584,7 +584,7 @@ mod tests {
     /// run that has ended.
     #[test]
     fn a_relayed_answer_is_passed_on_only_as_one_could_be() {
-        let answer = |body: usize, source: Option<&str>| crate::http::remote::LogAnswer {
+        let answer = |body: usize, source: Option<&str>| crate::remote::LogAnswer {
             body: vec![b'x'; body],
             next_offset: body as u64,
             size: None,

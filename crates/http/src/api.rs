@@ -12,13 +12,13 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use health::Verdict;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use store::{now_ms, rfc3339, Millis, Run, RunFilter, RunId, RunStatus, StoreError};
 
 use super::observed::{unavailable, Observed};
 use crate::runs_json::{run_json, time_json};
-use health::Verdict;
 
 /// A run id from the path, or a one-line 400 naming it (axum's own answer has no newline and
 /// speaks of parsing).

@@ -6,11 +6,11 @@ use std::sync::{Arc, RwLock};
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use config::Config;
+use health::Health;
 use store::Store;
 
 use super::counters::Metrics;
-use config::Config;
-use health::Health;
 
 /// The most relays to other hosts' listeners a daemon makes at once. Each holds a blocking
 /// thread for up to [`super::remote::TIMEOUT`]; past this many, a request waits for one to
