@@ -2,9 +2,8 @@
 //! counts as a step, and how every other persisted instant survives one, is
 //! [`config::clock`].
 
-use store::{Millis, Store, StoreError};
-
 use config::clock::STEP_BACK_TOLERANCE_MS;
+use store::{Millis, Store, StoreError};
 
 /// The EVAL's check of queued runs' delays (before the queue heads are read): a delay set by a
 /// clock that has since stepped back is counted again from `now`, and each such run is logged.

@@ -28,10 +28,9 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
+use config::{Config, Retention};
 use runrecord::RunFiles;
 use store::{Keep, Millis, PruneCandidate, PrunePolicy, RunId, Store, StoreError};
-
-use config::{Config, Retention};
 
 /// The most runs one batch selects and removes the files of.
 pub const BATCH: usize = 200;

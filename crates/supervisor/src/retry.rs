@@ -4,9 +4,8 @@
 //! becomes the retry's not-before in the database, where the EVAL finds it. It must never make a
 //! retry come sooner than the configured backoff.
 
-use store::{Millis, RunStatus};
-
 use config::Config;
+use store::{Millis, RunStatus};
 
 /// What the retry policy needs to know about a run's project.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

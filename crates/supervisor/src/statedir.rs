@@ -15,9 +15,8 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, Per
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use store::Store;
-
 use config::{Config, DatabaseUrl};
+use store::Store;
 
 use crate::sys::{files, process};
 

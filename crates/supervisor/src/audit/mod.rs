@@ -15,11 +15,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use config::Config;
 use runrecord::{list_run_ids, RunFiles, RUNS_DIR};
 use store::{Millis, RunId, RunStatus, Store, StoreError};
 
 use crate::statedir::StateDir;
-use config::Config;
 
 mod files;
 mod report;

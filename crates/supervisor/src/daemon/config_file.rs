@@ -12,9 +12,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use tokio::time::Instant;
-
 use config::{Config, ConfigErrors};
+use tokio::time::Instant;
 
 /// How long fleet.toml must stay unchanged after a noticed edit before it is re-read.
 pub(super) const RELOAD_SETTLE: Duration = Duration::from_millis(300);

@@ -29,6 +29,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use config::Config;
 use packer::{merge, packer_for, RunningSet};
 use runrecord::RunFiles;
 use store::{
@@ -45,7 +46,6 @@ use super::refused::apply_each;
 use super::state::refused::ClaimBackoff;
 use super::state::Daemon;
 use crate::retry::RetryPolicy;
-use config::Config;
 
 /// What the blocking half of an EVAL hands back.
 #[derive(Default)]

@@ -2,10 +2,9 @@
 //! project with free seats) and the claim the database checks each pick against. No decision
 //! is made here: the packers pick, the store claims.
 
+use config::Config;
 use packer::{Candidate, Caps, RunningSet};
 use store::{ClaimRequest, Millis, QueueHead, Store, StoreError};
-
-use config::Config;
 
 /// Adds to `heads` the next queued runs of each project with more than one free seat
 /// (`max_parallel` above its active runs in `running`), so that such a project can start as many

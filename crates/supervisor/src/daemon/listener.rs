@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
+use health::Health;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::task::JoinHandle;
@@ -17,7 +18,6 @@ use tokio::task::JoinHandle;
 use super::events::{Event, Events};
 use crate::control::{HealthReply, Nudge, HEALTH_REQUEST};
 use crate::watch::ConfigWatcher;
-use health::Health;
 
 /// Listens on the control socket `path`; each line is a [`Nudge`], sent on as an [`Event`], or
 /// a health request, answered on the same connection from `health` (the heartbeat alone: the

@@ -16,13 +16,13 @@
 
 use std::collections::BTreeMap;
 
+use config::Config;
 use packer::RunningSet;
 use store::{Applied, Millis, QueueHead, RunId, RunStatus, Store, StoreError, Transition};
 use tokio::time::Instant;
 
 use super::state::refused::{ClaimBackoff, Refused, REFUSED_RETRY_FIRST, REFUSED_RETRY_MAX};
 use super::state::Daemon;
-use config::Config;
 
 /// Leaves out of `heads` the runs `claim_backoff` holds at `now`, and puts in their place the
 /// next queued runs of their projects that it does not hold (as many as the project has free

@@ -15,6 +15,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
+use config::ProjectConfig;
 use store::{Run, RunStatus, Transition};
 use tokio::time::Instant;
 
@@ -24,7 +25,6 @@ use super::state::Daemon;
 use crate::shim::forkserver::ForkServerError;
 use crate::shim::ShimArgs;
 use crate::slots::{ShimIdentity, Slot};
-use config::ProjectConfig;
 
 impl Daemon {
     /// Starts the shim of a claimed run, records its slot in the pool and follows it. A shim

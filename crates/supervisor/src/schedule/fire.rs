@@ -12,10 +12,9 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use store::{FireRequest, Millis, OverlapPolicy, Store, StoreError};
-
 use config::schedule::timetable::{due, timetable_key, Timetable};
 use config::{Config, Overlap};
+use store::{FireRequest, Millis, OverlapPolicy, Store, StoreError};
 
 fn to_dt(ms: Millis) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
