@@ -1,6 +1,9 @@
-//! fleet's supervisor: configuration, the EVAL loop, the slot pool, the shim and recovery.
+//! fleet's supervisor: the EVAL loop, the slot pool, the shim and recovery.
 //!
-//! See docs/ARCHITECTURE.md for the bird's-eye view and the code map.
+//! See docs/ARCHITECTURE.md for the bird's-eye view and the code map. What it reads and shares
+//! lives in crates of its own: fleet.toml and the cron timetable (`config`), the loop's heartbeat
+//! (`health`), the HTTP listener the daemon starts (`fleet-http`), the run files (`runrecord`),
+//! the database (`store`) and the packing decision (`packer`).
 //!
 //! # Layout
 //!
@@ -10,7 +13,8 @@
 //! - [`boot`]: which claims a restart of the machine may have cut short (the boot each
 //!   daemon ran in, recorded in the state directory).
 //! - `retry` (crate-private): whether a run that ended gets another attempt, and when.
-//! - `schedule` (crate-private): the cron timetable, and the EVAL step that fires due occurrences.
+//! - [`schedule`]: the EVAL step that fires due occurrences (the timetable is
+//!   [`config::schedule`]'s).
 //! - [`shim`]: the per-run monitor process, the writer of its run files (their format is
 //!   `runrecord`'s), and the fork server that forks it.
 //! - `slots` (crate-private): the slot pool, the runs this daemon process supervises, in memory.
@@ -18,6 +22,8 @@
 //! - [`control`]: the control socket through which commands nudge the daemon.
 //! - `watch` (crate-private): noticing edits of fleet.toml (a watcher on its folder, polling as
 //!   a fallback).
+//! - [`prune`]: pruning ended runs (rows and files) by the retention keys, for the daemon and
+//!   `fleet prune`.
 //! - [`caps`]: the caps in force, written down for the daemon row and `fleet status`.
 //! - [`audit`]: the restart-safety auditor behind `fleet check`; it only reads.
 //! - [`clock`]: queued runs' delays counted again after the wall clock stepped back (the
