@@ -1,12 +1,68 @@
 //! The one register of every failpoint in the supervisor — the daemon's, the fork server's and
-//! the shim's — each with what recovery does after a crash there. Tests inject crashes by name
-//! (`FAILPOINTS=name=return` aborts the process at that point; the cargo feature `failpoints`
-//! compiles them in). A unit test keeps this register, the `fail_point!`/`crash_point!` calls in
-//! the source and the table in docs/ARCHITECTURE.md in agreement.
+//! the shim's — each with what recovery does after a crash there.
 //!
-//! It imports nothing from the rest of the crate (every other module may read it without a
-//! cycle), and must never hold anything but names, their recovery story, and the reading of
-//! the `FAILPOINTS` variable.
+//! It owns the names, their recovery story and the reading of the `FAILPOINTS` variable, and
+//! nothing else. It imports nothing from the rest of the crate, so every other module may read
+//! it without a cycle.
+//!
+//! # What a failpoint is
+//!
+//! A failpoint names a place where a crash (or a pause, or a failed write) must be survivable.
+//! A test makes the process crash there (`std::process::abort`, as abrupt as SIGKILL) or pause.
+//! Failpoints are compiled in only with the cargo feature `failpoints` (`cargo build -p fleet
+//! --features failpoints`, or any `--all-features` build); without it they compile to nothing,
+//! and `FAILPOINTS` is ignored, so they cost nothing in a release build. They are set through
+//! the `FAILPOINTS` environment variable, read by the daemon at its start ([`scenario`]), by the
+//! fork server once (the shims it forks inherit that), and by each exec'd shim; the shim gets
+//! the variable from the daemon's environment and removes it from its command's:
+//!
+//! ```sh
+//! FAILPOINTS=daemon-after-claim=return fleet daemon        # abort right after the first claim
+//! FAILPOINTS='shim-before-lock=sleep(3000)' fleet daemon   # every shim waits 3 s before its lock
+//! FAILPOINTS=shim-exit-record-fails=3*return fleet daemon  # each exit record fails 3 times first
+//! ```
+//!
+//! In the source a failpoint is a `fail_point!` call (the `fail` crate's), or one of the shim's
+//! two macros, `crash_point!` (a crash) and `io_failpoint!` (a write that fails).
+//!
+//! # What recovery does after a crash at each
+//!
+//! "Recovery" below means [`crate::settle::settle`], whether it runs in the next daemon's
+//! startup recovery or, for a shim that crashed while its daemon lived, in that daemon's reap.
+//! Paths are relative to `crates/supervisor/src/`.
+//!
+//! | failpoint | where | what recovery does after a crash there |
+//! | --- | --- | --- |
+//! | `daemon-after-claim` | `daemon/spawn.rs`, `Daemon::spawn`, first thing: the claim is committed, no shim spawned | The run is `starting`, its lock free, no `started` record: recovery locks, tombstones the claim token and requeues the run, same attempt. It is claimed again (new token) and runs once. |
+//! | `daemon-after-spawn` | `daemon/spawn.rs`, `Daemon::spawn`, right after the shim was spawned (forked or exec'd), before its slot is recorded | The shim lives on in its own session. If it holds its lock, recovery adopts the run (and records `running` for a run the database still has as `starting`); if it already ended, recovery finalizes the run from its `exit` record; if it had not yet locked, recovery tombstones and requeues, and the late shim finds the tombstone and does not start. |
+//! | `forkserver-after-fork` | `shim/forkserver.rs`, `serve`, the shim is forked, its pid not yet sent to the daemon | The daemon's request ends without an answer, so it cannot know whether a shim exists: it starts no second shim for the claim and follows the report pipe it handed over. The forked shim runs the claim and the run ends once with its real status (had nothing been forked, the pipe's end-of-file and a missing `started` record would requeue it). The fork server is gone, so every later shim is exec'd. |
+//! | `forkserver-after-handover` | `shim/forkserver.rs`, `IdleShims::hand_over`, a shim whose run had ended took the request and its report pipe, its pid not yet sent to the daemon | As after `forkserver-after-fork`: no answer, so the daemon starts no second shim for the claim and follows the report pipe; the reused shim runs the claim and the run ends once with its real status. The idle shims exit with the server, and every later shim is exec'd. |
+//! | `daemon-before-finalize` | `daemon/eval.rs`, `Daemon::eval`, in the blocking half after the reap (`daemon/reap.rs`) read the exited shims' files, before [`eval_blocking`](crate::daemon::eval_blocking) writes anything | Nothing was written: the runs are still active in the database. Recovery finds each lock free with an `exit` record and finalizes the run with its real status (queueing a retry if one is due). |
+//! | `daemon-after-finalize` | `daemon/eval.rs`, `Daemon::eval`, after the blocking half returned (transitions and claims committed), before any shim of this EVAL's claims is spawned | Finalized runs stay final. Each run claimed by this EVAL has a free lock and no `started` record: recovery tombstones and requeues it, same attempt. |
+//! | `recovery-before-tombstone` | `settle.rs`, `settle`, a claim with no `started` record: the run's lock is held by recovery, the tombstone not yet written | Nothing was written but the segment the lock needed (the crash released the lock). The next recovery finds the same records and decides the same: tombstone, then requeue. |
+//! | `recovery-after-tombstone` | `settle.rs`, `settle`, the tombstone is durable, the requeue not yet committed | The run is still `starting` in the database. The next recovery tombstones the same token again (harmless) and requeues; a late shim of that claim finds the tombstone and never starts. |
+//! | `prune-after-folder-removal` | `prune.rs`, `prune_batch`, the files of a batch of ended runs are removed (each run's record slot last), their rows not yet forgotten (the daemon's prune step, or `fleet prune`) | Nothing to settle: the runs are ended, their rows stay until the next prune, which finds them again (files already gone count as removed) and forgets them. `fleet check` accepts an ended run without its files; `fleet logs` shows it empty. |
+//! | `spawn-shim-emfile` | `daemon/spawn.rs`, `Daemon::spawn`, after the claim, instead of forking or exec'ing the shim (not a crash: the spawn fails with EMFILE; `N*return` fails N spawns) | The run goes back to the queue as never started, same attempt, no failure hook; the daemon logs a warning and claims nothing until a backoff (200 ms doubling to 10 s) ends; the run starts once a spawn succeeds. |
+//! | `recovery-before-apply` | `daemon/recover.rs`, `Daemon::recover`, after the live runs were adopted, before recovery's transitions are queued for the first EVAL | No transition was written (tombstones may have been). The next recovery decides the same for every run: adopt the live ones, finalize, requeue or mark lost the others. |
+//! | `shim-before-lock` | `shim/supervise.rs`, `run`, before the run's lock (and before `runs/` or the segment is made) | No lock taken, nothing written: lock free and no `started` record, so recovery tombstones the token and requeues the same attempt. With `sleep(…)` instead of a crash, this is the late-shim trap: the shim, once it locks, finds the tombstone and does not start. |
+//! | `shim-after-lock` | `shim/supervise.rs`, `run`, lock taken, before the tombstone check | The crash released the lock; nothing was written: tombstone, requeue, same attempt. |
+//! | `shim-before-started` | `shim/supervise.rs`, `run`, tombstones and earlier claims' `started` records checked, `started` not written | Lock free and no `started` record: tombstone, requeue, same attempt. |
+//! | `shim-started-record-fails` | `shim/supervise.rs`, `run`, each attempt at writing `started` (not a crash: `N*return` makes the first N attempts fail, as a full disk would) | Nothing to recover: the shim keeps its lock and retries the write with backoff (50 ms doubling to 5 s), the run stays `starting` meanwhile, and the command starts once the record is written, under the same claim. |
+//! | `shim-started-record-torn` | `shim/supervise.rs`, `run`: the shim appends the first half of the `started` line to its record slot, then dies (a write cut short) | Readers skip an incomplete last line, so: lock free and no `started` record: tombstone, requeue, same attempt. The next claim's shim cuts the torn line off before it appends. |
+//! | `shim-after-started` | `shim/supervise.rs`, `run`, `started` written, command not yet spawned | Lock free, `started` but no `exit`: the command may have started, so the run is `lost`, retried only if the project has retries left. |
+//! | `shim-after-exit` | `shim/supervise.rs`, `run`, the command and its process group are gone and reaped, `exit` not written | Lock free, `started` but no `exit`: `lost` (retried if retries remain). |
+//! | `shim-exit-record-fails` | `shim/write.rs`, `write_exit`, each attempt at writing `exit` (not a crash: `N*return` fails the first N attempts) | Nothing to recover: the shim keeps its lock and retries the write with backoff, the run stays `running` meanwhile, and once the record is durable the run ends with the command's real status (never `lost`). |
+//! | `shim-exit-record-torn` | `shim/write.rs`, `write_exit`: the shim appends the first half of the `exit` line, then dies | Lock free, `started`, no complete `exit`: `lost` (retried if retries remain), never a status read from half a record. |
+//! | `shim-before-exit-file` | `shim/write.rs`, `write_exit`, just before the `exit` record is written (also for a command that could not be spawned, or was not started because another claim's `started` record was found) | Lock free, `started` but no `exit`: `lost` (retried if retries remain). |
+//! | `shim-after-exit-file` | `shim/write.rs`, `write_exit`, the `exit` record is durable, the lock not yet released by a normal exit | Lock free and an `exit` record for the token: the run is finalized with the real status from the record. |
+//!
+//! # The register checks itself
+//!
+//! The unit tests below keep three things equal: the register ([`DAEMON`] and [`SHIM`]), the
+//! failpoint calls in the source (a failpoint added without its recovery story, or an entry
+//! whose failpoint was removed, fails them), and the table above (read from this very file).
+//! The end-to-end failpoint tests crash at each entry and check that recovery settles the run
+//! as the table says (docs/TESTING.md).
 
 /// The daemon's failpoints, the fork server's included: (name, what recovery does after a
 /// crash there).
@@ -227,22 +283,27 @@ mod tests {
         );
     }
 
-    /// Register check: every failpoint is documented in docs/ARCHITECTURE.md's table.
-    #[test]
-    fn register_matches_architecture_doc() {
-        let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/ARCHITECTURE.md");
-        let text = std::fs::read_to_string(&doc).unwrap();
-        let documented: BTreeSet<String> = text
+    /// The failpoint names in the rows of a Markdown table written in module docs (`//! | `
+    /// then the name in backquotes), each once.
+    fn documented_in(source: &str) -> BTreeSet<String> {
+        source
             .lines()
-            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.strip_prefix("//! | `"))
             .filter_map(|l| l.split('`').next())
             .filter(|n| n.contains('-'))
             .map(String::from)
-            .collect();
+            .collect()
+    }
+
+    /// Register check: every failpoint is documented in this module's table (its `//!` doc), and
+    /// the table names no failpoint the register lacks.
+    #[test]
+    fn register_matches_module_doc() {
+        let documented = documented_in(include_str!("failpoints.rs"));
         let register: BTreeSet<String> = super::all().iter().map(|(n, _)| n.to_string()).collect();
         assert_eq!(
             register, documented,
-            "docs/ARCHITECTURE.md's failpoint table is out of step"
+            "the failpoint table in failpoints.rs's module doc is out of step with the register"
         );
     }
 }
