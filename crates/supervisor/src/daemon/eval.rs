@@ -1,6 +1,7 @@
 //! The EVAL: reap → fire due schedule occurrences → pack → claim → spawn → cancel. (Recovery
 //! and adoption run before the first EVAL and again until they succeed; see
-//! [`super::recover`].)
+//! [`super::recover`].) What each step does, which run on a blocking thread, and what waits
+//! when the database refuses or fails, is the daemon's module doc, "One EVAL" ([`super`]).
 //!
 //! Decisions and effects are cut where the code allows it:
 //! - [`reap`](super::reap) settles the shims that exited and decides their transitions (from

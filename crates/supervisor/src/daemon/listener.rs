@@ -4,6 +4,14 @@
 //!
 //! A listener must never touch the daemon's state or the database: a nudge is only a hint (every
 //! fact lives in the database), so a lost one costs at most a tick of latency, never a run.
+//!
+//! Order at start (see [`super::run`]): the signal handlers are installed first of all, so that
+//! a stop asked for during the start is held for the loop's first turn (or, while the database
+//! is waited for, ends the wait) instead of killing the process halfway through; the control
+//! socket is bound only once the takeover is done, so that its presence tells commands the
+//! daemon is in charge (a dead daemon's socket file is removed as soon as the lock is taken).
+//! A `health` request on the socket is answered here, from the heartbeat alone, without
+//! waiting for the loop.
 
 use std::io;
 use std::path::Path;

@@ -1,31 +1,181 @@
 //! The daemon: takes over a state directory, recovers what a previous daemon left, and runs the
-//! EVAL loop — reap → recover/adopt → fire schedules → pack → claim → spawn — until SIGTERM or
-//! SIGINT.
-//!
-//! One folder, one file per phase, in the order a run meets them:
-//! - this file: [`run`], the setup — take the state directory over, start listening, hand over
-//!   to the loop — and the teardown;
-//! - `listener`: the control socket, signals and config edits, turned into events;
-//! - `events`: the one channel into the loop, and its closed set of events;
-//! - `event_loop`: when to EVAL (coalescing triggers, the tick, timers, reloads);
-//! - `recover`: startup recovery and adoption of the runs a previous daemon left;
-//! - `reload`: re-reading fleet.toml, and whether the config in force is what the file says;
-//! - `config_file`: fleet.toml as the file system shows it (its version, whether an edit has
-//!   settled), which the state holds and `reload` decides on;
-//! - `eval`: one EVAL, and [`eval_blocking`], its database half; `heads`, the queue heads it
-//!   packs and the claims it makes of the picks;
-//! - `spawn`: starting a claimed run's shim;
-//! - `follow`: following a shim (its report pipe, its run's lock), turned into events;
-//! - `prune_step`: now and then, pruning ended runs by the retention keys, off the loop;
-//! - `cancel`: signalling the shims of runs whose cancel was requested;
-//! - `turn`: the loop's record of a completed turn (the heartbeat, the service manager);
-//! - `state`: the fields of the daemon's in-memory state, owned by the loop task alone, and
-//!   (below it) the types of the fields a phase keeps.
+//! EVAL loop until SIGTERM or SIGINT. It is the only process that decides what starts.
 //!
 //! Stopping the daemon (SIGTERM/SIGINT) stops the EVALs and leaves the shims running: they are
 //! in their own sessions and hold their runs' locks, and the next daemon adopts them. The setup
-//! must never claim or spawn anything itself: nothing may start before recovery has settled what
-//! a previous daemon left.
+//! ([`run`]: lock the state directory, open the store, take over with a new epoch, number new
+//! runs above the run files here, record the boot, start the listeners, recover, then the loop)
+//! must never claim or spawn anything itself: nothing may start before recovery has settled
+//! what a previous daemon left. Only the loop task touches the daemon's state; everything else
+//! (shim watchers, listeners) only sends an event, and every database call of the daemon runs
+//! on a blocking thread.
+//!
+//! # Layout
+//!
+//! One folder, one file per phase, in the order a run meets them:
+//! - this file: [`run`], the setup and the teardown;
+//! - `connect`: opening the store at start, waiting (with backoff, logged) for a PostgreSQL
+//!   server that cannot be reached yet;
+//! - `listener`: the control socket, signals and config edits, turned into events (a health
+//!   request is answered there, from the heartbeat alone); `events`: the one channel into the
+//!   loop, and its closed set of events;
+//! - `event_loop`: when to EVAL (coalescing triggers, the tick, timers, reloads);
+//! - `recover`: startup recovery and adoption of the runs a previous daemon left, and settling
+//!   again what it could not settle yet;
+//! - `reload`: re-reading fleet.toml, and whether the config in force is what the file says;
+//!   `config_file`: fleet.toml as the file system shows it (its version, whether an edit has
+//!   settled), which the state holds and `reload` decides on;
+//! - `hosts`: this daemon as one host of a shared database (heartbeat, the published config,
+//!   its return after a `fleet hosts forget`);
+//! - `eval`: one EVAL, and [`eval_blocking`], its database half; `reap`, its first step;
+//!   `heads`, the queue heads it packs and the claims it makes of the picks; `refused`, what it
+//!   does when the database refuses a row;
+//! - `spawn`: starting a claimed run's shim; `hook_env`: a failure hook's `FLEET_FAILED_*`
+//!   variables;
+//! - `follow`: following a shim (its report pipe, its run's lock, an orphaned command's process
+//!   group), turned into events;
+//! - `cancel`: signalling the shims of runs whose cancel was requested;
+//! - `prune_step`: now and then, pruning ended runs by the retention keys, off the loop;
+//! - `outage`: the database lost while the loop runs; `unreadable`: what every EVAL finds
+//!   unreadable again, logged at doubling intervals;
+//! - `turn` and `notify`: the loop's record of a completed turn (the heartbeat) and what the
+//!   service manager is told (`READY=1`, `WATCHDOG=1`, `STATUS=`, `STOPPING=1`);
+//! - `state`: the fields of the daemon's in-memory state, owned by the loop task alone, and
+//!   (below it) the types of the fields a phase keeps.
+//!
+//! # One EVAL
+//!
+//! The loop runs one EVAL whenever something may have changed: a shim reported (its `running
+//! PID` line, or its exit), a nudge arrived on the control socket (`eval`, `reload`), fleet.toml
+//! changed (the watcher; reloaded once the edit has been quiet for a moment) or SIGHUP came
+//! (both reload the config first), the backstop `tick`, or something timed became due (a
+//! delayed retry, [`store::Store::next_not_before`]; a schedule occurrence; the end of a
+//! backoff). Triggers that arrive during an EVAL are coalesced into exactly one more. A tick
+//! alone runs an EVAL only if something may have changed (the database's change probe, a
+//! transition waiting to be written, a wall clock that stepped), and at least once a minute; an
+//! idle tick is a turn of the loop all the same.
+//!
+//! Before the steps, on a shared database, a newer published config is applied (its caps are
+//! the ones the claims must count against), and the config in force is compared with the file
+//! (`Daemon::config_view`): the steps that decide on the project's settings (the reap's
+//! retries, the firing of schedules) wait while an edit of the file has not settled. An EVAL
+//! is, in order:
+//!
+//! 1. **Reap.** For each shim that exited since the last EVAL, [`crate::settle::settle`] reads
+//!    its run's files and decides its fate; [`crate::settle::transition`] turns that into a
+//!    [`store::Transition`], with a retry per [`crate::retry::RetryPolicy`] for `failed`,
+//!    `timed_out` and `lost`. A shim whose pipe ended while its lock is still held is followed
+//!    through the lock; one that died while its command's process group lives on
+//!    ([`Fate::Orphaned`](crate::settle::Fate::Orphaned)) has that group killed (only a group
+//!    identified by its session: a bare number may have been reused) and is followed until the
+//!    group is empty, its run active meanwhile. These transitions, plus those waiting in
+//!    `Daemon::pending` (`running` reports, recovery's decisions, anything a database that failed
+//!    last time did not take), are written in **one** transaction
+//!    ([`store::Store::apply_with_hooks`], with the failure hooks of the config in force). If the
+//!    database refuses a row of it (a constraint or a trigger another program added,
+//!    [`store::StoreError::is_refused_row`]), they are written one at a time instead: a refused
+//!    end is written without its retry, then without its failure hook's run (an end is what a
+//!    known exit status licenses; lost, it would hold a seat for good), and an end refused even
+//!    so waits to be tried again, its run active and counted, while the EVAL goes on.
+//! 2. **Recover / adopt.** Done once, before the first EVAL (`Daemon::recover`, retried until
+//!    it has run to the end; nothing is claimed before): every run the database records as
+//!    active on this host is settled with the same [`crate::settle::settle`]. A live shim is
+//!    *adopted* (put in the slot pool, counted against every cap, and followed through its
+//!    run's lock on a thread of its own); every other fate becomes a transition in `pending`,
+//!    written by step 1 of the first EVAL. A run whose files or row cannot be read stays active
+//!    and is settled again, with a backoff, until it can be. Runs with files in `runs/` that the
+//!    database does not hold as active but whose lock is held are logged, never acted on (`fleet
+//!    check` reports them) — but one: on a shared database, a run the database holds as ended
+//!    `lost` by `fleet hosts forget` ([`store::ended_by_forget`]), on this host, under the very
+//!    claim the live shim holds, was taken while this host's daemon was away; its command is
+//!    stopped as a cancel stops one, and its slot kept until the shim is gone, so that this host
+//!    starts nothing beside it. That look probes the lock of every run with files here: on
+//!    SQLite (no forget there) it only warns and runs on a thread of its own, off the way to the
+//!    first claim; on a shared database it runs before it. A run recorded `running` whose files
+//!    no longer hold its `running` record (removed or overwritten by hand) while a process group
+//!    with the number the database recorded (`runs.pid`) still has processes is orphaned by that
+//!    number alone: left active, never signalled, until the group is gone; the store then turns
+//!    the requeue its "never started" asks for into `lost` (a `running` run did start). The reap
+//!    applies the same rule, with the pid the shim reported.
+//! 3. **Fire schedules** ([`crate::schedule::fire_due`]). First, delays written by a clock that
+//!    has since stepped back are counted again from now ([`crate::clock`]). Then, for each
+//!    project with a `schedule`, the persisted cursor (the last occurrence handled, fired or
+//!    skipped; table `schedules`) and [`config::schedule::timetable::due`] decide what is due:
+//!    the latest occurrence since the cursor fires if it is within `starting_deadline`, older
+//!    ones are skipped. [`store::Store::fire_schedule`] inserts the occurrence's run — under the
+//!    unique key (project, occurrence) — in the same transaction that advances the cursor, so
+//!    "handled" means "a row exists". Overlap: `forbid` records a skip once the project's queued
+//!    and active runs fill its `max_parallel` seats, `queue` queues behind them, `replace` asks
+//!    the oldest active run to stop once the active runs fill them, and queues the new one. A skip is a `cancelled` run whose note starts with "skipped:". A project whose
+//!    next occurrence is in the future costs one row read. The earliest next occurrence sets the
+//!    loop's wake-up timer, so a schedule does not wait for the tick. A cursor later than now by
+//!    more than the clock tolerance means the clock stepped back: the schedule restarts from now,
+//!    logged and recorded for `fleet status` ([`config::clock`]).
+//! 4. **List the unknown.** Queued runs of projects the config does not know are *listed*
+//!    ([`EvalOutcome::unknown_queued`]; every queued project is looked at after a config change
+//!    and at startup, the queue heads otherwise), never ended in the EVAL itself: after the
+//!    spawns, `Daemon::end_removed` asks `Daemon::config_view` whether the file, read after the
+//!    listing, still lacks their projects, and only then ends those very runs `cancelled`
+//!    ("project removed", [`store::Store::cancel_queued_runs`]). A run queued by a command that
+//!    read a newer file than the daemon's waits for the daemon to read it.
+//! 5. **Pack.** The DB running set ([`store::Store::active_rows`], which counts a row another
+//!    program left unreadable by its project, namespace and host) is merged with the slot pool
+//!    ([`packer::merge`]: every run either side holds, once; a run the pool holds whose end was
+//!    just written is dropped first). The queue heads ([`store::Store::queue_heads`]: the best
+//!    queued run of each project whose `not_before` has passed), less those of paused projects
+//!    and namespaces, plus the next runs of a project with more than one free seat
+//!    ([`store::Store::queue_of`]), less the runs held back after a refused claim (with the runs
+//!    behind them in their place), become [`packer::Candidate`]s in their project's *current*
+//!    namespace. [`config::Config::caps`] gives the caps, with this host's rules (its
+//!    `[hosts.NAME] max_concurrency`, the projects placed only on other hosts) for the daemon's
+//!    host name, fixed for its life; [`packer::packer_for`] picks the packer, whose `pack`
+//!    returns the runs to start.
+//! 6. **Claim.** [`store::Store::claim_noting_refusals`] moves each pick `queued → starting` with
+//!    one guarded `UPDATE`, all in one transaction, checked against the daemon's epoch (and, on a
+//!    shared database, the published config version the caps came from), and **committed before
+//!    it returns**. Each claim appends an event carrying the occupancy and caps at that instant.
+//!    A claim the database refuses leaves its run queued, held back for a growing wait
+//!    ([`ClaimBackoff`]), and the next EVAL follows at once so that the runs behind it take its
+//!    place. Nothing is claimed while a failed spawn holds claims back, nor while an active row
+//!    whose project or namespace cannot even be read could count against any cap.
+//! 7. **Spawn.** `Daemon::spawn` starts the shim of each claimed run (in its own session, with
+//!    the run's environment; a failure hook's run gets the failed run's `FLEET_FAILED_*`
+//!    variables): it asks the fork server for it, or execs `fleet shim` when there is none. It
+//!    records a slot in the pool and follows the shim's report pipe, which forwards the `running
+//!    PID` line and the pipe's end-of-file (the shim is gone) to the loop as events.
+//! 8. **Cancel.** For active runs whose cancel was requested (`runs.cancel_requested`), the shim
+//!    is sent SIGTERM once, after checking it is still the same process (pid plus start time).
+//!    The status changes only when the shim reports the command gone.
+//!
+//! Steps 1 and 3 to 6 run in one `spawn_blocking` closure: the reading of the run files, then
+//! [`eval_blocking`], which does all the database work. Steps 7 and 8 are non-blocking and run
+//! on the loop task; the loop's only other blocking calls are process starts (a round trip to
+//! the fork server, bounded in time, or a fork and exec of `fleet shim`).
+//!
+//! # When the database says no
+//!
+//! If a database call fails (typically a busy database: another connection held the write lock
+//! past the busy timeout), the EVAL stops there: nothing after the failure happens, the
+//! transitions not yet written stay in `pending` (and their slots in the pool, hence in the
+//! running set), and the next EVAL waits for a backoff. No claim is ever made while reaped
+//! transitions are still unwritten, but for those the database refuses alone (step 1): their
+//! runs stay active in the database, so they count against every cap. A write refused as fenced
+//! (another daemon of this host took over) stops the loop for good; on a shared database, a host
+//! an operator forgot rejoins instead, under a new epoch.
+//!
+//! | what failed | what waits | first wait, doubling up to |
+//! | --- | --- | --- |
+//! | an EVAL (busy database, or any other error) | the whole next EVAL | 100 ms, 5 s |
+//! | an EVAL or recovery, the database unreachable | the next EVAL, as an outage (one log line, health says stuck) | 1 s, 30 s |
+//! | startup recovery | every EVAL (nothing is claimed before recovery) | 200 ms, 5 s |
+//! | settling a run recovery could not settle | that run alone | 200 ms, 5 s |
+//! | a transition the database refuses even alone | that transition alone | 1 s, 60 s |
+//! | a claim the database refuses | that run's claim alone | 1 s, 60 s |
+//! | firing one project's schedule, refused by the database | that project's occurrence alone ([`crate::schedule::FireBackoff`], kept across EVALs, forgotten when its timetable is edited) | 1 s, 60 s |
+//! | a shim spawn that fails for lack of a resource (EMFILE) | every claim | 200 ms, 10 s |
+//!
+//! Only the first two stop an EVAL; the others hold back one run, one project or the claims,
+//! while the rest of the EVAL goes on.
 
 mod cancel;
 mod config_file;
