@@ -1,25 +1,50 @@
 //! Settling a claim: deciding what became of one claim of a run from its run files — the one
-//! place that does it, used both when a shim this daemon spawned exits and by startup recovery.
+//! place that does it, used both when a shim this daemon spawned exits (the reap) and by startup
+//! recovery. Public, so that the shim's own tests settle a claim exactly as recovery does.
 //!
-//! The rules (each case has exactly one answer, so a run is never started twice nor forgotten):
-//! - the shim still holds the run's lock ⇒ it is alive: keep (or adopt) it;
-//! - lock free and an exit record for this claim ⇒ the run ended: record its real status;
-//! - lock free, no started record for this claim, and the machine has not restarted since the
-//!   claim ⇒ the command provably never started: leave a tombstone (while holding the lock) and
-//!   requeue, same attempt. The tombstone is what stops a shim that was spawned but had not yet
-//!   taken the lock from starting the run later;
-//! - lock free, no started record, but the machine may have restarted since the claim (a
-//!   `started` record is not synced, so a restart may have lost it: see [`crate::boot`]) ⇒ the
-//!   command may have run; its fate is unknown: tombstone (a late shim may exist when no
-//!   restart happened after all), then `lost`;
-//! - lock free, started, no exit record ⇒ the command may have run; its fate is unknown: `lost`;
-//! - but lock free, no exit record, and processes of the command's process group still run
-//!   (named by the files, or by the pid the daemon recorded when the files cannot name it) ⇒
-//!   orphaned: the run stays active, its seats held, until that group is empty.
+//! This module writes nothing but the tombstone, and creates nothing but the segment of the
+//! lock it takes: it never touches the database (it hands back a [`Transition`] for the caller
+//! to write) and never signals a process (killing what is left of an orphaned command is the
+//! caller's). When a retry is due is [`crate::retry`]'s to say.
 //!
-//! This module writes nothing but the tombstone: it never touches the database (it hands back a
-//! [`Transition`] for the caller to write) and never signals a process. When a retry is due is
-//! [`crate::retry`]'s to say.
+//! # Fates: what became of one claim
+//!
+//! [`settle`] looks at the run's files for the claim's token, in this order; each case has
+//! exactly one answer, so a run is never started twice nor forgotten:
+//!
+//! | fate | what the run's files show | transition ([`transition`]) |
+//! | --- | --- | --- |
+//! | [`Fate::Alive`] | the shim holds the run's lock | none: keep supervising it (or adopt it) |
+//! | [`Fate::Ended`] | lock free, an `exit` record of this claim | the real status from the record ([`outcome`]), with a retry if one is due |
+//! | [`Fate::Orphaned`] | lock free, no `exit` of this claim, and a process that is not a zombie runs in the command's process group (the pid in `running`) within the shim's session (the pid and start time in `started`): what outlived a killed shim, whose parent-death signal reaches the command alone. Or: the files hold no `running` record of the claim (removed, emptied, overwritten by hand) and a process runs in a group with the number the daemon recorded for the command ([`leftover_group`]; session `None`) | none yet: the caller SIGKILLs the group (only one identified by its session: a bare number may have been reused), as the shim would have on its way out, and keeps the run active (its slot and seats held) while it polls the group; once it is empty the run is settled again (→ `Lost`, or what the files then say), so a retry never runs beside what is left of the attempt before |
+//! | [`Fate::Unreadable`] | lock free, no valid `exit` of this claim, and a line of the record slot (or overflow file) that is not a record: it may have been the end | `lost`, with a note saying the records could not be read (never "the shim died"); retried per the project's policy, never requeued as the same attempt |
+//! | [`Fate::Lost`] | lock free, a `started` record of this claim, no `exit` | `lost`, retried if the project has retries left |
+//! | [`Fate::NeverStarted`] | lock free, no `started` record of this claim, and the machine has not restarted since the claim | holding the lock, a durable `tombstone` record for the token, then requeue (`starting → queued`, same attempt): the tombstone stops a shim that was spawned but had not yet taken the lock from starting the run later |
+//! | [`Fate::StartUnknown`] | lock free, no `started` record of this claim, but the machine may have restarted since the claim ([`crate::boot`]: a `started` record is not synced, and a restart may have lost it) | tombstone as above (a late shim may exist after all), then `lost`, retried per policy: the command may have run |
+//!
+//! Every bad line found is logged at ERROR (run id, file, line number), and reading goes on, so
+//! a valid `exit` record after it still counts. An I/O error reading the files (a record that
+//! failed to read is not a missing one) is an error: the caller looks again later.
+//!
+//! # What an exit record means: `outcome`
+//!
+//! [`outcome`] maps an exit record to a status: a spawn failure → `failed`; not started because
+//! the run's files already held another claim's `started` record (`already_started`) → `lost`;
+//! the shim's timeout fired → `timed_out`; the shim got SIGTERM, SIGINT or SIGHUP (a cancel, or
+//! a signal from outside fleet) → `cancelled`; exit 0 → `succeeded`; any other exit code, or a
+//! death by signal → `failed`. `fleet check` compares a terminal run's row with its exit record
+//! through the same function.
+//!
+//! # Another claim's `started` record
+//!
+//! **Invariant:** a shim never starts a command whose run's files hold the `started` record of
+//! another claim. Recovery requeues a claim only when it provably never started, so no such
+//! record can come from fleet's own history: it comes from a database restored from an older
+//! backup that still queued a run that has run since, from another program that queued the run
+//! again while it ran, or from another install's files with the run's id. The shim, right after
+//! its tombstone check and from the same read of its record slot, records an exit of outcome
+//! `already_started` instead of starting the command; the run ends `lost`, retried by the
+//! project's policy as any lost run, under a new id and new files.
 
 use std::io;
 
