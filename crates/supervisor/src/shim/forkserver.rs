@@ -1,13 +1,26 @@
 //! The fork server: a small single-threaded process, forked from `fleet daemon` before its
 //! async runtime exists (and before it reads its config, which the server would otherwise carry
 //! into every fork), that forks each run's shim on the daemon's request — so that starting a
-//! run costs one fork of a small process instead of an exec of the whole fleet binary.
+//! run costs one fork of a small process instead of an exec of the whole fleet binary. It holds
+//! nothing (no database, no daemon lock, no runtime, no config), and stays that way.
 //!
 //! Why. An exec of the fleet binary costs more CPU than a short command itself (the dynamic
 //! loader's relocations, the C library's start-up probes; docs/PERFORMANCE.md), and forking the
 //! daemon itself is unsafe once it has threads (only the forking thread survives in the child,
-//! with whatever locks the others held). The fork server is forked while the daemon still has
-//! one thread, holds nothing (no database, no daemon lock, no runtime), and stays that way.
+//! with whatever locks the others held).
+//!
+//! Its image. Forked, the server at once execs its own small program, [`PROGRAM`]
+//! (`fleet-forksrv`, installed beside `fleet`; [`program_main`] is its entry): a tenth of
+//! fleet's code, and a fork copies the page tables of what the forking process has mapped
+//! ([`Image`]). Its first message, the hello, carries its version and build identity
+//! (`build.rs`: a hash of the sources, the locked dependencies and the features, which both
+//! binaries link from one compilation); a program that is missing, cannot be run, is of another
+//! build (a `fleet-forksrv` left from an older install, or not rebuilt by a `cargo run` that
+//! builds `fleet` alone) or says nothing is killed and reaped, and the server is forked again to
+//! serve from the daemon's own image, [`Image::Own`], slower, with the reason for the daemon's
+//! log. A request is laid out by [`ShimArgs::encode`], which only the same build is sure to
+//! read alike, so the daemon never uses a server of another build. [`ForkServer::start`]
+//! refuses in a process with more than one thread; without any server the daemon execs shims.
 //!
 //! Protocol, over a `SOCK_SEQPACKET` socket pair (one message per request or reply):
 //!
@@ -27,13 +40,23 @@
 //!
 //! The server ignores SIGCHLD, so the kernel reaps its children (no zombies, no wait loop), and
 //! the termination signals, so it lives exactly as long as the daemon: when the daemon's end of
-//! the socket closes (exit or crash), the server's next receive reads end-of-file and it exits.
-//! Its shims are in their own sessions and outlive both, as shims always do.
+//! the socket closes (exit or crash), the server's next receive reads end-of-file and it exits
+//! (and a parent-death SIGKILL ends it should it be stopped). Its shims are in their own
+//! sessions and outlive both, as shims always do.
 //!
 //! Never starting anything twice: a request whose outcome is unknown (sent, but no reply) may
 //! still have forked a shim, so the daemon never starts a second shim for the same claim; it
 //! waits for the pipe's end-of-file and lets the run files say what happened (`settle::settle`:
 //! no `started` record ⇒ tombstone and requeue).
+//!
+//! Deadlines. The daemon waits at most [`REPLY_TIMEOUT_SECS`] in all for an answer
+//! (`fdpass::recv_within`: a signal interrupts the receive and the kernel would start the
+//! socket's timeout over, so reloads sent every few seconds would otherwise freeze the loop for
+//! as long as they came). A later answer counts as none ([`ForkServerError::Unknown`]): the
+//! daemon ends the server ([`ForkServer::kill`]: the unread request, and the pipe end it
+//! carries, die with it) and execs shims from then on. So does a server whose own settings
+//! (limits, priority, CPUs, cgroup…) a command changed through its grandparent's pid: it
+//! compares them with those at its start before each fork, and stops when they differ.
 //!
 //! Every system call here goes through [`crate::sys`]; this module owns the protocol and the
 //! server's life, and must never take a lock, open the database or start a thread in the
@@ -538,8 +561,8 @@ pub const ANSWER_WITHIN: Duration = Duration::from_millis(500);
 /// pages are the likeliest to be in the caches) and lets the oldest go after [`IDLE_FOR`].
 ///
 /// Why shims are reused: a process per run costs its fork, the copy-on-write faults that follow,
-/// and the teardown of its address space at exit — about a third of a short run's CPU
-/// (docs/PERFORMANCE.md). A shim that has finished its run (its `exit` record durable, its lock
+/// and the teardown of its address space at exit — about 0.3 ms of CPU per run, some 13 % of a
+/// drain of `true` (docs/PERFORMANCE.md, "What a process per run costs"). A shim that has finished its run (its `exit` record durable, its lock
 /// released, its report pipe closed, so the daemon has everything it learns from a shim's end)
 /// is the same clean process a fork would give, and can supervise the next run instead.
 #[derive(Default)]

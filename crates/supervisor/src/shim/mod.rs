@@ -1,45 +1,89 @@
-//! The shim: a tiny per-run monitor (`fleet shim ARGS...`, hidden) that owns one run's command,
-//! outlives a daemon crash, and records the command's exit status in the run's files.
+//! The shim: a tiny per-run monitor that owns one run's command, outlives a daemon crash, and
+//! records the command's exit status in the run's files. It starts the command, waits for it,
+//! enforces its timeout, ends what it left running and writes down how it ended; the next
+//! daemon adopts a shim whose daemon died. It never touches the database and never decides a
+//! run's fate (that is [`crate::settle`]'s, from what it wrote).
 //!
-//! The daemon starts the shim in its own session with stdout a pipe to the daemon, stderr
-//! inherited, and the command's environment already set — by an exec of `fleet shim` ([`main`])
-//! or through the [`forkserver`] (`forked::main_forked`). The shim:
+//! The daemon starts a shim in its own session with stdout a pipe to the daemon (the *report
+//! pipe*), stderr inherited, and the command's environment already set, in one of two ways:
+//! forked by the [`forkserver`] (`forked::main_forked`; then named `shim-<run id>` in `ps`, and
+//! `shim-idle` between runs), or, without one, exec'd as `fleet shim ARGS…` (hidden; [`main`],
+//! to which `fleet`'s `main` hands over before anything else exists). Either way it reports on
+//! the pipe: its `running PID` line once the command started, then end-of-file when it is done
+//! with the run. The shim:
 //!
 //! 1. blocks SIGCHLD, SIGTERM, SIGINT and SIGHUP before anything else, so that none is lost
-//!    (they are consumed synchronously with `sigtimedwait`; no handlers, no threads);
-//! 2. takes the run's lock (an exclusive OFD lock on its record slot, held for life: the kernel
-//!    drops it when the shim dies, so a free lock proves the shim gone);
-//! 3. checks the tombstones right after locking: recovery may have given the claim up while this
-//!    shim was late, and then the command must not start;
-//! 4. appends `started` to the run's record slot before spawning, so "never started" can be
-//!    proven (a record that cannot be written, on a full disk say, is retried with backoff
-//!    while the lock is kept);
-//! 5. spawns the command in its own process group, with a parent-death signal (SIGKILL), stdin
-//!    `/dev/null`, stdout and stderr a pipe the shim drains into the run's log, kept under
-//!    `max_log_size` (`pump`, [`runrecord::log`]);
-//! 6. writes `running`, tells the daemon `running <pid>` on stdout;
-//! 7. waits — for the command, its output and signals, in one `poll` — passing termination
-//!    requests on to the process group, enforcing the timeout and the kill grace;
-//! 8. ends whatever the command left running, in its process group or out of it: it made
-//!    itself the child subreaper before step 5, so what left the group (`setsid`, a double
-//!    fork) was handed to it ([`crate::sys::subreaper`]). SIGTERM to the group and to each
-//!    such child, up to the kill grace (what remains of it when a termination was under way),
-//!    then SIGKILL to what is left; durably writes `exit` (retried until it is on disk), and
-//!    only then releases the lock;
-//! 9. exits — or, forked by the fork server, closes its report pipe and waits for the server
-//!    to hand it the next run (`idle`), which it supervises from step 2 on, as long as it is
-//!    still the process it was forked as.
+//!    (they are consumed synchronously with `sigtimedwait`, or a `signalfd` in the wait loop; no
+//!    handlers, no threads);
+//! 2. takes the run's lock: an exclusive OFD lock (`F_OFD_SETLKW`) on the bytes of the run's
+//!    record slot in its segment, `runs/records-<first id>` ([`runrecord::slot`]; the segment
+//!    and `runs/` made if missing; opened `O_CLOEXEC`, so the command never inherits it), held
+//!    until the run is over. Like an `flock`, the kernel drops it when the shim dies, so a free
+//!    lock proves the shim gone or done with the run, and no reused pid can be mistaken for it;
+//! 3. looks, from one read of its record slot, for a `tombstone` of its claim token (recovery
+//!    gave the claim up while this shim was late: it exits without starting) and for a
+//!    `started` record of another claim (the command was started once already: it records an
+//!    exit of outcome `already_started` instead of starting it; see [`crate::settle`]);
+//! 4. appends the `started` record (its pid and start time, which identify its session) to its
+//!    record slot, without a sync: every reader sees it at once through the page cache, and a
+//!    restart of the machine, which may lose it, is told apart by [`crate::boot`]. From here on
+//!    the command *may* have started. A record that cannot be written (a full disk, say) is
+//!    retried with backoff while the lock is kept;
+//! 5. makes itself the child subreaper ([`crate::sys::subreaper`]), then spawns the command
+//!    ([`crate::sys::spawn`]: a `vfork`-style clone whose child sets the command up and execs
+//!    it without copying the shim's memory; the program is looked up in the run's own `PATH`,
+//!    and no shell is tried for a file that is not an executable) in its own process group,
+//!    with the parent-death signal SIGKILL, an empty signal mask and default dispositions,
+//!    stdin `/dev/null`, stdout and stderr a pipe the shim drains into the run's log, kept under
+//!    `max_log_size` (`pump`, [`runrecord::log`]; the log file is made at the first output, so
+//!    a command that writes nothing leaves none). A spawn failure is recorded as an `exit`
+//!    record of outcome `spawn_failed`, with the reason in the log too;
+//! 6. writes `running` (the command's pid: with the shim's own pid and start time from
+//!    `started`, it identifies the command's process group should the shim die; not synced)
+//!    and prints `running PID` on the report pipe;
+//! 7. waits — for the command, its output and signals, in one `poll` — passing a termination
+//!    request on to the process group, enforcing `timeout` (SIGTERM to the group, SIGKILL after
+//!    `kill_grace`), and reaping the adopted orphans that end on their own;
+//! 8. ends what the command left running: SIGTERM to the group and to every child it has
+//!    outside the group — what left the group (`setsid`, a double fork) was handed to it as the
+//!    subreaper when its parent died, and so were the group's processes as theirs did — and
+//!    waits for them up to `kill_grace` (a termination already under way keeps its deadline);
+//!    then SIGKILLs whatever is left in the group and every child it still has, until it has
+//!    none (each one killed may hand over its own). It then appends the `exit` record and
+//!    `fdatasync`s it (retried until it is on disk), and only then releases the lock;
+//! 9. exits — or, forked by the fork server, closes its report pipe (the daemon reads the run's
+//!    end from that end-of-file, as from an exit) and offers itself to the server for the next
+//!    run (`idle`), which it takes up from step 2 under that run's name.
 //!
-//! The shim is single-threaded and must stay so: the parent-death signal is tied to the *thread*
-//! that forked the command, so a thread that forked and then ended would kill the command early,
-//! and a signal mask only protects the thread that set it. [`main`] runs before any tokio runtime
-//! exists; nothing here starts a thread.
+//! # Between runs
 //!
-//! The folder owns the shim whole: [`args`] its arguments, `write` the retried writes of its
-//! records, `pump` the copy of the command's output into a bounded log, [`forkserver`] the
-//! process that forks it without an exec. The run's files it writes, and their format, are
-//! [`runrecord`]'s. Its system calls go through
-//! [`crate::sys`]. The points where tests inject crashes into it are registered, with what
+//! Reusing a forked shim saves its fork, its copy-on-write faults and the teardown of its
+//! address space at exit (about 0.3 ms of CPU per run, docs/PERFORMANCE.md, "What a process per
+//! run costs"). Between runs it holds no descriptor but the standard three (stdout
+//! `/dev/null`) and its sockets to the server; it exits when the server lets it go
+//! ([`forkserver::IDLE_FOR`] without a run, or no answer within [`forkserver::ANSWER_WITHIN`]
+//! when handed one) or ends. It exits instead of offering itself when it is no longer the
+//! process it was forked as: a process of the run is still its child (one it could not kill),
+//! or a command changed its limits, priority, scheduling, CPUs, OOM score, core dump filter,
+//! autogroup, timer slack or cgroup through its parent's pid
+//! ([`crate::sys::settings::own_settings`], compared with the values at its fork), which the
+//! next run's command would inherit. How a signal meant for one run never reaches the next is
+//! `idle`'s.
+//!
+//! The shim is single-threaded and has no async runtime, and must stay so: the parent-death
+//! signal is tied to the *thread* that forked the command, so a thread that forked and then
+//! ended would kill the command early, and a signal mask only protects the thread that set it.
+//! [`main`] runs before any tokio runtime exists; nothing here starts a thread.
+//!
+//! # Layout
+//!
+//! The folder owns the shim whole: [`args`] its arguments and their two encodings, `supervise`
+//! the steps 2 to 8 that both entries share, `forked` the entry of a forked shim, `idle` a
+//! forked shim between runs, `process_name` its name in `ps`, `write` the retried writes of its
+//! records, `pump` the copy of the command's output into a bounded log, [`log`] its own log
+//! lines, [`forkserver`] the process that forks it without an exec. The run's files it writes,
+//! and their format, are [`runrecord`]'s. Its system calls go through [`crate::sys`]. The
+//! points where tests inject crashes into it (`failpoint_macros`) are registered, with what
 //! recovery must do after each, in [`crate::failpoints::SHIM`] (feature `failpoints`,
 //! configured by the `FAILPOINTS` environment variable).
 
