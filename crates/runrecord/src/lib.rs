@@ -48,9 +48,24 @@
 //! slots of one segment never conflict. A slot's records are written from its start; the first
 //! zero byte ends them. Every append writes the new line and zeros to the end of the slot in
 //! one positioned write, so that whatever a crash left past the last complete line is gone
-//! after the next append. A line that does not fit in what is left of the slot goes to
-//! `<id>.more`, and so does every later one of the run. Prune empties a slot by punching a hole
-//! in the segment; a slot that holds tombstones keeps them alone.
+//! after the next append. A line that does not fit in what is left of the slot's 4 KiB (a run
+//! claimed dozens of times: a tombstone per claim) goes to `<id>.more`, and so does every later
+//! one of the run.
+//!
+//! Why slots in a shared segment: creating a file is what a start cost most on the disk (a new
+//! inode; on a filesystem without a journal, a walk past every inode freed in the last minutes),
+//! and a file per run needed an `fsync` of `runs/` before its `started` record counted. A run of
+//! a command that writes nothing now creates no file at all (docs/PERFORMANCE.md). Locks on
+//! different slots of a segment never conflict, and a probe (`F_OFD_GETLK`, [`ofd`]) takes no
+//! lock, so recovery's and `fleet check`'s looks keep no shim waiting.
+//!
+//! Prune empties a run's slot (a hole punched in the segment) under its lock, after the run's
+//! other files — but for its tombstones, which stay alone in the slot ([`RunFiles::remove`]): a
+//! shim of a claim recovery gave up may come at any time, even after the run ended and was
+//! pruned, and must still find its tombstone. `fleet check` takes a slot of tombstones alone
+//! for what prune leaves ([`RunFiles::only_tombstones`]). The segment files themselves stay, one
+//! per 1,024 runs, holding no blocks once all their runs are pruned; readers skip their holes
+//! (`SEEK_DATA`), so a pruned segment costs a few system calls to look at.
 //!
 //! # Records
 //!
@@ -82,7 +97,40 @@
 //! a `started` record of the claim without its `exit` means the command may have run and its
 //! end is unknown; no `started` record of the claim means the command never started (unless the
 //! machine may have restarted since the claim). A shim checks for a tombstone of its claim
-//! right after it takes the lock, and starts nothing if it finds one.
+//! right after it takes the lock, and starts nothing if it finds one. (The supervisor's
+//! `settle` module turns these into a run's fate; a bad line where the claim's `exit` may have
+//! been ends the run `lost` with a note saying its records could not be read.)
+//!
+//! # What each fsync buys
+//!
+//! A process crash (shim, daemon, command: SIGKILL, abort, OOM) loses nothing that was written:
+//! the data is in the kernel's page cache, and every reader reads through it. An `fsync` is only
+//! for a crash of the machine (power, kernel panic), which also kills every command, so what it
+//! buys is the right verdict on the runs that crash interrupted. Per run the shim makes one (the
+//! first row); each daemon makes two at its start (the second row: the file and the folder); the
+//! first opener of a segment (once per 1,024 runs) makes those of the third; recovery makes the
+//! others, only when it gives a claim up:
+//!
+//! | fsync | guarantee it buys (machine crash) | without it |
+//! | --- | --- | --- |
+//! | `fdatasync` of the segment after `exit` (it makes the claim's `started` record durable too) | a command that ended before the crash keeps its real status | recorded `lost` (and retried if it has retries) although it succeeded or failed |
+//! | `fsync` of `<state_dir>/boot` (each daemon's epoch and the kernel's boot id, written as `boot.new`, synced, renamed) and of the state directory, by each daemon before its first claim (the supervisor's `boot` module) | a command that may have started is never taken for one that never did: after a restart of the machine, recovery knows which claims were made before it, and a missing `started` record of such a claim ends it `lost` instead of proving it never started | recovery could not tell a claim whose `started` record the crash lost from one that never started: it would requeue the same attempt, and a command that had started would run twice as that attempt |
+//! | `fsync` of a new segment, then of `runs/`, then the header written and `fdatasync`ed ([`RecordSlot::open`]) | the segment's entry in `runs/` survives, so the records in it do | the file itself lost with every record in it: each claim's end recorded `lost`, and a claim with no record at all judged as the second row says; the header, written only after the `fsync` of `runs/`, tells every later opener that it need not sync again (one that finds none syncs itself) |
+//! | `fsync` of `runs/` when a run's first line goes to `<id>.more` | the same, for the overflow file's entry | the same |
+//! | `fdatasync` of the segment after a `tombstone` (recovery) | a claim recovery gave up stays given up once its requeue is committed | a late shim of that claim could find no tombstone and start the command beside the requeued run |
+//!
+//! The `started` record is not synced: until the machine restarts, every reader sees it through
+//! the page cache, so its absence proves the command never started, and a claim made before a
+//! restart is judged without it (the `boot` row above). Waiting for the disk before every spawn
+//! cost about a tenth of a drain of short commands ("The shim's two syncs, measured apart" in
+//! docs/PERFORMANCE.md); what it bought — a claim cut short between its commit and its
+//! command's start by a restart of the machine queued again rather than ended `lost` — the
+//! `boot` record buys with one sync per daemon start, for the price of that rare claim's retry.
+//! The `running` record is not synced either (the command dies with the machine, so its pid is
+//! worthless after one). Tombstones are written by recovery only: a tombstone lost in a machine
+//! crash would let a late shim of the same claim start after the requeued run, and the claim
+//! made before the crash is then gone from the database, so their syncs are cheap insurance on
+//! a rare path. The database's own commits are durable too (SQLite's `synchronous = FULL`).
 //!
 //! # The log
 //!
