@@ -8,6 +8,34 @@
 //! pid's: a daemon that died (even one its parent has not reaped yet, a zombie) holds no lock.
 //! And a file that exists but cannot be read is never taken for a missing one: "permission
 //! denied", naming the path, is a different answer from "nothing there yet".
+//!
+//! # The files
+//!
+//! ```text
+//! <state_dir>/               mode 0700, made by StateDir::ensure; made private again by
+//! │                          tighten (every command's open, and the daemon's prune step)
+//! ├── fleet.db               SQLite, WAL mode, synchronous = FULL (plus its -wal and -shm
+//! │                          files), 0600 from its first byte; absent with `database =`
+//! │                          (PostgreSQL), where everything else below stays the same
+//! ├── daemon.lock            flocked by the running daemon (close-on-exec: no shim or command
+//! │                          inherits it); holds its pid and start time, then its host name
+//! │                          and, on a shared database, its target (no password)
+//! ├── daemon.sock            the daemon's control socket: nudges ("eval", "reload") and the
+//! │                          one request with an answer, "health"; bound after the takeover
+//! ├── boot                   the last 64 daemons' epochs and the kernel's boot id each ran in,
+//! │                          made durable by each daemon before its first claim (written as
+//! │                          boot.new, synced, renamed: crate::boot)
+//! ├── prune.lock             flocked by a prune batch (the daemon's or `fleet prune`'s), so
+//! │                          that two pruners take turns (crate::prune)
+//! └── runs/                  mode 0700: every run's files, in record-slot segments
+//!                            (records-<first id>), <id>.more, <id>.log and
+//!                            <id>.log.compacting: their layout and format are runrecord's
+//! ```
+//!
+//! The daemon keeps the device and inode of the directory, `fleet.db` and `daemon.lock` it
+//! opened ([`StateDir::opened`]) and compares them at every tick ([`StateDir::check_opened`]):
+//! one removed or replaced under it stops the loop ([`StateDirError::Replaced`]). Run ids are
+//! never reused, because a run's files, named by its id alone, outlive its row.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read, Seek, Write};
