@@ -41,9 +41,9 @@ pub struct PrunePolicy {
     /// rules say: a grace for anything still settling around a run that just ended.
     pub ended_before: Millis,
     /// On a database shared by many hosts, the host pruning: of the runs that started, only
-    /// those this host ran (`runs.host`) are let go, since a run's folder lives on the disk of
-    /// the host that ran it and only that host can remove it (folder first, then row) and see
-    /// whether a shim still holds its lock. Runs that never started have no folder anywhere:
+    /// those this host ran (`runs.host`) are let go, since a run's files live on the disk of
+    /// the host that ran it and only that host can remove them (files first, then row) and see
+    /// whether a shim still holds its lock. Runs that never started have no files anywhere:
     /// any host lets them go. `None` (one host, SQLite): every run, whoever ran it.
     pub host: Option<String>,
 }

@@ -115,7 +115,7 @@ impl Store {
 
     /// Forgets the runs `ids` — each run's row and its events — in one short write
     /// transaction; a run that is not ended (any more) is left alone. Returns how many runs
-    /// were forgotten. Callers remove a run's folder first: a row without its folder is the
+    /// were forgotten. Callers remove a run's files first: a row without its files is the
     /// only in-between state a crash can leave, and the next prune finishes it.
     ///
     /// Errors: [`StoreError::Backend`](crate::StoreError::Backend) (busy when another
@@ -294,7 +294,7 @@ impl Store {
     /// Makes sure every run inserted from now on gets an id above `highest`: the highest run
     /// id that has files in this host's state directory. A database restored from an older
     /// backup would otherwise number new runs from where the backup left off, and a new run
-    /// would share its id — its lock file, records and log — with a run of the lost history
+    /// would share its id — its record slot, records and log — with a run of the lost history
     /// whose files are still here. Ids only grow: a value below the database's own next id
     /// changes nothing ([`Reserved::Ahead`], nothing written). A value more than
     /// [`MAX_RESERVE_JUMP`](crate::MAX_RESERVE_JUMP) ahead is not taken ([`Reserved::TooFar`]): no backup lags by a

@@ -59,7 +59,8 @@ pub enum PruneError {
     /// A run's files could not be removed.
     #[error("{path}: {source}")]
     Files {
-        /// The run's lock file (its other files are beside it).
+        /// The run's segment, `runs/records-<first id>`, which holds its lock and records (its
+        /// other files are beside it, in `runs/`).
         path: std::path::PathBuf,
         /// Why.
         #[source]
@@ -85,7 +86,8 @@ pub struct Pruned {
 pub struct Unremovable {
     /// The run.
     pub run_id: RunId,
-    /// Its lock file (its other files are beside it).
+    /// Its segment, `runs/records-<first id>`, which holds its lock and records (its other
+    /// files are beside it, in `runs/`).
     pub path: std::path::PathBuf,
     /// The error, in words.
     pub error: String,
