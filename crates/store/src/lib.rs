@@ -11,10 +11,16 @@
 //! - `hosts`: [`HostRow`], [`HostInfo`], [`Forgotten`], [`Published`], [`LogTail`]: many
 //!   hosts on one database, and when a host counts as alive ([`SILENCE_MS`]).
 //! - `paused`: [`HoldKind`], [`Pause`], [`Pauses`]: what `fleet pause` holds.
-//! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]).
+//! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]), are a
+//!   row's own refusal ([`StoreError::is_refused_row`]) or a database out of reach
+//!   ([`StoreError::is_unreachable`]); decided by the backend that converts its driver's error,
+//!   never by matching strings.
 //! - [`status`]: the one run state machine ([`RunStatus`], [`TRANSITIONS`]).
 //! - `operator`: the bulk cancel's selection and result ([`CancelSelection`], [`BulkCancelled`]).
+//! - `prune`: what pruning asks of the store ([`PrunePolicy`], [`Keep`], [`PruneCandidate`]).
 //! - `summary`: monitoring totals ([`EndedTotal`], [`QueueSummary`]).
+//! - [`test_clock`]: the wall clock shifted by an offset, for the end-to-end tests (feature
+//!   `failpoints` only).
 //! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
 //!   `store_hosts`: the same front for the operations of many hosts.
 //! - `decide`: the backend-neutral decisions (a transition's plan, a schedule step, prune
@@ -22,16 +28,20 @@
 //!   each backend with its own SQL; never names SQL nor a driver.
 //! - `sqlite`: the SQLite backend, one file per concern; the only code that touches `rusqlite`.
 //! - `postgres`: the PostgreSQL backend, the same files; the only code that touches `postgres`.
+//!   How it keeps each guarantee under concurrent writers, and where it differs from SQLite, is
+//!   its module doc.
 //!
-//! The first four are backend-neutral and never name SQL; their public items are re-exported at
-//! the crate root.
+//! Everything above `store` is backend-neutral plain data and never names SQL; the public items
+//! are re-exported at the crate root. Every `Store` method blocks (each backend keeps an r2d2
+//! pool): async callers run it on a blocking thread.
 //!
 //! # Where a second backend plugs in
 //!
 //! [`Store`] holds a private `enum Backend { Sqlite(..), Postgres(..) }` and each of its
 //! methods is one `match` on it; `postgres/` beside `sqlite/` offers the same methods, and
 //! [`Store::open_postgres`] beside [`Store::open`] chooses it. Callers call the same `Store`
-//! methods whichever they opened. An enum rather than a trait object because the set of
+//! methods whichever they opened, and cannot tell the backends apart but by the constructor
+//! (the supervisor calls one or the other in one place, from the config's `database` key). An enum rather than a trait object because the set of
 //! backends is closed and known here: the `match` compiles to a direct call (no vtable, no
 //! allocation, nothing to clone but the pool), and adding a variant or an operation makes the
 //! compiler point at every arm that must learn it. A generic `Store<B>` would
@@ -56,6 +66,19 @@
 //! - A busy database (another connection holds the write lock past the busy timeout) surfaces
 //!   as an error for which [`StoreError::is_busy`] is true: nothing was written, and the caller
 //!   retries later, never in a spin.
+//! - The events table is append-only: nothing updates or deletes an event, and every status
+//!   write appends one in its own transaction.
+//! - A schedule occurrence counts as handled only once its run row exists, inserted under the
+//!   unique key (project, occurrence) in the transaction that moves the cursor.
+//! - A failure hook's run is inserted by the transaction that writes the failed end (never for
+//!   a hook's own run): an end is written once, so each failure queues its hook exactly once,
+//!   crash or not.
+//! - The `queue_heads` table holds, for each project with queued runs and for no other, its
+//!   first queued run, kept by triggers that any writer of `runs` fires in its own transaction:
+//!   reading the queue heads costs one row per project, whatever the backlog.
+//! - Run ids are never reused (`AUTOINCREMENT`, an identity), because a run's files outlive its
+//!   row; [`Store::reserve_run_ids`] numbers new runs above the run files a daemon finds, for a
+//!   database restored from an older backup.
 //!
 //! Times are `i64` milliseconds since the Unix epoch, UTC ([`Millis`]).
 

@@ -5,6 +5,28 @@
 //! it, stops the commands of those runs (their seats are gone: left running they would exceed a
 //! cap), and takes over again under a new epoch. It must never end or requeue a run itself
 //! here: what remains is settled by the ordinary recovery after the take-over.
+//!
+//! The heartbeat is written from the loop, every [`HEARTBEAT_EVERY_MS`] (2 s), so that a stuck
+//! loop looks silent; a host is alive while its heartbeat is younger than
+//! [`store::SILENCE_MS`] (10 s). Silence proves nothing: only an operator's `fleet hosts
+//! forget` takes a silent host's runs. On SQLite there is no heartbeat (a write every 2 s would
+//! wake an idle daemon's EVAL through the change probe): one state directory is one host, its
+//! liveness is its daemon lock, and `hosts forget` is refused.
+//!
+//! The config in force on a shared database is the published one. A daemon publishes its local
+//! file ([`config::published_text`]: its `database` password masked) when nothing is published
+//! yet; on an asked reload (`fleet reload`, SIGHUP) whenever the valid file's digest differs from
+//! the published one; and on an edit the watcher saw only when the file's content changed since
+//! the daemon last read it (a `touch` is no edit), so that a lagging host never republishes its
+//! old file by accident, while any host can replace an unusable published version with `fleet
+//! reload`. At each EVAL, before packing, it applies a newer published version, parsed and
+//! checked as a local file, with this host's own keys (`host`, `state_dir`, `database`,
+//! `http_listen`, `log_format`) kept; its claims carry that version, so a claim made just before
+//! a publish is refused as stale and packed again with the new caps. A published config this
+//! build cannot read is logged once; the last good one stays, and nothing is claimed until a
+//! usable one is published. The heartbeat reports the version applied and the local file's
+//! digest ([`config::published_digest`]), so `fleet hosts` and `fleet status` say when a host's
+//! file differs from the config in force.
 
 use std::time::Instant;
 

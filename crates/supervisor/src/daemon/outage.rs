@@ -10,9 +10,16 @@
 //! outage starts and one when it ends, never one per try, and health reports it
 //! ([`health::Health::set_database_unreachable`]).
 //!
-//! When the database is back, the runs it holds as active under this daemon's epoch that no
-//! slot holds are settled again ([`Daemon::reconcile`]): a claim whose commit was lost with the
-//! connection may have been committed after all, with no shim to run it.
+//! While it is down, the loop skips the epoch read of its state-directory check (the inode
+//! checks go on), pruning, and the change probe, and feeds the systemd watchdog at its ticks
+//! (alive and waiting, not wedged); a probe whose connection failed is dropped, and a new one
+//! opened once the database answers (its first look says "changed").
+//!
+//! When the database is back (the first operation that gets through), the runs it holds as
+//! active under this daemon's epoch that no slot, pending transition or unsettled run accounts
+//! for are settled from their run files as recovery does ([`Daemon::reconcile`], after the next
+//! EVAL that wrote everything pending): a claim whose commit was lost with the connection may
+//! have been committed after all, with no shim to run it (no files: never started, requeued).
 //!
 //! This module decides the pauses, the log lines and the health flag; it must never write to the
 //! database, start or stop a shim, or end the loop (nothing an outage does is a reason to exit).
