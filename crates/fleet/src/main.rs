@@ -7,6 +7,11 @@
 //! Everything the binary prints goes through [`console`]: no `print!`/`println!`/`eprintln!`,
 //! which panic when their reader is gone. The lint below refuses them.
 //!
+//! `main` hands `fleet shim …` to `supervisor::shim::main` before anything else exists (no
+//! runtime, no thread, no argument parser: the shim must stay single-threaded), and everything
+//! else to [`cli`]; it prints a failure as `fleet: MESSAGE`. The fork server's own program is
+//! the second binary, `bin/fleet-forksrv.rs`.
+//!
 //! # Layout
 //!
 //! - [`cli`]: the command line's clap definitions and the dispatch, nothing else.

@@ -15,6 +15,14 @@
 //! A run's log is reached by run id only (an integer in the path); no part of a request ever
 //! becomes a file path.
 //!
+//! The listener never holds up the loop. Its database reads run on blocking threads, one at a
+//! time (the store's pool is shared with the loop). A relay of another host's log runs on a
+//! blocking thread of its own, outside that one read, at most four at once, each bounded for
+//! the whole exchange ([`remote::TIMEOUT`]): however slowly a host (or whatever took its
+//! address) answers, and however many viewers ask, the blocking threads the loop's database
+//! calls need are never all taken. The accept loop holds a bounded number of connections, so
+//! HTTP clients can never take the descriptors the loop spawns with.
+//!
 //! # Layout
 //!
 //! - this file: binding ([`bind`], [`Bound`]), serving ([`serve`]), the routes, and `/healthz`

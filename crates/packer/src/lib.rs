@@ -1,7 +1,8 @@
 //! fleet's packers: the decision "which queued runs start now?".
 //!
 //! A packer is a pure function `(caps, running set, queue) -> runs to start`. This crate does no I/O:
-//! no database, no processes, no clock, no async runtime. That is deliberate. The supervisor's EVAL
+//! no database, no processes, no clock, no async runtime, and it has no dependencies at all. That
+//! is deliberate. The supervisor's EVAL
 //! gathers its inputs (caps from `fleet.toml`, the running set, the queue), calls a packer, and then
 //! applies the decision (claim, spawn). Keeping the decision apart from its effects lets every rule
 //! below be checked by property tests over random inputs, and lets a future deterministic simulation

@@ -12,7 +12,8 @@
 //!   recovery alike).
 //! - [`boot`]: which claims a restart of the machine may have cut short (the boot each
 //!   daemon ran in, recorded in the state directory).
-//! - `retry` (crate-private): whether a run that ended gets another attempt, and when.
+//! - [`retry`]: whether a run that ended gets another attempt, and when (exponential backoff
+//!   from `retry_backoff`, capped at one hour).
 //! - [`schedule`]: the EVAL step that fires due occurrences (the timetable is
 //!   [`config::schedule`]'s).
 //! - [`shim`]: the per-run monitor process, the writer of its run files (their format is

@@ -6,7 +6,8 @@
 //! (table, string, integer in a range, duration, cap). Each key is then validated by its own
 //! small function: the top-level keys in `root`, `[namespaces.<name>]` in `namespace`,
 //! `[projects.<name>]` in `project`, the host keys (`host`, `[hosts.<name>]`, a project's
-//! `hosts`) in `hosts`. A check never stops at the first problem it finds (only a
+//! `hosts`) in `hosts`, and the retention keys (`keep_runs`, `keep_for`, `max_log_size`) in
+//! `retention`. A check never stops at the first problem it finds (only a
 //! TOML syntax error stops parsing), and never reads the file system beyond resolving the
 //! config's folder.
 

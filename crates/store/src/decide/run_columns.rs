@@ -5,6 +5,12 @@
 //! A backend still reads each column through its own driver (`rusqlite::Row` and
 //! `postgres::Row` share no trait); what a column *means* is decided here once. Nothing here
 //! may silently default a value this version cannot read: that is [`StoreError::Corrupt`].
+//!
+//! Reads of many rows that must go on past such a row (`Store::active_rows`,
+//! `Store::list_rows`) return a `RunRows`: the runs read, and apart the `UnreadableRun`s, which
+//! keep what counts a seat; `Store::active_runs` and `Store::list_runs` make the first of those
+//! an error (`StoreError::UnreadableRow`). A write to such a row is a refused row
+//! (`StoreError::is_refused_row`): the row's own problem, never the whole EVAL's.
 
 use crate::{RunId, RunStatus, StoreError, Trigger};
 

@@ -9,7 +9,22 @@
 //! be read (permission denied, a line that is not a record) is a finding naming the file and
 //! line ([`ViolationKind::UnreadableFile`]), and the check goes on with the other files; the
 //! database or `runs/` itself unreadable fails the whole check ([`AuditError`]). Only a file
-//! that does not exist is an answer.
+//! that does not exist is an answer. A run's row holding a value fleet cannot read is an
+//! `unreadable_row` finding, and the check goes on with the other runs (that run's files are
+//! not looked at).
+//!
+//! Its checks ([`ViolationKind`]: double start, over cap, two active runs of a project past its
+//! `max_parallel`, two ends, a run active without a shim and the reverse, run files no row
+//! explains, a terminal run whose exit record says another end than the database, cap seats out
+//! of step with their runs on a shared database) are several of fleet's invariants written as
+//! code: a good place to see what each one means. A double start is judged from both sides: the
+//! events (a claim after a claim with no requeue between) and the shims' `started` records (two
+//! claims named as starters, or a tombstoned claim that started). Where the run's files are here
+//! and name as the one starter the first of those claims, they overrule the events: a run
+//! another program queued again while it ran is claimed twice, but its second shim refuses, and
+//! it started once. On a shared database it reads every host's events and rows, and the run
+//! files of this host's runs only; the claiming host's own cap is not replayed (claim events do
+//! not record it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

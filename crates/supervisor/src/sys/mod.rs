@@ -8,10 +8,27 @@
 //! command line, and `waitid` where the pid of the waitable child is needed (rustix's status
 //! does not carry it). Each of those `unsafe` blocks says why it is sound.
 //!
-//! Two functions are `unsafe fn` on purpose: [`files::close_from`] and
-//! [`files::keep_only_stdio_and`] close descriptors by number, which is sound only where nothing
-//! in the process owns them (the start of a shim, the start of the fork server); no check can
-//! prove that, so their callers state it in a `SAFETY` comment.
+//! Why raw calls at all: fleet needs what std does not offer — `flock` (and, in the run
+//! records' own crate, byte-range OFD locks: `runrecord::ofd`), `fork`, a `vfork`-style `clone`
+//! for the command's start (std's `Command` falls back to a full fork as soon as the child must
+//! run code of ours, and the parent-death signal needs that), `prctl` (the parent-death signal,
+//! process names, the child subreaper), signal masks and dispositions, `sigtimedwait` and
+//! `signalfd`, passing descriptors over a socket, and `execv` (the fork server's program).
+//!
+//! Five functions are `unsafe fn` on purpose, because their soundness depends on the state of
+//! the whole process, which no check can prove: [`files::close_from`] and
+//! [`files::keep_only_stdio_and`] close descriptors by number, and
+//! [`files::take_inherited_socket`] takes one by number, which is sound only where nothing in
+//! the process owns them (the start of a shim, the start of the fork server and of its
+//! program); [`process::fork_single_threaded`] and
+//! [`process::set_process_name_single_threaded`] require a process with one thread. Their
+//! callers say why in a `// SAFETY:` comment. Every `unsafe` block carries one too, saying why
+//! the call is sound (for code that runs between `fork` and `exec`: that it makes only
+//! async-signal-safe calls; for the clone's child, which shares the shim's memory, also that it
+//! allocates nothing and writes only its own stack and the one error field of its plan). The
+//! workspace lints `clippy::undocumented_unsafe_blocks` and `unsafe_op_in_unsafe_fn` make a
+//! missing comment, or an unsafe call slipped into the body of an `unsafe fn` without its own
+//! block, fail the build's clippy step.
 //!
 //! What this layer must never do: decide anything. It knows nothing of runs, claims or shims;
 //! it imports nothing else from the crate, so every other module may use it without a cycle.

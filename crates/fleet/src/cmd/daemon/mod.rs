@@ -1,5 +1,11 @@
 //! `fleet daemon`: starts the fork server, the log ([`logging`]) and the runtime, then runs the
 //! supervisor (`supervisor::daemon::run`) until SIGTERM or SIGINT.
+//!
+//! Order matters: the fork server (its program, `fleet-forksrv`, found beside the running
+//! `fleet`) is forked first, while the process still has one thread and before the config is
+//! read, the daemon lock taken or the runtime started; only then come the config, the log and
+//! the tokio runtime. `FLEET_FORK_SERVER=0` execs every shim instead (slower; for comparison and
+//! diagnosis).
 
 mod logging;
 
