@@ -4,7 +4,7 @@
 //! shim died with the old daemon and runs the queued one.
 //! Run with `cargo nextest run --all-features --test upgrade`.
 
-#[path = "../common/mod.rs"]
+#[path = "../e2e/common/mod.rs"]
 mod common;
 
 use std::path::Path;

@@ -1,0 +1,68 @@
+//! End-to-end tests of the `database` key: the daemon and every command on one PostgreSQL
+//! database, with the run folders, the daemon lock and the control socket in the local state
+//! directory. Each test gets a new database on a throwaway cluster (crates/pgtest) and skips
+//! loudly (`SKIPPED: PostgreSQL not found`) where PostgreSQL is not installed, unless
+//! `FLEET_REQUIRE_POSTGRES=1`.
+//!
+//! - `drain`: many runs over two capped namespaces, with a SIGKILL of the daemon in the middle;
+//!   a run in flight across a restart is adopted and keeps its real exit code;
+//! - `commands`: `runs --json`, `status`, `check`, `logs` against PostgreSQL; a bad URL refused at
+//!   load without its password; an unreachable database at daemon start is waited for;
+//! - `fencing`: a second daemon of the same host on the same database fences the first, which
+//!   stops and says why;
+//! - `hosts`: two hosts (a, b) share the work without fencing each other and read each other's
+//!   logs; a host forgotten while SIGSTOPped stops its stale command and rejoins;
+//! - `outage`: the database restarted or stopped under a running daemon (a cluster of the test's
+//!   own): no exit lost, nothing claimed while it is down, one log line each way.
+//!
+//! Run with `cargo test --all-features --test e2e postgres::`.
+
+mod commands;
+mod drain;
+mod fencing;
+mod hosts;
+mod outage;
+
+use std::path::Path;
+
+use crate::common::*;
+
+/// A new database as a `postgresql://` URL (pgtest hands out `key=value` strings), or `None`
+/// after pgtest's loud skip line.
+pub fn database_url() -> Option<String> {
+    Some(url_of(&pgtest::database()?))
+}
+
+/// `db` as a `postgresql://` URL.
+pub fn url_of(db: &pgtest::Database) -> String {
+    let field = |k: &str| {
+        db.url
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in {}", db.url))
+            .to_string()
+    };
+    format!(
+        "postgresql://{}@/{}?host={}&port={}",
+        field("user"),
+        field("dbname"),
+        field("host"),
+        field("port")
+    )
+}
+
+/// A fleet whose fleet.toml starts with `database = <url>`, followed by `body(folder)`.
+pub fn pg_fleet(url: &str, body: impl FnOnce(&Path) -> String) -> Fleet {
+    Fleet::with(|dir| format!("database = {}\n{}", toml_str(url), body(dir)))
+}
+
+/// Asserts the state directory holds no SQLite database: the store went to PostgreSQL.
+pub fn assert_no_sqlite(f: &Fleet) {
+    let db = f.state_dir().join("fleet.db");
+    assert!(
+        !db.exists(),
+        "{} exists: something used SQLite instead of PostgreSQL\n{}",
+        db.display(),
+        f.diagnostics()
+    );
+}
