@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::common::restart::assert_stays_queued;
 use crate::common::*;
 
 /// What commands report about the world they start in, one project each: their environment
@@ -633,15 +634,19 @@ fn idle_shims_end_after_a_while_and_with_their_daemon() {
 /// that must not hold the seat. Later runs under the cap start at once, on that same shim.
 #[test]
 fn a_run_ended_by_another_writer_frees_its_seat_when_its_shim_is_done_with_it() {
-    let f = Fleet::new(
-        r#"
-max_concurrency = 1
-[projects.long]
-command = ["sh", "-c", "echo $PPID; sleep 1"]
-[projects.next]
-command = ["sh", "-c", "echo $PPID"]
-"#,
-    );
+    // The first run's command lasts until the test creates `go`, so that the next run is queued
+    // while it runs however slow the machine is.
+    let f = Fleet::with(|dir| {
+        format!(
+            "max_concurrency = 1\n\
+             [projects.long]\ncommand = {}\n\
+             [projects.next]\ncommand = [\"sh\", \"-c\", \"echo $PPID\"]\n",
+            sh(&format!(
+                "echo $PPID; while [ ! -e {} ]; do sleep 0.05; done",
+                shell_quote(&dir.join("go"))
+            )),
+        )
+    });
     let _d = f.start_daemon();
     let a = f.enqueue("long");
     f.wait_run(a, "running", |r| r["status"] == "running");
@@ -649,23 +654,54 @@ command = ["sh", "-c", "echo $PPID"]
     db.busy_timeout(Duration::from_secs(30)).unwrap();
     db.execute("UPDATE runs SET status = 'failed' WHERE id = ?1", [a])
         .unwrap();
+    // `running` says that the command was started, not that it has printed its first line.
+    f.wait_until(
+        DEADLINE,
+        "the first run's command to print its shim's pid",
+        || f.logs(a).contains('\n'),
+    );
     let shim = shim_in_log(&f, a);
     // Queued while the first run's command still runs: it waits for that command's seat.
     let b = f.enqueue("next");
+    assert_stays_queued(
+        &f,
+        b,
+        "the first run's command still runs and holds its seat",
+    );
+    std::fs::write(f.file("go"), "").unwrap();
     let r = f.wait_terminal(b);
     assert_eq!(r["status"], "succeeded", "{r}");
-    // Queued after: nothing holds the seat any more.
+    // The first run's shim offers itself for another run just after it has told the daemon it
+    // is done (its report pipe closed), so the daemon may ask the fork server for a shim before
+    // that offer is in: then a new shim takes the run while the first one waits. Either way the
+    // run did not wait for the first run's shim to exit (it would wait ten seconds, the time an
+    // idle shim is kept).
+    let b_shim = shim_in_log(&f, b);
+    assert!(
+        b_shim == shim || !process_gone(shim),
+        "run {b} waited until the first run's shim had exited\n{}",
+        f.diagnostics()
+    );
+    // Queued after: nothing holds the seat any more, and the run goes to a shim waiting for
+    // one: the first run's (the other, when there is one, was forked for b).
+    let waiting = if b_shim == shim {
+        vec![shim]
+    } else {
+        vec![shim, b_shim]
+    };
+    f.wait_until(DEADLINE, "the shims to wait for another run", || {
+        waiting.iter().all(|&p| comm_of(p) == "shim-idle")
+    });
     let c = f.enqueue("next");
     let r = f.wait_terminal(c);
     assert_eq!(r["status"], "succeeded", "{r}");
-    for id in [b, c] {
-        assert_eq!(
-            shim_in_log(&f, id),
-            shim,
-            "run {id} waited until the first run's shim had exited\n{}",
-            f.diagnostics()
-        );
-    }
+    let c_shim = shim_in_log(&f, c);
+    assert!(
+        waiting.contains(&c_shim),
+        "run {c} waited until the first run's shim had exited (it ran on {c_shim}, not on a \
+         waiting shim: {waiting:?})\n{}",
+        f.diagnostics()
+    );
 }
 
 /// A command that changes its shim's own settings through `$PPID` — its open-file limit, as
