@@ -3,8 +3,7 @@
 
 use store::*;
 
-mod common;
-use common::{open, req, Db};
+use crate::common::{open, req, Db};
 
 const YEAR: Millis = 365 * 86_400_000;
 

@@ -10,8 +10,8 @@
 
 use store::*;
 
-mod common;
-use common::{open, Db};
+use crate::common;
+use crate::common::{open, Db};
 
 /// Runs one of the pairs below: (SQLite's SQL, PostgreSQL's SQL).
 fn exec(db: &Db, sql: (&str, &str)) {

@@ -4,8 +4,7 @@ use std::time::{Duration, Instant};
 
 use store::*;
 
-mod common;
-use common::{claim_req as req, new_run, take_over, Db};
+use crate::common::{claim_req as req, new_run, take_over, Db};
 
 /// Can a second dequeue hand back the same run? It must not: a run handed out twice is started
 /// twice, past every cap.

@@ -6,8 +6,8 @@
 
 use store::*;
 
-mod common;
-use common::Db;
+use crate::common;
+use crate::common::Db;
 
 /// A store on `db`, taken over, with one run of project `p` claimed (`starting`).
 fn one_claimed_run(db: &Db) -> (Store, i64, Run) {

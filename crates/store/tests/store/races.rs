@@ -6,8 +6,8 @@ use std::sync::Barrier;
 
 use store::*;
 
-mod common;
-use common::Db;
+use crate::common;
+use crate::common::Db;
 
 /// How many stores race.
 const RACERS: usize = 6;

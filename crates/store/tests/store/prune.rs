@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use store::*;
 
-mod common;
-
-use common::Db;
+use crate::common;
+use crate::common::Db;
 
 both_backends!(
     keep_newest_keeps_that_many_and_never_touches_queued_runs,

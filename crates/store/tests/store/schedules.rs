@@ -3,8 +3,7 @@
 
 use store::*;
 
-mod common;
-use common::{open, req, Db};
+use crate::common::{open, req, Db};
 
 fn schedule_runs(s: &Store) -> Vec<Run> {
     s.list_runs(&RunFilter::default())

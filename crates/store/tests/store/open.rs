@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use store::*;
 
-mod common;
-use common::Db;
+use crate::common::Db;
 
 /// Eight stores open one new database at the same moment: each brings the schema up to date or
 /// finds it so, none fails, and they all see one database. Goes red on PostgreSQL without the

@@ -5,8 +5,8 @@
 
 use store::*;
 
-mod common;
-use common::Db;
+use crate::common;
+use crate::common::Db;
 
 /// Three runs claimed, then two of their rows broken: `args` that are not JSON, an `attempt`
 /// out of range. Returns (store, epoch, [args-broken, readable, attempt-broken]).

@@ -4,8 +4,7 @@
 
 use store::*;
 
-mod common;
-use common::{claim_req as req, new_run, take_over, Db};
+use crate::common::{claim_req as req, new_run, take_over, Db};
 
 /// Several stores on one database (several processes, or hosts, each with its own pool) race to
 /// claim the same runs: exactly one wins each run.

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use store::*;
 
-mod common;
-use common::{claim_req, new_run, take_over, Db};
+use crate::common;
+use crate::common::{claim_req, new_run, take_over, Db};
 
 /// One row: project, run id, namespace, priority, not_before.
 type Head = (String, i64, String, i64, i64);

@@ -6,8 +6,8 @@
 
 use store::*;
 
-mod common;
-use common::Db;
+use crate::common;
+use crate::common::Db;
 
 fn a_claim_that_fails_otherwise_than_on_the_unique_index_is_an_error(db: &Db) {
     let s = db.store();

@@ -3,8 +3,7 @@
 
 use store::*;
 
-mod common;
-use common::{open, Db};
+use crate::common::{open, Db};
 
 fn enqueue(s: &Store, project: &str, ns: &str) -> RunId {
     s.enqueue(

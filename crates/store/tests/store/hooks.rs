@@ -1,9 +1,8 @@
 //! Failure hooks at the store: the hook's run is queued by the transaction that writes a failed
 //! end with no retry, exactly once, and never for a hook's own failure, a success or a cancel.
 
-mod common;
-
-use common::Db;
+use crate::common;
+use crate::common::Db;
 use store::*;
 
 /// Hooks: project `p` reports to `alert` (namespace `ops`).

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use store::*;
 
-mod common;
-use common::Db;
+use crate::common;
+use crate::common::Db;
 
 fn new_run(project: &str, ns: &str) -> NewRun {
     NewRun {

@@ -4,8 +4,8 @@
 
 use store::{Reserved, MAX_RESERVE_JUMP};
 
-mod common;
-use common::Db;
+use crate::common;
+use crate::common::Db;
 
 fn new_runs_are_numbered_above_the_reserved_id(db: &Db) {
     let s = db.store();

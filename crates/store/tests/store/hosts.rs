@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use store::*;
 
-mod common;
-use common::{claim_req, new_run, succeeded, Db};
+use crate::common;
+use crate::common::{claim_req, new_run, succeeded, Db};
 
 fn take(s: &Store, host: &str) -> i64 {
     s.take_over(host, 1, "fleet.toml", "{}", now_ms()).unwrap()

@@ -4,8 +4,8 @@
 
 use store::*;
 
-mod common;
-use common::{open, Db};
+use crate::common;
+use crate::common::{open, Db};
 
 fn new_run(project: &str, ns: &str, at: Millis) -> (NewRun, Millis) {
     (
