@@ -5,8 +5,9 @@
 //! test` elsewhere replaces it while a long test runs (for a moment it is missing, and the new
 //! one may lack the `failpoints` feature). A test that starts hundreds of `fleet` processes over
 //! a minute copies the binary once and makes the copy the binary of its whole test process
-//! ([`choose_bin`], read each time a `fleet` process is started). This module never deletes a
-//! copy a live test process may still run.
+//! ([`choose_bin`], read each time a `fleet` process is started); the test processes of one
+//! build share one copy ([`private_copy`]). This module never deletes a copy a live test process
+//! may still run.
 //!
 //! The choice is kept in this process, not in its environment: every end-to-end test is in one
 //! test binary, whose tests `cargo test` runs as threads of one process, and setting an
@@ -69,31 +70,120 @@ pub fn fleet_bin() -> PathBuf {
     bin
 }
 
-/// Copies `source`, and the fork server's program beside it when there is one, into
-/// `<dir>/<this pid>/` (so that the copy finds its fork server program beside it as an
-/// installed `fleet` does), removing the copies of test processes that are gone, and returns
-/// the copy of `source`. Retries for up to 10 s while a file is missing (being relinked); `Err`
-/// says why the copy could not be made.
+/// A private copy of `source`, and of the fork server's program beside it when there is one,
+/// in `<dir>/<this pid>/` (so that the copy finds its fork server program beside it as an
+/// installed `fleet` does), and returns the copy of `source`.
+///
+/// The files there are hard links to one copy per build of `source` (`<dir>/build-<key>/`, the
+/// key taken from the files' size, modification time and inode), which every test process of
+/// that build shares: a copy is some 250 MB with debug information, and each test that wants
+/// one used to write its own. The shared copy is made in a folder of this process's and renamed
+/// into place whole, so one that exists is complete; nothing ever writes to it again.
+///
+/// Removes what no live test process uses: the folders of test processes that are gone, and
+/// the copies of earlier builds that no such folder links to. Retries for up to 10 s while a
+/// file is missing (being relinked); `Err` says why the copy could not be made.
 pub fn private_copy(source: &Path, dir: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let pid: Option<i32> = e.file_name().to_str().and_then(|n| n.parse().ok());
-            // An unlinked executable keeps running, so removing a dead process's copy is safe.
-            if pid.is_some_and(|p| p != std::process::id() as i32 && process_gone(p)) {
-                let _ = std::fs::remove_dir_all(e.path());
+    let program = source.with_file_name(FORK_SERVER_PROGRAM);
+    let own = dir.join(std::process::id().to_string());
+    let mut last = String::new();
+    // A shared copy that another process removed (an earlier build's, as the build changed in
+    // between) is made again.
+    for _ in 0..3 {
+        let key = build_key(&[source, &program])?;
+        sweep(dir, &key);
+        let build = shared_copy(source, &program, dir, &key)?;
+        let _ = std::fs::remove_dir_all(&own);
+        std::fs::create_dir_all(&own).map_err(|e| format!("{}: {e}", own.display()))?;
+        let mut names = vec!["fleet"];
+        if build.join(FORK_SERVER_PROGRAM).exists() {
+            names.push(FORK_SERVER_PROGRAM);
+        }
+        match names
+            .iter()
+            .try_for_each(|n| std::fs::hard_link(build.join(n), own.join(n)))
+        {
+            Ok(()) => return Ok(own.join("fleet")),
+            Err(e) => {
+                last = format!(
+                    "linking the copy in {} to {}: {e}",
+                    build.display(),
+                    own.display()
+                )
             }
         }
     }
-    let own = dir.join(std::process::id().to_string());
-    std::fs::create_dir_all(&own).map_err(|e| format!("{}: {e}", own.display()))?;
-    let program = source.with_file_name(FORK_SERVER_PROGRAM);
-    if program.exists() {
-        copy_file(&program, &own.join(FORK_SERVER_PROGRAM))?;
+    Err(last)
+}
+
+/// What tells one build of `files` from another: size, modification time and inode of each (a
+/// file that is missing counts as such).
+fn build_key(files: &[&Path]) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut key = String::new();
+    for f in files {
+        match std::fs::metadata(f) {
+            Ok(m) => key += &format!("{}-{}.{}-{}-", m.len(), m.mtime(), m.mtime_nsec(), m.ino()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => key += "none-",
+            Err(e) => return Err(format!("{}: {e}", f.display())),
+        }
     }
-    let copy = own.join("fleet");
-    copy_file(source, &copy)?;
-    Ok(copy)
+    key.pop();
+    Ok(key)
+}
+
+/// The shared copy of this build (`key`) of `source` and `program`: `<dir>/build-<key>/`, made
+/// now if there is none yet.
+fn shared_copy(source: &Path, program: &Path, dir: &Path, key: &str) -> Result<PathBuf, String> {
+    let build = dir.join(format!("build-{key}"));
+    if build.join("fleet").is_file() {
+        return Ok(build);
+    }
+    let tmp = dir.join(format!("tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    if program.exists() {
+        copy_file(program, &tmp.join(FORK_SERVER_PROGRAM))?;
+    }
+    copy_file(source, &tmp.join("fleet"))?;
+    if let Err(e) = std::fs::rename(&tmp, &build) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        // Another test process made it meanwhile: theirs is as good.
+        if !build.join("fleet").is_file() {
+            return Err(format!("{} to {}: {e}", tmp.display(), build.display()));
+        }
+    }
+    Ok(build)
+}
+
+/// Removes, in `dir`, the folders of test processes that are gone (`<pid>/`, `tmp-<pid>/`) and
+/// the shared copies of builds other than `key` that no test process's folder links to. An
+/// unlinked executable keeps running, so removing a file a process runs is safe; a process
+/// whose shared copy goes before it linked it makes another.
+fn sweep(dir: &Path, key: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = std::process::id() as i32;
+    let mut builds = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid: Option<i32> = name.strip_prefix("tmp-").unwrap_or(&name).parse().ok();
+        if pid.is_some_and(|p| p != me && process_gone(p)) {
+            let _ = std::fs::remove_dir_all(e.path());
+        } else if name.starts_with("build-") && name != format!("build-{key}") {
+            builds.push(e.path());
+        }
+    }
+    for b in builds {
+        // Linked from a live process's folder: in use.
+        if std::fs::metadata(b.join("fleet")).is_ok_and(|m| m.nlink() > 1) {
+            continue;
+        }
+        let _ = std::fs::remove_dir_all(b);
+    }
 }
 
 /// The fork server's own program, installed beside `fleet`.
