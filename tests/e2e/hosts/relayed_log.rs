@@ -113,9 +113,20 @@ fn another_hosts_run_log_is_relayed_or_read_from_the_database() {
         page.text()
     );
 
-    // Ended on b: its whole log is the tail the database kept, read without asking b.
+    // Ended on b: its whole log is the tail the database kept, read without asking b. (b
+    // keeps the tail just after it records the end, not with it.)
     let q = h.fleet("a").enqueue("q");
     h.fleet("a").wait_terminal(q);
+    let mut sql = h.sql();
+    h.wait_until(
+        DEADLINE,
+        &format!("the database to keep run {q}'s tail"),
+        || {
+            sql.query_opt("SELECT 1 FROM run_log_tails WHERE run_id = $1", &[&q])
+                .unwrap()
+                .is_some()
+        },
+    );
     let answer = get(&a, &format!("/api/runs/{q}/log"));
     assert_eq!(
         (answer.status, answer.text(), answer.header("x-log-source")),

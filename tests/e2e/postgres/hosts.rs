@@ -71,9 +71,20 @@ fn two_hosts_share_the_work_and_read_each_others_logs() {
         (Some("alive"), Some("alive"))
     );
     assert_ne!(ha["epoch"], hb["epoch"]);
-    // The log of a run b ran, read on a (whose state directory never saw it).
+    // The log of a run b ran, read on a (whose state directory never saw it): from the tail b
+    // keeps in the database just after it records the run's end, not with it.
     let (on_b, _) = ran_on.iter().find(|(_, h)| *h == "b").unwrap();
-    let log = a.cmd_ok(&["logs", &on_b.to_string()]);
+    let mut log = String::new();
+    a.wait_until(
+        DEADLINE,
+        &format!("run {on_b}'s log to be read on a"),
+        || {
+            let out = a.cmd(&["logs", &on_b.to_string()]);
+            let read = out.code() == Some(0);
+            log = out.stdout;
+            read
+        },
+    );
     assert!(log.contains(&format!("hello from {on_b}")), "{log}");
     // Fleet-wide from either host: events and seats of both, run folders of its own.
     assert_check_ok(&a);
