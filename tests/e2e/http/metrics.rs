@@ -122,15 +122,25 @@ fn at_most(low: &Totals, high: &Totals) -> bool {
 #[test]
 fn metrics_during_a_drain_agree_with_runs_json() {
     const RUNS: usize = 40;
-    let f = Fleet::new(&format!(
-        "http_listen = \"127.0.0.1:0\"\nmax_concurrency = 3\ntick = \"200ms\"\n\
-         [namespaces.ops]\nmax_concurrency = 2\n\
-         [projects.ok]\ncommand = {ok}\nnamespace = \"ops\"\n\
-         [projects.bad]\ncommand = {bad}\nnamespace = \"ops\"\n\
-         [projects.free]\ncommand = {ok}\n",
-        ok = sh("sleep 0.05"),
-        bad = sh("sleep 0.05; exit 3"),
-    ));
+    // The last run waits for `go`, which the test creates once a scrape has seen the drain under
+    // way: on a loaded machine the 40 enqueues can take longer than the runs.
+    let go = |dir: &std::path::Path| {
+        format!(
+            "if [ \"$FLEET_RUN_ID\" -ge {RUNS} ]; then while [ ! -e {} ]; do sleep 0.05; done; fi",
+            shell_quote(&dir.join("go"))
+        )
+    };
+    let f = Fleet::with(|dir| {
+        format!(
+            "http_listen = \"127.0.0.1:0\"\nmax_concurrency = 3\ntick = \"200ms\"\n\
+             [namespaces.ops]\nmax_concurrency = 2\n\
+             [projects.ok]\ncommand = {ok}\nnamespace = \"ops\"\n\
+             [projects.bad]\ncommand = {bad}\nnamespace = \"ops\"\n\
+             [projects.free]\ncommand = {ok}\n",
+            ok = sh(&format!("sleep 0.05; {}", go(dir))),
+            bad = sh(&format!("sleep 0.05; {}; exit 3", go(dir))),
+        )
+    });
     let d = f.start_daemon();
     let addr = http_address(&d);
     let before = scrape(&addr);
@@ -143,7 +153,12 @@ fn metrics_during_a_drain_agree_with_runs_json() {
     }
     let mut mid_drain = 0;
     let mut finished = false;
+    let began = std::time::Instant::now();
     while !finished {
+        assert!(
+            began.elapsed() < DEADLINE,
+            "the drain did not end within {DEADLINE:?}"
+        );
         let first = scrape(&addr);
         let runs = f.runs();
         let second = scrape(&addr);
@@ -172,6 +187,7 @@ fn metrics_during_a_drain_agree_with_runs_json() {
         finished = runs.len() == RUNS && runs.iter().all(is_terminal);
         if !finished && !s2.is_empty() {
             mid_drain += 1;
+            std::fs::write(f.file("go"), "").unwrap();
         }
         assert!(f.runs().len() <= RUNS);
     }

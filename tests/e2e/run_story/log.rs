@@ -30,6 +30,18 @@ fn line(log: &str, id: i64, what: &str) -> String {
     found.into_iter().next().unwrap()
 }
 
+/// Waits until the daemon's log (`d`'s) has a `what` line about run `id`, and returns the log.
+/// The daemon logs a run's transition just after it is written, so `fleet runs` can show the
+/// run ended a moment before the line is there.
+fn wait_logged(f: &Fleet, d: &Daemon<'_>, id: i64, what: &str) -> String {
+    f.wait_until(
+        DEADLINE,
+        &format!("the daemon to log {what:?} for run {id}"),
+        || lines_of(&d.stderr(), id).iter().any(|l| l.contains(what)),
+    );
+    d.stderr()
+}
+
 /// Whether `line` has the field `key=value` (a whole word).
 fn has(line: &str, key: &str, value: &str) -> bool {
     let field = format!("{key}={value}");
@@ -88,8 +100,8 @@ fn the_daemon_logs_claims_starts_and_ends_with_plain_fields() {
         .collect();
     for (id, _) in &ids {
         f.wait_terminal(*id);
+        wait_logged(&f, &d, *id, "run ended");
     }
-    // A run's end is logged once it is written, before `fleet runs` can show it.
     let log = d.stderr();
     for (id, project) in &ids {
         for what in ["run claimed", "run ended"] {
@@ -147,7 +159,7 @@ fn a_run_whose_shim_cannot_start_is_logged_with_its_run_and_project() {
     let id = f.enqueue("huge");
     let r = f.wait_terminal(id);
     assert_eq!(status_of(&r), "failed", "{r}");
-    let log = d.stderr();
+    let log = wait_logged(&f, &d, id, "run ended");
     let ended = line(&log, id, "run ended");
     assert!(
         has(&ended, "project", "huge") && has(&ended, "status", "failed"),
@@ -183,7 +195,7 @@ fn recovery_and_check_print_plain_values() {
 
     let d2 = f.start_daemon();
     f.wait_status(id, "succeeded");
-    let log = d2.stderr();
+    let log = wait_logged(&f, &d2, id, "run ended");
     let recovered = line(&log, id, "recovered");
     assert!(has(&recovered, "project", "held"), "{recovered}");
     assert!(has(&recovered, "fate", "ended"), "{recovered}");
