@@ -78,8 +78,11 @@ fn rerun_with_arguments_of_a_project_that_no_longer_accepts_them_is_exit_2() {
 /// `rerun_of`, which marks the run `fleet rerun` made; they keep its arguments.
 #[test]
 fn retries_of_a_rerun_are_not_reruns() {
+    // No backoff: each retry would wait the default 10 s otherwise, for nothing this test looks
+    // at.
     let f = Fleet::new(
-        "[projects.p]\naccept_args = true\nretries = 1\ncommand = [\"sh\", \"-c\", \"exit 3\", \"sh\"]\n",
+        "[projects.p]\naccept_args = true\nretries = 1\nretry_backoff = \"0s\"\n\
+         command = [\"sh\", \"-c\", \"exit 3\", \"sh\"]\n",
     );
     let _d = f.start_daemon();
     let out = f.cmd(&["enqueue", "--wait", "p", "--", "x"]);

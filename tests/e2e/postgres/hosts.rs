@@ -97,8 +97,10 @@ fn a_forgotten_host_stops_its_stale_command_and_rejoins() {
     let shared = tempfile::tempdir().unwrap();
     let pids = shared.path().join("pids");
     let go = shared.path().join("go");
+    // No backoff: the retry would wait the default 10 s otherwise, for nothing this test looks
+    // at (b, stopped, cannot take it meanwhile).
     let projects = format!(
-        "[projects.long]\nretries = 1\ncommand = {}\n",
+        "[projects.long]\nretries = 1\nretry_backoff = \"0s\"\ncommand = {}\n",
         sh(&format!(
             "echo $$ >> {pids}; while [ ! -e {go} ]; do sleep 0.05; done",
             pids = shell_quote(&pids),
