@@ -49,11 +49,11 @@ impl Fleet {
             let s = self.status();
             s["daemon"]["running"] == Value::Bool(true)
                 && s["daemon"]["pid"].as_i64() == Some(pid as i64)
-                // The control socket is bound just after the lock is taken; nudges (`reload`,
-                // `cancel`) need it.
+                // The control socket listens just after the lock is taken; nudges (`reload`,
+                // `cancel`) need it. Its file is there a moment before it listens.
                 && s["state_dir"]
                     .as_str()
-                    .is_some_and(|d| Path::new(d).join("daemon.sock").exists())
+                    .is_some_and(|d| control_socket_listens(&Path::new(d).join("daemon.sock")))
         });
         daemon
     }
@@ -112,6 +112,13 @@ impl Fleet {
             exited: None,
         }
     }
+}
+
+/// Whether a daemon listens on the control socket `path`: a connection to it is accepted. It is
+/// closed at once without a word, which the daemon takes as a client that had nothing to say.
+fn control_socket_listens(path: &Path) -> bool {
+    supervisor::control::addressable(path)
+        .is_ok_and(|(address, _folder)| std::os::unix::net::UnixStream::connect(address).is_ok())
 }
 
 impl Daemon<'_> {
