@@ -22,11 +22,12 @@
 //! - `health`: `fleet status`'s exit status, sd_notify, log formats, the systemd unit;
 //! - `http`: the daemon's HTTP listener (metrics, health, API, dashboard);
 //! - `postgres`: the daemon and every command on a PostgreSQL database;
-//! - `hosts`: several hosts on one PostgreSQL database.
+//! - `hosts`: several hosts on one PostgreSQL database;
+//! - `upgrade`: an install written by the first stable version, read and taken over.
 //!
 //! Run them with `cargo nextest run --all-features --test e2e` (a module: add `-E
 //! 'test(/^restart::/)'`). `--all-features` compiles in the failpoints that the crash tests
-//! inject. The upgrade path (tests/upgrade) is a test binary of its own.
+//! inject.
 
 mod common;
 
@@ -48,5 +49,6 @@ mod run_story;
 mod runs;
 mod schedules;
 mod state_dir;
+mod upgrade;
 mod views;
 mod wait;

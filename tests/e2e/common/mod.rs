@@ -1,6 +1,5 @@
 //! The one harness of the end-to-end tests: it drives the real `fleet` binary and real processes.
-//! Every test module of tests/e2e uses it (`use crate::common::*;`); tests/upgrade, a test
-//! binary of its own, includes it by path.
+//! Every test module of tests/e2e uses it (`use crate::common::*;`).
 //!
 //! Every test gets a [`Fleet`]: a temporary folder holding a `fleet.toml` the test writes (the
 //! state directory defaults to `.fleet` inside it). Every process the harness starts carries
@@ -31,8 +30,7 @@
 //! - `http_client`: a minimal HTTP/1.1 client, and the address the daemon bound;
 //! - `cdp`: headless Chromium over the DevTools protocol, for the dashboard.
 
-// Each of the two test binaries (tests/e2e, tests/upgrade) uses only part of the harness (and
-// so of its re-exports).
+// Not every part of the harness (nor of its re-exports) is used by some test.
 #![allow(dead_code, unused_imports)]
 
 mod bin;

@@ -2,14 +2,10 @@
 //! the install fleet 0.1.0 left (its README says what it holds and how it was made), is read by
 //! the version under test as it is, then taken over by its daemon, which settles the run whose
 //! shim died with the old daemon and runs the queued one.
-//! Run with `cargo nextest run --all-features --test upgrade`.
-
-#[path = "../e2e/common/mod.rs"]
-mod common;
 
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 /// The fixture: fleet.toml and the state directory of fleet 0.1.0.
 const V0_1_0: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v0.1.0");
