@@ -17,7 +17,7 @@ use crate::failure::{error_json, Failure, Result};
 // that came from the environment, without brackets (`fleet enqueue --config <CONFIG>
 // <PROJECT>`), as if they were required.
 
-/// A crash-safe supervisor for recurring and on-demand jobs on one host.
+/// A crash-safe supervisor for recurring and on-demand jobs, on one host or many.
 // (Not "fleet: …": the man page's NAME line already reads "fleet \- <this>".)
 #[derive(Parser, Debug)]
 #[command(

@@ -41,7 +41,7 @@
 //! | `daemon-after-finalize` | `daemon/eval.rs`, `Daemon::eval`, after the blocking half returned (transitions and claims committed), before any shim of this EVAL's claims is spawned | Finalized runs stay final. Each run claimed by this EVAL has a free lock and no `started` record: recovery tombstones and requeues it, same attempt. |
 //! | `recovery-before-tombstone` | `settle.rs`, `settle`, a claim with no `started` record: the run's lock is held by recovery, the tombstone not yet written | Nothing was written but the segment the lock needed (the crash released the lock). The next recovery finds the same records and decides the same: tombstone, then requeue. |
 //! | `recovery-after-tombstone` | `settle.rs`, `settle`, the tombstone is durable, the requeue not yet committed | The run is still `starting` in the database. The next recovery tombstones the same token again (harmless) and requeues; a late shim of that claim finds the tombstone and never starts. |
-//! | `prune-after-folder-removal` | `prune.rs`, `prune_batch`, the files of a batch of ended runs are removed (each run's record slot last), their rows not yet forgotten (the daemon's prune step, or `fleet prune`) | Nothing to settle: the runs are ended, their rows stay until the next prune, which finds them again (files already gone count as removed) and forgets them. `fleet check` accepts an ended run without its files; `fleet logs` shows it empty. |
+//! | `prune-after-files-removal` | `prune.rs`, `prune_batch`, the files of a batch of ended runs are removed (each run's record slot last), their rows not yet forgotten (the daemon's prune step, or `fleet prune`) | Nothing to settle: the runs are ended, their rows stay until the next prune, which finds them again (files already gone count as removed) and forgets them. `fleet check` accepts an ended run without its files; `fleet logs` shows it empty. |
 //! | `spawn-shim-emfile` | `daemon/spawn.rs`, `Daemon::spawn`, after the claim, instead of forking or exec'ing the shim (not a crash: the spawn fails with EMFILE; `N*return` fails N spawns) | The run goes back to the queue as never started, same attempt, no failure hook; the daemon logs a warning and claims nothing until a backoff (200 ms doubling to 10 s) ends; the run starts once a spawn succeeds. |
 //! | `recovery-before-apply` | `daemon/recover.rs`, `Daemon::recover`, after the live runs were adopted, before recovery's transitions are queued for the first EVAL | No transition was written (tombstones may have been). The next recovery decides the same for every run: adopt the live ones, finalize, requeue or mark lost the others. |
 //! | `shim-before-lock` | `shim/supervise.rs`, `run`, before the run's lock (and before `runs/` or the segment is made) | No lock taken, nothing written: lock free and no `started` record, so recovery tombstones the token and requeues the same attempt. With `sleep(…)` instead of a crash, this is the late-shim trap: the shim, once it locks, finds the tombstone and does not start. |
@@ -112,7 +112,7 @@ pub const DAEMON: &[(&str, &str)] = &[
          tombstone again (idempotent) and requeues; a late shim of that claim never starts",
     ),
     (
-        "prune-after-folder-removal",
+        "prune-after-files-removal",
         "pruning (daemon or fleet prune) removed a batch's run files, not yet their rows => \
          ended runs without files, which fleet check accepts; the next prune forgets them",
     ),

@@ -174,7 +174,7 @@ pub fn prune_batch(
     }
     if !gone.is_empty() {
         // A crash here leaves rows whose files are gone: the next prune forgets them.
-        fail::fail_point!("prune-after-folder-removal", |_| std::process::abort());
+        fail::fail_point!("prune-after-files-removal", |_| std::process::abort());
         for (i, chunk) in gone.chunks(FORGET_CHUNK).enumerate() {
             if i > 0 {
                 std::thread::sleep(FORGET_PAUSE);

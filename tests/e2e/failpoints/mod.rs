@@ -74,7 +74,7 @@ failpoint_tests! {
     recovery_after_tombstone => "recovery-after-tombstone",
     recovery_before_apply => "recovery-before-apply",
     spawn_shim_emfile => "spawn-shim-emfile",
-    prune_after_folder_removal => "prune-after-folder-removal",
+    prune_after_files_removal => "prune-after-files-removal",
     shim_before_lock => "shim-before-lock",
     shim_after_lock => "shim-after-lock",
     shim_before_started => "shim-before-started",

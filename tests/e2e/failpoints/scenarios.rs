@@ -267,11 +267,11 @@ pub fn crash_at(name: &str) {
         // Pruning crashes after a batch's folders went, before their rows: p0 gets a second
         // run, so that its first is the one `keep_runs = 1` lets go. The crash leaves an ended
         // run without its folder, which `fleet check` accepts; the next daemon forgets it.
-        "prune-after-folder-removal" => {
+        "prune-after-files-removal" => {
             let text = std::fs::read_to_string(f.file("fleet.toml")).unwrap();
             f.replace_config(&format!("tick = \"100ms\"\nkeep_runs = 1\n{text}"));
             let second = f.enqueue("p0");
-            let mut d = Crashy::start(f, "prune-after-folder-removal=return");
+            let mut d = Crashy::start(f, "prune-after-files-removal=return");
             d.wait_abort(f);
             let first = ids[0];
             assert!(

@@ -132,7 +132,7 @@ fn a_crash_inside_pruning_recovers_cleanly() {
         assert_eq!(ids.len(), 12);
         d.kill();
     }
-    let mut crashing = f.spawn_daemon(&[("FAILPOINTS", "prune-after-folder-removal=return")]);
+    let mut crashing = f.spawn_daemon(&[("FAILPOINTS", "prune-after-files-removal=return")]);
     f.wait_until(DEADLINE, "the daemon to abort inside pruning", || {
         crashing.try_exit().is_some()
     });

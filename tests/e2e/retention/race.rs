@@ -116,7 +116,7 @@ fn a_prune_killed_midway_has_printed_what_it_pruned() {
     let mut prune = f.command();
     prune
         .arg("prune")
-        .env("FAILPOINTS", "prune-after-folder-removal=1*off->return");
+        .env("FAILPOINTS", "prune-after-files-removal=1*off->return");
     let out = run_with_deadline(prune, CMD_DEADLINE);
     assert_ne!(out.code(), Some(0), "the failpoint aborts the second batch");
     let printed: BTreeSet<i64> = out
