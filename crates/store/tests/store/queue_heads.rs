@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 
 use store::*;
 
-use crate::common;
 use crate::common::{claim_req, new_run, take_over, Db};
 
 /// One row: project, run id, namespace, priority, not_before.
