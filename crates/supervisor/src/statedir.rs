@@ -38,7 +38,7 @@
 //! never reused, because a run's files, named by its id alone, outlive its row.
 
 use std::fs::{File, Metadata, OpenOptions};
-use std::io::{self, Read, Seek, Write};
+use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -46,7 +46,8 @@ use std::time::{Duration, Instant};
 use config::{Config, DatabaseUrl};
 use store::Store;
 
-use crate::sys::{files, process};
+use crate::sys::files;
+use crate::sys::process::{self, Life};
 
 /// Errors about the state directory and its daemon lock.
 #[derive(Debug, thiserror::Error)]
@@ -70,12 +71,14 @@ pub enum StateDirError {
     },
     /// Another daemon holds the state directory: one runner per install, or two daemons would
     /// each believe a schedule occurrence theirs to handle.
-    #[error("another fleet daemon (pid {}) holds the state directory {}", pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()), path.display())]
+    #[error("another fleet daemon (pid {}) holds the state directory {}{}", pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()), path.display(), if *exiting { format!(": it is exiting, but has not let it go after {}s", EXITING_WAIT.as_secs()) } else { String::new() })]
     Held {
         /// The holder's pid as it wrote it in the lock file, if readable.
         pid: Option<i32>,
         /// The state directory.
         path: PathBuf,
+        /// The holder was exiting, and still held the lock after [`EXITING_WAIT`].
+        exiting: bool,
     },
     /// The state directory, its database or its daemon lock is no longer the file this daemon
     /// opened: removed, or replaced by another (a directory moved into its place, a copy of the
@@ -330,8 +333,10 @@ impl StateDir {
         }
     }
 
-    /// Takes the exclusive daemon lock without waiting, and writes this process's pid into it.
-    /// The lock lasts as long as the returned value (the kernel drops it if the process dies).
+    /// Takes the exclusive daemon lock, and writes this process's pid into it. The lock lasts as
+    /// long as the returned value (the kernel drops it if the process dies). A live daemon
+    /// holding it is refused at once; a holder on its way out is waited for, a bounded time
+    /// ([`EXITING_WAIT`] for a daemon whose exit is under way, [`HOLDER_GONE_WAIT`] otherwise).
     ///
     /// Errors: [`StateDirError::Held`] with the holder's pid when another daemon has it.
     pub fn lock_daemon(&self) -> Result<DaemonLock, StateDirError> {
@@ -343,7 +348,7 @@ impl StateDir {
         };
         // std opens with O_CLOEXEC: shims and commands must never inherit the daemon lock, or a
         // crashed daemon's children would keep a new daemon out.
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
@@ -351,32 +356,54 @@ impl StateDir {
             .mode(0o600)
             .open(&path)
             .map_err(unusable)?;
-        // A daemon killed while it was forking a shim leaves, for a moment, a child that holds a
-        // copy of the lock until its exec closes it (close-on-exec acts at exec, not at fork).
-        // So a lock held while the daemon named in the file is dead is waited for, briefly;
-        // a lock held by a live daemon is refused at once.
+        // A lock held by a live daemon is refused at once. Everything else that holds it is on
+        // its way to letting go, and is waited for, a bounded time:
+        // - a daemon killed (or exiting) whose exit has not come as far as closing its files:
+        //   certain to end, so waited for up to EXITING_WAIT;
+        // - a daemon that died while it was forking a shim: the child holds a copy of the lock
+        //   until its exec closes it (close-on-exec acts at exec, not at fork); and a daemon
+        //   that took the lock but has not written its pid yet: up to HOLDER_GONE_WAIT.
         // (A probe of `fleet status` holds it for an instant too: it is looked at again.)
-        let deadline = Instant::now() + HOLDER_GONE_WAIT;
+        // Each look reads the file once, and the answer given is the one that read decided on:
+        // the holder may rewrite the file between two reads.
+        let began = Instant::now();
+        let mut said_exiting = false;
         while !files::try_lock_exclusive(&file).map_err(unusable)? {
-            // The pid, not the lock: `daemon_holder` would probe the lock this loop is taking.
-            let holder = named_holder(&file);
-            if holder.is_some() || Instant::now() >= deadline {
-                let mut text = String::new();
-                file.rewind().map_err(unusable)?;
-                let _ = file.read_to_string(&mut text);
-                return Err(StateDirError::Held {
-                    pid: text.split_whitespace().next().and_then(|p| p.parse().ok()),
-                    path: self.root.clone(),
-                });
+            // The file, not the lock: `daemon_holder` would probe the lock this loop is taking.
+            let holder = Holder::read(&file);
+            let waited = began.elapsed();
+            let refused = |exiting| StateDirError::Held {
+                pid: holder.pid(),
+                path: self.root.clone(),
+                exiting,
+            };
+            match holder.life() {
+                Some(Life::Running) => return Err(refused(false)),
+                Some(Life::Exiting) => {
+                    if waited >= EXITING_WAIT {
+                        return Err(refused(true));
+                    }
+                    if !said_exiting {
+                        said_exiting = true;
+                        tracing::info!(
+                            pid = holder.pid(),
+                            state_dir = %self.root.display(),
+                            "the daemon that holds the state directory is exiting; waiting for it to finish"
+                        );
+                    }
+                }
+                Some(Life::Gone) | None => {
+                    if waited >= HOLDER_GONE_WAIT {
+                        return Err(refused(false));
+                    }
+                }
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        file.set_len(0).map_err(unusable)?;
-        file.rewind().map_err(unusable)?;
         // pid and start time: `daemon_holder` recognises the holder without touching the lock.
         let pid = std::process::id() as i32;
         let start = process::start_time(pid).unwrap_or(0);
-        writeln!(file, "{pid} {start}").map_err(unusable)?;
+        rewrite(&file, &format!("{pid} {start}\n")).map_err(unusable)?;
         file.sync_all().map_err(unusable)?;
         Ok(DaemonLock { file })
     }
@@ -407,8 +434,9 @@ impl StateDir {
     /// its locks when it exited). The probe takes no exclusive lock ([`files::is_locked_exclusively`]):
     /// it never keeps out a reader, and a daemon starting at that very instant looks again. The
     /// lock file names the holder's pid and start time; a held lock whose named process is not
-    /// running yet (a daemon between taking the lock and writing its pid), or no more (a child
-    /// a dead daemon was forking keeps a copy until its exec), is looked at again for up to
+    /// running yet (a daemon between taking the lock and writing its pid), is on its way out (a
+    /// daemon killed, its exit not yet as far as closing its files), or no more (a child a dead
+    /// daemon was forking keeps a copy until its exec), is looked at again for up to
     /// [`HOLDER_GONE_WAIT`]. Still held after that: the pid the file names (the lock says a
     /// daemon holds the directory, perhaps in another pid namespace, where its pid means
     /// nothing here).
@@ -434,12 +462,14 @@ impl StateDir {
             if !files::is_locked_exclusively(&file)? {
                 return Ok(None);
             }
-            if let Some(pid) = named_holder(&file) {
-                return Ok(Some(pid));
+            // One read of the file per look: the answer is the one that read decided on.
+            let holder = Holder::read(&file);
+            if holder.life() == Some(Life::Running) {
+                return Ok(holder.pid());
             }
             if Instant::now() >= deadline {
-                return match read_holder(&file) {
-                    Some((pid, _)) => Ok(Some(pid)),
+                return match holder.pid() {
+                    Some(pid) => Ok(Some(pid)),
                     None => Err(io::Error::other(
                         "held by a process that does not name itself in it (not a fleet daemon?)",
                     )),
@@ -533,11 +563,35 @@ fn read_holder(file: &File) -> Option<(i32, u64)> {
     Some((i32::try_from(pid).ok()?, start))
 }
 
-/// The pid the lock file names, if that very process (same start time) is running; a zombie is
-/// not. Reads the file only, never the lock.
-fn named_holder(file: &File) -> Option<i32> {
-    let (pid, start) = read_holder(file)?;
-    process::is_running(pid, start).then_some(pid)
+/// What one read of the lock file says of the process holding the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Holder(Option<(i32, u64)>);
+
+impl Holder {
+    /// Reads the file once ([`read_holder`]); never the lock.
+    fn read(file: &File) -> Holder {
+        Holder(read_holder(file))
+    }
+
+    /// The pid the file names, if it names one.
+    fn pid(self) -> Option<i32> {
+        self.0.map(|(pid, _)| pid)
+    }
+
+    /// What became of the process the file names (same pid and start time); `None` when it
+    /// names none (a holder that has not written it yet, or not a fleet daemon).
+    fn life(self) -> Option<Life> {
+        self.0.map(|(pid, start)| process::life(pid, start))
+    }
+}
+
+/// Replaces the content of the lock file with `text` without ever leaving it empty or shorter
+/// than both: written over the old content from the start, then cut to its length. A reader
+/// sees the old record or the new one (the pid and start time come first, and a daemon only
+/// adds to its own record), never an empty file to take for "nobody".
+fn rewrite(file: &File, text: &str) -> io::Result<()> {
+    file.write_all_at(text.as_bytes(), 0)?;
+    file.set_len(text.len() as u64)
 }
 
 /// A file's device and inode: what it is, whatever path leads to it.
@@ -567,8 +621,13 @@ pub struct Opened {
 }
 
 /// How long [`StateDir::lock_daemon`] waits for a lock whose daemon is dead (a child it was
-/// forking still holds a copy until its exec).
+/// forking still holds a copy until its exec), or that names no daemon yet.
 pub const HOLDER_GONE_WAIT: Duration = Duration::from_secs(3);
+
+/// How long [`StateDir::lock_daemon`] waits for a lock whose daemon is exiting (killed, its
+/// exit not yet as far as closing its files): its end is certain, but may be slow (a large
+/// process's memory to free, a core dump to write).
+pub const EXITING_WAIT: Duration = Duration::from_secs(30);
 
 /// The held daemon lock. Dropping it releases the state directory.
 #[derive(Debug)]
@@ -587,11 +646,7 @@ impl DaemonLock {
         let pid = std::process::id() as i32;
         let start = process::start_time(pid).unwrap_or(0);
         let database = database.map(|d| format!(" {d}")).unwrap_or_default();
-        let _ = self
-            .file
-            .set_len(0)
-            .and_then(|_| self.file.rewind())
-            .and_then(|_| writeln!(self.file, "{pid} {start} {host}{database}"));
+        let _ = rewrite(&self.file, &format!("{pid} {start} {host}{database}\n"));
         // Not synced: a name lost to a machine crash is written again at the next start, and
         // the pid and start time the lock needs were synced when it was taken.
     }

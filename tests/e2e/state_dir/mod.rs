@@ -2,6 +2,8 @@
 //! holds it, whether it is still the one a daemon opened, and whether it could be read at all.
 //!
 //! Every test drives the real `fleet` binary (see tests/e2e/common/mod.rs). One module per rule:
+//! - `exiting`: a daemon on its way out (killed, its exit not yet done) is waited for by the
+//!   next one, a bounded time; a live one is refused at once;
 //! - `zombie`: a daemon that died is not running, even before its parent reaps it — the
 //!   state directory's lock says whether a daemon holds it, not a pid;
 //! - `replaced`: a daemon whose state directory, database or lock is removed or replaced under
@@ -13,6 +15,7 @@
 //! - `private`: the directory, `runs/` and the database stay the owner's alone, even after a
 //!   `chmod` opened them up.
 
+mod exiting;
 mod newer;
 mod private;
 mod replaced;

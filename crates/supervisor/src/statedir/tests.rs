@@ -133,3 +133,62 @@ fn a_long_database_target_after_the_holder_keeps_it_readable() {
         Some(std::process::id() as i32)
     );
 }
+
+/// A daemon that lost the race for the lock names the winner, never "pid unknown", however the
+/// winner rewrites the lock file meanwhile: each look reads the file once and answers from that
+/// read, and a look that finds no pid yet looks again. Here the holder (this process, through
+/// another open file description) rewrites the file without pause, emptying it each time, as a
+/// careless writer would.
+#[test]
+fn the_loser_of_a_start_race_names_the_winner() {
+    let (_tmp, state) = dir();
+    state.ensure().unwrap();
+    let holder = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(state.lock_path())
+        .unwrap();
+    assert!(files::try_lock_exclusive(&holder).unwrap());
+    let me = std::process::id() as i32;
+    let record = format!("{me} {}\n", process::start_time(me).unwrap());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                holder.set_len(0).unwrap();
+                holder.write_all_at(record.as_bytes(), 0).unwrap();
+            }
+        });
+        for _ in 0..500 {
+            match state.lock_daemon() {
+                Err(StateDirError::Held { pid, .. }) => assert_eq!(pid, Some(me)),
+                other => panic!("{other:?}"),
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}
+
+/// The lock file is rewritten in place, never emptied: a reader finds the holder in it at
+/// every instant, the record growing by the host name.
+#[test]
+fn the_lock_record_is_rewritten_without_an_empty_moment() {
+    let (_tmp, state) = dir();
+    std::fs::create_dir_all(state.root()).unwrap();
+    std::fs::write(state.lock_path(), "1 2 an-older-daemons-long-host-name\n").unwrap();
+    let mut lock = state.lock_daemon().unwrap();
+    let me = std::process::id() as i32;
+    let start = process::start_time(me).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(state.lock_path()).unwrap(),
+        format!("{me} {start}\n"),
+        "the older record is cut to the new one's length"
+    );
+    lock.record_host("h", None);
+    assert_eq!(
+        std::fs::read_to_string(state.lock_path()).unwrap(),
+        format!("{me} {start} h\n")
+    );
+}

@@ -379,6 +379,68 @@ pub fn is_running(pid: i32, start_time: u64) -> bool {
     matches!(stat(pid), Some((state, start)) if start == start_time && !ended(state))
 }
 
+/// What became of the process that started at a given time under a pid ([`life`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Life {
+    /// It runs, and nothing has doomed it yet.
+    Running,
+    /// It is on its way out and nothing can stop that: a SIGKILL is pending for it, or the
+    /// kernel is running its exit (killed by a signal, or exiting); it still holds what it held
+    /// (its descriptors, and the locks on them) until its exit gets that far.
+    Exiting,
+    /// It has ended (a zombie included: it holds nothing any more), or another process has its
+    /// pid now, or `/proc` cannot say.
+    Gone,
+}
+
+/// `PF_EXITING` in the flags of `/proc/<pid>/stat` (field 9): the kernel is running the
+/// process's exit.
+const PF_EXITING: u64 = 0x4;
+/// `PF_SIGNALED` in the same flags: the process took a fatal signal, and its exit follows.
+const PF_SIGNALED: u64 = 0x400;
+/// SIGKILL in a pending-signal mask of `/proc/<pid>/status` (bit 9 - 1).
+const SIGKILL_PENDING: u64 = 1 << 8;
+
+/// Whether `pid` is still the process that started at `start_time` and whether it is on its
+/// way out. The states it reports only follow each other forwards (a pending SIGKILL, the
+/// kernel's exit, the end), so a process found [`Life::Exiting`] is never found running again:
+/// a caller may wait for it to end, and should, rather than take it for a live one.
+///
+/// Reads `/proc/<pid>/stat` (its state letter, flags and start time) and, when those show no
+/// exit under way, `/proc/<pid>/status` for a pending SIGKILL (sent, not yet acted on).
+pub fn life(pid: i32, start_time: u64) -> Life {
+    let Some(stat) = stat_fields(pid) else {
+        return Life::Gone;
+    };
+    if stat.start != start_time || ended(stat.state) {
+        return Life::Gone;
+    }
+    if stat.flags & (PF_EXITING | PF_SIGNALED) != 0 {
+        return Life::Exiting;
+    }
+    let Ok(status) = read_proc_file(&format!("/proc/{pid}/status")) else {
+        // Gone between the two reads (its start time was right a moment ago).
+        return Life::Gone;
+    };
+    if kill_pending(&status) {
+        Life::Exiting
+    } else {
+        Life::Running
+    }
+}
+
+/// Whether `/proc/<pid>/status` text shows a SIGKILL pending, for the thread (`SigPnd`) or
+/// for the whole process (`ShdPnd`).
+fn kill_pending(status: &str) -> bool {
+    status.lines().any(|line| {
+        let Some((name, mask)) = line.split_once(':') else {
+            return false;
+        };
+        matches!(name, "SigPnd" | "ShdPnd")
+            && u64::from_str_radix(mask.trim(), 16).is_ok_and(|m| m & SIGKILL_PENDING != 0)
+    })
+}
+
 /// Whether the state letter of `/proc/<pid>/stat` (field 3) is that of a process that has ended:
 /// `Z` (zombie: exited, not reaped yet), `X` or `x` (dead, being reaped).
 pub(super) fn ended(state: char) -> bool {
@@ -386,19 +448,39 @@ pub(super) fn ended(state: char) -> bool {
 }
 
 /// Fields 3 (state letter) and 22 (start time, clock ticks since boot) of `/proc/<pid>/stat`.
+fn stat(pid: i32) -> Option<(char, u64)> {
+    stat_fields(pid).map(|s| (s.state, s.start))
+}
+
+/// Fields 3, 9 and 22 of `/proc/<pid>/stat`, from one read.
+struct StatFields {
+    /// Field 3, the state letter (see [`ended`]).
+    state: char,
+    /// Field 9, the kernel's flags for the process (its main thread's).
+    flags: u64,
+    /// Field 22, the start time in clock ticks since boot.
+    start: u64,
+}
+
+/// [`StatFields`] of `pid`; `None` when there is no such process or the file cannot be parsed.
 /// The file is parsed after the last `)`, since the command name in field 2 may itself contain
 /// spaces and parentheses.
-fn stat(pid: i32) -> Option<(char, u64)> {
+fn stat_fields(pid: i32) -> Option<StatFields> {
     if pid <= 0 {
         return None;
     }
     let stat = read_proc_file(&format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    // `rest` starts with field 3 (state), so field 22 is the 20th item.
+    // `rest` starts with field 3 (state): field 9 is the 7th item, field 22 the 20th.
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
-    let start = fields.nth(18)?.parse().ok()?;
-    Some((state, start))
+    let flags = fields.nth(5)?.parse().ok()?;
+    let start = fields.nth(12)?.parse().ok()?;
+    Some(StatFields {
+        state,
+        flags,
+        start,
+    })
 }
 
 /// Reads a small `/proc` file (a `stat` line, a list of children) whole: into a buffer of 1 KiB first, so that
@@ -499,6 +581,90 @@ mod tests {
         assert!(!is_running(pid, started), "a zombie counts as dead");
         child.wait().unwrap();
         assert!(!is_running(pid, started));
+    }
+
+    /// A process killed but still inside its exit is on its way out, not running: held there
+    /// (as a slow exit would hold it) by a tracer that stops it at its exit. It then ends, and
+    /// a zombie is gone.
+    #[test]
+    fn a_process_killed_but_still_exiting_is_exiting() {
+        let me = std::process::id() as i32;
+        assert_eq!(life(me, start_time(me).unwrap()), Life::Running);
+        assert_eq!(life(me, start_time(me).unwrap() + 1), Life::Gone);
+        assert_eq!(life(0, 0), Life::Gone);
+
+        let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+        let pid = child.id() as i32;
+        let started = start_time(pid).unwrap();
+        assert_eq!(life(pid, started), Life::Running);
+        // SAFETY: PTRACE_SEIZE takes a pid, a null address and the options as its data; it
+        // touches no memory of this process.
+        let seized = unsafe {
+            libc::ptrace(
+                libc::PTRACE_SEIZE,
+                pid,
+                std::ptr::null_mut::<libc::c_void>(),
+                libc::PTRACE_O_TRACEEXIT as usize as *mut libc::c_void,
+            )
+        };
+        if seized != 0 {
+            let e = io::Error::last_os_error();
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("this process may not trace its own child ({e}): the test cannot hold one in its exit");
+        }
+        signal_process(pid, Signal::SIGKILL).unwrap();
+        let mut status = 0;
+        loop {
+            // SAFETY: waits for the traced child, writing its status into a local.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+            assert_eq!(r, pid, "{}", io::Error::last_os_error());
+            if status >> 8 == libc::SIGTRAP | (libc::PTRACE_EVENT_EXIT << 8) {
+                break;
+            }
+            assert!(
+                libc::WIFSTOPPED(status),
+                "ended without stopping at its exit: {status:#x}"
+            );
+            // SAFETY: resumes the stopped child, handing it the signal it stopped for.
+            unsafe {
+                libc::ptrace(
+                    libc::PTRACE_CONT,
+                    pid,
+                    std::ptr::null_mut::<libc::c_void>(),
+                    libc::WSTOPSIG(status) as usize as *mut libc::c_void,
+                )
+            };
+        }
+        assert_eq!(life(pid, started), Life::Exiting, "stopped inside its exit");
+        // SAFETY: lets the child go on with its exit; no memory of this process is touched.
+        unsafe {
+            libc::ptrace(
+                libc::PTRACE_DETACH,
+                pid,
+                std::ptr::null_mut::<libc::c_void>(),
+                std::ptr::null_mut::<libc::c_void>(),
+            )
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !has_exited(pid).unwrap() {
+            assert!(std::time::Instant::now() < deadline, "never ended");
+            std::thread::yield_now();
+        }
+        assert_eq!(life(pid, started), Life::Gone, "a zombie");
+        child.wait().unwrap();
+        assert_eq!(life(pid, started), Life::Gone);
+    }
+
+    #[test]
+    fn a_pending_sigkill_is_read_from_either_mask() {
+        let with = |sig: &str, shd: &str| format!("Name:\tx\nSigPnd:\t{sig}\nShdPnd:\t{shd}\n");
+        assert!(!kill_pending(&with("0000000000000000", "0000000000000000")));
+        assert!(kill_pending(&with("0000000000000100", "0000000000000000")));
+        assert!(kill_pending(&with("0000000000000000", "0000000000000100")));
+        // SIGTERM (bit 14) and SIGHUP (bit 0) pending are not a kill.
+        assert!(!kill_pending(&with("0000000000004001", "0000000000000000")));
+        assert!(!kill_pending("SigPnd:\tnot hex\n"));
     }
 
     /// A group is found alive by its number and its session, never by its number alone, and a

@@ -24,9 +24,10 @@ fn a_second_holder_is_refused_naming_the_first() {
     let held = dir.lock_daemon().expect("the first daemon takes the lock");
     let me = std::process::id() as i32;
     match dir.lock_daemon() {
-        Err(StateDirError::Held { pid, path }) => {
+        Err(StateDirError::Held { pid, path, exiting }) => {
             assert_eq!(pid, Some(me), "the refusal names the holder");
             assert_eq!(path, dir.root());
+            assert!(!exiting, "a live holder is refused as such");
         }
         other => panic!("a second daemon must be refused, got {other:?}"),
     }
