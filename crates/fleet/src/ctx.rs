@@ -224,10 +224,20 @@ pub fn as_this_host(config: &Config, state: &StateDir) -> Config {
     }
 }
 
-/// Opens the existing store of a state directory; `None` when nothing was ever queued (and
-/// only then: one this user may not read is an error).
+/// Opens the existing store of a state directory for reading only (nothing is created or
+/// written there); `None` when nothing was ever queued (and only then: one this user may not
+/// read is an error).
 pub fn open_existing(state: &StateDir) -> Result<Option<Store>> {
     state.open_existing_store().map_err(Failure::state_dir)
+}
+
+/// Opens the existing store of a state directory for a command that changes what is in it
+/// (`cancel`, `rerun`, `prune`, `hosts forget`); `None` when nothing was ever queued (nothing
+/// is created then).
+pub fn open_existing_to_write(state: &StateDir) -> Result<Option<Store>> {
+    state
+        .open_existing_store_to_write()
+        .map_err(Failure::state_dir)
 }
 
 /// Opens the store of `config` for a command that writes (creating the state directory if

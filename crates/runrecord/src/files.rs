@@ -136,7 +136,7 @@ impl RunFiles {
     /// Errors: I/O errors opening the segment (other than "not found") or probing the lock.
     pub fn is_locked(&self) -> io::Result<bool> {
         let slot = self.record_slot();
-        match slot.open(false) {
+        match slot.open_to_read() {
             Ok(segment) => slot.is_held(&segment),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),
@@ -294,7 +294,7 @@ impl RunFiles {
     /// The bytes of the run's slot (empty when its segment does not exist).
     pub(crate) fn slot_bytes(&self) -> io::Result<Vec<u8>> {
         let slot = self.record_slot();
-        match slot.open(false) {
+        match slot.open_to_read() {
             Ok(segment) => slot.read(&segment),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
             Err(e) => Err(e),

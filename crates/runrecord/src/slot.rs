@@ -85,6 +85,15 @@ impl RecordSlot {
         Ok(file)
     }
 
+    /// Opens the segment for reading only (its records, and probes of its locks, which take
+    /// none): what a reader needs, on a read-only file system too. Close-on-exec, never
+    /// through a symbolic link.
+    ///
+    /// Errors: `NotFound` when the segment does not exist; other I/O errors.
+    pub fn open_to_read(&self) -> io::Result<File> {
+        open_to_read(&self.segment)
+    }
+
     /// Writes [`HEADER`] once the segment's entry is durable, unless it is there already.
     fn make_durable(&self, file: &File) -> io::Result<()> {
         let mut head = [0u8; HEADER.len()];
@@ -208,7 +217,7 @@ pub fn segment_first_id(name: &str) -> Option<i64> {
 ///
 /// Errors: I/O errors opening or reading it.
 pub fn used_ids(path: &Path, first: i64) -> io::Result<Vec<i64>> {
-    let file = open_lock_file(path, false)?;
+    let file = open_to_read(path)?;
     let mut chunk = vec![0u8; (SLOT_LEN * BATCH) as usize];
     let mut ids = Vec::new();
     for batch in 0..BATCHES {
@@ -222,7 +231,7 @@ pub fn used_ids(path: &Path, first: i64) -> io::Result<Vec<i64>> {
 ///
 /// Errors: as [`used_ids`].
 pub fn used_ids_from_top(path: &Path, first: i64, limit: usize) -> io::Result<Vec<i64>> {
-    let file = open_lock_file(path, false)?;
+    let file = open_to_read(path)?;
     let mut chunk = vec![0u8; (SLOT_LEN * BATCH) as usize];
     let mut ids = Vec::new();
     for batch in (0..BATCHES).rev() {
@@ -278,7 +287,7 @@ fn to_ids(first: i64, indexes: Vec<u64>) -> Vec<i64> {
 ///
 /// Errors: I/O errors opening the segment or probing its locks.
 pub fn held_ids(path: &Path, first: i64) -> io::Result<Vec<i64>> {
-    let file = open_lock_file(path, false)?;
+    let file = open_to_read(path)?;
     let mut ids = Vec::new();
     let all = Range {
         start: SLOT_LEN,
@@ -332,6 +341,24 @@ pub(crate) fn open_lock_file(path: &Path, create: bool) -> io::Result<File> {
         .mode(FILE_MODE)
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(path)
+}
+
+/// Opens a segment for reading only: for its records, and to probe its locks (a probe takes no
+/// lock, so needs no write access). Close-on-exec, never through a symbolic link. Anything but
+/// a regular file in its place is an error (a folder opens for reading, and would pass for a
+/// segment nobody locks).
+pub(crate) fn open_to_read(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: not a regular file", path.display()),
+        ));
+    }
+    Ok(file)
 }
 
 /// Reads into `buf` from `offset` until it is full or the file ends: how many bytes came.

@@ -66,6 +66,24 @@ impl Store {
         })
     }
 
+    /// Opens the SQLite database at `path` for reading only: nothing is created, migrated or
+    /// written there, and neither the file nor its folder need be writable (a state directory
+    /// on a read-only file system is read as it is). `Ok(None)` when the file holds no schema
+    /// yet (nothing was ever queued). The `-wal` and `-shm` files a read has to create beside a
+    /// database in WAL mode are removed once the store is dropped, unless another connection
+    /// has it open by then.
+    ///
+    /// Errors: [`StoreError::Open`](crate::StoreError::Open) when the file cannot be opened or
+    /// read, or its schema is not the one this build reads (newer, or older: a command that
+    /// writes brings it up to date).
+    pub fn open_read_only(path: &Path, busy_timeout: Duration) -> Result<Option<Store>> {
+        Ok(
+            SqliteStore::open_read_only(path, busy_timeout)?.map(|db| Store {
+                backend: Backend::Sqlite(db),
+            }),
+        )
+    }
+
     /// Connects to the PostgreSQL database `url` names (a `postgresql://…` URL, or
     /// `key=value` pairs such as `host=/run/postgresql dbname=fleet`), brings its schema up to
     /// date (in one transaction, under an advisory lock, so hosts starting at once do not race),

@@ -287,15 +287,14 @@ impl StateDir {
         Ok(Store::open(&self.db_path(), store::DEFAULT_BUSY_TIMEOUT)?)
     }
 
-    /// Opens the database only if it exists (read-only commands must not create a state
-    /// directory as a side effect). `Ok(None)` when there is no database yet — and only then: a
-    /// database, or a state directory, this user may not read is an error naming it ("permission
-    /// denied"), never an empty install. A PostgreSQL database always exists (its schema is
-    /// brought up to date on connecting); one that cannot be reached is an error.
+    /// Opens the database for reading, only if it exists: a command that only reads creates,
+    /// changes and writes nothing in the state directory ([`Store::open_read_only`]: neither
+    /// the directory nor the database need be writable, and a state directory on a read-only
+    /// file system is read as it is). `Ok(None)` when there is no database yet — and only then:
+    /// a database, or a state directory, this user may not read is an error naming it
+    /// ("permission denied"), never an empty install. A PostgreSQL database always exists (its
+    /// schema is brought up to date on connecting); one that cannot be reached is an error.
     pub fn open_existing_store(&self) -> Result<Option<Store>, StateDirError> {
-        // Read-only as far as the install goes, but a `chmod 777` is undone by whichever
-        // command comes first (it creates nothing: what is missing stays missing).
-        tighten(&self.root);
         if let Some(db) = &self.database {
             return Ok(Some(Store::open_postgres(
                 db.secret_url(),
@@ -303,6 +302,26 @@ impl StateDir {
             )?));
         }
         if !self.may_use_db(false)? {
+            return Ok(None);
+        }
+        Ok(Store::open_read_only(
+            &self.db_path(),
+            store::DEFAULT_BUSY_TIMEOUT,
+        )?)
+    }
+
+    /// Opens the database for a command that changes what is in it (`cancel`, `rerun`, `prune`,
+    /// `hosts forget`), only if it exists: `Ok(None)` when there is none (nothing to change),
+    /// and nothing is created then. A database this user may read but not write is an error
+    /// naming it, before anything is done.
+    pub fn open_existing_store_to_write(&self) -> Result<Option<Store>, StateDirError> {
+        if let Some(db) = &self.database {
+            return Ok(Some(Store::open_postgres(
+                db.secret_url(),
+                store::DEFAULT_BUSY_TIMEOUT,
+            )?));
+        }
+        if !self.may_use_db(true)? {
             return Ok(None);
         }
         Ok(Some(Store::open(

@@ -12,12 +12,15 @@
 //!   exit 1 — never an empty install, never "ok";
 //! - `newer`: a database a newer fleet migrated is refused by every command and the daemon,
 //!   naming it, exit 2, and left as it was;
+//! - `read_only`: a command that only reads opens the state directory read-only: it reads one
+//!   on a read-only file system, and leaves nothing behind where it could write;
 //! - `private`: the directory, `runs/` and the database stay the owner's alone, even after a
 //!   `chmod` opened them up.
 
 mod exiting;
 mod newer;
 mod private;
+mod read_only;
 mod replaced;
 mod unreadable;
 mod zombie;

@@ -85,7 +85,7 @@ pub fn cancel(ctx: &Ctx, args: CancelArgs) -> Result<()> {
 
 /// `fleet cancel RUN`.
 fn cancel_one(state: &StateDir, run: RunId) -> Result<()> {
-    let Some(store) = ctx::open_existing(state)? else {
+    let Some(store) = ctx::open_existing_to_write(state)? else {
         return Err(Failure::unknown_run(run));
     };
     let outcome = store
@@ -139,7 +139,7 @@ fn cancel_selected(
     what: Option<(&str, String)>,
     queued_only: bool,
 ) -> Result<()> {
-    let (done, left) = match ctx::open_existing(state)? {
+    let (done, left) = match ctx::open_existing_to_write(state)? {
         Some(store) => {
             let done = store
                 .cancel_selected(selection, queued_only, REASON, store::now_ms())
@@ -216,7 +216,7 @@ fn known(ctx: &Ctx, kind: &str, name: &str) -> bool {
 
 /// `fleet cancel RUN RUN…` (or one run with `--queued`).
 fn cancel_ids(state: &StateDir, runs: &[RunId], queued_only: bool) -> Result<()> {
-    let Some(store) = ctx::open_existing(state)? else {
+    let Some(store) = ctx::open_existing_to_write(state)? else {
         return Err(Failure::unknown_run(runs[0]));
     };
     // Every id is checked before anything is cancelled: a typo must not leave half a job done.

@@ -166,7 +166,7 @@ fn forget(ctx: &Ctx, name: &str, force: bool) -> Result<()> {
             "hosts forget is for hosts sharing a PostgreSQL database; on SQLite the state directory is one host's (stop its daemon instead)",
         ));
     }
-    let Some(store) = ctx::open_existing(&state)? else {
+    let Some(store) = ctx::open_existing_to_write(&state)? else {
         return Err(Failure::input(format!(
             "no host named {name:?} is known to the database"
         )));

@@ -27,7 +27,13 @@ pub fn prune(ctx: &Ctx, args: &PruneArgs) -> Result<()> {
     let _failpoints = supervisor::failpoints::scenario().map_err(Failure::input)?;
     let state = ctx.state(IfInvalid::Refuse)?;
     let config = ctx::as_this_host(ctx.config()?, &state);
-    let Some(store) = ctx::open_existing(&state)? else {
+    // A dry run only reads.
+    let opened = if dry_run {
+        ctx::open_existing(&state)?
+    } else {
+        ctx::open_existing_to_write(&state)?
+    };
+    let Some(store) = opened else {
         return console::println(format_args!(
             "nothing to prune: no database at {}",
             state.db_path().display()

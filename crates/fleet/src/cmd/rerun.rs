@@ -24,7 +24,7 @@ pub struct RerunArgs {
 /// (exit 1).
 pub fn rerun(ctx: &Ctx, args: &RerunArgs) -> Result<()> {
     let run = args.run;
-    let Some(store) = ctx::open_existing(&StateDir::of(ctx.config()?))? else {
+    let Some(store) = ctx::open_existing_to_write(&StateDir::of(ctx.config()?))? else {
         return Err(Failure::unknown_run(run));
     };
     let original = store

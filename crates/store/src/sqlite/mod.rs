@@ -60,9 +60,13 @@ use crate::StoreError;
 /// The SQLite backend of one database file. Cheap to clone; all clones share one pool.
 #[derive(Clone)]
 pub(crate) struct SqliteStore {
+    // Declared first, dropped first: the pool's connections are closed before `read_only` may
+    // remove the files they used.
     pool: r2d2::Pool<SqliteConnectionManager>,
     /// The database file, for connections outside the pool (the change probe).
     path: PathBuf,
+    /// How a store opened for reading only makes its connections (`None`: it may write).
+    read_only: Option<open::ReadOnly>,
 }
 
 impl SqliteStore {

@@ -5,11 +5,15 @@
 //! on a connection without the busy timeout or with a weaker `synchronous`. Nothing here reads
 //! or writes runs.
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
 
 use super::{is_busy, schema, SqliteStore};
 use crate::error::Result;
@@ -162,17 +166,266 @@ impl SqliteStore {
         Ok(SqliteStore {
             pool,
             path: path.to_path_buf(),
+            read_only: None,
         })
     }
 
-    /// A change probe on this database: a new connection, outside the pool.
+    /// Opens the database at `path` for reading only: nothing is created, migrated or written,
+    /// and neither the database nor its folder need be writable. `Ok(None)` when the file holds
+    /// no schema yet (an empty file: nothing was ever queued).
+    ///
+    /// SQLite reads a database in WAL mode through its write-ahead log and shared memory
+    /// (`-wal`, `-shm`), which a reader creates when they are missing. So:
+    /// - where nothing can change the database — a read-only file system, or a folder that
+    ///   grants nobody write access — and no committed transaction waits in a `-wal`, it is
+    ///   read as it is (SQLite's `immutable`), creating nothing;
+    /// - otherwise it is read as any reader does (`mode=ro`), beside whatever writes it; the
+    ///   `-wal` and `-shm` files the read had to create are removed once the store is dropped,
+    ///   if by then no other connection has the database open (they are SQLite's to remove
+    ///   when the last connection closes, which a read-only one does not do).
+    ///
+    /// Errors: [`StoreError::Open`] when the file cannot be opened or read, and for a schema
+    /// this build does not read as it is: a newer one ([`StoreError::SchemaTooNew`]), an older
+    /// one (a command that writes, or the daemon, brings it up to date), or a version fleet
+    /// never writes.
+    pub(crate) fn open_read_only(
+        path: &Path,
+        busy_timeout: Duration,
+    ) -> Result<Option<SqliteStore>> {
+        let open_err = |e: Box<dyn std::error::Error + Send + Sync>| StoreError::Open {
+            path: path.to_path_buf(),
+            source: e,
+        };
+        let (wal, shm) = (sibling(path, "-wal"), sibling(path, "-shm"));
+        let frozen = cannot_change(path) && wal_is_empty(&wal);
+        let had = (exists(&wal), exists(&shm));
+        let (target, flags) = if frozen {
+            (
+                PathBuf::from(immutable_uri(path)),
+                OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | OpenFlags::SQLITE_OPEN_URI
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        } else {
+            (
+                path.to_path_buf(),
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        };
+        // Removes what this read creates, whether it succeeds or not (dropped last).
+        let left = (!frozen).then(|| {
+            Arc::new(LeftBehind {
+                wal: (!had.0).then(|| wal.clone()),
+                shm: (!had.1).then(|| shm.clone()),
+                db: path.to_path_buf(),
+            })
+        });
+        let busy = Duration::from_millis(busy_timeout.as_millis() as u64);
+        let init = move |c: &mut Connection| set_up_reader(c, busy);
+        let deadline = Instant::now() + busy_timeout;
+        let conn = loop {
+            let attempt = Connection::open_with_flags(&target, flags)
+                .and_then(|mut c| init(&mut c).map(|()| c));
+            match attempt {
+                Ok(c) => break c,
+                Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(open_err(why_not(path).unwrap_or_else(|| Box::new(e)))),
+            }
+        };
+        let read = |sql: &str| {
+            conn.query_row(sql, [], |r| r.get::<_, i64>(0))
+                .map_err(|e| open_err(why_not(path).unwrap_or_else(|| Box::new(e))))
+        };
+        let found = read("PRAGMA user_version")?;
+        let tables = read("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'")?;
+        let known = schema::known_version();
+        if found == 0 && tables == 0 {
+            // An empty file (made private before SQLite first wrote it): nothing queued yet.
+            return Ok(None);
+        }
+        if found > known {
+            return Err(open_err(Box::new(StoreError::SchemaTooNew {
+                found,
+                known,
+            })));
+        }
+        if found < known {
+            return Err(open_err(
+                if found > 0 {
+                    format!(
+                        "its schema is at version {found}, older than this fleet's ({known}): \
+                         start the daemon (or run a command that writes) to bring it up to \
+                         date; a command that only reads leaves it as it is"
+                    )
+                } else {
+                    format!(
+                        "its schema version (PRAGMA user_version) is {found}, which fleet never \
+                         writes for a database with its tables: another program changed it; \
+                         restore the database from a backup"
+                    )
+                }
+                .into(),
+            ));
+        }
+        drop(conn);
+        let manager = SqliteConnectionManager::file(&target)
+            .with_flags(flags)
+            .with_init(init);
+        // No idle connection kept or made ahead: each one is made when a read asks for it, so
+        // that none is still being opened when the store is dropped.
+        let pool = r2d2::Pool::builder()
+            .max_size(4)
+            .min_idle(Some(0))
+            .connection_timeout(Duration::from_secs(30))
+            .build(manager)
+            .map_err(|e| open_err(Box::new(e)))?;
+        Ok(Some(SqliteStore {
+            pool,
+            path: path.to_path_buf(),
+            read_only: Some(ReadOnly {
+                target,
+                flags,
+                left,
+            }),
+        }))
+    }
+
+    /// A change probe on this database: a new connection, outside the pool (opened for reading
+    /// only when the store was).
     ///
     /// Errors: [`StoreError::Backend`] if the database cannot be opened.
     pub(crate) fn change_probe(&self) -> Result<SqliteProbe> {
+        let conn = match &self.read_only {
+            None => Connection::open(&self.path)?,
+            Some(ro) => Connection::open_with_flags(&ro.target, ro.flags)?,
+        };
         Ok(SqliteProbe {
-            conn: Connection::open(&self.path)?,
+            conn,
             last: None,
+            _left: self.read_only.as_ref().and_then(|ro| ro.left.clone()),
         })
+    }
+}
+
+/// How a store opened by [`SqliteStore::open_read_only`] makes its connections, and what it
+/// removes once the last of them is closed.
+#[derive(Clone)]
+pub(crate) struct ReadOnly {
+    /// The file, or the `file:` URI that opens it immutable.
+    target: PathBuf,
+    flags: OpenFlags,
+    /// The `-wal` and `-shm` files this store's reads had to create (held by the store and
+    /// its change probes; removed when the last of them is dropped).
+    left: Option<Arc<LeftBehind>>,
+}
+
+/// Sets up a connection of a read-only store: the busy timeout and cache of [`set_up`], no
+/// setting that writes, and `query_only` so that no statement can.
+fn set_up_reader(c: &mut Connection, busy_timeout: Duration) -> rusqlite::Result<()> {
+    c.busy_timeout(busy_timeout)?;
+    c.set_prepared_statement_cache_capacity(64);
+    c.execute_batch(
+        "PRAGMA query_only = 1; PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY;",
+    )
+}
+
+/// `path` with `suffix` appended to its name (SQLite's `-wal` and `-shm`).
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Whether something is at `path` (a file that cannot be looked at counts as there: it is not
+/// this reader's to remove).
+fn exists(path: &Path) -> bool {
+    !matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Whether the write-ahead log at `wal` holds nothing: missing, or empty. Then the database
+/// file alone holds every committed transaction.
+fn wal_is_empty(wal: &Path) -> bool {
+    match std::fs::symlink_metadata(wal) {
+        Ok(meta) => meta.len() == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
+/// Whether nothing can write the database at `path` while it is read: its folder is on a
+/// read-only file system, or grants nobody write access (no `w` in its mode: no writer can
+/// make the `-wal` a write needs). Root ignores modes, but a daemon refuses a state directory
+/// it cannot write into, and a folder nobody may write is a copy put aside, not a live one.
+fn cannot_change(path: &Path) -> bool {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let read_only_fs = rustix::fs::statvfs(dir)
+        .is_ok_and(|v| v.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
+    let nobody_writes = std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o222 == 0);
+    read_only_fs || nobody_writes
+}
+
+/// The `file:` URI that opens `path` read-only and immutable: SQLite then takes no lock and
+/// reads the file alone, creating nothing. Every byte of the path but the unreserved ones is
+/// percent-encoded, so that a `?`, `#` or `%` in it stays part of the path.
+fn immutable_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
+/// The `-wal` and `-shm` files a read-only store had to create (SQLite makes them for any
+/// connection to a database in WAL mode, and only a connection that may write removes them
+/// when it is the last to close). Dropped once every connection of the store is closed: it
+/// removes them then, as the last connection would have, if the database is not open anywhere
+/// else and its write-ahead log holds nothing.
+pub(crate) struct LeftBehind {
+    wal: Option<PathBuf>,
+    shm: Option<PathBuf>,
+    db: PathBuf,
+}
+
+impl Drop for LeftBehind {
+    fn drop(&mut self) {
+        if self.wal.is_none() && self.shm.is_none() {
+            return;
+        }
+        // Every connection holds a shared lock on the database file (SQLite's POSIX locks)
+        // for as long as it is open, and takes one before it opens the `-wal` and `-shm`.
+        // An exclusive lock on the whole file, taken without waiting, says that none is open,
+        // and keeps any from opening (they wait on it as on any writer) until it is let go.
+        // Needs the database writable; otherwise the files stay (nothing is lost: the next
+        // connection uses them).
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.db)
+        else {
+            return;
+        };
+        if rustix::fs::fcntl_lock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+            .is_err()
+        {
+            return;
+        }
+        let wal_empty = self.wal.as_deref().is_none_or(wal_is_empty);
+        if wal_empty {
+            for path in [&self.wal, &self.shm].into_iter().flatten() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        // Closing the file lets the lock go.
+        drop(file);
     }
 }
 
@@ -183,6 +436,8 @@ impl SqliteStore {
 pub(crate) struct SqliteProbe {
     conn: Connection,
     last: Option<i64>,
+    /// Of a read-only store: what its reads created stays until this probe is closed too.
+    _left: Option<Arc<LeftBehind>>,
 }
 
 impl SqliteProbe {

@@ -11,7 +11,8 @@
 //! - `schedules`, `occurrence_atomicity`, `clock`: firing occurrences, and a clock that stepped
 //!   back;
 //! - `hooks`, `operator`, `prune`, `summary`, `run_ids`, `hosts`: failure hooks, the operator's
-//!   operations, pruning, the monitoring totals, run ids, many hosts on one database.
+//!   operations, pruning, the monitoring totals, run ids, many hosts on one database;
+//! - `read_only`: SQLite opened for reading only (that backend alone).
 //!
 //! Proptest keeps the cases it once shrank a failure to in `../proptest-regressions/<module>.txt`
 //! (its default place for a test binary in a folder with a `main.rs`) and runs them first.
@@ -31,6 +32,7 @@ mod operator;
 mod prune;
 mod queue_heads;
 mod races;
+mod read_only;
 mod run_ids;
 mod runs;
 mod schedules;

@@ -1,0 +1,175 @@
+//! Opening a SQLite database for reading only: nothing is created, migrated or written, what a
+//! read had to create is removed afterwards unless another connection still uses it, and a
+//! database nothing can change is read without creating anything.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use store::*;
+
+const BUSY: Duration = Duration::from_secs(5);
+
+/// A folder holding `fleet.db` with one queued run of project `p`, no connection left open.
+fn one_run() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("fleet.db");
+    let store = Store::open(&db, BUSY).unwrap();
+    store
+        .enqueue(
+            &NewRun {
+                project: "p".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            },
+            1,
+        )
+        .unwrap();
+    drop(store);
+    (tmp, db)
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut n: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    n.sort();
+    n
+}
+
+fn projects(store: &Store) -> Vec<String> {
+    store
+        .list_runs(&RunFilter::default())
+        .unwrap()
+        .into_iter()
+        .map(|r| r.project)
+        .collect()
+}
+
+#[test]
+fn a_read_leaves_no_file_behind_and_changes_nothing() {
+    let (tmp, db) = one_run();
+    assert_eq!(names(tmp.path()), ["fleet.db"]);
+    let before = std::fs::read(&db).unwrap();
+    let store = Store::open_read_only(&db, BUSY).unwrap().unwrap();
+    assert_eq!(projects(&store), ["p"]);
+    let mut probe = store.change_probe().unwrap();
+    assert!(probe.changed().unwrap());
+    // A write is refused: the store is a reader's.
+    assert!(store
+        .enqueue(
+            &NewRun {
+                project: "q".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            },
+            2,
+        )
+        .is_err());
+    drop(store);
+    // The probe still reads: the files it uses stay until it is closed too.
+    assert!(!probe.changed().unwrap());
+    drop(probe);
+    assert_eq!(names(tmp.path()), ["fleet.db"]);
+    assert!(
+        std::fs::read(&db).unwrap() == before,
+        "fleet.db was written"
+    );
+}
+
+/// Another connection has the database open (a daemon): its write-ahead log and shared memory
+/// stay, and what it writes meanwhile is read.
+#[test]
+fn the_files_of_a_connection_still_open_stay() {
+    let (tmp, db) = one_run();
+    let writer = Store::open(&db, BUSY).unwrap();
+    let reader = Store::open_read_only(&db, BUSY).unwrap().unwrap();
+    writer
+        .enqueue(
+            &NewRun {
+                project: "q".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            },
+            2,
+        )
+        .unwrap();
+    assert_eq!(projects(&reader), ["q", "p"]);
+    drop(reader);
+    assert_eq!(
+        names(tmp.path()),
+        ["fleet.db", "fleet.db-shm", "fleet.db-wal"]
+    );
+    assert_eq!(projects(&writer), ["q", "p"]);
+}
+
+/// A folder nobody may write into (a copy put aside): read as it is, nothing created.
+#[test]
+fn a_database_nobody_may_change_is_read_creating_nothing() {
+    let (tmp, db) = one_run();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let store = Store::open_read_only(&db, BUSY).unwrap().unwrap();
+    assert_eq!(projects(&store), ["p"]);
+    assert_eq!(names(tmp.path()), ["fleet.db"], "immutable: nothing made");
+    drop(store);
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+/// A path with characters a `file:` URI gives a meaning to is still that path.
+#[test]
+fn a_path_with_uri_characters_is_read_as_it_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a?b#c%20d e");
+    std::fs::create_dir(&dir).unwrap();
+    let db = dir.join("fleet.db");
+    let store = Store::open(&db, BUSY).unwrap();
+    store
+        .enqueue(
+            &NewRun {
+                project: "p".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            },
+            1,
+        )
+        .unwrap();
+    drop(store);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let store = Store::open_read_only(&db, BUSY).unwrap().unwrap();
+    assert_eq!(projects(&store), ["p"]);
+    drop(store);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+/// An empty file (made private before any schema was written) is no database yet; one a newer
+/// fleet migrated is refused, and left as it was.
+#[test]
+fn an_empty_file_is_none_and_a_newer_schema_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("fleet.db");
+    std::fs::write(&db, "").unwrap();
+    assert!(Store::open_read_only(&db, BUSY).unwrap().is_none());
+    assert_eq!(std::fs::metadata(&db).unwrap().len(), 0, "nothing written");
+
+    let (_tmp, db) = one_run();
+    set_user_version(&db, 999);
+    let err = Store::open_read_only(&db, BUSY)
+        .err()
+        .expect("a newer schema is refused");
+    assert!(err.to_string().contains("newer"), "{err}");
+
+    let missing = tmp.path().join("missing.db");
+    assert!(Store::open_read_only(&missing, BUSY).is_err());
+    assert!(!missing.exists(), "nothing created");
+}
+
+/// Sets the `PRAGMA user_version` of the database at `db` (no connection open): the header's
+/// field, bytes 60 to 63, big-endian.
+fn set_user_version(db: &Path, version: u32) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(db).unwrap();
+    f.write_all_at(&version.to_be_bytes(), 60).unwrap();
+}
