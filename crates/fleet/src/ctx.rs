@@ -23,6 +23,7 @@ use store::Store;
 use supervisor::control::{self, Nudge};
 use supervisor::statedir::StateDir;
 
+use crate::console;
 use crate::failure::{Failure, Result};
 
 /// What a command is told by the options every command takes, and what it reads from them.
@@ -227,7 +228,16 @@ pub fn as_this_host(config: &Config, state: &StateDir) -> Config {
 /// Opens the existing store of a state directory for reading only (nothing is created or
 /// written there); `None` when nothing was ever queued (and only then: one this user may not
 /// read is an error).
+///
+/// A state directory group or others may write into is read all the same, with a warning on
+/// stderr: reading it hands nothing to them, and the operator gets to see what is there (the
+/// commands that write, and the daemon, refuse it).
 pub fn open_existing(state: &StateDir) -> Result<Option<Store>> {
+    if let Some(exposed) = state.exposed() {
+        console::eprintln(format_args!(
+            "fleet: warning: state directory {exposed} (read all the same; the daemon and the commands that write refuse it)"
+        ));
+    }
     state.open_existing_store().map_err(Failure::state_dir)
 }
 

@@ -9,11 +9,16 @@
 //! And a file that exists but cannot be read is never taken for a missing one: "permission
 //! denied", naming the path, is a different answer from "nothing there yet".
 //!
+//! Nor does it change what it did not make: it creates its folders 0700 and the database 0600,
+//! and never changes a mode afterwards; a state directory others may write into is refused to
+//! what writes ([`StateDir::exposed`]), and a command that only reads opens the database
+//! read-only, creating nothing.
+//!
 //! # The files
 //!
 //! ```text
-//! <state_dir>/               mode 0700, made by StateDir::ensure; made private again by
-//! │                          tighten (every command's open, and the daemon's prune step)
+//! <state_dir>/               mode 0700 when fleet makes it (StateDir::ensure); never
+//! │                          re-permissioned, refused to writers if others may write into it
 //! ├── fleet.db               SQLite, WAL mode, synchronous = FULL (plus its -wal and -shm
 //! │                          files), 0600 from its first byte; absent with `database =`
 //! │                          (PostgreSQL), where everything else below stays the same
@@ -52,7 +57,7 @@ use crate::sys::process::{self, Life};
 /// Errors about the state directory and its daemon lock.
 #[derive(Debug, thiserror::Error)]
 pub enum StateDirError {
-    /// The directory could not be created or given mode 0700.
+    /// The directory could not be created, or this user may not write into it.
     #[error("state directory {}: {source}", path.display())]
     Unusable {
         /// The directory.
@@ -91,6 +96,10 @@ pub enum StateDirError {
         /// What changed, in words.
         what: String,
     },
+    /// Group or others may write into the state directory or its `runs/`: refused by the daemon
+    /// and the commands that write, never re-permissioned.
+    #[error("state directory {0}")]
+    Exposed(Exposed),
     /// The database could not be opened.
     #[error(transparent)]
     Store(#[from] store::StoreError),
@@ -105,7 +114,9 @@ impl StateDirError {
                 source.kind() == io::ErrorKind::PermissionDenied
             }
             StateDirError::Store(e) => e.is_permission_denied(),
-            StateDirError::Held { .. } | StateDirError::Replaced { .. } => false,
+            StateDirError::Held { .. }
+            | StateDirError::Replaced { .. }
+            | StateDirError::Exposed(_) => false,
         }
     }
 }
@@ -118,55 +129,42 @@ pub struct StateDir {
     database: Option<DatabaseUrl>,
 }
 
-/// The files of a state directory fleet keeps private besides the directory itself: `runs/`
-/// (0700) and the SQLite database with its write-ahead log and shared memory (no access for
-/// group or others).
-const PRIVATE_INSIDE: [(&str, u32); 4] = [
-    (runrecord::RUNS_DIR, 0o700),
-    ("fleet.db", 0o600),
-    ("fleet.db-wal", 0o600),
-    ("fleet.db-shm", 0o600),
-];
+/// A folder of the state directory that someone besides its owner may write into: who could
+/// replace the database, a run's records or its log, or plant a link in their place. The daemon
+/// and the commands that write refuse such a state directory; the commands that only read warn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exposed {
+    /// The folder: the state directory itself, or its `runs/`.
+    pub path: PathBuf,
+    /// Its mode (permission bits, with the sticky, setgid and setuid bits).
+    pub mode: u32,
+}
 
-/// Makes the state directory `root`, its `runs/` and the database files (`fleet.db`, `-wal`,
-/// `-shm`) private again wherever someone opened them up (`chmod 777`): group and others lose
-/// every access (0700 for the folders, 0600 for the files). Returns each path
-/// it changed with the mode it found. Best effort: a file that is missing, or not this user's to
-/// change, is left as it is (opening it then fails with its own error, naming it).
-///
-/// Run by every command as it opens the state directory ([`StateDir::ensure`],
-/// [`StateDir::open_existing_store`]), and by a running daemon now and then, so that an
-/// opening-up does not last.
-pub fn tighten(root: &Path) -> Vec<(PathBuf, u32)> {
-    let mut changed = Vec::new();
-    if let Some(found) = make_private(root, 0o700) {
-        changed.push((root.to_path_buf(), found));
+impl std::fmt::Display for Exposed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = match (self.mode & 0o020 != 0, self.mode & 0o002 != 0) {
+            (true, true) => "its group and other users",
+            (true, false) => "its group",
+            _ => "other users",
+        };
+        write!(
+            f,
+            "{}: {who} may write into it (mode {:04o}); fleet keeps its database, run records and logs only where its own user alone may write, and never changes the mode of a folder: point state_dir at a folder of fleet's own (fleet creates it, mode 0700), or, if this folder is yours alone, remove their access (chmod go-w {})",
+            self.path.display(),
+            self.mode,
+            self.path.display()
+        )
     }
-    changed.extend(tighten_inside(root));
-    changed
 }
 
-/// [`tighten`] for what is inside `root`.
-fn tighten_inside(root: &Path) -> Vec<(PathBuf, u32)> {
-    PRIVATE_INSIDE
-        .iter()
-        .filter_map(|(name, mode)| {
-            let path = root.join(name);
-            make_private(&path, *mode).map(|found| (path, found))
-        })
-        .collect()
-}
-
-/// Sets `path` to `mode` when group or others have any access to it; the mode it found when it
-/// changed it. Follows no symlink: the state directory's files are never links.
-fn make_private(path: &Path, mode: u32) -> Option<u32> {
+/// The mode of the folder at `path` when group or others may write into it; `None` when they
+/// may not, or there is no such folder (nothing of fleet's is there to protect yet). Follows
+/// no symbolic link: `runs/` is never one (a link there is its target's business, and opening
+/// through it is refused elsewhere).
+fn writable_by_others(path: &Path) -> Option<u32> {
     let meta = std::fs::symlink_metadata(path).ok()?;
-    let found = meta.permissions().mode() & 0o7777;
-    if meta.file_type().is_symlink() || found & 0o077 == 0 {
-        return None;
-    }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).ok()?;
-    Some(found)
+    let mode = meta.permissions().mode() & 0o7777;
+    (meta.is_dir() && mode & 0o022 != 0).then_some(mode)
 }
 
 impl StateDir {
@@ -224,10 +222,29 @@ impl StateDir {
         self.root.join("daemon.sock")
     }
 
-    /// Creates the directory (and parents) if missing and makes it mode 0700: run logs and the
-    /// database are the operator's business alone.
+    /// The first folder of this state directory (itself, then its `runs/`) that group or others
+    /// may write into, if any. Reads modes only; changes nothing.
+    pub fn exposed(&self) -> Option<Exposed> {
+        [self.root.clone(), self.root.join(runrecord::RUNS_DIR)]
+            .into_iter()
+            .find_map(|path| writable_by_others(&path).map(|mode| Exposed { path, mode }))
+    }
+
+    /// Refuses a state directory that group or others may write into ([`StateDir::exposed`]):
+    /// for the daemon and the commands that write.
+    fn refuse_exposed(&self) -> Result<(), StateDirError> {
+        match self.exposed() {
+            Some(exposed) => Err(StateDirError::Exposed(exposed)),
+            None => Ok(()),
+        }
+    }
+
+    /// Creates the directory (and parents) if missing, mode 0700: run logs and the database are
+    /// the operator's business alone. A folder that exists is used as it is, never
+    /// re-permissioned (fleet changes the mode of nothing it did not create), and refused when
+    /// group or others may write into it or its `runs/` ([`StateDir::exposed`]).
     ///
-    /// Errors: [`StateDirError::Unusable`] naming the directory.
+    /// Errors: [`StateDirError::Unusable`] naming the directory; [`StateDirError::Exposed`].
     pub fn ensure(&self) -> Result<(), StateDirError> {
         let unusable = |source| StateDirError::Unusable {
             path: self.root.clone(),
@@ -250,12 +267,10 @@ impl StateDir {
             .mode(0o700)
             .create(&self.root)
             .map_err(unusable)?;
-        let meta = std::fs::metadata(&self.root).map_err(unusable)?;
-        if meta.permissions().mode() & 0o777 != 0o700 {
-            std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700))
-                .map_err(unusable)?;
-        }
-        tighten_inside(&self.root);
+        self.refuse_exposed()?;
+        // A directory we cannot write is found now, with its name, not at the first claim
+        // (asked of the kernel: nothing is created to find out).
+        files::may_access(&self.root, true).map_err(unusable)?;
         // A new database is made private from its first byte (SQLite makes its files with the
         // umask's mode, and its write-ahead log and shared memory take the database's mode).
         if self.database.is_none() {
@@ -265,10 +280,6 @@ impl StateDir {
                 .mode(0o600)
                 .open(self.db_path());
         }
-        // A directory we cannot write is found now, with its name, not at the first claim.
-        let probe = self.root.join(".probe");
-        File::create(&probe).map_err(unusable)?;
-        let _ = std::fs::remove_file(probe);
         Ok(())
     }
 
@@ -315,6 +326,7 @@ impl StateDir {
     /// and nothing is created then. A database this user may read but not write is an error
     /// naming it, before anything is done.
     pub fn open_existing_store_to_write(&self) -> Result<Option<Store>, StateDirError> {
+        self.refuse_exposed()?;
         if let Some(db) = &self.database {
             return Ok(Some(Store::open_postgres(
                 db.secret_url(),

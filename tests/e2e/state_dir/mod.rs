@@ -14,8 +14,9 @@
 //!   naming it, exit 2, and left as it was;
 //! - `read_only`: a command that only reads opens the state directory read-only: it reads one
 //!   on a read-only file system, and leaves nothing behind where it could write;
-//! - `private`: the directory, `runs/` and the database stay the owner's alone, even after a
-//!   `chmod` opened them up.
+//! - `private`: what fleet creates is private from its first byte, and fleet re-permissions
+//!   nothing: a state directory others may write into is refused by what writes, read with a
+//!   warning, and left as it is.
 
 mod exiting;
 mod newer;

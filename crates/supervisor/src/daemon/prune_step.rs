@@ -1,13 +1,17 @@
 //! The daemon's share of pruning: now and then, at a turn of the loop (idle or not), a few small batches on a
 //! blocking thread (see [`crate::prune`]), then free pages and the write-ahead log given back.
-//! The same step makes the state directory private again if its permissions were opened up.
+//! The same step warns when someone has opened the state directory up to other users meanwhile
+//! (it changes no mode: fleet never re-permissions a folder).
 //! At most one step runs at a time; the loop never waits for it.
 
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use std::sync::{Arc, Mutex};
+
 use super::state::Daemon;
 use crate::prune;
+use crate::statedir::{Exposed, StateDir};
 
 /// A step starts at most once every this many ticks (30 s with the default 1 s tick).
 const TICKS_BETWEEN_STEPS: u32 = 30;
@@ -21,6 +25,8 @@ const BATCHES_PER_STEP: usize = 10;
 pub(super) struct PruneStep {
     last: Instant,
     running: Option<JoinHandle<()>>,
+    /// What the last look found open to other users (said once, and once more when it is over).
+    exposed: Arc<Mutex<Option<Exposed>>>,
 }
 
 impl PruneStep {
@@ -29,6 +35,7 @@ impl PruneStep {
         PruneStep {
             last: Instant::now(),
             running: None,
+            exposed: Arc::default(),
         }
     }
 
@@ -44,13 +51,17 @@ impl PruneStep {
         self.last = Instant::now();
         let policy = prune::policy(&daemon.config, store::now_ms());
         let root = daemon.state.root().to_path_buf();
+        let state = daemon.state.clone();
+        let seen = self.exposed.clone();
         if policy.default.keeps_all() && policy.projects.values().all(|k| k.keeps_all()) {
-            self.running = Some(tokio::task::spawn_blocking(move || keep_private(&root)));
+            self.running = Some(tokio::task::spawn_blocking(move || {
+                watch_private(&state, &seen)
+            }));
             return;
         }
         let store = daemon.store.clone();
         self.running = Some(tokio::task::spawn_blocking(move || {
-            keep_private(&root);
+            watch_private(&state, &seen);
             let mut total = 0;
             for _ in 0..BATCHES_PER_STEP {
                 match prune::prune_batch(&root, &store, &policy, false) {
@@ -79,10 +90,23 @@ impl PruneStep {
     }
 }
 
-/// The state directory made private again if someone opened it up while the daemon ran (it is
-/// made so at every start too): a `chmod 777` lasts until the next step, not until a restart.
-fn keep_private(root: &std::path::Path) {
-    for (path, found) in crate::statedir::tighten(root) {
-        tracing::warn!(path = %path.display(), found = %format!("{found:o}"), "the state directory's permissions were opened up; made private again");
+/// Warns when someone opened the state directory (or its `runs/`) up to other users while the
+/// daemon runs — a daemon refuses to start on such a folder, and fleet never re-permissions
+/// one — once when it is found, and once when it is private again; `seen` is what the last look
+/// found.
+fn watch_private(state: &StateDir, seen: &Mutex<Option<Exposed>>) {
+    let now = state.exposed();
+    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    if *seen == now {
+        return;
     }
+    match &now {
+        Some(exposed) => tracing::warn!(
+            path = %exposed.path.display(),
+            mode = %format!("{:04o}", exposed.mode),
+            "the state directory was opened up to other users; this daemon goes on, the next one will refuse to start: {exposed}"
+        ),
+        None => tracing::info!("the state directory is its owner's alone again"),
+    }
+    *seen = now;
 }

@@ -192,3 +192,95 @@ fn the_lock_record_is_rewritten_without_an_empty_moment() {
         format!("{me} {start} h\n")
     );
 }
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn mode_of(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// A folder group or others may write into is refused by what writes, and named with its mode;
+/// nothing changes its mode, whatever it is.
+#[test]
+fn a_folder_others_may_write_into_is_refused_and_left_as_it_is() {
+    let (_tmp, state) = dir();
+    state.open_store().unwrap();
+    assert_eq!(mode_of(state.root()), 0o700, "made private");
+    assert_eq!(state.exposed(), None);
+    for (mode, who) in [
+        (0o777, "its group and other users"),
+        (0o1777, "its group and other users"),
+        (0o770, "its group"),
+        (0o703, "other users"),
+    ] {
+        chmod(state.root(), mode);
+        let exposed = state.exposed().expect("exposed");
+        assert_eq!(exposed.path, state.root());
+        assert_eq!(exposed.mode, mode);
+        assert!(exposed.to_string().contains(who), "{exposed}");
+        for refused in [
+            state.ensure().err(),
+            state.open_store().err(),
+            state.open_existing_store_to_write().err(),
+            state.lock_daemon().err(),
+        ] {
+            match refused {
+                Some(StateDirError::Exposed(e)) => assert_eq!(e, exposed),
+                other => panic!("{mode:o}: {other:?}"),
+            }
+        }
+        // Reading is the caller's to warn about: it opens.
+        assert!(state.open_existing_store().unwrap().is_some());
+        assert_eq!(mode_of(state.root()), mode, "left as it is");
+    }
+    // Readable by others, not writable: used as it is.
+    chmod(state.root(), 0o755);
+    state.ensure().unwrap();
+    assert_eq!(mode_of(state.root()), 0o755);
+    // runs/ too.
+    chmod(state.root(), 0o700);
+    let runs = state.root().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    chmod(&runs, 0o775);
+    assert_eq!(
+        state.exposed(),
+        Some(Exposed {
+            path: runs.clone(),
+            mode: 0o775
+        })
+    );
+    assert!(matches!(state.ensure(), Err(StateDirError::Exposed(_))));
+    assert_eq!(mode_of(&runs), 0o775);
+    // A missing runs/, or a file where a folder would be, exposes nothing.
+    std::fs::remove_dir(&runs).unwrap();
+    assert_eq!(state.exposed(), None);
+    std::fs::write(&runs, "").unwrap();
+    chmod(&runs, 0o666);
+    assert_eq!(state.exposed(), None);
+}
+
+/// `ensure` creates nothing in a folder it may not write into, to find out.
+#[test]
+fn ensure_finds_a_folder_it_may_not_write_without_creating_anything() {
+    let (_tmp, state) = dir();
+    std::fs::create_dir(state.root()).unwrap();
+    // Read-only for everyone (root included: access(2) answers for the file system too, but a
+    // root test still gets through a mode; only the names are checked then).
+    chmod(state.root(), 0o500);
+    let r = state.ensure();
+    chmod(state.root(), 0o700);
+    if !rustix::process::geteuid().is_root() {
+        assert!(matches!(r, Err(StateDirError::Unusable { .. })), "{r:?}");
+    }
+    let names: Vec<_> = std::fs::read_dir(state.root())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        names.iter().all(|n| n == "fleet.db"),
+        "nothing but the database: {names:?}"
+    );
+}

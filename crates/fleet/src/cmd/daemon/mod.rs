@@ -149,12 +149,14 @@ pub fn daemon(ctx: Ctx, args: DaemonArgs) -> Result<()> {
     // Shim watchers and adopted-run waiters must not hold up the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     // A state directory or database that cannot be used at the start is judged as for every
-    // command (so a database written by a newer fleet is exit 2 here too); another daemon
+    // command (so a database written by a newer fleet, or a state directory other users may
+    // write into, is exit 2 here too); another daemon
     // holding the directory, or the directory replaced under a running daemon, is exit 1.
     result.map_err(|e| match e {
         supervisor::daemon::DaemonError::StateDir(
             inner @ (StateDirError::Unusable { .. }
             | StateDirError::Inaccessible { .. }
+            | StateDirError::Exposed(_)
             | StateDirError::Store(_)),
         ) => Failure::state_dir(inner),
         other => Failure::action(other),
