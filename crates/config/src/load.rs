@@ -79,22 +79,38 @@ impl Config {
 
     /// The state directory a config file names, found even when the rest of the file is
     /// invalid — so that `fleet status` can show a refused edit, and `fleet runs` keeps working,
-    /// while the operator fixes a typo. `None` when the file cannot be read, or its `state_dir`
-    /// itself cannot be made out.
+    /// while the operator fixes a typo. `None` when it cannot be known for certain: the file
+    /// cannot be read; its `state_dir` cannot be made out; it has no `state_dir` but a string
+    /// under a top-level key fleet does not know that looks like it (`stat_dir`, `state-dir`,
+    /// `data_dir`: perhaps `state_dir` mistyped, and the default the wrong folder); or a syntax error comes before its `state_dir`, or on that
+    /// line (what follows an error cannot be read).
     pub fn state_dir_of(path: &Path) -> Option<PathBuf> {
         let text = std::fs::read_to_string(path).ok()?;
         let dir = resolve_dir(path);
-        let Ok(root) = DeTable::parse(&text) else {
-            return state_dir_line(&text, &dir);
-        };
-        match root.get_ref().get("state_dir") {
-            None => Some(resolve_against(&dir, DEFAULT_STATE_DIR)),
+        let (root, certain) = top_level(&text)?;
+        if !certain {
+            return None;
+        }
+        match root.get("state_dir") {
             Some(v) => match v.get_ref() {
                 DeValue::String(s) if !s.is_empty() && !s.contains('\0') => {
                     Some(resolve_against(&dir, s))
                 }
                 _ => None,
             },
+            None => {
+                // A string under a key fleet does not know that looks like `state_dir` may be
+                // that key mistyped: the default would then be another folder.
+                let known = super::check::allowed_keys("");
+                root.iter()
+                    .all(|(k, v)| {
+                        let k = k.get_ref().as_ref();
+                        known.contains(&k)
+                            || !matches!(v.get_ref(), DeValue::String(_))
+                            || !looks_like_state_dir(k)
+                    })
+                    .then(|| resolve_against(&dir, DEFAULT_STATE_DIR))
+            }
         }
     }
 
@@ -121,29 +137,63 @@ impl Config {
     }
 }
 
-/// The state directory of a file that does not parse as TOML: a top-level `state_dir = "..."`
-/// line (before any table) can still be read on its own; a file with no such line uses the
-/// default. `None` when such a line is there but its value cannot be made out.
-fn state_dir_line(text: &str, dir: &Path) -> Option<PathBuf> {
-    let mut found = None;
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            break;
+/// Whether the top-level key `key` (not one fleet knows) may be `state_dir` mistyped: it names
+/// a state or a folder, or is within two edits of `state_dir` (`-` read as `_`, any case).
+fn looks_like_state_dir(key: &str) -> bool {
+    let key = key.to_lowercase().replace('-', "_");
+    key.contains("state") || key.contains("dir") || edit_distance(&key, "state_dir") <= 2
+}
+
+/// The Levenshtein distance between `a` and `b`, by character.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = above;
         }
-        let Some(rest) = line.strip_prefix("state_dir") else {
-            continue;
-        };
-        let value = rest.trim_start().strip_prefix('=')?.trim();
-        let value = value.split('#').next().unwrap_or("").trim();
-        let inner = value
-            .strip_prefix('"')
-            .and_then(|v| v.strip_suffix('"'))
-            .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))?;
-        if inner.is_empty() || inner.contains(['\\', '"', '\0']) {
-            return None;
-        }
-        found = Some(resolve_against(dir, inner));
     }
-    Some(found.unwrap_or_else(|| resolve_against(dir, DEFAULT_STATE_DIR)))
+    row[b.len()]
+}
+
+/// A key no config has, added after the text read by [`top_level`] to find out whether it
+/// lands at the top level.
+const PROBE_KEY: &str = "__fleet_top_level_probe__";
+
+/// The top-level keys of the config `text` as far as they can be read for certain, and whether
+/// the file can hold no other `state_dir` than those show. A file that parses: its whole root
+/// table. One with a syntax error: the root table of the lines before the error's line, and
+/// whether no `state_dir` can follow — a table header came before the error (no top-level key
+/// follows one), or no line from the error to the first header names `state_dir`. Nothing
+/// when the lines before the error do not parse either.
+fn top_level(text: &str) -> Option<(DeTable<'_>, bool)> {
+    let error = match DeTable::parse(text) {
+        Ok(root) => return Some((root.into_inner(), true)),
+        Err(e) => e,
+    };
+    let at = error.span()?.start.min(text.len());
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let before = &text[..line_start];
+    let root = DeTable::parse(before).ok()?.into_inner();
+    // A key added at the end lands at the top level only if no table header came before it.
+    let probed = format!("{before}\n{PROBE_KEY} = 0\n");
+    let closed = DeTable::parse(&probed).is_ok_and(|t| !t.get_ref().contains_key(PROBE_KEY));
+    let names_state_dir = |line: &str| {
+        let line = line.trim_start();
+        ["state_dir", "\"state_dir\"", "'state_dir'"]
+            .iter()
+            .any(|k| line.starts_with(k))
+    };
+    let none_after = closed
+        || !text[line_start..]
+            .lines()
+            .take_while(|l| !l.trim_start().starts_with('['))
+            .any(names_state_dir);
+    Some((root, none_after))
 }

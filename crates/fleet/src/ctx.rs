@@ -40,12 +40,21 @@ pub struct Ctx {
 /// `--state-dir` says where the directory is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IfInvalid {
-    /// Refuse: exit 2, naming the file's first error.
+    /// Refuse: exit 2, naming the file's first error. For the commands that need something
+    /// from the file besides where the state is (`projects`: its projects; `prune`: the
+    /// retention keys; `check`: each project's `max_parallel`; `hosts forget`: the retry
+    /// policy).
     Refuse,
     /// Go on with the state directory and database the file still names (its `state_dir` and
-    /// `database` keys read on their own); the command shows the errors itself (`status`) or
-    /// has the daemon record them (`reload`). Refused as above when those keys do not read.
+    /// `database` keys read on their own, when they can be known for certain); the command
+    /// has the daemon record the errors (`reload`, which then exits 2). Refused as above when
+    /// those keys do not read.
     Read,
+    /// As [`IfInvalid::Read`], and say on stderr that the file is invalid (its first error):
+    /// for the commands that need nothing from the file but where the state is (`status`,
+    /// `runs`, `logs`, `wait`, `cancel`, `hosts`), which a typo in an unrelated key must not
+    /// stop — `fleet status` is a health check.
+    Warn,
 }
 
 /// The config a command checks a project's or a namespace's name against, from
@@ -133,15 +142,36 @@ impl Ctx {
             Ok(config) => return Ok(StateDir::of(config)),
             Err(errors) => errors,
         };
-        if if_invalid == IfInvalid::Read {
-            if let (Some(dir), Some(database)) = (
-                Config::state_dir_of(&self.path),
-                Config::database_of(&self.path),
-            ) {
-                return Ok(StateDir::new(dir).with_database(database));
+        if if_invalid == IfInvalid::Refuse {
+            return Err(Failure::invalid_config(errors));
+        }
+        let (Some(dir), Some(database)) = (
+            Config::state_dir_of(&self.path),
+            Config::database_of(&self.path),
+        ) else {
+            return Err(Failure::invalid_config(errors));
+        };
+        let state = StateDir::new(dir).with_database(database);
+        // A `database` key that does not read as one (mistyped) would leave SQLite here, and
+        // an install with no runs: the state directory's lock says what its daemon used.
+        if state.database().is_none() {
+            if let Some(target) = state.recorded_database() {
+                return Err(Failure::input(format!(
+                    "{}: its daemon used the shared database {target}, but {} does not say so any more ({}); fix that file",
+                    state.root().display(),
+                    self.path.display(),
+                    first_error(errors)
+                )));
             }
         }
-        Err(Failure::invalid_config(errors))
+        if if_invalid == IfInvalid::Warn {
+            console::eprintln(format_args!(
+                "fleet: warning: {}; going on with the state directory it names, {}",
+                first_error(errors),
+                state.root().display()
+            ));
+        }
+        Ok(state)
     }
 
     /// The `database` of the file even when the rest of it is invalid; exit 2 when it names
@@ -213,6 +243,12 @@ impl Ctx {
             },
         )
     }
+}
+
+/// The first error of an invalid file, and how many more (as [`Failure::invalid_config`] says
+/// it).
+fn first_error(errors: &ConfigErrors) -> String {
+    Failure::invalid_config(errors).message
 }
 
 /// `config` as the commands acting on this host's state directory (`state`) see it: named after

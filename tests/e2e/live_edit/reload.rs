@@ -60,8 +60,9 @@ pub fn wait_applied(f: &Fleet, global: i64, what: &str) -> Value {
     })
 }
 
-/// `fleet status --json`, also while fleet.toml is invalid (then it exits 2 after printing its
-/// JSON).
+/// `fleet status --json`, also while fleet.toml is invalid (it then still answers for the
+/// daemon, 0 while it runs, with the file's errors in its report; 2 only when the file no
+/// longer says where the state directory is, and then its JSON is the error).
 pub fn status_any(f: &Fleet) -> Value {
     let out = f.cmd(&["status", "--json"]);
     assert!(

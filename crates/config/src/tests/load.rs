@@ -200,3 +200,67 @@ fn caps_reports_global_and_namespace_caps() {
     assert_eq!(caps.namespaces["batch"].max_concurrency, 1);
     assert_eq!(caps.namespaces["batch"].weight, 1);
 }
+
+/// The state directory of an invalid file is read only where it is certain: the file's own
+/// `state_dir`, or the default when nothing in the file could be a `state_dir` the errors hide.
+#[test]
+fn the_state_directory_of_an_invalid_file_is_read_only_where_certain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(tmp.path()).unwrap();
+    let file = dir.join("fleet.toml");
+    let of = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        Config::state_dir_of(&file)
+    };
+    let st = Some(dir.join("st"));
+    let default = Some(dir.join(".fleet"));
+    let project = "[projects.p]\ncommand = [\"true\"]\n";
+    // Another key wrong: the file's own, or the default.
+    assert_eq!(
+        of(&format!("state_dir = \"st\"\ntimout = 1\n{project}")),
+        st
+    );
+    assert_eq!(of(&format!("colour = \"red\"\n{project}")), default);
+    assert_eq!(
+        of(&format!("{project}comand = 1\n[namespace.x]\nweight = 1\n")),
+        default
+    );
+    // `state_dir` itself mistyped, or not a folder name: unknown.
+    for key in [
+        "stat_dir",
+        "state-dir",
+        "STATE_DIR",
+        "statedir",
+        "data_dir",
+        "sate_dir",
+        "stat_di",
+    ] {
+        assert_eq!(of(&format!("{key} = \"st\"\n{project}")), None, "{key}");
+    }
+    assert_eq!(of(&format!("state_dir = 7\n{project}")), None);
+    assert_eq!(of(&format!("state_dir = \"\"\n{project}")), None);
+    // A syntax error after the top-level keys: they are certain.
+    assert_eq!(
+        of(&format!("state_dir = \"st\"\n{project}timeout = \n")),
+        st
+    );
+    assert_eq!(
+        of(&format!("tick = \"1s\"\n{project}timeout = \n")),
+        default
+    );
+    // A syntax error among them, after `state_dir`, or with no `state_dir` anywhere after it.
+    assert_eq!(of(&format!("state_dir = \"st\"\nti\n{project}")), st);
+    assert_eq!(of(&format!("max_concurrency = 3\nti\n{project}")), default);
+    // Before `state_dir`, on its line, or a second one: unknown.
+    assert_eq!(
+        of(&format!("tick = \"1s\nstate_dir = \"st\"\n{project}")),
+        None
+    );
+    assert_eq!(of(&format!("state_dir = \"st\n{project}")), None);
+    assert_eq!(
+        of(&format!("state_dir = \"st\"\nstate_dir = \"b\"\n{project}")),
+        None
+    );
+    // A file that cannot be read.
+    assert_eq!(Config::state_dir_of(&dir.join("missing.toml")), None);
+}

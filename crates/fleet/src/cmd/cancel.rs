@@ -65,7 +65,7 @@ pub fn cancel(ctx: &Ctx, args: CancelArgs) -> Result<()> {
     // An id given twice is one run: reported once, where it first appears.
     let mut seen = HashSet::new();
     runs.retain(|id| seen.insert(*id));
-    let state = ctx.state(IfInvalid::Refuse)?;
+    let state = ctx.state(IfInvalid::Warn)?;
     if runs.len() == 1 && !queued_only {
         return cancel_one(&state, runs[0]);
     }

@@ -52,9 +52,10 @@ pub fn hosts(ctx: &Ctx, args: &HostsArgs) -> Result<()> {
 /// heartbeat age, fleet version, config version (and whether its local file differs from the
 /// published one), active runs, HTTP address.
 ///
-/// Errors: exit 2 for an invalid config; 1 when the database cannot be read.
+/// Errors: exit 2 for an invalid config that does not say where the state directory is (an
+/// invalid one that does is a warning); 1 when the database cannot be read.
 fn list(ctx: &Ctx, json: bool) -> Result<()> {
-    let state = ctx.state(IfInvalid::Refuse)?;
+    let state = ctx.state(IfInvalid::Warn)?;
     let (hosts, published) = match ctx::open_existing(&state)? {
         Some(store) => (
             store.hosts().map_err(Failure::action)?,

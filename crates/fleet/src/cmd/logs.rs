@@ -67,7 +67,7 @@ fn ran_here(ctx: &Ctx, state: &StateDir, store: &Store, host: &str, files: &RunF
 /// `fleet logs RUN [--follow]`.
 pub fn logs(ctx: &Ctx, args: &LogsArgs) -> Result<()> {
     let LogsArgs { run, follow } = *args;
-    let state = ctx.state(IfInvalid::Refuse)?;
+    let state = ctx.state(IfInvalid::Warn)?;
     let Some(store) = ctx::open_existing(&state)? else {
         return Err(Failure::unknown_run(run));
     };

@@ -25,7 +25,7 @@ pub struct WaitArgs {
 ///
 /// Errors: see [`run_end::wait`]; no database at all is an unknown id (exit 2).
 pub fn wait(ctx: &Ctx, args: &WaitArgs) -> Result<()> {
-    let state = ctx.state(IfInvalid::Refuse)?;
+    let state = ctx.state(IfInvalid::Warn)?;
     let Some(store) = ctx::open_existing(&state)? else {
         return Err(Failure::unknown_run(args.runs[0]));
     };

@@ -108,7 +108,7 @@ pub fn runs(ctx: &Ctx, args: RunsArgs) -> Result<()> {
         || args.trigger.is_some()
         || since.is_some()
         || until.is_some();
-    let state = ctx.state(IfInvalid::Refuse)?;
+    let state = ctx.state(IfInvalid::Warn)?;
     // The config only to tell a misspelled name from one without runs; with --state-dir and a
     // broken file, the database alone decides.
     let config = ctx.config_if_valid();

@@ -1,7 +1,9 @@
 //! `fleet status [--json]`: whether a daemon holds the state directory and whether its loop
 //! turns ([`liveness`]), the config in force, occupancy against every cap ([`report`]); exit 0
-//! (evaluating), 1 (stuck) or 3 (no daemon). It works while fleet.toml is invalid: the report
-//! then shows the file's errors, and the exit status is 2.
+//! (evaluating), 1 (stuck) or 3 (no daemon). It works while fleet.toml is invalid, as long as
+//! the file still says where the state directory is: the report then shows the file's errors
+//! (and stderr the first as a warning), and the exit status is still the daemon's — a typo in
+//! the file must not fail a health check while the daemon runs on its last good config.
 
 mod liveness;
 mod report;
@@ -63,7 +65,7 @@ fn this_host_row(
 /// `fleet status`: the daemon, the config in force, occupancy.
 pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<()> {
     let json = args.json;
-    let state = ctx.state(IfInvalid::Read)?;
+    let state = ctx.state(IfInvalid::Warn)?;
     let (config, errors) = (ctx.config_if_valid(), ctx.loaded().err());
     let path = ctx.path();
     let holder = state.daemon_holder().map_err(|e| {
@@ -145,24 +147,21 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<()> {
     } else {
         console::print(&report.text())?;
     }
-    match errors {
-        // Shown above too (`config_errors`); the exit status and the one-line message still
-        // say the file is invalid.
-        Some(errors) => Err(Failure::invalid_config(errors).reported()),
-        None => match liveness {
-            Liveness::Running => Ok(()),
-            // The report above says it all; the one-line message and the exit status are for
-            // scripts and service managers (`systemctl is-active` uses 3 the same way).
-            Liveness::Stopped => Err(Failure {
-                code: liveness.exit_code(),
-                message: format!("no daemon holds {}", state.root().display()),
-                reported: json,
-            }),
-            Liveness::Stuck(ref reason) => Err(Failure {
-                code: liveness.exit_code(),
-                message: format!("the daemon is stuck: {reason}"),
-                reported: json,
-            }),
-        },
+    // An invalid file was said on stderr (and is in the report); the exit status is the
+    // daemon's alone, for scripts and health checks.
+    match liveness {
+        Liveness::Running => Ok(()),
+        // The report above says it all; the one-line message and the exit status are for
+        // scripts and service managers (`systemctl is-active` uses 3 the same way).
+        Liveness::Stopped => Err(Failure {
+            code: liveness.exit_code(),
+            message: format!("no daemon holds {}", state.root().display()),
+            reported: json,
+        }),
+        Liveness::Stuck(ref reason) => Err(Failure {
+            code: liveness.exit_code(),
+            message: format!("the daemon is stuck: {reason}"),
+            reported: json,
+        }),
     }
 }
