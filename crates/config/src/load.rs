@@ -101,7 +101,7 @@ impl Config {
             None => {
                 // A string under a key fleet does not know that looks like `state_dir` may be
                 // that key mistyped: the default would then be another folder.
-                let known = super::check::allowed_keys("");
+                let known = crate::validate::checker::allowed_keys("");
                 root.iter()
                     .all(|(k, v)| {
                         let k = k.get_ref().as_ref();

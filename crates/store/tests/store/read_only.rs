@@ -26,6 +26,12 @@ fn one_run() -> (tempfile::TempDir, PathBuf) {
         )
         .unwrap();
     drop(store);
+    // The pool's connections close as it drops, the last one removing `-wal` and `-shm`; one
+    // its background thread was still opening closes a moment later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while names(tmp.path()) != ["fleet.db"] && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     (tmp, db)
 }
 
