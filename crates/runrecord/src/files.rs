@@ -188,17 +188,14 @@ impl RunFiles {
     }
 
     /// What a shim that has just taken `held`, this run's lock, must know before it starts its
-    /// claim `token`: whether recovery gave that claim up (as [`RunFiles::is_tombstoned`], and
-    /// with its errors), and the newest `started` record (as [`RunFiles::read_started`], its
-    /// error kept apart: an unreadable earlier record does not stop the claim). The slot is
-    /// read through `held`'s own descriptor, on the path of every start.
+    /// claim `token` ([`BeforeStart`]): whether recovery gave that claim up (as
+    /// [`RunFiles::is_tombstoned`], and with its errors), the newest `started` record (as
+    /// [`RunFiles::read_started`], its error kept apart: an unreadable earlier record does not
+    /// stop the claim), and that earlier claim's `exit` record, if the files hold it. The slot
+    /// is read through `held`'s own descriptor, on the path of every start.
     ///
     /// Errors: `InvalidInput` if `held` is another run's lock; as [`RunFiles::is_tombstoned`].
-    pub fn before_start(
-        &self,
-        held: &RunLock,
-        token: u64,
-    ) -> io::Result<(bool, io::Result<Option<StartedRecord>>)> {
+    pub fn before_start(&self, held: &RunLock, token: u64) -> io::Result<BeforeStart> {
         held.check(self.id, &self.lock_path())?;
         let own = held.slot.read(&held.file)?;
         let records = self.gather(&own)?;
@@ -210,7 +207,15 @@ impl RunFiles {
         } else {
             false
         };
-        Ok((tombstoned, or_bad(records.started, &records.bad)))
+        let earlier_token = records.started.as_ref().map(|s| s.token);
+        let earlier_end = records
+            .exit
+            .filter(|e| Some(e.token) == earlier_token && e.token != token);
+        Ok(BeforeStart {
+            tombstoned,
+            earlier: or_bad(records.started, &records.bad),
+            earlier_end,
+        })
     }
 
     /// Reads the newest `started` record; `Ok(None)` if there is none.
@@ -323,6 +328,18 @@ impl RunFiles {
 }
 
 /// `found`, or failing that an error for the first of `bad`, or failing that none.
+/// What a run's files say to a shim about to start a claim ([`RunFiles::before_start`]).
+#[derive(Debug)]
+pub struct BeforeStart {
+    /// Recovery gave this claim up: the shim must not start it.
+    pub tombstoned: bool,
+    /// The newest `started` record, of whichever claim (an error when it cannot be read).
+    pub earlier: io::Result<Option<StartedRecord>>,
+    /// The `exit` record of the claim that wrote [`BeforeStart::earlier`], when that is
+    /// another claim and the files hold how its command ended.
+    pub earlier_end: Option<ExitRecord>,
+}
+
 fn or_bad<T>(found: Option<T>, bad: &[BadLine]) -> io::Result<Option<T>> {
     match (found, bad.first()) {
         (Some(r), _) => Ok(Some(r)),

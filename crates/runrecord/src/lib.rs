@@ -161,7 +161,7 @@ pub mod slot;
 mod disk;
 mod write;
 
-pub use files::RunFiles;
+pub use files::{BeforeStart, RunFiles};
 pub use listing::{highest_run_ids, list_run_ids, live_run_candidates};
 pub use lock::RunLock;
 pub use log::{marker_line, parse_marker, BoundedLog, MARKER_MAX_LEN, MIN_MAX_LOG_SIZE};

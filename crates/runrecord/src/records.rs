@@ -99,6 +99,11 @@ pub struct ExitRecord {
     pub started_at: Option<String>,
     /// When the shim saw the command end, RFC 3339 UTC.
     pub finished_at: String,
+    /// This claim started nothing: the run's files held the end of an earlier claim, `repeats`,
+    /// whose command had run, and this record repeats that end (a database restored from an
+    /// older backup queued the run again). Absent from every other exit record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<u64>,
 }
 
 impl ExitRecord {

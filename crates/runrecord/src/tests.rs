@@ -103,6 +103,7 @@ fn records_round_trip_and_missing_is_none() {
         error: Some("nope".into()),
         started_at: None,
         finished_at: now_rfc3339(),
+        repeats: None,
     };
     dir.write_started(&lock, &started).unwrap();
     dir.write_running(&lock, &running).unwrap();
@@ -179,6 +180,7 @@ fn a_bad_line_is_set_aside_and_the_records_around_it_count() {
         error: None,
         started_at: None,
         finished_at: now_rfc3339(),
+        repeats: None,
     };
     dir.write_exit(&lock, &exit).unwrap();
     let all = dir.records().unwrap();
@@ -207,6 +209,7 @@ fn exit_of(token: u64, code: i32) -> ExitRecord {
         error: None,
         started_at: None,
         finished_at: now_rfc3339(),
+        repeats: None,
     }
 }
 

@@ -309,6 +309,20 @@ impl Store {
         }
     }
 
+    /// Makes sure every take-over from now on gets an epoch above `highest`: the highest epoch
+    /// this host's state directory has recorded a daemon under (its `boot` file). A database
+    /// restored from an older backup would otherwise hand the next daemon an epoch an earlier
+    /// one already held, and an epoch would no longer name one daemon's life. The counter only
+    /// grows: returns whether it moved (nothing is written when it is already there).
+    ///
+    /// Errors: busy database (nothing written).
+    pub fn reserve_epochs(&self, highest: i64) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.reserve_epochs(highest),
+            Backend::Postgres(db) => db.reserve_epochs(highest),
+        }
+    }
+
     /// Makes sure every run inserted from now on gets an id above `highest`: the highest run
     /// id that has files in this host's state directory. A database restored from an older
     /// backup would otherwise number new runs from where the backup left off, and a new run

@@ -194,6 +194,23 @@ fn write_synced(path: &Path, text: &str) -> io::Result<()> {
     file.sync_all()
 }
 
+/// The highest epoch `state_dir`'s [`BOOT_FILE`] names (`Ok(None)`: no file, or no epoch in
+/// it): the epoch of the last daemon that ran here, which no later daemon may take again.
+///
+/// Errors: the file exists but cannot be read.
+pub fn highest_epoch(state_dir: &Path) -> io::Result<Option<i64>> {
+    match std::fs::read_to_string(state_dir.join(BOOT_FILE)) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+        Ok(text) => Ok(match parse(&text) {
+            Earlier::Recorded { since, lines } => {
+                lines.iter().map(|(epoch, _)| *epoch).chain(since).max()
+            }
+            Earlier::None | Earlier::Unknown => None,
+        }),
+    }
+}
+
 /// How a daemon that could not name its boot writes it.
 const UNKNOWN: &str = "unknown";
 

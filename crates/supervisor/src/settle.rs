@@ -42,9 +42,13 @@
 //! record can come from fleet's own history: it comes from a database restored from an older
 //! backup that still queued a run that has run since, from another program that queued the run
 //! again while it ran, or from another install's files with the run's id. The shim, right after
-//! its tombstone check and from the same read of its record slot, records an exit of outcome
-//! `already_started` instead of starting the command; the run ends `lost`, retried by the
-//! project's policy as any lost run, under a new id and new files.
+//! its tombstone check and from the same read of its record slot, starts nothing. When the files
+//! also hold that claim's `exit` record, the command's end is known: the shim records it again
+//! as this claim's (`repeats` naming the earlier claim), and the run ends as its command did,
+//! with no retry — its retry, if it had one, was decided with that end, in the history the
+//! database lost, and may have run. Otherwise it records an exit of outcome `already_started`;
+//! the run ends `lost`, retried by the project's policy as any lost run, under a new id and new
+//! files.
 
 use std::io;
 
@@ -245,6 +249,22 @@ pub fn outcome(exit: &ExitRecord) -> (RunStatus, Option<i32>, Option<i32>, Optio
                 "not started: its command had been started by another claim".into()
             })),
         ),
+        _ if exit.repeats.is_some() => {
+            let (status, code, signal, _) = outcome(&ExitRecord {
+                repeats: None,
+                ..exit.clone()
+            });
+            let claim = exit.repeats.unwrap_or_default();
+            (
+                status,
+                code,
+                signal,
+                Some(format!(
+                    "not started again: the run's files hold its end under an earlier claim ({claim}), \
+                     which the database had lost (restored from an older backup?); not retried"
+                )),
+            )
+        }
         _ if exit.timed_out => (
             RunStatus::TimedOut,
             exit.code,
@@ -319,7 +339,13 @@ pub fn transition(
                 exit_code,
                 signal,
                 reason,
-                retry: policy.next(status, attempt, now),
+                // An end repeated from an earlier claim's records was decided when that claim
+                // ended, retry included, in a history the database lost: a retry now could be
+                // a second run of an attempt that has run.
+                retry: match exit.repeats {
+                    Some(_) => None,
+                    None => policy.next(status, attempt, now),
+                },
                 finished_at: exit.finished_ms(),
             }
         }

@@ -216,22 +216,48 @@ fn after_a_restore_new_runs_are_numbered_above_the_run_files() {
 }
 
 /// A backup that still queued runs which have run since: restored, those runs are claimed
-/// again, and their files say their commands were started already. Each claim ends there —
-/// the run `lost`, its note saying why — instead of starting the command a second time, and
-/// its log is not written to again; `fleet check` finds no double start.
+/// again, and their files say their commands were started already, and how they ended. Each
+/// run ends as its command did — from its records, exit code included — instead of starting
+/// the command a second time or being retried; its log is not written to again; `fleet check`
+/// finds nothing wrong; and the daemon started on the restored database takes an epoch above
+/// the one of the daemon that ran after the backup.
 #[test]
-fn after_a_restore_a_run_that_ran_since_the_backup_is_not_started_again() {
+fn after_a_restore_a_run_that_ran_since_the_backup_ends_as_it_did() {
     let f = Fleet::new(
-        "[projects.p]\nmax_parallel = 4\ncommand = [\"sh\", \"-c\", \"echo run $FLEET_RUN_ID\"]\n",
+        "[projects.p]\nmax_parallel = 4\nretries = 1\nretry_backoff = \"0s\"\n\
+         command = [\"sh\", \"-c\", \"echo run $FLEET_RUN_ID; exit $(( FLEET_RUN_ID % 2 * 3 ))\"]\n",
     );
     let ids: Vec<i64> = (0..3).map(|_| f.enqueue("p")).collect();
+    let ended = |f: &Fleet, id: i64| {
+        let expected = if id % 2 == 1 {
+            ("failed", 3)
+        } else {
+            ("succeeded", 0)
+        };
+        let run = f.wait_terminal(id);
+        assert_eq!(
+            (status_of(&run), run["exit_code"].as_i64()),
+            (expected.0, Some(expected.1)),
+            "{run}"
+        );
+    };
     // The backup holds them queued.
     let backup = f.file("backup.db");
     back_up(&f, &backup);
     let mut d = f.start_daemon();
     for &id in &ids {
-        assert_eq!(status_of(&f.wait_terminal(id)), "succeeded");
+        ended(&f, id);
     }
+    // The failed ones' retries run too, then the daemon stops.
+    for r in f.runs() {
+        f.wait_terminal(r["id"].as_i64().unwrap());
+    }
+    let epoch_after_backup = f
+        .db()
+        .query_row("SELECT value FROM meta WHERE key = 'epoch'", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .unwrap();
     d.kill();
     let db = f.state_dir().join("fleet.db");
     std::fs::copy(&backup, &db).unwrap();
@@ -240,23 +266,58 @@ fn after_a_restore_a_run_that_ran_since_the_backup_is_not_started_again() {
     }
     let d = f.start_daemon();
     for &id in &ids {
-        let run = f.wait_terminal(id);
-        assert_eq!(status_of(&run), "lost", "{run}");
-        let note = run["reason"].as_str().unwrap_or("");
-        assert!(
-            note.contains(&format!(
-                "run {id}'s files say its command was already started"
-            )),
-            "{run}"
-        );
+        ended(&f, id);
         assert_eq!(
             std::fs::read_to_string(f.state_dir().join(format!("runs/{id}.log"))).unwrap(),
             format!("run {id}\n"),
             "run {id}'s command ran again"
         );
     }
-    let out = f.cmd(&["check"]);
-    assert!(!out.stdout.contains("double_start"), "{out:?}");
+    // Nothing else is queued: not even a retry of the runs that failed — it was decided with
+    // their ends, in the history the restored database lost, and ran then.
+    let after = f.runs();
+    let mut listed: Vec<i64> = after.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    listed.sort();
+    assert_eq!(listed, ids, "{after:?}");
+    for r in &after {
+        assert!(
+            r["reason"]
+                .as_str()
+                .is_some_and(|n| n.contains("not started again")),
+            "{r}"
+        );
+    }
+    let epoch: i64 = f
+        .db()
+        .query_row("SELECT epoch FROM hosts", [], |r| r.get(0))
+        .unwrap();
+    assert!(
+        epoch > epoch_after_backup,
+        "the daemon on the restored database took epoch {epoch}, already held by one that ran after the backup (up to {epoch_after_backup})"
+    );
+    // What `fleet check` finds is the files of the retries the restored database lost (runs
+    // 4 and 5, one per failed run), as after any restore, and nothing else.
+    let out = f.cmd(&["check", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).expect("check's JSON");
+    let found: Vec<(String, i64)> = report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["kind"].as_str().unwrap().to_string(),
+                v["run_id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("folder_without_run".to_string(), 4),
+            ("folder_without_run".to_string(), 5)
+        ],
+        "{out:?}"
+    );
     drop(d);
 }
 

@@ -55,6 +55,15 @@ impl PgStore {
         Ok(epoch)
     }
 
+    /// [`crate::Store::reserve_epochs`]: the counter moved up to `highest`, never down.
+    pub(crate) fn reserve_epochs(&self, highest: i64) -> Result<bool> {
+        let moved = self.conn()?.execute(
+            "UPDATE meta SET value = $1 WHERE key = 'epoch' AND value < $1",
+            &[&highest],
+        )?;
+        Ok(moved > 0)
+    }
+
     /// [`crate::Store::reserve_run_ids`]: `runs.id` is an identity column, numbered by its
     /// sequence. Moving the sequence is done under a lock that keeps every other host from
     /// inserting (or changing) a run meanwhile, so no id another host just drew is handed out

@@ -53,6 +53,15 @@ impl SqliteStore {
 
     /// [`crate::Store::reserve_run_ids`]: `runs.id` is `AUTOINCREMENT`, so SQLite numbers a
     /// new run from the larger of `sqlite_sequence`'s value and the largest id present.
+    /// [`crate::Store::reserve_epochs`]: the counter moved up to `highest`, never down.
+    pub(crate) fn reserve_epochs(&self, highest: i64) -> Result<bool> {
+        let moved = self.conn()?.execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'epoch' AND value < ?1",
+            [highest],
+        )?;
+        Ok(moved > 0)
+    }
+
     pub(crate) fn reserve_run_ids(&self, highest: RunId) -> Result<Reserved> {
         const LAST: &str =
             "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0), \

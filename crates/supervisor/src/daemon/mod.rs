@@ -200,14 +200,14 @@ mod state;
 mod turn;
 mod unreadable;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use config::Config;
 use fleet_http::Observed;
 use health::Health;
-use store::{now_ms, StoreError};
+use store::{now_ms, Store, StoreError};
 use tokio::time::Instant;
 
 pub use eval::{eval_blocking, EvalGates, EvalOutcome};
@@ -342,14 +342,18 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         let caps = caps_json(&config);
         let path = options.config_path.display().to_string();
         let host = config.host.clone();
+        let root = state.root().to_path_buf();
         // Another program may hold the write lock as we start: wait it out, never give up.
-        tokio::task::spawn_blocking(move || loop {
-            match store.take_over(&host, std::process::id() as i32, &path, &caps, now_ms()) {
-                Err(e) if e.is_busy() => {
-                    tracing::warn!(error = %e, "the database is busy; retrying the takeover");
-                    std::thread::sleep(Duration::from_millis(500));
+        tokio::task::spawn_blocking(move || {
+            reserve_epochs(&store, &root)?;
+            loop {
+                match store.take_over(&host, std::process::id() as i32, &path, &caps, now_ms()) {
+                    Err(e) if e.is_busy() => {
+                        tracing::warn!(error = %e, "the database is busy; retrying the takeover");
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                    other => break other,
                 }
-                other => break other,
             }
         })
         .await
@@ -554,4 +558,38 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         fleet_http::remove_socket(listen);
     }
     Ok(())
+}
+
+/// Moves the database's epoch counter above every epoch the state directory at `root` has
+/// recorded a daemon under ([`crate::boot::highest_epoch`]), before the takeover takes the
+/// next one: a database restored from an older backup would otherwise hand this daemon the
+/// epoch of a daemon that ran after the backup. A `boot` file that cannot be read is said, and
+/// the database's own counter kept (the recovery that reads it says what that costs).
+///
+/// Errors: the database's, but busy, which is waited out.
+fn reserve_epochs(store: &Store, root: &Path) -> Result<(), StoreError> {
+    let highest = match crate::boot::highest_epoch(root) {
+        Ok(highest) => highest,
+        Err(e) => {
+            tracing::warn!(error = %e, path = %root.join(crate::boot::BOOT_FILE).display(), "cannot read the epochs of earlier daemons; the database's own counter is kept");
+            None
+        }
+    };
+    let Some(highest) = highest else {
+        return Ok(());
+    };
+    loop {
+        match store.reserve_epochs(highest) {
+            Err(e) if e.is_busy() => {
+                tracing::warn!(error = %e, "the database is busy; retrying the epoch check");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Ok(true) => {
+                tracing::warn!(epoch = highest, "a daemon here already ran under epoch {highest}, which the database would have handed out again (a database restored from an older backup?): the next epoch is above it");
+                return Ok(());
+            }
+            Ok(false) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
 }

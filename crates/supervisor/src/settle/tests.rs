@@ -46,6 +46,7 @@ fn exit(token: u64, outcome: Outcome, code: Option<i32>, signal: Option<i32>) ->
         error: None,
         started_at: Some(now_rfc3339()),
         finished_at: "2024-01-02T03:04:05.678Z".into(),
+        repeats: None,
     }
 }
 

@@ -61,6 +61,17 @@ pub(super) fn supervise_claim(args: &ShimArgs, signals: &BlockedSignals, own: &O
     }
 }
 
+/// How an exit record says its command ended, for a log line: `exit 0`, `signal 9`, …
+fn describe_end(e: &ExitRecord) -> String {
+    match (e.outcome, e.code, e.signal) {
+        (Outcome::Exited, Some(code), _) => format!("exit {code}"),
+        (Outcome::Signalled, _, Some(signal)) => format!("signal {signal}"),
+        (Outcome::SpawnFailed, ..) => "it could not be started".into(),
+        (Outcome::AlreadyStarted, ..) => "not started: started by an earlier claim".into(),
+        _ => "its end recorded".into(),
+    }
+}
+
 /// The exit record of claim `token` whose command was never started (`outcome` says why it
 /// was not, `error` in words).
 fn not_started(token: u64, outcome: Outcome, error: String) -> ExitRecord {
@@ -74,6 +85,7 @@ fn not_started(token: u64, outcome: Outcome, error: String) -> ExitRecord {
         error: Some(error),
         started_at: None,
         finished_at: now_rfc3339(),
+        repeats: None,
     }
 }
 
@@ -88,39 +100,59 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
     // `started` record and not requeue. Without this check a late shim starts a requeued run a
     // second time.
     // One read of the record slot answers both this and the history below.
-    let (tombstoned, earlier) = dir.before_start(&lock, a.token)?;
-    if tombstoned {
+    let before = dir.before_start(&lock, a.token)?;
+    if before.tombstoned {
         warn(format_args!(
             "fleet shim: run {} claim {} was given up by recovery; not starting",
             a.run_id, a.token
         ));
         return Ok(EXIT_OK);
     }
+    let earlier = before.earlier;
 
     // A `started` record of another claim: this run's command was started once already. A
     // claim is requeued only when its command provably never started, so no earlier claim can
     // legitimately have one; it comes from a database restored from an older backup that still
     // queued the run, from another program that queued it again while it ran, or from another
-    // install's files with this run's id. Starting again
-    // would start one attempt twice: the claim ends here, recorded (the run ends `lost`).
+    // install's files with this run's id. Starting again would start one attempt twice: the
+    // claim ends here, recorded. When the files also hold how that earlier start ended, this
+    // claim's end repeats it (the run ends as its command did, with no retry: one may have run
+    // already, under an id the database no longer knows); otherwise the run ends `lost`.
     if let Ok(Some(old)) = &earlier {
         if old.token != a.token {
-            let why = format!(
-                "not started: run {}'s files say its command was already started, by claim {} at {} \
-                 (a database restored from an older backup, a write by another program that queued it again, \
-                 or another install's files with this run's id)",
-                a.run_id, old.token, old.at
-            );
-            warn(format_args!(
-                "fleet shim: run {} claim {}: {why}",
-                a.run_id, a.token
-            ));
-            write_exit(
-                a,
-                &dir,
-                &lock,
-                &not_started(a.token, Outcome::AlreadyStarted, why),
-            )?;
+            let end = match before.earlier_end {
+                Some(ended) => {
+                    warn(format_args!(
+                        "fleet shim: run {} claim {}: not started: its files say its command was already \
+                         started, by claim {} at {}, and ended ({}): the run ends as it did \
+                         (a database restored from an older backup?)",
+                        a.run_id,
+                        a.token,
+                        old.token,
+                        old.at,
+                        describe_end(&ended)
+                    ));
+                    ExitRecord {
+                        token: a.token,
+                        repeats: Some(old.token),
+                        ..ended
+                    }
+                }
+                None => {
+                    let why = format!(
+                        "not started: run {}'s files say its command was already started, by claim {} at {} \
+                         (a database restored from an older backup, a write by another program that queued it again, \
+                         or another install's files with this run's id)",
+                        a.run_id, old.token, old.at
+                    );
+                    warn(format_args!(
+                        "fleet shim: run {} claim {}: {why}",
+                        a.run_id, a.token
+                    ));
+                    not_started(a.token, Outcome::AlreadyStarted, why)
+                }
+            };
+            write_exit(a, &dir, &lock, &end)?;
             return Ok(EXIT_OK);
         }
     }
@@ -242,6 +274,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
         error: None,
         started_at: Some(started_at),
         finished_at: ended.finished_at,
+        repeats: None,
     };
     write_exit(a, &dir, &lock, &record)?;
     // Only now may the lock go (on return): a free lock with an exit record means "finalize".

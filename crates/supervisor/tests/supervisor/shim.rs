@@ -497,20 +497,32 @@ fn command_starts_with_a_clean_signal_state() {
     );
 }
 
-/// A second claim of a run whose command was started already (its files hold the first
-/// claim's `started` record: a database restored from a backup that still queued the run, or
-/// another install's files) is refused: its shim records an `already_started` exit naming the
-/// first claim, and starts nothing — the log holds the first claim's output alone.
+/// A second claim of a run whose command was started already, with no end on record (its
+/// files hold the first claim's `started` record alone: a database restored from a backup that
+/// still queued a run whose end the files never got, or another install's files) is refused:
+/// its shim records an `already_started` exit naming the first claim, and starts nothing.
 #[test]
 fn a_second_claim_of_a_started_run_is_refused() {
     let f = Fixture::new();
-    for token in [1, 2] {
-        let script = format!("echo claim {token}");
-        let (status, _, err) = finish(spawn_shim(&f.args(token, &["sh", "-c", &script]), &[]));
-        assert!(status.success(), "{err}");
-    }
     let dir = f.dir();
-    assert_eq!(fs::read_to_string(dir.log_path()).unwrap(), "claim 1\n");
+    dir.create_runs_dir().unwrap();
+    {
+        let lock = dir.lock_blocking().unwrap();
+        let started = runrecord::StartedRecord {
+            token: 1,
+            shim_pid: 1,
+            shim_start_time: 1,
+            at: "2026-01-01T00:00:00Z".into(),
+            history: vec![1],
+        };
+        dir.write_started(&lock, &started).unwrap();
+    }
+    let (status, _, err) = finish(spawn_shim(&f.args(2, &["sh", "-c", "echo claim 2"]), &[]));
+    assert!(status.success(), "{err}");
+    assert!(
+        !dir.log_path().exists() || fs::read_to_string(dir.log_path()).unwrap().is_empty(),
+        "the second claim ran its command"
+    );
     let exit = dir.read_exit().unwrap().unwrap();
     assert_eq!(exit.token, 2);
     assert_eq!(exit.outcome, runrecord::Outcome::AlreadyStarted);
@@ -520,6 +532,31 @@ fn a_second_claim_of_a_started_run_is_refused() {
             .is_some_and(|e| e.contains("already started, by claim 1")),
         "{exit:?}"
     );
+    let started = dir.read_started().unwrap().unwrap();
+    assert_eq!((started.token, started.history), (1, vec![1]));
+}
+
+/// A second claim of a run whose command ran to its end under a first claim (its files hold
+/// that claim's `started` and `exit` records: a database restored from a backup that still
+/// queued the run) starts nothing, and records the first claim's end as its own: the run ends
+/// as its command did, exit code included.
+#[test]
+fn a_second_claim_of_an_ended_run_repeats_its_end() {
+    let f = Fixture::new();
+    for token in [1, 2] {
+        let script = format!("echo claim {token}; exit 3");
+        let (status, _, err) = finish(spawn_shim(&f.args(token, &["sh", "-c", &script]), &[]));
+        assert!(status.success(), "{err}");
+    }
+    let dir = f.dir();
+    assert_eq!(fs::read_to_string(dir.log_path()).unwrap(), "claim 1\n");
+    let exit = dir.read_exit().unwrap().unwrap();
+    assert_eq!(exit.token, 2);
+    assert_eq!(exit.outcome, runrecord::Outcome::Exited);
+    assert_eq!(exit.code, Some(3));
+    assert!(exit.started_at.is_some(), "{exit:?}");
+    let (status, code, ..) = supervisor::settle::outcome(&exit);
+    assert_eq!((status, code), (store::RunStatus::Failed, Some(3)));
     let started = dir.read_started().unwrap().unwrap();
     assert_eq!((started.token, started.history), (1, vec![1]));
 }
