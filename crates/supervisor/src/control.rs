@@ -4,7 +4,9 @@
 //! A nudge is only a hint: every fact lives in the database, so a lost nudge costs at most one
 //! tick of latency, never a run.
 //!
-//! One request has an answer: `health`, which `fleet status` sends to learn whether the
+//! Two requests have an answer. `slots` ([`ask_slots`]): the runs whose slots the daemon held
+//! at its loop's last turn, which `fleet check` compares with the database. And `health`, which
+//! `fleet status` sends to learn whether the
 //! daemon's loop is evaluating. The daemon answers it from its heartbeat
 //! ([`health::Health`]) without waiting for the loop, so a stuck loop still answers
 //! `stuck`; a stopped (SIGSTOP) or wedged process does not answer at all, which the client's
@@ -74,6 +76,53 @@ pub fn send(socket: &Path, nudge: Nudge) -> io::Result<()> {
     Ok(())
 }
 
+/// The line that asks the daemon for the runs it holds slots for ([`ask_slots`]).
+pub const SLOTS_REQUEST: &str = "slots";
+
+/// The answer to [`SLOTS_REQUEST`]: `slots` and each run id, space-separated, on one line.
+pub fn slots_line(ids: &[i64]) -> String {
+    let mut line = String::from("slots");
+    for id in ids {
+        line += &format!(" {id}");
+    }
+    line
+}
+
+/// Asks the daemon listening on `socket` for the runs whose slots it held at its loop's last
+/// turn, waiting at most `timeout` for each of the write and the read of the answer.
+///
+/// Errors: as [`ask_health`].
+pub fn ask_slots(socket: &Path, timeout: Duration) -> io::Result<Vec<i64>> {
+    let line = ask(socket, SLOTS_REQUEST, timeout)?;
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "unexpected answer to a slots request: {:?}",
+                line.trim_end()
+            ),
+        )
+    };
+    let mut words = line.split_whitespace();
+    if words.next() != Some("slots") {
+        return Err(bad());
+    }
+    words.map(|w| w.parse().map_err(|_| bad())).collect()
+}
+
+/// Sends `request` to the daemon listening on `socket` and reads its one-line answer.
+fn ask(socket: &Path, request: &str, timeout: Duration) -> io::Result<String> {
+    let (address, _folder) = addressable(socket)?;
+    let mut stream = UnixStream::connect(&address)?;
+    stream.set_write_timeout(Some(timeout))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.write_all(request.as_bytes())?;
+    stream.write_all(b"\n")?;
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line)?;
+    Ok(line)
+}
+
 /// The line that asks the daemon for its health ([`ask_health`]).
 pub const HEALTH_REQUEST: &str = "health";
 
@@ -121,14 +170,7 @@ impl HealthReply {
 /// means stopped); no answer within `timeout` (`WouldBlock` or `TimedOut`: a daemon that is
 /// stopped or wedged); the connection closed without a valid answer (`InvalidData`).
 pub fn ask_health(socket: &Path, timeout: Duration) -> io::Result<HealthReply> {
-    let (address, _folder) = addressable(socket)?;
-    let mut stream = UnixStream::connect(&address)?;
-    stream.set_write_timeout(Some(timeout))?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.write_all(HEALTH_REQUEST.as_bytes())?;
-    stream.write_all(b"\n")?;
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line)?;
+    let line = ask(socket, HEALTH_REQUEST, timeout)?;
     HealthReply::parse(&line).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,

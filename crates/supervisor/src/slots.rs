@@ -11,6 +11,7 @@
 //! [`ShimIdentity::signal`], which checks first that the pid is still that shim.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use packer::{ActiveRun, RunningSet};
 use store::RunId;
@@ -117,6 +118,11 @@ impl SlotPool {
         }
     }
 
+    /// The slot of `run_id`, if this daemon supervises it.
+    pub fn get(&self, run_id: RunId) -> Option<&Slot> {
+        self.slots.get(&run_id)
+    }
+
     /// The slot of a run, mutably.
     pub fn get_mut(&mut self, run_id: RunId) -> Option<&mut Slot> {
         self.slots.get_mut(&run_id)
@@ -205,5 +211,26 @@ mod tests {
         assert!(!get(&mut pool, 2).shim_moved_on);
         assert_eq!(get(&mut pool, 3).shim, Some(p));
         assert!(!get(&mut pool, 3).shim_moved_on);
+    }
+}
+
+/// The runs whose slots the pool held at the loop's last turn, as the loop publishes them for
+/// the control socket to answer with (`slots`, which `fleet check` asks): the listener never
+/// touches the pool itself.
+#[derive(Debug, Default)]
+pub struct PublishedSlots {
+    ids: Mutex<Vec<RunId>>,
+}
+
+impl PublishedSlots {
+    /// Replaces what is published with the runs of `pool`.
+    pub fn publish(&self, pool: &SlotPool) {
+        let ids = pool.slots.keys().copied().collect();
+        *self.ids.lock().unwrap_or_else(|e| e.into_inner()) = ids;
+    }
+
+    /// The runs published last, by id.
+    pub fn ids(&self) -> Vec<RunId> {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }

@@ -322,3 +322,66 @@ fn check_accepts_a_real_end_the_forget_could_not_know() {
     h.fleet("b").wait_status(r1, "lost");
     h.assert_check_ok("b");
 }
+
+/// Host a is forgotten (`--force`, from host b) while its daemon runs a run of a namespace
+/// with one seat, and the command ends right after the forget: a's write of that end is
+/// refused, and a rejoins under a new epoch. The run's slot must go with it, as it would had
+/// the end been written: the retry the forget queued, and every later run of the namespace,
+/// start on a, with no restart of its daemon.
+#[test]
+fn a_refused_end_frees_the_seat_of_its_run_on_the_host_that_rejoins() {
+    use_private_bin();
+    let Some(h) = Hosts::new(&["a", "b"], |dir| {
+        // The first attempt waits at its gate; the retry and later runs end at once.
+        let first = gated(dir);
+        let cmd = sh(&format!(
+            "if [ \"$FLEET_ATTEMPT\" = 1 ] && [ \"$FLEET_PROJECT\" = r ]; then {first}; fi; exit 0"
+        ));
+        format!(
+            "max_concurrency = 4\n\
+             [namespaces.rn]\nmax_concurrency = 1\n\
+             [projects.r]\nnamespace = \"rn\"\nretries = 1\nretry_backoff = \"0s\"\n\
+             command = {cmd}\n\
+             [projects.later]\nnamespace = \"rn\"\ncommand = {cmd}\n"
+        )
+    }) else {
+        return;
+    };
+    // Only a runs a daemon: b is where the operator types the forget.
+    let a = h.start("a");
+    let r1 = h.fleet("a").enqueue("r");
+    h.fleet("a").wait_run(r1, "running with a pid", |r| {
+        r["status"] == "running" && r["pid"].is_i64()
+    });
+    h.fleet("b").cmd_ok(&["hosts", "forget", "a", "--force"]);
+    // The command ends now: before a's next heartbeat, as a rule, so the first write a makes
+    // after the forget is this run's end, and that write is refused.
+    release(h.shared(), r1);
+    assert_eq!(status_of(&h.fleet("b").wait_terminal(r1)), "lost");
+    let retry = || {
+        h.runs()
+            .into_iter()
+            .find(|r| r["retry_of"].as_i64() == Some(r1))
+    };
+    h.wait_until(DEADLINE, "the forget to queue the retry", || {
+        retry().is_some()
+    });
+    let r2 = id_of(&retry().unwrap());
+    // The run's end was a's to write, refused: whatever a holds for the run goes all the same.
+    // `fleet check` asks a's daemon for its slots: none may stay held for a run that ended.
+    let check = h.fleet("a").cmd(&["check", "--json"]);
+    assert!(
+        !check.stdout.contains("slot_without_active_run"),
+        "{check:?}\n{}",
+        h.diagnostics()
+    );
+    let done = h.fleet("a").wait_terminal(r2);
+    assert_eq!(status_of(&done), "succeeded", "{done}\n{}", h.diagnostics());
+    assert_eq!(done["host"], "a", "{done}");
+    let r3 = h.fleet("a").enqueue("later");
+    let done = h.fleet("a").wait_terminal(r3);
+    assert_eq!(status_of(&done), "succeeded", "{done}");
+    let mut a = a;
+    a.assert_alive();
+    h.assert_check_ok("a");
+}

@@ -16,7 +16,8 @@
 //! Its checks ([`ViolationKind`]: double start, over cap, two active runs of a project past its
 //! `max_parallel`, two ends, a run active without a shim and the reverse, run files no row
 //! explains, a terminal run whose exit record says another end than the database, cap seats out
-//! of step with their runs on a shared database) are several of fleet's invariants written as
+//! of step with their runs on a shared database, a slot the running daemon holds for a run that
+//! is not active) are several of fleet's invariants written as
 //! code: a good place to see what each one means. A double start is judged from both sides: the
 //! events (a claim after a claim with no requeue between) and the shims' `started` records (two
 //! claims named as starters, or a tombstoned claim that started). Where the run's files are here
@@ -38,6 +39,7 @@ use crate::statedir::StateDir;
 
 mod files;
 mod report;
+mod slots;
 
 pub use report::{plain_list, Report, Violation, ViolationKind};
 
@@ -447,6 +449,7 @@ pub fn audit(
             });
         }
     }
+    slots::held_for_nothing(state, store, &mut report)?;
     report.violations.sort_by_key(|v| (v.kind, v.run_id));
     report.violations.dedup();
     Ok(report)

@@ -17,6 +17,9 @@ pub enum ViolationKind {
     ActiveWithoutShim,
     /// A live shim holds the lock of a run the database does not hold as active (for that claim).
     ShimWithoutActiveRun,
+    /// The running daemon holds a slot for a run that is not active and whose shim has let go
+    /// of it: the slot counts against the run's caps, and nothing frees it.
+    SlotWithoutActiveRun,
     /// A project has more active runs at once than its `max_parallel` (two, when it runs one at
     /// a time), or two of its active runs hold one seat.
     TwoActiveRuns,
@@ -50,6 +53,7 @@ impl ViolationKind {
             ViolationKind::OverCap => "over_cap",
             ViolationKind::ActiveWithoutShim => "active_without_shim",
             ViolationKind::ShimWithoutActiveRun => "shim_without_active_run",
+            ViolationKind::SlotWithoutActiveRun => "slot_without_active_run",
             ViolationKind::TwoActiveRuns => "two_active_runs",
             ViolationKind::TwoEnds => "two_ends",
             ViolationKind::FolderWithoutRun => "folder_without_run",

@@ -296,36 +296,35 @@ impl Daemon {
                         // a newer claim.
                         _ => tracing::debug!(run = run_id, why = %why, "transition skipped"),
                     }
-                    // The slot goes with its shim's hold on the run, whatever the row says:
-                    // while the shim holds the run's lock its command runs, and takes its seat
-                    // under every cap. (A slot of a newer claim of this host has that claim's
-                    // shim.) A shim alive without the lock has ended the run and may be on
-                    // another by now (the fork server reuses shims); one that moved on is
-                    // known to have. A slot whose shim cannot be told goes when the row says
-                    // the run is no longer active.
-                    let gone = match self
-                        .slots
-                        .get_mut(*run_id)
-                        .map(|s| (s.shim, s.shim_moved_on))
-                    {
-                        Some((Some(shim), _)) => {
-                            !shim.is_alive()
-                                || matches!(
-                                    RunFiles::new(self.state.root(), *run_id).is_locked(),
-                                    Ok(false)
-                                )
-                        }
-                        Some((None, true)) => true,
-                        Some((None, false)) => {
-                            matches!(status, Some(Some(s)) if !s.is_active())
-                        }
-                        None => false,
-                    };
-                    if gone {
+                    // The slot goes with its shim's hold on the run, whatever the row says.
+                    if self.shim_done_with(*run_id, status) {
                         self.slots.remove(*run_id);
                     }
                 }
             }
+        }
+    }
+
+    /// Whether the shim of `run_id`'s slot is done with the run, so that the slot may go
+    /// although no end of this daemon's was written: its row was ended, queued again or
+    /// removed by someone else (`status`: the row's status, `Some(None)` when it is gone,
+    /// `None` when it could not be read). While the shim holds the run's lock its command runs,
+    /// and takes its seat under every cap. (A slot of a newer claim of this host has that
+    /// claim's shim.) A shim alive without the lock has ended the run and may be on another by
+    /// now (the fork server reuses shims); one that moved on is known to have. A slot whose
+    /// shim cannot be told goes when the row says the run is no longer active.
+    pub(super) fn shim_done_with(&self, run_id: RunId, status: Option<Option<RunStatus>>) -> bool {
+        match self.slots.get(run_id).map(|s| (s.shim, s.shim_moved_on)) {
+            Some((Some(shim), _)) => {
+                !shim.is_alive()
+                    || matches!(
+                        RunFiles::new(self.state.root(), run_id).is_locked(),
+                        Ok(false)
+                    )
+            }
+            Some((None, true)) => true,
+            Some((None, false)) => matches!(status, Some(Some(s)) if !s.is_active()),
+            None => false,
         }
     }
 

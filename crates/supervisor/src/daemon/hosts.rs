@@ -277,9 +277,14 @@ impl Daemon {
             };
             let sent = slot.shim.is_some_and(|s| s.signal(Signal::SIGTERM));
             warn_taken(&run, sent);
-            // Held until the shim is done with the run: its end, when reaped, is a transition
-            // the store skips (the row is already ended), and that frees the slot.
             slot.cancel_sent = true;
+            // Held until the shim is done with the run: its end, when reaped, is a transition
+            // the store skips (the row is already ended), and that frees the slot. A shim
+            // already done with it was reaped before (its end was the write refused): the slot
+            // goes now, by the same rule, or nothing would ever free it.
+            if self.shim_done_with(run.id, Some(Some(run.status))) {
+                self.slots.remove(run.id);
+            }
         }
         let store = self.store.clone();
         let caps = crate::caps::caps_json(&self.config);
@@ -292,6 +297,20 @@ impl Daemon {
         match taken {
             Ok(epoch) => {
                 tracing::warn!(epoch, "this host was forgotten; rejoined under a new epoch");
+                // The new epoch's claims are made in this boot: said in the `boot` file before
+                // the first of them, as at the start, or recovery would take each one that
+                // never started for one a restart of the machine may have cut short.
+                let root = self.state.root().to_path_buf();
+                match tokio::task::spawn_blocking(move || crate::boot::Boots::take(&root, epoch))
+                    .await
+                    .expect("recording the boot panicked")
+                {
+                    Ok(boots) => self.boots = boots,
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "cannot record the new epoch's boot: a claim of it that never started will end lost, not be queued again"
+                    ),
+                }
                 self.epoch = epoch;
                 self.fenced = None;
                 self.pending.clear();

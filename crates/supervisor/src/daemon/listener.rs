@@ -10,8 +10,8 @@
 //! is waited for, ends the wait) instead of killing the process halfway through; the control
 //! socket is bound only once the takeover is done, so that its presence tells commands the
 //! daemon is in charge (a dead daemon's socket file is removed as soon as the lock is taken).
-//! A `health` request on the socket is answered here, from the heartbeat alone, without
-//! waiting for the loop.
+//! A `health` request on the socket is answered here, from the heartbeat alone, and a `slots`
+//! request from what the loop published at its last turn, without waiting for the loop.
 
 use std::io;
 use std::path::Path;
@@ -24,7 +24,8 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::task::JoinHandle;
 
 use super::events::{Event, Events};
-use crate::control::{HealthReply, Nudge, HEALTH_REQUEST};
+use crate::control::{slots_line, HealthReply, Nudge, HEALTH_REQUEST, SLOTS_REQUEST};
+use crate::slots::PublishedSlots;
 use crate::watch::ConfigWatcher;
 
 /// Listens on the control socket `path`; each line is a [`Nudge`], sent on as an [`Event`], or
@@ -38,6 +39,7 @@ pub(super) fn control_socket(
     path: &Path,
     events: Events,
     health: Arc<Health>,
+    slots: Arc<PublishedSlots>,
 ) -> io::Result<JoinHandle<()>> {
     let _ = std::fs::remove_file(path);
     let (address, _folder) = crate::control::addressable(path)?;
@@ -49,6 +51,7 @@ pub(super) fn control_socket(
             };
             let events = events.clone();
             let health = health.clone();
+            let slots = slots.clone();
             tokio::spawn(async move {
                 let (read, mut write) = stream.into_split();
                 let mut lines = BufReader::new(read).lines();
@@ -57,6 +60,11 @@ pub(super) fn control_socket(
                         let verdict = health.verdict(store::now_ms());
                         let reply = HealthReply::from_verdict(&verdict).line() + "\n";
                         // The asker may have given up (its timeout): nothing to do about it.
+                        let _ = write.write_all(reply.as_bytes()).await;
+                        continue;
+                    }
+                    if line.trim() == SLOTS_REQUEST {
+                        let reply = slots_line(&slots.ids()) + "\n";
                         let _ = write.write_all(reply.as_bytes()).await;
                         continue;
                     }

@@ -451,13 +451,17 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // daemon is in charge; `fleet status` meanwhile finds a lock holder that does not answer.
     let (events, inbox) = events::channel();
     let socket = state.socket_path();
-    let control =
-        listener::control_socket(&socket, events.clone(), health.clone()).map_err(|source| {
-            DaemonError::Io {
-                what: format!("binding the control socket {}", socket.display()),
-                source,
-            }
-        })?;
+    let published_slots = Arc::new(crate::slots::PublishedSlots::default());
+    let control = listener::control_socket(
+        &socket,
+        events.clone(),
+        health.clone(),
+        published_slots.clone(),
+    )
+    .map_err(|source| DaemonError::Io {
+        what: format!("binding the control socket {}", socket.display()),
+        source,
+    })?;
     let tick = config.tick;
     let _watcher = listener::config_edits(&options.config_path, events.clone());
     let config = Arc::new(config);
@@ -497,6 +501,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         epoch,
         boots,
         slots: SlotPool::new(),
+        published_slots,
         pending: Vec::new(),
         exited: Vec::new(),
         reap_failures: Default::default(),

@@ -13,6 +13,7 @@ impl Daemon {
     /// tells the service manager what is due (see the module's documentation).
     pub(super) async fn turn(&mut self) {
         self.health.turn(store::now_ms());
+        self.published_slots.publish(&self.slots);
         if !self.notifier.enabled {
             return;
         }

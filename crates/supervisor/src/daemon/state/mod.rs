@@ -117,6 +117,8 @@ pub(super) struct Daemon {
     pub(super) config_file: ConfigFile,
     /// Active runs recovery could not settle yet (their files could not be read or written).
     pub(super) unsettled: unsettled::Unsettled,
+    /// The runs of `slots` at the last turn, for the control socket's `slots` answer.
+    pub(super) published_slots: Arc<crate::slots::PublishedSlots>,
     /// The loop's heartbeat, read by whatever reports health.
     pub(super) health: Arc<Health>,
     /// What the HTTP listener shows: the loop feeds its counters and the config in force.
