@@ -2,7 +2,8 @@
 //! status = 'queued'`: a script, a hand-edit, a restored copy of the database). The daemon
 //! must go on for every other run, keep counting the command against every cap while it runs,
 //! and never start it a second time: the run's next claim finds the first claim's `started`
-//! record and ends the run `lost`.
+//! record, and its `exit` record once the command has ended, and ends the run as the command
+//! did.
 
 use crate::common::restart::*;
 use crate::common::*;
@@ -36,18 +37,24 @@ fn install() -> Fleet {
 }
 
 /// What must hold once `held`'s command, moved back to `queued` while it ran, has ended: the
-/// other run went through (no EVAL stopped), `held` started once and ended `lost` with a note
-/// that says why, and `fleet check` finds nothing wrong (the files name one start).
+/// other run went through (no EVAL stopped), `held` started once and ended as its command did
+/// (`succeeded`, exit 0, from the first claim's records) with a note that says why, and `fleet
+/// check` finds nothing wrong (the files name one start).
 fn assert_settled(f: &Fleet, held: i64, other: i64) {
     let r = f.wait_terminal(other);
     assert_eq!(status_of(&r), "succeeded", "{r}\n{}", f.diagnostics());
     let r = f.wait_terminal(held);
-    assert_eq!(status_of(&r), "lost", "{r}\n{}", f.diagnostics());
+    assert_eq!(
+        (status_of(&r), r["exit_code"].as_i64()),
+        ("succeeded", Some(0)),
+        "{r}\n{}",
+        f.diagnostics()
+    );
     assert!(
         r["reason"]
             .as_str()
             .unwrap_or("")
-            .contains("already started"),
+            .contains("not started again"),
         "{r}"
     );
     assert_eq!(
@@ -152,7 +159,7 @@ fn failure3_a_run_moved_back_keeps_its_seat_of_a_project_with_two() {
     std::fs::write(f.file("GO"), "").unwrap();
     assert_eq!(status_of(&f.wait_terminal(second)), "succeeded");
     assert_eq!(status_of(&f.wait_terminal(third)), "succeeded");
-    assert_eq!(status_of(&f.wait_terminal(first)), "lost");
+    assert_eq!(status_of(&f.wait_terminal(first)), "succeeded");
     assert_eq!(
         lines(&f.file("wide.start")).len(),
         3,

@@ -44,6 +44,16 @@ fn set_up(c: &mut Connection, busy_timeout: Duration) -> rusqlite::Result<()> {
     )
 }
 
+/// Whether `e` is one of SQLite's I/O errors (`SQLITE_IOERR` and its extended codes).
+fn is_io(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::SystemIoFailure)
+}
+
+/// The schema version and whether the `runs` table exists, read in one statement (one
+/// snapshot).
+const VERSION_AND_RUNS: &str = "SELECT (SELECT user_version FROM pragma_user_version), \
+     EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs')";
+
 /// On a new database (no table yet), chooses incremental vacuum: the pages pruning frees then
 /// go back to the file system in small steps (`reclaim_space`), never in one long VACUUM. The
 /// setting must come before the first table and before the switch to WAL; on a database that
@@ -101,8 +111,11 @@ impl SqliteStore {
         };
         // A newer fleet's database: refused before any migration step, so that nothing of this
         // version is written over a schema it does not know.
-        let found: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
+        // The version and the tables in one statement, so one snapshot: another process may
+        // be creating the schema meanwhile, and two reads could see its version before its
+        // commit and its tables after.
+        let (found, has_runs): (i64, bool) = conn
+            .query_row(VERSION_AND_RUNS, [], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(|e| open_err(Box::new(e)))?;
         let known = schema::known_version();
         if found > known {
@@ -113,13 +126,6 @@ impl SqliteStore {
         }
         // A version fleet never writes (another program set it): migrating from there would
         // fail on tables that exist, with the migration's whole SQL for a message.
-        let has_runs: bool = conn
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs')",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(|e| open_err(Box::new(e)))?;
         if found < 0 || (found == 0 && has_runs) {
             return Err(open_err(
                 format!(
@@ -223,23 +229,31 @@ impl SqliteStore {
         let busy = Duration::from_millis(busy_timeout.as_millis() as u64);
         let init = move |c: &mut Connection| set_up_reader(c, busy);
         let deadline = Instant::now() + busy_timeout;
-        let conn = loop {
+        let (conn, found, tables) = loop {
+            // The version and the tables in one statement, one snapshot (see `open`): a daemon
+            // may be creating the schema.
             let attempt = Connection::open_with_flags(&target, flags)
-                .and_then(|mut c| init(&mut c).map(|()| c));
+                .and_then(|mut c| init(&mut c).map(|()| c))
+                .and_then(|c| {
+                    let (found, tables): (i64, i64) = c.query_row(
+                        "SELECT (SELECT user_version FROM pragma_user_version), \
+                                (SELECT COUNT(*) FROM sqlite_master WHERE type = 'table')",
+                        [],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )?;
+                    Ok((c, found, tables))
+                });
             match attempt {
-                Ok(c) => break c,
-                Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                Ok(read) => break read,
+                // A reader that cannot take part in WAL mode alone (no `-shm` yet) sees an I/O
+                // error while the process creating the database switches it to WAL: looked at
+                // again, as for busy, until the timeout. A lasting one is reported then.
+                Err(e) if (is_busy(&e) || is_io(&e)) && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 Err(e) => return Err(open_err(why_not(path).unwrap_or_else(|| Box::new(e)))),
             }
         };
-        let read = |sql: &str| {
-            conn.query_row(sql, [], |r| r.get::<_, i64>(0))
-                .map_err(|e| open_err(why_not(path).unwrap_or_else(|| Box::new(e))))
-        };
-        let found = read("PRAGMA user_version")?;
-        let tables = read("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'")?;
         let known = schema::known_version();
         if found == 0 && tables == 0 {
             // An empty file (made private before SQLite first wrote it): nothing queued yet.

@@ -179,3 +179,30 @@ fn set_user_version(db: &Path, version: u32) {
     let f = std::fs::OpenOptions::new().write(true).open(db).unwrap();
     f.write_all_at(&version.to_be_bytes(), 60).unwrap();
 }
+
+/// A read while another process creates the schema sees it whole or not at all: never tables
+/// without their schema version (taken for a database another program damaged), whatever the
+/// interleaving. Each round races a reader against the first open of a new database.
+#[test]
+fn a_read_during_the_schema_s_creation_sees_it_whole_or_not_at_all() {
+    for round in 0..100 {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("fleet.db");
+        // The file exists before the schema does, as the state directory makes it.
+        std::fs::write(&db, "").unwrap();
+        let go = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                go.wait();
+                Store::open(&db, BUSY).unwrap();
+            });
+            go.wait();
+            for _ in 0..20 {
+                match Store::open_read_only(&db, BUSY) {
+                    Ok(_) => {}
+                    Err(e) => panic!("round {round}: a read during the schema's creation: {e}"),
+                }
+            }
+        });
+    }
+}

@@ -41,6 +41,9 @@ pub(super) fn held_for_nothing(
             let active = match store.get_run(id) {
                 Ok(run) => run.status.is_active(),
                 Err(StoreError::UnknownRun(_)) => false,
+                // A row fleet cannot read is reported as such (`unreadable_row`): its slot is
+                // held on purpose, until the row can be read.
+                Err(e) if e.is_refused_row() => true,
                 Err(e) => return Err(e),
             };
             let locked = RunFiles::new(state.root(), id).is_locked();
