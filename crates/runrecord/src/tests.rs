@@ -560,3 +560,35 @@ fn pruned_slots_are_holes_and_skipped() {
     assert!(crate::slot::used_ids(&segment, 0).unwrap().is_empty());
     assert!(list_run_ids(tmp.path()).unwrap().is_empty());
 }
+
+/// What a shim about to start claim 3 learns: the earlier claim's end only when the files hold
+/// the end of the very claim whose `started` record they hold — never another claim's end (a
+/// claim refused earlier), nor its own.
+#[test]
+fn before_start_names_the_end_of_the_claim_that_started_only() {
+    let (_tmp, dir) = run_dir();
+    let lock = dir.try_lock().unwrap().unwrap();
+    let before = dir.before_start(&lock, 3).unwrap();
+    assert!(!before.tombstoned);
+    assert_eq!(before.earlier.unwrap(), None);
+    assert_eq!(before.earlier_end, None);
+    dir.write_started(&lock, &started(1)).unwrap();
+    let before = dir.before_start(&lock, 3).unwrap();
+    assert_eq!(before.earlier.unwrap().unwrap().token, 1);
+    assert_eq!(before.earlier_end, None, "claim 1 has no end yet");
+    // Claim 2 was refused (its end is on record, but it started nothing).
+    dir.write_exit(&lock, &exit_of(2, 0)).unwrap();
+    let before = dir.before_start(&lock, 3).unwrap();
+    assert_eq!(before.earlier_end, None, "claim 2's end is not claim 1's");
+    // Claim 3's own end (a shim of claim 3 started again): not an earlier claim's.
+    dir.write_exit(&lock, &exit_of(3, 0)).unwrap();
+    assert_eq!(dir.before_start(&lock, 3).unwrap().earlier_end, None);
+    dir.write_exit(&lock, &exit_of(1, 4)).unwrap();
+    let before = dir.before_start(&lock, 3).unwrap();
+    assert_eq!(
+        before.earlier_end.map(|e| (e.token, e.code)),
+        Some((1, Some(4)))
+    );
+    dir.write_tombstone(&lock, 3).unwrap();
+    assert!(dir.before_start(&lock, 3).unwrap().tombstoned);
+}

@@ -292,6 +292,13 @@ fn after_a_restore_a_run_that_ran_since_the_backup_ends_as_it_did() {
         .query_row("SELECT epoch FROM hosts", [], |r| r.get(0))
         .unwrap();
     assert!(
+        d.stderr().contains(&format!(
+            "a daemon here already ran under epoch {epoch_after_backup}"
+        )),
+        "{}",
+        d.stderr()
+    );
+    assert!(
         epoch > epoch_after_backup,
         "the daemon on the restored database took epoch {epoch}, already held by one that ran after the backup (up to {epoch_after_backup})"
     );

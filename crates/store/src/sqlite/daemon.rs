@@ -51,8 +51,6 @@ impl SqliteStore {
         Ok(epoch)
     }
 
-    /// [`crate::Store::reserve_run_ids`]: `runs.id` is `AUTOINCREMENT`, so SQLite numbers a
-    /// new run from the larger of `sqlite_sequence`'s value and the largest id present.
     /// [`crate::Store::reserve_epochs`]: the counter moved up to `highest`, never down.
     pub(crate) fn reserve_epochs(&self, highest: i64) -> Result<bool> {
         let moved = self.conn()?.execute(
@@ -62,6 +60,8 @@ impl SqliteStore {
         Ok(moved > 0)
     }
 
+    /// [`crate::Store::reserve_run_ids`]: `runs.id` is `AUTOINCREMENT`, so SQLite numbers a
+    /// new run from the larger of `sqlite_sequence`'s value and the largest id present.
     pub(crate) fn reserve_run_ids(&self, highest: RunId) -> Result<Reserved> {
         const LAST: &str =
             "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0), \
