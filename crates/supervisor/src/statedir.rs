@@ -159,10 +159,10 @@ impl std::fmt::Display for Exposed {
 
 /// The mode of the folder at `path` when group or others may write into it; `None` when they
 /// may not, or there is no such folder (nothing of fleet's is there to protect yet). Follows
-/// no symbolic link: `runs/` is never one (a link there is its target's business, and opening
-/// through it is refused elsewhere).
+/// symbolic links: a `state_dir` that is a link to a shared folder puts fleet's files in that
+/// folder, whose mode is the one that matters.
 fn writable_by_others(path: &Path) -> Option<u32> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
+    let meta = std::fs::metadata(path).ok()?;
     let mode = meta.permissions().mode() & 0o7777;
     (meta.is_dir() && mode & 0o022 != 0).then_some(mode)
 }

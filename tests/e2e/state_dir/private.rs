@@ -149,6 +149,38 @@ fn a_folder_others_may_write_into_is_refused_never_re_permissioned() {
     assert_eq!(std::fs::metadata(&theirs).unwrap().uid(), owner);
 }
 
+/// The same folder reached through a symbolic link (`state_dir` names the link): refused all the
+/// same, since fleet's files would land in the folder the link points to.
+#[test]
+fn a_link_to_a_folder_others_may_write_into_is_refused() {
+    let f = Fleet::with(|dir| {
+        format!(
+            "state_dir = {}\n[projects.p]\ncommand = [\"true\"]\n",
+            toml_str(&dir.join("link").display().to_string())
+        )
+    });
+    let shared = f.file("shared");
+    std::fs::create_dir(&shared).unwrap();
+    chmod(&shared, 0o1777);
+    std::os::unix::fs::symlink(&shared, f.file("link")).unwrap();
+    let out = f.cmd(&["enqueue", "p"]);
+    assert_refused(
+        &out,
+        &f.file("link"),
+        "1777",
+        "fleet enqueue through a link",
+    );
+    let out = f.cmd(&["daemon"]);
+    assert_eq!(out.code(), Some(2), "{out:?}");
+    assert!(out.stderr.contains("mode 1777"), "{out:?}");
+    assert_eq!(mode(&shared), 0o1777, "the folder is as it was");
+    assert!(
+        names(&shared).is_empty(),
+        "nothing created in it: {:?}",
+        names(&shared)
+    );
+}
+
 /// A folder others may read but not write (0755) is used as it is: nothing of fleet's in it is
 /// theirs to read, and its mode is not fleet's to change.
 #[test]
