@@ -23,7 +23,8 @@
 //! - `http`: the daemon's HTTP listener (metrics, health, API, dashboard);
 //! - `postgres`: the daemon and every command on a PostgreSQL database;
 //! - `hosts`: several hosts on one PostgreSQL database;
-//! - `upgrade`: an install written by the first stable version, read and taken over.
+//! - `upgrade`: an install written by the first stable version, read and taken over;
+//! - `house`: the layout's own rules (file lengths, no module found by path).
 //!
 //! Run them with `cargo nextest run --all-features --test e2e` (a module: add `-E
 //! 'test(/^restart::/)'`). `--all-features` compiles in the failpoints that the crash tests
@@ -39,6 +40,7 @@ mod fork_server;
 mod health;
 mod hooks;
 mod hosts;
+mod house;
 mod http;
 mod live_edit;
 mod pause;

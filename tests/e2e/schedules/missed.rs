@@ -182,7 +182,7 @@ fn killed_across_occurrences_back_after_deadline_skips_and_says_so() {
 /// deadline): at restart the adopted run is still active, so under `forbid` the latest missed
 /// occurrence is skipped (recorded) and the two older ones are passed over. Those two must be
 /// visible to the operator in `fleet runs`, not only in the daemon's log (older missed occurrences
-/// are counted in the reason of the run that handles the latest one, docs/ARCHITECTURE.md) —
+/// are counted in the reason of the run that handles the latest one) —
 /// here the run recording the latest occurrence is the only place to say so.
 #[test]
 fn missed_occurrences_stay_visible_when_the_latest_is_skipped_by_forbid() {

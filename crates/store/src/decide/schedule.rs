@@ -215,5 +215,4 @@ fn insert_skip(
 }
 
 #[cfg(test)]
-#[path = "schedule_tests.rs"]
 mod tests;

@@ -497,5 +497,4 @@ pub(crate) fn end_note(end: &Ending<'_>, cancel: Option<CancelRequest<'_>>) -> O
 }
 
 #[cfg(test)]
-#[path = "transition_tests.rs"]
 mod tests;

@@ -573,7 +573,6 @@ fn bad_arguments_exit_2() {
 
 /// The shim's failpoints: run with `cargo test -p supervisor --features failpoints`.
 #[cfg(feature = "failpoints")]
-#[path = "shim/failpoints.rs"]
 mod failpoints;
 
 /// Ten times `max_log_size` of output: the command ends with its own status (never killed nor
