@@ -97,7 +97,7 @@ pub(crate) fn candidates(
                 by_age: keep.finished_after,
                 limit: limit - out.len(),
                 started,
-                // A started run's folder is on the disk of the host that ran it: only that
+                // A started run's files are on the disk of the host that ran it: only that
                 // host may let it go. A run that never started has no folder anywhere.
                 host: if started {
                     policy.host.as_deref()

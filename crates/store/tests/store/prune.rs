@@ -112,7 +112,7 @@ fn policy(default: Keep, ended_before: Millis) -> PrunePolicy {
     }
 }
 
-/// On a shared database each run's folder is on the host that ran it: host `a`'s prune must
+/// On a shared database each run's files are on the host that ran it: host `a`'s prune must
 /// never select `b`'s runs (their folders would stay on b's disk with no row), but it does
 /// select runs no host ever ran.
 fn a_host_prunes_only_the_runs_it_ran_and_runs_that_never_started(db: &Db) {
