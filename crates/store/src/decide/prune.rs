@@ -98,7 +98,7 @@ pub(crate) fn candidates(
                 limit: limit - out.len(),
                 started,
                 // A started run's files are on the disk of the host that ran it: only that
-                // host may let it go. A run that never started has no folder anywhere.
+                // host may let it go. A run that never started has no files anywhere.
                 host: if started {
                     policy.host.as_deref()
                 } else {
