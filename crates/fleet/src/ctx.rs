@@ -13,15 +13,15 @@
 //!   needed at all;
 //! - [`Ctx::in_force`]: the config a name is checked against (on a shared database, the
 //!   published one);
-//! - [`open_existing`] and [`open_or_create`]: the store; [`nudge`]: a hint to the daemon.
+//! - [`open_existing`] (and [`open_existing_for_status`]) and [`open_or_create`]: the store; [`nudge`]: a hint to the daemon.
 
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 
 use config::{Config, ConfigErrors, DatabaseUrl};
-use store::Store;
+use store::{Store, StoreError};
 use supervisor::control::{self, Nudge};
-use supervisor::statedir::StateDir;
+use supervisor::statedir::{StateDir, StateDirError};
 
 use crate::console;
 use crate::failure::{Failure, Result};
@@ -268,13 +268,34 @@ pub fn as_this_host(config: &Config, state: &StateDir) -> Config {
 /// A state directory group or others may write into is read all the same, with a warning on
 /// stderr: reading it hands nothing to them, and the operator gets to see what is there (the
 /// commands that write, and the daemon, refuse it).
+///
+/// On PostgreSQL the store is opened read-only too ([`StateDir::open_existing_store`]): a role
+/// with only `SELECT` on fleet's tables may read, and a schema that is not this build's (older,
+/// newer, or not created yet) is an error (exit 2) saying what brings it up to date.
 pub fn open_existing(state: &StateDir) -> Result<Option<Store>> {
+    warn_if_exposed(state);
+    state.open_existing_store().map_err(Failure::state_dir)
+}
+
+/// [`open_existing`] for `fleet status`, the health check: a shared database in which no
+/// daemon has created fleet's schema yet reads as one where nothing was ever queued (`None`),
+/// as a missing fleet.db does, so that a daemon on its way up is reported as such (it creates
+/// the schema once it holds the state directory) rather than as an unusable database.
+pub fn open_existing_for_status(state: &StateDir) -> Result<Option<Store>> {
+    warn_if_exposed(state);
+    match state.open_existing_store() {
+        Err(StateDirError::Store(StoreError::SchemaBehind { found: 0, .. })) => Ok(None),
+        other => other.map_err(Failure::state_dir),
+    }
+}
+
+/// Says on stderr that group or others may write into `state` (read all the same).
+fn warn_if_exposed(state: &StateDir) {
     if let Some(exposed) = state.exposed() {
         console::eprintln(format_args!(
             "fleet: warning: state directory {exposed} (read all the same; the daemon and the commands that write refuse it)"
         ));
     }
-    state.open_existing_store().map_err(Failure::state_dir)
 }
 
 /// Opens the existing store of a state directory for a command that changes what is in it

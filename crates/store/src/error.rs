@@ -72,6 +72,17 @@ pub enum StoreError {
         /// The newest version this build knows.
         known: i64,
     },
+    /// The database's schema is older than this fleet's, or missing (`found` 0), and the store
+    /// was opened for reading only, which never migrates: a daemon, or a command that writes,
+    /// run by a user (on PostgreSQL, a role) that may create and alter fleet's tables brings
+    /// it up to date.
+    #[error("{}", schema_behind_message(*found, *known))]
+    SchemaBehind {
+        /// The version found in the database (0: no fleet schema).
+        found: i64,
+        /// The version this build reads.
+        known: i64,
+    },
     /// The operation is not implemented on this backend yet; nothing was read or written.
     #[error("{operation} is not supported on the {backend} backend yet")]
     Unsupported {
@@ -237,6 +248,19 @@ fn fenced_message(ours: i64, current: i64, forgotten: bool) -> String {
         )
     } else {
         format!("epoch {ours} is stale: this host's daemon was taken over (epoch {current})")
+    }
+}
+
+/// What [`StoreError::SchemaBehind`] says: what is missing, and what brings it up to date.
+fn schema_behind_message(found: i64, known: i64) -> String {
+    if found == 0 {
+        format!(
+            "the database holds no fleet schema (version {known}) that this user may see: start a daemon, or a command that writes, as a user (on PostgreSQL, a role) that may create it; a command that only reads creates nothing"
+        )
+    } else {
+        format!(
+            "the database schema is at version {found}, older than this fleet's ({known}): start a daemon, or a command that writes, as a user (on PostgreSQL, a role) that may migrate it; a command that only reads leaves it as it is"
+        )
     }
 }
 

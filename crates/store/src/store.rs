@@ -100,6 +100,25 @@ impl Store {
         })
     }
 
+    /// Connects to the PostgreSQL database `url` names for reading only, the counterpart of
+    /// [`Store::open_read_only`]: the schema is checked, never created nor migrated, and every
+    /// session the store opens (its pool's and its change probes') runs with
+    /// `default_transaction_read_only = on`, so no statement through it can write. It takes no
+    /// lock and creates nothing, so a role with only `SELECT` on fleet's tables (and `USAGE`
+    /// on their schema) may use it for every read, [`Store::change_probe`] included.
+    ///
+    /// Errors: [`StoreError::Connect`](crate::StoreError::Connect) when the string cannot be
+    /// read or the server cannot be reached;
+    /// [`StoreError::SchemaTooNew`](crate::StoreError::SchemaTooNew) for a database migrated by
+    /// a newer fleet; [`StoreError::SchemaBehind`](crate::StoreError::SchemaBehind) for one
+    /// whose schema is older than this build's, or missing (a daemon, or a command that
+    /// writes, run by a role that may migrate it brings it up to date).
+    pub fn open_postgres_read_only(url: &str, busy_timeout: Duration) -> Result<Store> {
+        Ok(Store {
+            backend: Backend::Postgres(PgStore::open_read_only(url, busy_timeout)?),
+        })
+    }
+
     /// A [`ChangeProbe`] on this database: a new connection, outside the pool.
     ///
     /// Errors: [`StoreError::Backend`](crate::StoreError::Backend) if the database cannot be

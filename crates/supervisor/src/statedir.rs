@@ -303,11 +303,14 @@ impl StateDir {
     /// the directory nor the database need be writable, and a state directory on a read-only
     /// file system is read as it is). `Ok(None)` when there is no database yet — and only then:
     /// a database, or a state directory, this user may not read is an error naming it
-    /// ("permission denied"), never an empty install. A PostgreSQL database always exists (its
-    /// schema is brought up to date on connecting); one that cannot be reached is an error.
+    /// ("permission denied"), never an empty install. A PostgreSQL database is opened for
+    /// reading only too ([`Store::open_postgres_read_only`]: its schema is checked, never
+    /// created nor migrated, and nothing can be written through it, so a role with only
+    /// `SELECT` on fleet's tables will do); one that cannot be reached, or whose schema is not
+    /// this build's (older, newer, or none yet), is an error.
     pub fn open_existing_store(&self) -> Result<Option<Store>, StateDirError> {
         if let Some(db) = &self.database {
-            return Ok(Some(Store::open_postgres(
+            return Ok(Some(Store::open_postgres_read_only(
                 db.secret_url(),
                 store::DEFAULT_BUSY_TIMEOUT,
             )?));

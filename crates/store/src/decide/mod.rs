@@ -19,7 +19,8 @@
 //! stepped back, counted again), `claim` (the caps a claim must find room under, a project's
 //! lowest free seat, a config version in force), `cancel` (what cancelling a run of a given
 //! status writes), `hosts` (which epoch may write, whether a host may be forgotten, what
-//! forgetting a host does to its runs), `run_ids` (moving the next run id past a given one).
+//! forgetting a host does to its runs), `run_ids` (moving the next run id past a given one),
+//! `schema` (which schema versions a store opened for reading only reads as they are).
 
 pub(crate) mod cancel;
 pub(crate) mod claim;
@@ -29,4 +30,5 @@ pub(crate) mod prune;
 pub(crate) mod run_columns;
 pub(crate) mod run_ids;
 pub(crate) mod schedule;
+pub(crate) mod schema;
 pub(crate) mod transition;

@@ -32,7 +32,8 @@
 //!   serialisation failure. Each rolls the whole transaction back; the conversions here decide it
 //!   ([`is_busy`]), and which failures are a row's own refusal ([`is_refused`]).
 //!
-//! Files, one per concern, as in `sqlite`: `open` (pool, migrations, change probe), `timed`
+//! Files, one per concern, as in `sqlite`: `open` (pool, migrations or the read-only check,
+//! change probe), `timed`
 //! (the pool's check-out test, bounded in time), `schema`, `runs`, `claim`, `transitions`,
 //! `events`, `eval`, `daemon` (take over, fencing), `hosts` (heartbeats, forget, the published
 //! config, log tails), `operator`, `paused`, `prune`, `activity`, `schedules`, `clock`,
@@ -70,9 +71,18 @@
 //! # Migrations
 //!
 //! A list of their own (`schema::ALL`), the version in a `schema_version` table (one row per
-//! migration applied). `schema::migrate` runs them all in ONE transaction holding
-//! `pg_advisory_xact_lock(0x00666c656574)`: two hosts starting at once queue on the lock, and
-//! the second finds the schema current. A database at a version newer than the build knows is
+//! migration applied). `schema::migrate` first reads the version, taking no lock: a schema
+//! already current is left as it is, so a role that may read and write fleet's tables but not
+//! create any (an operator's) opens it. Otherwise it runs the migrations in ONE transaction
+//! holding `pg_advisory_xact_lock(0x00666c656574)`: two hosts starting at once queue on the
+//! lock, and the second finds the schema current.
+//!
+//! A store opened for reading only (`PgStore::open_read_only`, the commands that only read)
+//! never migrates: it reads the version, refuses a schema that is not this build's
+//! (`decide::schema`), and runs every session, the change probe's included, with
+//! `default_transaction_read_only = on`. Everything those commands run is a plain `SELECT` (or
+//! the probe's `LISTEN`): no row lock, advisory lock or temporary table, so a role with only
+//! `SELECT` on fleet's tables is enough. A database at a version newer than the build knows is
 //! refused ([`StoreError::SchemaTooNew`]). Version 1 (`schema.sql`) has the SQLite schema's
 //! tables (ids are identities; `project` compares as bytes with `COLLATE "C"`, so that "project
 //! name order" is the same on both), plus `cap_seats` and the change triggers.

@@ -12,6 +12,7 @@ use r2d2_postgres::PostgresConnectionManager;
 
 use super::timed::TimedManager;
 use super::{schema, PgStore};
+use crate::decide::schema::for_reading;
 use crate::error::Result;
 use crate::StoreError;
 
@@ -146,6 +147,37 @@ pub fn describe_url(url: &str) -> std::result::Result<String, String> {
     Ok(describe(&config))
 }
 
+/// What a store opened on a database may do to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// Read and write, and bring the schema up to date first (the daemon, the commands that
+    /// write).
+    Migrate,
+    /// Read only: the schema is checked, never migrated, and every session runs with
+    /// `default_transaction_read_only`, so that no statement can write (the commands that
+    /// only read). Works with a role that has only `SELECT` on fleet's tables.
+    ReadOnly,
+}
+
+/// The settings every session of a store starts with (`-c` options, set at connection start,
+/// so that no statement runs without them): the busy timeout as `lock_timeout`; with
+/// `statement_timeout`, that too (the pool's sessions only: a migration may take longer);
+/// and for [`Access::ReadOnly`], `default_transaction_read_only`.
+fn session_options(
+    busy_timeout: Duration,
+    statement_timeout: Option<Duration>,
+    access: Access,
+) -> String {
+    let mut options = format!("-c lock_timeout={}", busy_timeout.as_millis().max(1));
+    if let Some(limit) = statement_timeout {
+        options += &format!(" -c statement_timeout={}", limit.as_millis());
+    }
+    if access == Access::ReadOnly {
+        options += " -c default_transaction_read_only=on";
+    }
+    options
+}
+
 impl PgStore {
     /// Connects to the database `url` names (a `postgresql://` URL or `key=value` pairs), brings
     /// its schema up to date, and builds a pool whose statements wait at most `busy_timeout` for
@@ -154,6 +186,24 @@ impl PgStore {
     /// Errors: [`StoreError::Connect`] when the string cannot be read, the server cannot be
     /// reached, or a migration fails; [`StoreError::SchemaTooNew`].
     pub(crate) fn open(url: &str, busy_timeout: Duration) -> Result<PgStore> {
+        PgStore::open_with(url, busy_timeout, Access::Migrate)
+    }
+
+    /// Connects to the database `url` names for reading only: its schema must be this build's
+    /// (it is read, never created nor migrated), and every session of the store, the change
+    /// probe's included, runs with `default_transaction_read_only = on`, so that nothing it
+    /// runs can write. Takes no lock and creates nothing: a role with `SELECT` on fleet's tables
+    /// (and `USAGE` on their schema) is enough.
+    ///
+    /// Errors: [`StoreError::Connect`] when the string cannot be read or the server cannot be
+    /// reached (or refuses this role the version); [`StoreError::SchemaTooNew`];
+    /// [`StoreError::SchemaBehind`] for a schema older than this build's, or none.
+    pub(crate) fn open_read_only(url: &str, busy_timeout: Duration) -> Result<PgStore> {
+        PgStore::open_with(url, busy_timeout, Access::ReadOnly)
+    }
+
+    /// [`PgStore::open`] or [`PgStore::open_read_only`], as `access` says.
+    fn open_with(url: &str, busy_timeout: Duration, access: Access) -> Result<PgStore> {
         let bad = |target: String| {
             move |e: Box<dyn std::error::Error + Send + Sync>| StoreError::Connect {
                 target,
@@ -166,10 +216,7 @@ impl PgStore {
         let target = describe(&config);
         // The busy timeout: a statement that waits longer for a lock fails as busy and its
         // transaction rolls back. Set at connection start, so every pooled connection has it.
-        config.options(&format!(
-            "-c lock_timeout={}",
-            busy_timeout.as_millis().max(1)
-        ));
+        config.options(&session_options(busy_timeout, None, access));
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
@@ -183,7 +230,12 @@ impl PgStore {
             .spawn(move || {
                 let result = (|| {
                     let mut client = first.connect(NoTls).map_err(super::PgError)?;
-                    schema::migrate(&mut client).map_err(OpenFailed::Migrate)?;
+                    match access {
+                        Access::Migrate => schema::migrate(&mut client),
+                        Access::ReadOnly => schema::found_version(&mut client)
+                            .and_then(|found| for_reading(found, schema::known_version())),
+                    }
+                    .map_err(OpenFailed::Migrate)?;
                     Ok::<Client, OpenFailed>(client)
                 })();
                 // The receiver is gone if it stopped waiting: then nobody wants the answer.
@@ -192,7 +244,9 @@ impl PgStore {
             .map_err(|e| bad(target.clone())(Box::new(e)))?;
         match answered.recv_timeout(OPEN_TIMEOUT).ok() {
             Some(Ok(client)) => drop(client),
-            Some(Err(OpenFailed::Migrate(e @ StoreError::SchemaTooNew { .. }))) => return Err(e),
+            Some(Err(OpenFailed::Migrate(
+                e @ (StoreError::SchemaTooNew { .. } | StoreError::SchemaBehind { .. }),
+            ))) => return Err(e),
             Some(Err(OpenFailed::Migrate(e))) => return Err(bad(target)(Box::new(e))),
             Some(Err(OpenFailed::Connect(e))) => return Err(bad(target)(Box::new(e))),
             None => {
@@ -208,10 +262,10 @@ impl PgStore {
         // The statement timeout, for the pool only: a migration may legitimately take longer
         // on a large database, and it ran above without one.
         let mut pooled = config.clone();
-        pooled.options(&format!(
-            "-c lock_timeout={} -c statement_timeout={}",
-            busy_timeout.as_millis().max(1),
-            STATEMENT_TIMEOUT.as_millis()
+        pooled.options(&session_options(
+            busy_timeout,
+            Some(STATEMENT_TIMEOUT),
+            access,
         ));
         let manager = TimedManager(PostgresConnectionManager::new(pooled, NoTls));
         let pool = r2d2::Pool::builder()

@@ -23,12 +23,48 @@ pub(crate) const ALL: &[&str] = &[V1];
 /// starting at once queue on it; the second finds the schema current.
 const MIGRATION_LOCK: i64 = 0x0066_6c65_6574;
 
-/// Brings the schema up to date: in ONE transaction under the advisory lock, reads the version
-/// (creating `schema_version` on a new database), applies every later migration and records it.
+/// The newest version this build knows.
+pub(crate) fn known_version() -> i64 {
+    ALL.len() as i64
+}
+
+/// The schema version the database holds, 0 when it holds no fleet schema (or none this role
+/// may see: a schema it has no `USAGE` on is left out of its search path). Reads only, takes no
+/// lock: the tables and the version row of a migration are committed together, so a version
+/// read here is one whose tables exist.
+///
+/// Errors: [`StoreError::Backend`] (a role without `SELECT` on `schema_version` is refused
+/// here).
+pub(crate) fn found_version(client: &mut Client) -> Result<i64> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('schema_version') IS NOT NULL", &[])?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let found: i32 = client
+        .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])?
+        .get(0);
+    Ok(i64::from(found))
+}
+
+/// Brings the schema up to date. A schema that is current already is only read (no lock, no
+/// `CREATE`), so a role that may read and write fleet's tables but not create any (an
+/// operator's) opens it; otherwise, in ONE transaction under the advisory lock, reads the
+/// version again (creating `schema_version` on a new database), applies every later migration
+/// and records it.
 ///
 /// Errors: [`StoreError::Backend`] for a failed statement (nothing is applied: the transaction
 /// rolls back); [`StoreError::SchemaTooNew`] for a database written by a newer fleet.
 pub(crate) fn migrate(client: &mut Client) -> Result<()> {
+    let known = known_version();
+    let found = found_version(client)?;
+    if found > known {
+        return Err(StoreError::SchemaTooNew { found, known });
+    }
+    if found == known {
+        return Ok(());
+    }
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
     // `CREATE … IF NOT EXISTS` on an existing table sends a NOTICE at every start: not news.
@@ -42,11 +78,10 @@ pub(crate) fn migrate(client: &mut Client) -> Result<()> {
     let current: i32 = tx
         .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])?
         .get(0);
-    let known = ALL.len() as i32;
-    if current > known {
+    if i64::from(current) > known {
         return Err(StoreError::SchemaTooNew {
             found: i64::from(current),
-            known: i64::from(known),
+            known,
         });
     }
     for (i, sql) in ALL.iter().enumerate().skip(current as usize) {

@@ -259,30 +259,17 @@ impl SqliteStore {
             // An empty file (made private before SQLite first wrote it): nothing queued yet.
             return Ok(None);
         }
-        if found > known {
-            return Err(open_err(Box::new(StoreError::SchemaTooNew {
-                found,
-                known,
-            })));
-        }
-        if found < known {
+        if found <= 0 {
             return Err(open_err(
-                if found > 0 {
-                    format!(
-                        "its schema is at version {found}, older than this fleet's ({known}): \
-                         start the daemon (or run a command that writes) to bring it up to \
-                         date; a command that only reads leaves it as it is"
-                    )
-                } else {
-                    format!(
-                        "its schema version (PRAGMA user_version) is {found}, which fleet never \
-                         writes for a database with its tables: another program changed it; \
-                         restore the database from a backup"
-                    )
-                }
+                format!(
+                    "its schema version (PRAGMA user_version) is {found}, which fleet never \
+                     writes for a database with its tables: another program changed it; \
+                     restore the database from a backup"
+                )
                 .into(),
             ));
         }
+        crate::decide::schema::for_reading(found, known).map_err(|e| open_err(Box::new(e)))?;
         drop(conn);
         let manager = SqliteConnectionManager::file(&target)
             .with_flags(flags)

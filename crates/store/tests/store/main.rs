@@ -12,7 +12,8 @@
 //!   back;
 //! - `hooks`, `operator`, `prune`, `summary`, `run_ids`, `hosts`: failure hooks, the operator's
 //!   operations, pruning, the monitoring totals, run ids, many hosts on one database;
-//! - `read_only`: SQLite opened for reading only (that backend alone).
+//! - `read_only`: SQLite opened for reading only (that backend alone); `pg_read_only`: the
+//!   same for PostgreSQL, and roles that may only read, or read and write but not create.
 //!
 //! Proptest keeps the cases it once shrank a failure to in `../proptest-regressions/<module>.txt`
 //! (its default place for a test binary in a folder with a `main.rs`) and runs them first.
@@ -29,6 +30,7 @@ mod ignored_writes;
 mod occurrence_atomicity;
 mod open;
 mod operator;
+mod pg_read_only;
 mod prune;
 mod queue_heads;
 mod races;

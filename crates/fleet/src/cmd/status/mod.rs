@@ -85,7 +85,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<()> {
     let mut this_host = state
         .recorded_host()
         .or_else(|| config.map(|c| c.host.clone()));
-    let (row, active, schedules, pauses, published) = match ctx::open_existing(&state)? {
+    let (row, active, schedules, pauses, published) = match ctx::open_existing_for_status(&state)? {
         Some(store) => (
             this_host_row(&store, this_host.as_deref(), holder, path)?,
             store.active_rows().map_err(Failure::action)?,
