@@ -13,7 +13,10 @@
 //! - `hosts`: two hosts (a, b) share the work without fencing each other and read each other's
 //!   logs; a host forgotten while SIGSTOPped stops its stale command and rejoins;
 //! - `outage`: the database restarted or stopped under a running daemon (a cluster of the test's
-//!   own): no exit lost, nothing claimed while it is down, one log line each way.
+//!   own): no exit lost, nothing claimed while it is down, one log line each way;
+//! - `roles`: the hosts', operators' and viewers' roles made as docs/OPERATIONS.md says: the
+//!   viewer reads with every reading command and is refused writes, the operator writes rows,
+//!   the hosts run them.
 //!
 //! Run with `cargo test --all-features --test e2e postgres::`.
 
@@ -22,6 +25,7 @@ mod drain;
 mod fencing;
 mod hosts;
 mod outage;
+mod roles;
 
 use std::path::Path;
 

@@ -205,7 +205,12 @@
 //! `postgres::one_end_applied_by_several_stores_is_applied_once` applies the end five or six
 //! times; without the per-project advisory lock of a schedule step,
 //! `postgres::one_occurrence_fired_by_several_stores_makes_one_run` fails on the unique key
-//! (the store's tests, `crates/store/tests/`).
+//! (the store's tests, `crates/store/tests/`). With the migration taking its lock and creating
+//! `schema_version` on a current schema too (no version read first),
+//! `pg_read_only::a_role_that_may_not_create_opens_a_current_schema_to_write` and
+//! `pg_read_only::a_role_that_may_only_select_reads_and_is_refused_writes` fail on `permission
+//! denied for schema public`; without `default_transaction_read_only` on a read-only store's
+//! sessions, `pg_read_only::a_read_only_store_reads_and_cannot_write` writes its run.
 
 mod activity;
 mod claim;
