@@ -79,6 +79,21 @@ fn a_bad_edit_changes_nothing_and_a_good_edit_clears_the_error() {
     f.wait_until(DEADLINE, "the refusal in the daemon's log", || {
         d.stderr().contains("reload refused") && d.stderr().contains(&where_)
     });
+    // Read again (SIGHUP), the same file is refused for the same errors: said once, on one
+    // line naming them.
+    let before = daemon_updated_at(&f);
+    d.signal(Signal::HUP);
+    f.wait_until(DEADLINE, "the daemon to read the file again", || {
+        daemon_updated_at(&f) != before
+    });
+    let refusals: Vec<String> = d
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("reload refused"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(refusals.len(), 1, "{refusals:#?}");
+    assert!(refusals[0].contains(&where_), "{refusals:#?}");
     let out = f.cmd(&["enqueue", "later"]);
     assert_eq!(out.code(), Some(2), "enqueue on an invalid file: {out:?}");
 

@@ -231,7 +231,16 @@ impl Daemon {
             }
             Err(errors) => {
                 let msg = errors.to_string();
-                tracing::error!("reload refused, the last good config stays in force: {msg}");
+                // Once per refusal, on one line: the same file read again (the watcher and a
+                // `fleet reload` of one edit, a SIGHUP) says nothing new.
+                if self.config_file.recorded_error.as_deref() == Some(msg.as_str()) {
+                    tracing::debug!("reload refused again, for the same errors");
+                } else {
+                    tracing::error!(
+                        "reload refused, the last good config stays in force: {}",
+                        msg.replace('\n', "; ")
+                    );
+                }
                 (caps_json(&self.config), Some(msg), false)
             }
         };
