@@ -185,6 +185,12 @@ fn after_a_restore_new_runs_are_numbered_above_the_run_files() {
     back_up(&f, &backup);
     let mut d = f.start_daemon();
     let lost: Vec<i64> = (0..2).map(|_| run(&f)).collect();
+    // A start on a database that knows the last epoch (no restore yet) moves nothing.
+    assert!(
+        !d.stderr().contains("already ran under epoch"),
+        "{}",
+        d.stderr()
+    );
     d.kill();
     let log = |id: i64| std::fs::read_to_string(f.state_dir().join(format!("runs/{id}.log")));
     assert_eq!(log(lost[1]).unwrap(), format!("run {}\n", lost[1]));
