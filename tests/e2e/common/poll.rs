@@ -27,6 +27,16 @@ pub fn wait_for(
     }
 }
 
+/// Sets its flag when dropped: a helper thread looping until the flag is set stops however
+/// the test's own thread leaves (a failed assertion too), instead of keeping a scope waiting.
+pub struct StopOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Wall-clock milliseconds since the epoch (the clock fleet's times are in).
 pub fn now_ms() -> i64 {
     SystemTime::now()

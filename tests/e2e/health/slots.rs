@@ -69,9 +69,8 @@ fn check_with(f: &Fleet, answer: impl Fn(usize) -> String + Sync) -> Value {
                 }
             }
         });
-        let report = check_report(f);
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        report
+        let _stop = StopOnDrop(&stop);
+        check_report(f)
     })
 }
 

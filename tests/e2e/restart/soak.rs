@@ -469,6 +469,9 @@ fn status_probes_never_make_a_starting_daemon_refuse() {
                 })
             })
             .collect();
+        // Set however this thread leaves the scope: a failed start must not leave the probers
+        // running, and the scope waiting for them.
+        let _stop_probers = StopOnDrop(&stop);
         for i in 0..starts {
             // One log file, recreated for each start: only a refusal's is read.
             let mut d = f.spawn_daemon_logged(&[], &f.file("race-daemon.stderr"));

@@ -203,6 +203,7 @@ impl SqliteStore {
             source: e,
         };
         let (wal, shm) = (sibling(path, "-wal"), sibling(path, "-shm"));
+        let journal = sibling(path, "-journal");
         let frozen = cannot_change(path) && wal_is_empty(&wal);
         let had = (exists(&wal), exists(&shm));
         let (target, flags) = if frozen {
@@ -248,8 +249,28 @@ impl SqliteStore {
                 // A reader that cannot take part in WAL mode alone (no `-shm` yet) sees an I/O
                 // error while the process creating the database switches it to WAL: looked at
                 // again, as for busy, until the timeout. A lasting one is reported then.
-                Err(e) if (is_busy(&e) || is_io(&e)) && Instant::now() < deadline => {
+                // A transaction a killed writer left unfinished, its journal still to be
+                // undone, which only a writer may do. One that undoes to an empty file (the
+                // first writer of a new database killed while switching it to WAL) leaves
+                // nothing to read. Otherwise a writer starting (a daemon) undoes it at once:
+                // waited for as for busy, then said plainly.
+                Err(e) if is_left_unfinished(&e) && undoes_to_nothing(&journal) => return Ok(None),
+                Err(e)
+                    if (is_busy(&e) || is_io(&e) || is_left_unfinished(&e))
+                        && Instant::now() < deadline =>
+                {
                     std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) if is_left_unfinished(&e) => {
+                    return Err(open_err(
+                        format!(
+                            "a transaction left unfinished by a writer that was killed waits in \
+                             {} to be undone, which a read cannot do: starting the daemon (or \
+                             any command that writes) undoes it",
+                            journal.display()
+                        )
+                        .into(),
+                    ))
                 }
                 Err(e) => return Err(open_err(why_not(path).unwrap_or_else(|| Box::new(e)))),
             }
@@ -330,6 +351,27 @@ fn set_up_reader(c: &mut Connection, busy_timeout: Duration) -> rusqlite::Result
     c.execute_batch(
         "PRAGMA query_only = 1; PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY;",
     )
+}
+
+/// Whether a read failed because a rollback journal must be undone first, which a read-only
+/// connection may not do (`SQLITE_READONLY_ROLLBACK`).
+fn is_left_unfinished(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if f.extended_code == rusqlite::ffi::SQLITE_READONLY_ROLLBACK)
+}
+
+/// Whether the rollback journal at `journal` undoes its database to an empty file: its header
+/// (SQLite's file format: eight magic bytes, then at byte 16 the size in pages the database
+/// had before the transaction, big-endian) says it held no page. Anything else, or a journal
+/// that cannot be read, is not.
+fn undoes_to_nothing(journal: &Path) -> bool {
+    const MAGIC: [u8; 8] = [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7];
+    let mut header = [0u8; 20];
+    let read = std::fs::File::open(journal).and_then(|f| {
+        use std::os::unix::fs::FileExt;
+        f.read_exact_at(&mut header, 0)
+    });
+    read.is_ok() && header[..8] == MAGIC && header[16..20] == [0, 0, 0, 0]
 }
 
 /// `path` with `suffix` appended to its name (SQLite's `-wal` and `-shm`).

@@ -206,3 +206,71 @@ fn a_read_during_the_schema_s_creation_sees_it_whole_or_not_at_all() {
         });
     }
 }
+
+/// A copy of the files of a database in rollback-journal mode taken in the middle of a
+/// transaction, as a writer killed there leaves them: `fleet.db` with some of the
+/// transaction's pages written, and the journal (`fleet.db-journal`) that undoes them. With
+/// `committed`, the database held a table before the transaction began; without, nothing.
+fn killed_mid_transaction(committed: bool) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live.db");
+    let c = rusqlite::Connection::open(&live).unwrap();
+    if committed {
+        c.execute_batch("CREATE TABLE kept (x); INSERT INTO kept VALUES (1);")
+            .unwrap();
+    }
+    // A cache of a few pages spills the transaction's pages into the file before its commit,
+    // the journal written (and synced) first.
+    c.execute_batch(
+        "PRAGMA cache_size = 2; BEGIN; CREATE TABLE t (x); \
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) \
+         INSERT INTO t SELECT randomblob(1000) FROM n;",
+    )
+    .unwrap();
+    let db = tmp.path().join("fleet.db");
+    std::fs::copy(&live, &db).unwrap();
+    std::fs::copy(
+        tmp.path().join("live.db-journal"),
+        tmp.path().join("fleet.db-journal"),
+    )
+    .unwrap();
+    drop(c);
+    (tmp, db)
+}
+
+/// A new database whose first writer was killed while switching it to WAL holds nothing yet
+/// (its journal undoes it to an empty file): a read sees no database, as for an empty file,
+/// and leaves the journal for a writer to undo. One whose journal undoes to a database with
+/// tables cannot be read until a writer has undone it: the read waits for one (a daemon
+/// starting undoes it at once), then says so, naming the journal.
+#[test]
+fn a_transaction_left_unfinished_by_a_killed_writer_is_waited_for_or_named() {
+    let (tmp, db) = killed_mid_transaction(false);
+    assert!(std::fs::metadata(&db).unwrap().len() > 0, "pages spilled");
+    assert!(Store::open_read_only(&db, BUSY).unwrap().is_none());
+    assert!(
+        tmp.path().join("fleet.db-journal").exists(),
+        "left to a writer"
+    );
+
+    let (tmp, db) = killed_mid_transaction(true);
+    let err = Store::open_read_only(&db, Duration::from_millis(300))
+        .err()
+        .expect("a journal to undo is not read past");
+    let text = err.to_string();
+    assert!(
+        text.contains("fleet.db-journal") && text.contains("killed"),
+        "{text}"
+    );
+    assert!(tmp.path().join("fleet.db-journal").exists());
+    // A writer undoes it: the table committed before is there, the one begun after is not.
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let tables: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(tables, ["kept"]);
+}

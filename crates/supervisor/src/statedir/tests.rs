@@ -137,10 +137,13 @@ fn a_long_database_target_after_the_holder_keeps_it_readable() {
 /// A daemon that lost the race for the lock names the winner, never "pid unknown", however the
 /// winner rewrites the lock file meanwhile: each look reads the file once and answers from that
 /// read, and a look that finds no pid yet looks again. Here the holder (this process, through
-/// another open file description) rewrites the file without pause, emptying it each time, as a
-/// careless writer would.
+/// another open file description) rewrites the file without pause, blanking it now and then as
+/// a careless writer would (a look that reads it twice finds it blank the second time within a
+/// few hundred looks). Blanked in place, not truncated: a truncation can wait on the disk, and
+/// a file left empty for seconds on a busy machine would be a holder that names nobody.
 #[test]
 fn the_loser_of_a_start_race_names_the_winner() {
+    use std::sync::atomic::{AtomicBool, Ordering};
     let (_tmp, state) = dir();
     state.ensure().unwrap();
     let holder = OpenOptions::new()
@@ -153,22 +156,32 @@ fn the_loser_of_a_start_race_names_the_winner() {
     assert!(files::try_lock_exclusive(&holder).unwrap());
     let me = std::process::id() as i32;
     let record = format!("{me} {}\n", process::start_time(me).unwrap());
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
+    let blank = " ".repeat(record.len());
+    holder.write_all_at(record.as_bytes(), 0).unwrap();
+    let stop = AtomicBool::new(false);
+    let answers: Vec<Result<DaemonLock, StateDirError>> = std::thread::scope(|s| {
         s.spawn(|| {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                holder.set_len(0).unwrap();
-                holder.write_all_at(record.as_bytes(), 0).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                holder.write_all_at(blank.as_bytes(), 0).unwrap();
+                // The record stays whole most of the time; the blank moment above comes back
+                // on every round.
+                for _ in 0..50 {
+                    holder.write_all_at(record.as_bytes(), 0).unwrap();
+                }
             }
         });
-        for _ in 0..500 {
-            match state.lock_daemon() {
-                Err(StateDirError::Held { pid, .. }) => assert_eq!(pid, Some(me)),
-                other => panic!("{other:?}"),
-            }
-        }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let answers = (0..500).map(|_| state.lock_daemon()).collect();
+        // Stopped before any answer is judged: a failed assertion must not leave the writer
+        // spinning, and the scope waiting for it.
+        stop.store(true, Ordering::Relaxed);
+        answers
     });
+    for answer in answers {
+        match answer {
+            Err(StateDirError::Held { pid, .. }) => assert_eq!(pid, Some(me)),
+            other => panic!("{other:?}"),
+        }
+    }
 }
 
 /// The lock file is rewritten in place, never emptied: a reader finds the holder in it at
