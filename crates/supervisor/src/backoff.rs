@@ -10,7 +10,7 @@
 //! | --- | --- | --- |
 //! | [`Backoff::new`], [`Backoff::reset`] | none | none |
 //! | [`Backoff::fail`] | the first wait, or the last one doubled, up to the cap | `now` + the wait |
-//! | [`Backoff::next`] | as `fail` (for a caller that sleeps the wait itself) | unchanged |
+//! | [`Backoff::next_wait`] | as `fail` (for a caller that sleeps the wait itself) | unchanged |
 //! | [`Backoff::hold`] | the given wait (the next failure doubles it) | `now` + the wait |
 //! | [`Backoff::postpone`] | unchanged | `now` + the given delay |
 
@@ -87,7 +87,7 @@ impl<I: Moment> Backoff<I> {
     /// One more failure: returns its wait, the first one after a reset, else the last one
     /// doubled, up to the cap. The due instant is left as it was: for a caller that sleeps the
     /// wait out itself.
-    pub fn next(&mut self) -> Duration {
+    pub fn next_wait(&mut self) -> Duration {
         let wait = match self.wait {
             None => self.first,
             Some(w) => w.saturating_mul(2).min(self.cap),
@@ -97,10 +97,10 @@ impl<I: Moment> Backoff<I> {
         wait
     }
 
-    /// One more failure at `now`: [`Self::next`], and the next try is due that wait after
+    /// One more failure at `now`: [`Self::next_wait`], and the next try is due that wait after
     /// `now`. Returns the wait.
     pub fn fail(&mut self, now: I) -> Duration {
-        let wait = self.next();
+        let wait = self.next_wait();
         self.due = Some(now.after(wait));
         wait
     }
@@ -168,7 +168,7 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     fn waits(b: &mut Backoff<i64>, n: usize) -> Vec<u128> {
-        (0..n).map(|_| b.next().as_millis()).collect()
+        (0..n).map(|_| b.next_wait().as_millis()).collect()
     }
 
     #[test]
@@ -213,15 +213,15 @@ mod tests {
     }
 
     #[test]
-    fn next_leaves_the_due_instant_and_fail_sets_it() {
+    fn next_wait_leaves_the_due_instant_and_fail_sets_it() {
         let mut b = Backoff::<i64>::new(50 * MS, 5_000 * MS);
-        b.next();
+        b.next_wait();
         assert_eq!(b.due(), None);
         assert!(!b.is_reset(), "a failure, even with nothing due");
         assert_eq!(b.fail(10_000), 100 * MS);
         assert_eq!(b.due(), Some(10_100));
-        b.next();
-        assert_eq!(b.due(), Some(10_100), "next leaves what was due");
+        b.next_wait();
+        assert_eq!(b.due(), Some(10_100), "next_wait leaves what was due");
     }
 
     #[test]

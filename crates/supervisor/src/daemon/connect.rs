@@ -11,6 +11,7 @@ use std::time::Duration;
 use store::{Store, StoreError};
 
 use super::listener::Signals;
+use crate::backoff::Backoff;
 use crate::statedir::{StateDir, StateDirError};
 
 /// The first pause after a failed connection; it doubles up to [`MAX_PAUSE`].
@@ -29,7 +30,7 @@ pub(super) async fn open_store(
     state: &StateDir,
     signals: &mut Signals,
 ) -> Result<Option<Store>, StateDirError> {
-    let mut pause = FIRST_PAUSE;
+    let mut pause = Backoff::<tokio::time::Instant>::new(FIRST_PAUSE, MAX_PAUSE);
     loop {
         let attempt = state.clone();
         let opened = tokio::task::spawn_blocking(move || attempt.open_store())
@@ -37,20 +38,20 @@ pub(super) async fn open_store(
             .expect("open_store panicked");
         match opened {
             Err(StateDirError::Store(e @ StoreError::Connect { .. })) => {
+                let wait = pause.next_wait();
                 // The error names host, database and user, never the password.
                 tracing::warn!(
                     error = %e,
-                    retry_in_secs = pause.as_secs(),
+                    retry_in_secs = wait.as_secs(),
                     "the database cannot be reached; the daemon claims nothing until it can"
                 );
                 tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
+                _ = tokio::time::sleep(wait) => {}
                 signal = signals.stop() => {
                     tracing::info!(signal, "stopping before the database could be reached");
                     return Ok(None);
                 }
                 }
-                pause = (pause * 2).min(MAX_PAUSE);
             }
             other => return other.map(Some),
         }

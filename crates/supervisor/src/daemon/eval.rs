@@ -98,6 +98,12 @@ pub struct EvalGates {
     pub config_version: Option<i64>,
 }
 
+/// The first wait after an EVAL failed (the database busy, or any other error but an
+/// unreachable database); it doubles up to [`EVAL_RETRY_MAX`].
+pub(super) const EVAL_RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait after failed EVALs.
+pub(super) const EVAL_RETRY_MAX: Duration = Duration::from_secs(5);
+
 impl Daemon {
     /// One EVAL. A store error leaves what is still unwritten in [`Daemon::pending`] and sets a
     /// backoff; a fenced write (a newer daemon took the state directory over) sets
@@ -196,7 +202,7 @@ impl Daemon {
         }
         // Refused even alone: tried again after a wait of its own; everything else went on.
         self.keep_refused(std::mem::take(&mut outcome.refused), &retried);
-        self.backoff = None;
+        self.backoff.reset();
         self.database_reachable_after(unwritten);
         self.sweep_removed = false;
         let metrics = &self.observed.metrics;
@@ -346,12 +352,9 @@ impl Daemon {
         if err.is_busy() {
             self.observed.metrics.busy_retry();
         }
-        let wait = self
-            .backoff
-            .map(|(_, w)| (w * 2).min(Duration::from_secs(5)))
-            .unwrap_or(Duration::from_millis(100));
+        self.backoff.set_limits(EVAL_RETRY_FIRST, EVAL_RETRY_MAX);
+        let wait = self.backoff.fail(Instant::now());
         tracing::warn!(error = %err, retry_in_ms = wait.as_millis() as u64, "EVAL could not finish; retrying later");
-        self.backoff = Some((Instant::now() + wait, wait));
     }
 
     async fn store_get(&self, id: RunId) -> Result<Run, StoreError> {

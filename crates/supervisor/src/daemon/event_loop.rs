@@ -99,10 +99,7 @@ pub(super) async fn run(
             tick = ticker(daemon.config.tick);
             daemon.health.set_tick(daemon.config.tick);
         }
-        if daemon
-            .backoff
-            .is_some_and(|(until, _)| Instant::now() < until)
-        {
+        if !daemon.backoff.is_due(Instant::now()) {
             if daemon.database_down() {
                 // Alive and waiting for the database, as it should: the watchdog hears so.
                 daemon.notifier.outage_ping();
@@ -134,7 +131,7 @@ pub(super) async fn run(
             return Ok(());
         }
         // An EVAL that ended in a backoff (busy or unreachable database) did no work: not a turn.
-        if daemon.backoff.is_none() {
+        if daemon.backoff.is_reset() {
             if daemon.reconcile_due {
                 // After an outage, once everything decided during it is written.
                 daemon.reconcile().await;
@@ -241,10 +238,10 @@ impl Wakeup {
     /// When the loop must wake by itself: when delayed work is due (nothing is before a backoff
     /// ends) or a settled edit must be reloaded, whichever comes first.
     fn timer(&self, daemon: &Daemon) -> Option<Instant> {
-        let work = match daemon.backoff {
-            Some((until, _)) => Some(until),
-            None => earliest(daemon.next_due, daemon.unsettled.due()),
-        };
+        let work = daemon
+            .backoff
+            .due()
+            .or_else(|| earliest(daemon.next_due, daemon.unsettled.due()));
         earliest(work, self.reload_due)
     }
 }
@@ -312,7 +309,7 @@ impl TickFilter {
         };
         if !daemon.pending.is_empty()
             || !daemon.exited.is_empty()
-            || daemon.backoff.is_some()
+            || !daemon.backoff.is_reset()
             || at.elapsed() >= FULL_EVAL_AT_LEAST_EVERY
         {
             return false;

@@ -18,6 +18,7 @@ use store::RunId;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::events::{Event, Events};
+use crate::backoff::Backoff;
 
 /// Follows one shim this daemon started: its `running PID` line, then its end — the report
 /// pipe's end-of-file (every copy of the write end is the shim's), and for an exec'd shim, which
@@ -84,15 +85,14 @@ pub(super) fn watch_group(
     let _ = std::thread::Builder::new()
         .name(format!("orphaned-{run_id}"))
         .spawn(move || {
-            let mut wait = GROUP_POLL_FIRST;
+            let mut poll = Backoff::<std::time::Instant>::new(GROUP_POLL_FIRST, GROUP_POLL_MAX);
             // An unreadable /proc counts as "still there" and is looked at again after the
             // wait: ending the wait on it would hand the run back to settling, which may again
             // find it orphaned (a group known by number, unsure, is held), and the two would
             // take turns without pause.
             let alive = || crate::sys::process::group_alive(pgid, session);
             while alive().unwrap_or(true) {
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(GROUP_POLL_MAX);
+                std::thread::sleep(poll.next_wait());
             }
             let _ = events.send(Event::ShimExited { run_id, token });
         });

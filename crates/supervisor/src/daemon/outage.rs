@@ -46,14 +46,22 @@ impl Daemon {
         if !err.is_unreachable() {
             return false;
         }
-        let wait = match &mut self.outage {
+        // The back-off is the one a failed EVAL or recovery sets too: the pause doubles whatever
+        // wait the last failure left, but is never shorter than the first pause (a wait left by
+        // something else may be shorter than half of it: it starts over at the first pause).
+        self.backoff.set_limits(FIRST_PAUSE, MAX_PAUSE);
+        match &mut self.outage {
             Some(outage) => {
                 outage.tries += 1;
-                let wait = self
+                if self
                     .backoff
-                    .map_or(FIRST_PAUSE, |(_, w)| (w * 2).clamp(FIRST_PAUSE, MAX_PAUSE));
+                    .wait()
+                    .is_some_and(|w| w.saturating_mul(2) < FIRST_PAUSE)
+                {
+                    self.backoff.reset();
+                }
+                let wait = self.backoff.fail(Instant::now());
                 tracing::debug!(error = %err, what, tries = outage.tries, retry_in_secs = wait.as_secs(), "the database still cannot be reached");
-                wait
             }
             None => {
                 tracing::warn!(
@@ -68,10 +76,10 @@ impl Daemon {
                     tries: 1,
                 });
                 self.health.set_database_unreachable(Some(now_ms()));
-                FIRST_PAUSE
+                self.backoff.reset();
+                self.backoff.fail(Instant::now());
             }
-        };
-        self.backoff = Some((Instant::now() + wait, wait));
+        }
         true
     }
 

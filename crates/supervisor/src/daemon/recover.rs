@@ -25,7 +25,7 @@ use store::{now_ms, Run, RunId, RunStatus, Store, StoreError, Transition};
 use tokio::time::Instant;
 
 use super::follow::{watch_group, watch_lock};
-use super::state::unsettled::{Unsettled, RESETTLE_FIRST, RESETTLE_MAX};
+use super::state::unsettled::Unsettled;
 use super::state::Daemon;
 use crate::boot::Boots;
 use crate::retry::RetryPolicy;
@@ -56,6 +56,12 @@ struct Recovery {
     taken: Vec<(Run, Option<ShimIdentity>)>,
 }
 
+/// The first wait after startup recovery could not read the database (but for an unreachable
+/// one); it doubles up to [`RECOVERY_RETRY_MAX`].
+const RECOVERY_RETRY_FIRST: Duration = Duration::from_millis(200);
+/// The longest wait between two attempts at startup recovery.
+const RECOVERY_RETRY_MAX: Duration = Duration::from_secs(5);
+
 impl Daemon {
     /// Runs startup recovery and applies what it decided. On a database error nothing is
     /// applied, [`Daemon::recovered`] stays false and a backoff is set; the loop calls this again.
@@ -74,15 +80,18 @@ impl Daemon {
             Ok(found) => {
                 if let Some(left) = self.config_settling_for(&found).await {
                     // Nothing was applied; recovery runs again once the file has settled.
-                    self.backoff = Some((Instant::now() + left, left));
+                    // A wait, not a failure: the next failure doubles it all the same.
+                    self.backoff.hold(Instant::now(), left);
                     return;
                 }
                 let (transitions, unsettled) = self.take_in(found);
                 fail::fail_point!("recovery-before-apply", |_| std::process::abort());
                 self.pending.extend(transitions);
-                self.keep_unsettled(unsettled, None);
+                // Recovery's is the first attempt at them.
+                self.unsettled.retry.reset();
+                self.keep_unsettled(unsettled);
                 self.recovered = true;
-                self.backoff = None;
+                self.backoff.reset();
                 self.database_reachable();
             }
             Err(e) => {
@@ -92,12 +101,10 @@ impl Daemon {
                 if e.is_busy() {
                     self.observed.metrics.busy_retry();
                 }
-                let wait = self
-                    .backoff
-                    .map(|(_, w)| (w * 2).min(Duration::from_secs(5)))
-                    .unwrap_or(Duration::from_millis(200));
+                self.backoff
+                    .set_limits(RECOVERY_RETRY_FIRST, RECOVERY_RETRY_MAX);
+                let wait = self.backoff.fail(Instant::now());
                 tracing::error!(error = %e, retry_in_ms = wait.as_millis() as u64, "recovery could not read the database; retrying");
-                self.backoff = Some((Instant::now() + wait, wait));
             }
         }
     }
@@ -147,7 +154,7 @@ impl Daemon {
     /// Settles again, once their retry is due, the runs recovery could not settle (see
     /// [`Unsettled`]), and applies what it decides as recovery does. Does nothing before then.
     pub(super) async fn resettle(&mut self) {
-        let Some((at, wait)) = self.unsettled.retry else {
+        let Some(at) = self.unsettled.retry.due() else {
             return;
         };
         if Instant::now() < at {
@@ -183,19 +190,19 @@ impl Daemon {
             Ok(found) => {
                 if let Some(left) = self.config_settling_for(&found).await {
                     // Nothing was applied; these runs are settled again once the file has.
-                    self.unsettled.retry = Some((Instant::now() + left, wait));
+                    self.unsettled.retry.postpone(Instant::now(), left);
                     return;
                 }
                 let (transitions, unsettled) = self.take_in(found);
                 self.pending.extend(transitions);
-                self.keep_unsettled(unsettled, Some(wait));
+                self.keep_unsettled(unsettled);
             }
             Err(e) => {
                 let runs = std::mem::take(&mut self.unsettled.runs);
                 if !self.database_unreachable(&e, "settling runs again") {
                     tracing::error!(error = %e, "could not read the database to settle runs again");
                 }
-                self.keep_unsettled(runs, Some(wait));
+                self.keep_unsettled(runs);
             }
         }
     }
@@ -246,7 +253,10 @@ impl Daemon {
                     // They join those already waiting.
                     let mut runs = std::mem::take(&mut self.unsettled.runs);
                     runs.extend(unsettled);
-                    self.keep_unsettled(runs, None);
+                    // The wait starts over at the first one for all of them (the attempts
+                    // logged go on counting).
+                    self.unsettled.retry.reset();
+                    self.keep_unsettled(runs);
                 }
             }
             Err(e) => {
@@ -325,14 +335,16 @@ impl Daemon {
         }
     }
 
-    /// Records the runs still unsettled, and when to try again: `last` is the wait before this
-    /// attempt (`None` after the first one), doubled up to [`RESETTLE_MAX`].
-    fn keep_unsettled(&mut self, runs: Vec<(RunId, u64)>, last: Option<Duration>) {
+    /// Records the runs still unsettled, and when to try again: the wait before this attempt
+    /// doubled, up to [`RESETTLE_MAX`](super::state::unsettled::RESETTLE_MAX) (the first wait
+    /// after a reset of [`Unsettled::retry`]).
+    fn keep_unsettled(&mut self, runs: Vec<(RunId, u64)>) {
         if runs.is_empty() {
             self.unsettled = Unsettled::default();
             return;
         }
-        let wait = last.map_or(RESETTLE_FIRST, |w| (w * 2).min(RESETTLE_MAX));
+        let mut retry = self.unsettled.retry;
+        let wait = retry.fail(Instant::now());
         let attempts = self.unsettled.attempts + 1;
         if attempts.is_power_of_two() {
             tracing::warn!(
@@ -344,7 +356,7 @@ impl Daemon {
         }
         self.unsettled = Unsettled {
             runs,
-            retry: Some((Instant::now() + wait, wait)),
+            retry,
             attempts,
         };
     }

@@ -21,8 +21,9 @@ use packer::RunningSet;
 use store::{Applied, Millis, QueueHead, RunId, RunStatus, Store, StoreError, Transition};
 use tokio::time::Instant;
 
-use super::state::refused::{ClaimBackoff, Refused, REFUSED_RETRY_FIRST, REFUSED_RETRY_MAX};
+use super::state::refused::{refused_backoff, ClaimBackoff, Refused};
 use super::state::Daemon;
+use crate::backoff::Backoff;
 
 /// Leaves out of `heads` the runs `claim_backoff` holds at `now`, and puts in their place the
 /// next queued runs of their projects that it does not hold (as many as the project has free
@@ -66,45 +67,45 @@ pub(super) fn behind_held(
 }
 
 impl Daemon {
-    /// Moves the refused transitions whose wait is over into `batch`; returns how many times
-    /// in a row each was refused, for [`Daemon::keep_refused`].
-    pub(super) fn take_due_refused(&mut self, batch: &mut Vec<Transition>) -> BTreeMap<RunId, u32> {
+    /// Moves the refused transitions whose wait is over into `batch`; returns the back-off of
+    /// each (its refusals in a row), for [`Daemon::keep_refused`].
+    pub(super) fn take_due_refused(
+        &mut self,
+        batch: &mut Vec<Transition>,
+    ) -> BTreeMap<RunId, Backoff<Instant>> {
         let now = Instant::now();
         let due: Vec<RunId> = self
             .refused
             .iter()
-            .filter(|(_, r)| r.due <= now)
+            .filter(|(_, r)| r.retry.is_due(now))
             .map(|(id, _)| *id)
             .collect();
         let mut retried = BTreeMap::new();
         for id in due {
             if let Some(r) = self.refused.remove(&id) {
-                retried.insert(id, r.failures);
+                retried.insert(id, r.retry);
                 batch.push(r.transition);
             }
         }
         retried
     }
 
-    /// Keeps `refused` (refused again, or for the first time: `retried` says how many times
-    /// before) until a wait of 1 s, doubling with each refusal in a row up to a minute, is
-    /// over.
+    /// Keeps `refused` (refused again, or for the first time: `retried` holds the back-off of
+    /// those refused before) until a wait of 1 s, doubling with each refusal in a row up to a
+    /// minute, is over. A back-off per run: each run's refusals in a row are its own.
     pub(super) fn keep_refused(
         &mut self,
         refused: Vec<Transition>,
-        retried: &BTreeMap<RunId, u32>,
+        retried: &BTreeMap<RunId, Backoff<Instant>>,
     ) {
         for t in refused {
-            let failures = retried.get(&t.run_id).copied().unwrap_or(0) + 1;
-            let wait = REFUSED_RETRY_FIRST
-                .saturating_mul(1 << (failures - 1).min(16))
-                .min(REFUSED_RETRY_MAX);
+            let mut retry = retried.get(&t.run_id).copied().unwrap_or(refused_backoff());
+            retry.fail(Instant::now());
             self.refused.insert(
                 t.run_id,
                 Refused {
                     transition: t,
-                    due: Instant::now() + wait,
-                    failures,
+                    retry,
                 },
             );
         }
@@ -115,7 +116,7 @@ impl Daemon {
 
     /// When the next refused transition is to be tried again, for the loop's timer.
     pub(super) fn refused_due(&self) -> Option<Instant> {
-        self.refused.values().map(|r| r.due).min()
+        self.refused.values().filter_map(|r| r.retry.due()).min()
     }
 }
 

@@ -75,7 +75,7 @@ impl Daemon {
                 let shim = crate::sys::process::start_time(pid)
                     .map(|start_time| ShimIdentity { pid, start_time });
                 fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
-                self.spawn_hold = None;
+                self.spawn_hold.reset();
                 self.slots.insert(slot);
                 // A reused shim: the slot of its earlier run must let go of it.
                 if let Some(shim) = shim {
@@ -120,7 +120,7 @@ impl Daemon {
             }
         };
         fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
-        self.spawn_hold = None;
+        self.spawn_hold.reset();
         if let Some(pid) = child.id() {
             let pid = pid as i32;
             slot.shim = crate::sys::process::start_time(pid)
@@ -152,16 +152,14 @@ impl Daemon {
         self.observed.metrics.spawn_failed();
         let change = if is_resource_shortage(&e) {
             // Runs claimed in the same EVAL fail alike: one failure doubles the wait, not each.
+            // So a failure while the hold is still on leaves it as it is, and only one once
+            // it is over (or the first) counts.
             let now = Instant::now();
-            let (until, wait) = match self.spawn_hold {
-                Some((until, w)) if until > now => (until, w),
-                Some((_, w)) => {
-                    let w = (w * 2).min(SPAWN_HOLD_MAX);
-                    (now + w, w)
-                }
-                None => (now + SPAWN_HOLD_MIN, SPAWN_HOLD_MIN),
-            };
-            self.spawn_hold = Some((until, wait));
+            if self.spawn_hold.is_due(now) {
+                self.spawn_hold.fail(now);
+            }
+            let until = self.spawn_hold.due().unwrap_or(now);
+            let wait = self.spawn_hold.wait().unwrap_or_default();
             self.wake_within(until - now);
             tracing::warn!(
                 run = run.id,
@@ -212,14 +210,13 @@ impl Daemon {
 
     /// Whether claims may be made: no hold after a resource shortage, or its wait is over.
     pub(super) fn spawn_hold_over(&self) -> bool {
-        self.spawn_hold
-            .is_none_or(|(until, _)| until <= Instant::now())
+        self.spawn_hold.is_due(Instant::now())
     }
 
     /// While claims are held back, makes sure the loop wakes when the hold ends.
     pub(super) fn wake_after_spawn_hold(&mut self) {
         let now = Instant::now();
-        if let Some((until, _)) = self.spawn_hold.filter(|(until, _)| *until > now) {
+        if let Some(until) = self.spawn_hold.due().filter(|until| *until > now) {
             self.wake_within(until - now);
         }
     }

@@ -16,6 +16,8 @@ use config::schedule::timetable::{due, timetable_key, Timetable};
 use config::{Config, Overlap};
 use store::{FireRequest, Millis, OverlapPolicy, Store, StoreError};
 
+use crate::backoff::Backoff;
+
 fn to_dt(ms: Millis) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
@@ -51,9 +53,11 @@ fn missed_message(has_deadline: bool, fired: bool) -> &'static str {
 /// (as an error of the whole step would) nor is retried, and logged, at every EVAL.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FireBackoff {
-    /// By project: when it is tried again (milliseconds since the epoch, UTC), how many times
-    /// in a row it failed, and the timetable that failed (an edit of it is tried at once).
-    failing: BTreeMap<String, (Millis, u32, String)>,
+    /// By project: its back-off (when it is tried again, in milliseconds since the epoch, UTC;
+    /// how many times in a row it failed), and the timetable that failed (an edit of it is
+    /// tried at once). A back-off per project, not one for all: one project's failures must not
+    /// hold another back, and an edited timetable starts its project's over.
+    failing: BTreeMap<String, (Backoff<Millis>, String)>,
 }
 
 /// The first wait after a project's schedule step fails, in milliseconds; it doubles with each
@@ -63,10 +67,21 @@ pub const FIRE_BACKOFF_FIRST_MS: Millis = 1_000;
 /// The longest wait between two tries of a failing project's schedule step, in milliseconds.
 pub const FIRE_BACKOFF_MAX_MS: Millis = 60_000;
 
+/// The back-off of a project whose schedule step fails for the first time (or under an edited
+/// timetable).
+const fn fire_backoff() -> Backoff<Millis> {
+    Backoff::new(
+        std::time::Duration::from_millis(FIRE_BACKOFF_FIRST_MS as u64),
+        std::time::Duration::from_millis(FIRE_BACKOFF_MAX_MS as u64),
+    )
+}
+
 impl FireBackoff {
     /// The projects whose schedule step is failing, with the failures in a row of each.
     pub fn failing(&self) -> impl Iterator<Item = (&str, u32)> {
-        self.failing.iter().map(|(p, (_, n, _))| (p.as_str(), *n))
+        self.failing
+            .iter()
+            .map(|(p, (retry, _))| (p.as_str(), retry.failures()))
     }
 }
 
@@ -149,9 +164,9 @@ pub fn fire_due_with(
         let key = timetable_key(expr, project.timezone.as_deref());
         // A project waiting out its backoff is skipped, unless its timetable changed since it
         // failed: an edit is what an operator does about it, and is tried at once.
-        if let Some((retry_at, _, failed)) = backoff.failing.get(&project.name) {
-            if *retry_at > now && *failed == key {
-                note_wake(Some(*retry_at));
+        if let Some((retry, failed)) = backoff.failing.get(&project.name) {
+            if !retry.is_due(now) && *failed == key {
+                note_wake(retry.due());
                 continue;
             }
         }
@@ -218,19 +233,15 @@ pub fn fire_due_with(
             Ok(fired) => fired,
             Err(e) if stops_every_schedule(&e) => return Err(e),
             Err(e) => {
-                let failures = backoff
+                let mut retry = backoff
                     .failing
                     .get(&project.name)
-                    .filter(|f| f.2 == key)
-                    .map_or(0, |f| f.1)
-                    + 1;
-                let wait = FIRE_BACKOFF_FIRST_MS
-                    .saturating_mul(1 << (failures - 1).min(16))
-                    .min(FIRE_BACKOFF_MAX_MS);
-                backoff
-                    .failing
-                    .insert(project.name.clone(), (now + wait, failures, key));
-                note_wake(Some(now + wait));
+                    .filter(|f| f.1 == key)
+                    .map_or(fire_backoff(), |f| f.0);
+                let wait = retry.fail(now).as_millis() as Millis;
+                let failures = retry.failures();
+                note_wake(retry.due());
+                backoff.failing.insert(project.name.clone(), (retry, key));
                 tracing::error!(
                     project = %project.name,
                     error = %e,
@@ -244,7 +255,8 @@ pub fn fire_due_with(
         // Said only when it is known: under the timetable that failed, or with a run written.
         // A step under an edited timetable with nothing due proves nothing either way (it
         // just leaves the backoff, and a refusal at its next occurrence starts it afresh).
-        if let Some((_, failures, failed)) = backoff.failing.remove(&project.name) {
+        if let Some((retry, failed)) = backoff.failing.remove(&project.name) {
+            let failures = retry.failures();
             if failed == key || d.fire.is_some() {
                 tracing::info!(project = %project.name, failures, "the schedule step works again for this project");
             }

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use runrecord::{ExitRecord, Record, RunFiles, RunLock};
 
+use crate::backoff::Backoff;
+
 use super::failpoint_macros::{crash_point, io_failpoint};
 use super::log;
 use super::ShimArgs;
@@ -66,11 +68,11 @@ pub(super) fn write_retrying(
     record: &str,
     mut write: impl FnMut() -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut wait = RECORD_RETRY_FIRST;
-    let mut failures: u64 = 0;
+    let mut retry = Backoff::<std::time::Instant>::new(RECORD_RETRY_FIRST, RECORD_RETRY_MAX);
     loop {
         match write() {
             Ok(()) => {
+                let failures = retry.failures();
                 if failures > 0 {
                     log::warn(format_args!(
                         "fleet shim: run {} claim {}: the {record} record is written, after {failures} failed attempt(s)",
@@ -81,7 +83,8 @@ pub(super) fn write_retrying(
             }
             Err(e) if e.kind() == io::ErrorKind::InvalidInput => return Err(e),
             Err(e) => {
-                failures += 1;
+                let wait = retry.next_wait();
+                let failures = retry.failures();
                 if failures.is_power_of_two() {
                     log::warn(format_args!(
                         "fleet shim: run {} claim {}: could not write the {record} record ({e}); retrying, keeping the run's lock (attempt {failures}, next in {} ms)",
@@ -94,7 +97,6 @@ pub(super) fn write_retrying(
                 // written: signals stay blocked and pending (a cancel of a command that has not
                 // started yet is honoured once it has).
                 std::thread::sleep(wait);
-                wait = (wait * 2).min(RECORD_RETRY_MAX);
             }
         }
     }

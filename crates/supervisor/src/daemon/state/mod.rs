@@ -19,7 +19,6 @@ pub(super) mod unsettled;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use config::Config;
 use fleet_http::Observed;
@@ -29,6 +28,7 @@ use tokio::time::Instant;
 
 use super::config_file::ConfigFile;
 use super::events::Events;
+use crate::backoff::Backoff;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::StateDir;
@@ -79,9 +79,12 @@ pub(super) struct Daemon {
     pub(super) unreadable_rows: repeats::Repeats,
     /// For shim watchers and waiters, and for a nudge to itself.
     pub(super) events: Events,
-    /// After a failed EVAL or recovery (busy or unreachable database): no EVAL before this
-    /// instant; the wait doubles.
-    pub(super) backoff: Option<(Instant, Duration)>,
+    /// After a failed EVAL or recovery (busy or unreachable database): no EVAL before it is
+    /// due; the wait doubles. One back-off for the three kinds of failure (an EVAL, recovery,
+    /// the database unreachable), each setting its own first wait and cap before it counts: the
+    /// next failure doubles the wait the last one left, whichever kind it was, and a success
+    /// resets it.
+    pub(super) backoff: Backoff<Instant>,
     /// The database cannot be reached (since a failed operation of the loop): see
     /// [`super::outage`]. `None` while it can.
     pub(super) outage: Option<outage::Outage>,
@@ -94,9 +97,9 @@ pub(super) struct Daemon {
     /// The shape of the shims' own log lines (the daemon's log's, chosen at start).
     pub(super) shim_log: crate::shim::log::ShimLog,
     /// After a shim could not be started for lack of a resource (EMFILE, ENOMEM…): no run is
-    /// claimed before this instant; the wait doubles while spawns keep failing, and is
-    /// forgotten once a shim starts.
-    pub(super) spawn_hold: Option<(Instant, Duration)>,
+    /// claimed before it is due; the wait doubles while spawns keep failing, and is reset once
+    /// a shim starts.
+    pub(super) spawn_hold: Backoff<Instant>,
     /// The earliest instant a delayed (retry) run or a schedule occurrence becomes due.
     pub(super) next_due: Option<Instant>,
     /// Set when the store refused a write because a newer epoch took over: the loop stops.

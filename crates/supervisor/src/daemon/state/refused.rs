@@ -9,14 +9,14 @@ use std::time::Duration;
 use store::{ClaimRefusal, Millis, RunId, Transition};
 use tokio::time::Instant;
 
+use crate::backoff::Backoff;
+
 /// A transition the database refused even written alone, waiting to be tried again.
 pub(in crate::daemon) struct Refused {
     /// The transition, as decided.
     pub(in crate::daemon) transition: Transition,
-    /// Not tried again before this instant.
-    pub(in crate::daemon) due: Instant,
-    /// Refusals in a row.
-    pub(in crate::daemon) failures: u32,
+    /// Not tried again before it is due; one failure per refusal in a row.
+    pub(in crate::daemon) retry: Backoff<Instant>,
 }
 
 /// The first wait before a refused transition is tried again; it doubles with each refusal in
@@ -28,21 +28,30 @@ pub(in crate::daemon) const REFUSED_RETRY_FIRST: Duration = Duration::from_secs(
 /// The longest wait between two tries of a refused transition.
 pub(in crate::daemon) const REFUSED_RETRY_MAX: Duration = Duration::from_secs(60);
 
+/// The back-off of a run refused for the first time, transition or claim.
+pub(in crate::daemon) const fn refused_backoff<I: crate::backoff::Moment>() -> Backoff<I> {
+    Backoff::new(REFUSED_RETRY_FIRST, REFUSED_RETRY_MAX)
+}
+
 /// Runs whose claim the database refused, held out of the packing until their wait is over:
 /// the first wait is 1 s, doubled at each refusal in a row up to 60 s, as for refused
 /// transitions. Kept by the daemon across EVALs and
 /// handed to [`crate::daemon::eval_blocking`]; times are milliseconds since the Unix epoch (UTC), the
 /// EVAL's own clock.
+///
+/// A back-off per run, not one for all: each run's refusals in a row are its own, and a run is
+/// forgotten (its next refusal starts over) once its wait is over and a claim did not refuse it
+/// again.
 #[derive(Debug, Default)]
 pub struct ClaimBackoff {
-    /// Run → (not asked for before this instant, the wait that led there, in ms).
-    held: HashMap<RunId, (Millis, i64)>,
+    /// Run → its back-off: not asked for before it is due.
+    held: HashMap<RunId, Backoff<Millis>>,
 }
 
 impl ClaimBackoff {
     /// Whether `run` is held out of the packing at `now`.
     pub fn holds(&self, run: RunId, now: Millis) -> bool {
-        self.held.get(&run).is_some_and(|(due, _)| *due > now)
+        self.held.get(&run).is_some_and(|b| !b.is_due(now))
     }
 
     /// The earliest instant after `now` a held run may be asked for again: an EVAL is due
@@ -51,14 +60,14 @@ impl ClaimBackoff {
     pub fn next_due(&self, now: Millis) -> Option<Millis> {
         self.held
             .values()
-            .map(|(due, _)| *due)
+            .filter_map(Backoff::due)
             .filter(|due| *due > now)
             .min()
     }
 
     /// How many runs are held at `now` (their wait not over).
     pub fn held_at(&self, now: Millis) -> usize {
-        self.held.values().filter(|(due, _)| *due > now).count()
+        self.held.values().filter(|b| !b.is_due(now)).count()
     }
 
     /// How many runs are remembered: held, or held until lately and not asked for since (their
@@ -81,21 +90,16 @@ impl ClaimBackoff {
         refused: Vec<ClaimRefusal>,
         now: Millis,
     ) -> Vec<(ClaimRefusal, Duration)> {
-        let first = REFUSED_RETRY_FIRST.as_millis() as i64;
-        let max = REFUSED_RETRY_MAX.as_millis() as i64;
         let out: Vec<(ClaimRefusal, Duration)> = refused
             .into_iter()
             .map(|r| {
-                let wait = match self.held.get(&r.run_id) {
-                    Some((_, before)) => (before.saturating_mul(2)).min(max),
-                    None => first,
-                };
-                self.held.insert(r.run_id, (now.saturating_add(wait), wait));
-                (r, Duration::from_millis(wait as u64))
+                let held = self.held.entry(r.run_id).or_insert(refused_backoff());
+                let wait = held.fail(now);
+                (r, wait)
             })
             .collect();
         // The refused ones were just given a wait ahead of `now`.
-        self.held.retain(|_, (due, _)| *due > now);
+        self.held.retain(|_, b| !b.is_due(now));
         out
     }
 }
