@@ -27,8 +27,9 @@
 //!   `fleet prune`.
 //! - [`caps`]: the caps in force, written down for the daemon row and `fleet status`.
 //! - [`audit`]: the restart-safety auditor behind `fleet check`; it only reads.
-//! - [`backoff`]: a wait that doubles with each failure in a row up to a cap, and when the
-//!   next try is due, from a `now` handed in (every back-off of the daemon and the shim).
+//! - `backoff` (crate-private): a wait that doubles with each failure in a row up to a cap,
+//!   and when the next try is due, from a `now` handed in (every back-off of the daemon and the
+//!   shim).
 //! - [`clock`]: queued runs' delays counted again after the wall clock stepped back (the
 //!   tolerance, and how every persisted instant survives a step, is [`config::clock`]).
 //! - [`exec_limits`]: the kernel's limits on one exec's arguments, and the message naming them.
@@ -44,7 +45,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 
 pub mod audit;
-pub mod backoff;
+pub(crate) mod backoff;
 pub mod boot;
 pub mod caps;
 pub mod clock;
