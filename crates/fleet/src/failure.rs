@@ -80,12 +80,15 @@ impl Failure {
     }
 
     /// A state directory that cannot be used: exit 1 when the system refused this user
-    /// (permission denied: the action failed, the input was fine) or the database server cannot
-    /// be reached, 2 otherwise (a state_dir that is not a directory, a database written by a
-    /// newer fleet).
+    /// (permission denied: the action failed, the input was fine), the database server cannot
+    /// be reached, or it refused to bring the schema up to date (this role may not); 2
+    /// otherwise (a state_dir that is not a directory, a database written by a newer fleet).
     pub fn state_dir(e: StateDirError) -> Failure {
-        let unreachable = matches!(&e, StateDirError::Store(StoreError::Connect { .. }));
-        if e.is_permission_denied() || unreachable {
+        let refused_by_server = matches!(
+            &e,
+            StateDirError::Store(StoreError::Connect { .. } | StoreError::Migrate { .. })
+        );
+        if e.is_permission_denied() || refused_by_server {
             Failure::action(e)
         } else {
             Failure::input(e)

@@ -54,13 +54,24 @@ pub enum StoreError {
         /// What the driver or the pool said.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// The PostgreSQL database could not be reached, or its schema brought up to date.
+    /// The PostgreSQL database could not be reached (or it was lost, or busy, while its schema
+    /// was being brought up to date): tried again later.
     #[error("database {target}: {source}")]
     Connect {
         /// Which database, as the connection string names it (host, port, database, user;
         /// never the password).
         target: String,
         /// What the driver or the pool said.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The PostgreSQL database was reached, but refused to bring its schema up to date (the
+    /// role may not create or alter fleet's tables, say): trying again changes nothing until
+    /// an operator does something. Not [`StoreError::is_unreachable`].
+    #[error("database {target}: its schema cannot be brought up to date: {source}")]
+    Migrate {
+        /// Which database, as [`StoreError::Connect`] names it.
+        target: String,
+        /// What the server said.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The database's schema is newer than this fleet knows (a newer fleet migrated it): this

@@ -91,7 +91,9 @@ impl Store {
     /// before failing as busy.
     ///
     /// Errors: [`StoreError::Connect`](crate::StoreError::Connect) when the string cannot be
-    /// read, the server cannot be reached or a migration fails;
+    /// read or the server cannot be reached (or is lost, or busy, during the migration);
+    /// [`StoreError::Migrate`](crate::StoreError::Migrate) when the server refuses the
+    /// migration (a role that may not create fleet's tables);
     /// [`StoreError::SchemaTooNew`](crate::StoreError::SchemaTooNew) for a database migrated by
     /// a newer fleet.
     pub fn open_postgres(url: &str, busy_timeout: Duration) -> Result<Store> {

@@ -240,6 +240,17 @@ fn a_viewer_reads_an_operator_writes_rows_and_the_hosts_run_them() {
         .unwrap()
         .get(0);
     assert_eq!(tables, 0, "a reading command created tables");
+    // A daemon whose role may not create the tables is told so, and stops: trying again
+    // would change nothing until an operator does something, and an unreachable database
+    // is not what it is.
+    let refused = op.cmd(&["daemon"]);
+    assert_eq!(refused.code(), Some(1), "{refused:?}");
+    assert!(
+        refused.stderr.contains("cannot be brought up to date")
+            && refused.stderr.contains("permission denied")
+            && !refused.stderr.contains("cannot be reached"),
+        "{refused:?}"
+    );
     // The hosts' role: its daemon creates the schema.
     let mut d = f.start_daemon();
     // As the tables' owner, once they exist.

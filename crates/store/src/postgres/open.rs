@@ -247,7 +247,17 @@ impl PgStore {
             Some(Err(OpenFailed::Migrate(
                 e @ (StoreError::SchemaTooNew { .. } | StoreError::SchemaBehind { .. }),
             ))) => return Err(e),
-            Some(Err(OpenFailed::Migrate(e))) => return Err(bad(target)(Box::new(e))),
+            // Lost or busy on the way: tried again, as a server not reached. Refused by the
+            // server (a role that may not create the tables): said as such, and final.
+            Some(Err(OpenFailed::Migrate(e))) if e.is_unreachable() || e.is_busy() => {
+                return Err(bad(target)(Box::new(e)))
+            }
+            Some(Err(OpenFailed::Migrate(e))) => {
+                return Err(StoreError::Migrate {
+                    target,
+                    source: Box::new(e),
+                })
+            }
             Some(Err(OpenFailed::Connect(e))) => return Err(bad(target)(Box::new(e))),
             None => {
                 return Err(bad(target)(
