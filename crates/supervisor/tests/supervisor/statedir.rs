@@ -126,6 +126,48 @@ fn a_lock_held_for_a_dead_daemon_is_waited_for_then_refused() {
     let _taken = dir.lock_daemon().expect("free once the copy is closed");
 }
 
+/// `daemon_holder` of a lock held by a process that has not named itself yet (a daemon between
+/// taking the lock and writing its pid) looks again, up to `HOLDER_GONE_WAIT`: it names the
+/// holder once it has, and says it could not only after the wait.
+#[test]
+fn a_holder_that_has_not_named_itself_yet_is_waited_for() {
+    use std::os::unix::fs::FileExt;
+    let (_t, dir) = state_dir();
+    dir.ensure().unwrap();
+    let copy = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.lock_path())
+        .unwrap();
+    assert!(files::try_lock_exclusive(&copy).unwrap());
+    let t = Instant::now();
+    assert!(
+        dir.daemon_holder().is_err(),
+        "held by a process that never names itself"
+    );
+    assert!(
+        t.elapsed() >= HOLDER_GONE_WAIT,
+        "given up after {:?}",
+        t.elapsed()
+    );
+    let me = std::process::id() as i32;
+    let record = format!(
+        "{me} {}\n",
+        supervisor::sys::process::start_time(me).unwrap()
+    );
+    std::thread::scope(|s| {
+        // The holder names itself a moment after the look began: the look must still be
+        // looking then.
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            copy.write_all_at(record.as_bytes(), 0).unwrap();
+        });
+        assert_eq!(dir.daemon_holder().unwrap(), Some(me));
+    });
+}
+
 /// A lock file that cannot be read is an error, not "no daemon".
 #[test]
 fn an_unreadable_lock_file_is_an_error() {
