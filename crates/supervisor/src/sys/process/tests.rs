@@ -60,14 +60,22 @@ fn a_zombie_is_not_running() {
 
 /// A process killed but still inside its exit is on its way out, not running: held there
 /// (as a slow exit would hold it) by a tracer that stops it at its exit. It then ends, and
-/// a zombie is gone.
+/// a zombie is gone. Killed by SIGKILL, the kill also shows as pending; by SIGTERM, only the
+/// kernel's exit flags say so.
 #[test]
 fn a_process_killed_but_still_exiting_is_exiting() {
     let me = std::process::id() as i32;
     assert_eq!(life(me, start_time(me).unwrap()), Life::Running);
     assert_eq!(life(me, start_time(me).unwrap() + 1), Life::Gone);
     assert_eq!(life(0, 0), Life::Gone);
+    for signal in [Signal::SIGKILL, Signal::SIGTERM] {
+        held_in_its_exit(signal);
+    }
+}
 
+/// Starts a child, kills it with `signal` while traced so that it stops inside its exit, and
+/// checks what `life` says of it there and after.
+fn held_in_its_exit(signal: Signal) {
     let mut child = Command::new("sleep").arg("60").spawn().unwrap();
     let pid = child.id() as i32;
     let started = start_time(pid).unwrap();
@@ -90,7 +98,7 @@ fn a_process_killed_but_still_exiting_is_exiting() {
             "this process may not trace its own child ({e}): the test cannot hold one in its exit"
         );
     }
-    signal_process(pid, Signal::SIGKILL).unwrap();
+    signal_process(pid, signal).unwrap();
     let mut status = 0;
     loop {
         // SAFETY: waits for the traced child, writing its status into a local.
@@ -101,7 +109,7 @@ fn a_process_killed_but_still_exiting_is_exiting() {
         }
         assert!(
             libc::WIFSTOPPED(status),
-            "ended without stopping at its exit: {status:#x}"
+            "{signal:?}: ended without stopping at its exit: {status:#x}"
         );
         // SAFETY: resumes the stopped child, handing it the signal it stopped for.
         unsafe {
@@ -113,7 +121,11 @@ fn a_process_killed_but_still_exiting_is_exiting() {
             )
         };
     }
-    assert_eq!(life(pid, started), Life::Exiting, "stopped inside its exit");
+    assert_eq!(
+        life(pid, started),
+        Life::Exiting,
+        "{signal:?}: stopped inside its exit"
+    );
     // SAFETY: lets the child go on with its exit; no memory of this process is touched.
     unsafe {
         libc::ptrace(
