@@ -38,7 +38,8 @@
 //! `events`, `eval`, `daemon` (take over, fencing), `hosts` (heartbeats, forget, the published
 //! config, log tails), `operator`, `paused`, `prune`, `activity`, `schedules`, `clock`,
 //! `counts`, `summary` (the monitoring reads), `url` (a URL cut as the driver cuts it, its
-//! password masked).
+//! password masked), `tls` (libpq's TLS settings read and taken out of the connection string,
+//! the connector and its certificate checks).
 //!
 //! # What is neutral, what it supplies
 //!
@@ -60,7 +61,8 @@
 //! would bring a runtime into the store. `postgres` is `tokio-postgres` run on a small private
 //! runtime; closing a client on a thread that drives an async runtime panics, so the pool and
 //! the change probe close theirs on a thread of their own ([`PoolOwner`], the probe's `Drop`).
-//! Connections are plain (no TLS) for now. The first connection is bounded (30 s, connect,
+//! Every connection goes through one rustls connector built at open from libpq's TLS settings
+//! (`tls`: `sslmode`, `sslrootcert`, `sslcert`, `sslkey`). The first connection is bounded (30 s, connect,
 //! log in and migrate), every connection has TCP keepalives and a TCP user timeout, pooled
 //! ones a `statement_timeout` (30 s) and the busy timeout as `lock_timeout`: a server that does
 //! not answer fails an operation instead of blocking it. The pool (at most 4 connections) tests
@@ -191,7 +193,7 @@
 //!
 //! `fleet check` on a shared database reads every host's events and rows, and reports cap seats
 //! out of step with their runs (`Store::seat_problems`). Not there yet: host caps in its replay
-//! of the events (claim events do not record the claiming host's cap), and TLS.
+//! of the events (claim events do not record the claiming host's cap).
 //!
 //! # Seen red
 //!
@@ -229,6 +231,7 @@ mod schedules;
 mod schema;
 mod summary;
 mod timed;
+mod tls;
 mod transitions;
 pub(crate) mod url;
 
@@ -247,6 +250,9 @@ pub(crate) struct PgStore {
     /// The connection settings, for connections outside the pool (the change probe). Shared,
     /// so that a clone of the store stays as small as the SQLite backend's.
     config: std::sync::Arc<postgres::Config>,
+    /// The TLS connector of every connection (its CA, client certificate and key read once,
+    /// at open): the change probe's too.
+    tls: tls::Connector,
 }
 
 impl PgStore {
@@ -331,6 +337,11 @@ struct PgError(postgres::Error);
 
 impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A TLS failure said for what it is (expired, unknown issuer, name mismatch), instead
+        // of the driver's "error performing TLS handshake" and the library's terse words.
+        if let Some(why) = tls::explain(&self.0) {
+            return f.write_str(&why);
+        }
         match self.0.as_db_error() {
             Some(db) => write!(f, "{db} (SQLSTATE {})", db.code().code()),
             // The driver's own words ("error connecting to server", "db error") say nothing

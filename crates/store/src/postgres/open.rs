@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::{Client, NoTls};
+use postgres::Client;
 use r2d2_postgres::PostgresConnectionManager;
 
 use super::timed::TimedManager;
@@ -95,8 +95,9 @@ fn describe(config: &postgres::Config) -> String {
 }
 
 /// Checks a `database` setting without connecting: a `postgresql://` (or `postgres://`) URL the
-/// driver can read, whose percent-escapes are well formed and whose `connect_timeout`, if any,
-/// is a whole number of seconds of at least 1. Returns the database it names for messages and logs (host, port, database,
+/// driver can read, whose percent-escapes are well formed, whose `connect_timeout`, if any,
+/// is a whole number of seconds of at least 1, and whose TLS settings are libpq's and name files
+/// that can be used (the CA file, the client certificate, its key with libpq's permissions). Returns the database it names for messages and logs (host, port, database,
 /// user; never the password).
 ///
 /// Errors: a one-line reason, which never repeats the URL (it may hold a password).
@@ -104,26 +105,15 @@ pub fn describe_url(url: &str) -> std::result::Result<String, String> {
     let Some(parts) = super::url::cut(url) else {
         return Err("expected a postgresql:// URL".into());
     };
-    // libpq's TLS modes the driver does not know: said for what they are, instead of the
-    // driver's "invalid connection string". Read from the parameters as the driver cuts them,
-    // never from the password.
-    if let Some(mode) = parts
-        .params
-        .iter()
-        .filter(|(name, _)| &url[name.clone()] == "sslmode")
-        .filter_map(|(_, value)| value.clone().map(|v| &url[v]))
-        .find(|mode| matches!(*mode, "verify-ca" | "verify-full" | "allow"))
-    {
-        return Err(format!(
-            "sslmode={mode} is not supported: connections are not encrypted in this version \
-             (TLS is not supported yet); leave sslmode out (or write disable or prefer) and \
-             reach the server over a network you trust"
-        ));
-    }
+    // libpq's TLS settings, which fleet reads itself (the driver knows only some of them), and
+    // the files they name: a missing CA file or a key others may read is said now, at load,
+    // not at the first connection.
+    let (driver_url, tls) = super::tls::split(url)?;
+    super::tls::connector(&tls)?;
     // What the driver would take without a word: a malformed percent-escape (kept as
     // written), a `connect_timeout` that is not a number of seconds.
     super::url::check(url, &parts)?;
-    let config: postgres::Config = url
+    let config: postgres::Config = driver_url
         .parse()
         .map_err(|e: postgres::Error| format!("not a PostgreSQL URL: {}", super::PgError(e)))?;
     if config.get_hosts().is_empty() {
@@ -133,16 +123,6 @@ pub fn describe_url(url: &str) -> std::result::Result<String, String> {
     // connection, as "connection refused".
     if config.get_ports().contains(&0) {
         return Err("port 0 names no server; give the server's port (5432 by default)".into());
-    }
-    // Said here, not at the first connection: every connection is plain, so a URL that
-    // demands TLS could never connect, and `fleet validate` would have passed it.
-    if config.get_ssl_mode() == postgres::config::SslMode::Require {
-        return Err(
-            "sslmode=require asks for TLS, which fleet does not support yet: \
-                    leave sslmode out (or write disable) and reach the server over a network \
-                    you trust"
-                .into(),
-        );
     }
     Ok(describe(&config))
 }
@@ -210,10 +190,16 @@ impl PgStore {
                 source: e,
             }
         };
-        let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
+        let (driver_url, tls) =
+            super::tls::split(url).map_err(|e| bad("(connection string)".into())(e.into()))?;
+        let mut config: postgres::Config = driver_url.parse().map_err(|e: postgres::Error| {
             bad("(connection string)".into())(Box::new(super::PgError(e)))
         })?;
         let target = describe(&config);
+        // The TLS mode as fleet read it: `require` and the `verify-*` modes are the driver's
+        // `require`, which never falls back to a plain connection.
+        config.ssl_mode(tls.mode.driver());
+        let connector = super::tls::connector(&tls).map_err(|e| bad(target.clone())(e.into()))?;
         // The busy timeout: a statement that waits longer for a lock fails as busy and its
         // transaction rolls back. Set at connection start, so every pooled connection has it.
         config.options(&session_options(busy_timeout, None, access));
@@ -224,12 +210,13 @@ impl PgStore {
         // One plain connection first: a server that cannot be reached fails here at once with
         // the driver's words, instead of after the pool's connection timeout.
         let first = config.clone();
+        let first_tls = connector.clone();
         let (tx, answered) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("fleet-pg-open".into())
             .spawn(move || {
                 let result = (|| {
-                    let mut client = first.connect(NoTls).map_err(super::PgError)?;
+                    let mut client = first.connect(first_tls).map_err(super::PgError)?;
                     match access {
                         Access::Migrate => schema::migrate(&mut client),
                         Access::ReadOnly => schema::found_version(&mut client)
@@ -277,7 +264,7 @@ impl PgStore {
             Some(STATEMENT_TIMEOUT),
             access,
         ));
-        let manager = TimedManager(PostgresConnectionManager::new(pooled, NoTls));
+        let manager = TimedManager(PostgresConnectionManager::new(pooled, connector.clone()));
         let pool = r2d2::Pool::builder()
             .max_size(4)
             .min_idle(Some(1))
@@ -292,6 +279,7 @@ impl PgStore {
         Ok(PgStore {
             pool: std::sync::Arc::new(super::PoolOwner::new(pool)),
             config: std::sync::Arc::new(config),
+            tls: connector,
         })
     }
 
@@ -301,11 +289,12 @@ impl PgStore {
     /// Errors: [`StoreError::Backend`] if the server cannot be reached.
     pub(crate) fn change_probe(&self) -> Result<PgProbe> {
         let config = (*self.config).clone();
+        let tls = self.tls.clone();
         let (tx, answered) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("fleet-pg-probe".into())
             .spawn(move || {
-                let _ = tx.send(config.connect(NoTls).map_err(super::PgError));
+                let _ = tx.send(config.connect(tls).map_err(super::PgError));
             })
             .map_err(|e| StoreError::Unreachable {
                 context: "database change probe",
@@ -467,7 +456,7 @@ mod tests {
     }
 
     /// What the checks must not refuse: well-formed escapes (a `%` written as `%25`, an `@` as
-    /// `%40`), a positive timeout, and a TLS mode spelled inside a password.
+    /// `%40`), a positive timeout, a TLS mode spelled inside a password, and libpq's TLS modes.
     #[test]
     fn good_escapes_and_timeouts_pass() {
         for url in [
@@ -475,6 +464,8 @@ mod tests {
             "postgres://u:p@h/db?connect_timeout=010&application_name=a%20b",
             "postgresql://fleet@/jobs?host=%2Frun%2Fpostgresql",
             "postgresql://u:x?sslmode=allow&@h/db",
+            "postgresql://u@h/db?sslmode=require",
+            "postgresql://u@h/db?sslmode=disable&connect_timeout=3",
         ] {
             assert!(describe_url(url).is_ok(), "{url}: {:?}", describe_url(url));
         }

@@ -11,15 +11,14 @@
 
 use std::time::Duration;
 
-use postgres::{Client, Error, NoTls};
+use postgres::{Client, Error};
 use r2d2_postgres::PostgresConnectionManager;
 
 /// How long the check-out round trip may take before the connection counts as broken.
 pub(super) const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// [`PostgresConnectionManager`], with the check-out test bounded by [`CHECK_TIMEOUT`].
-#[derive(Debug)]
-pub(crate) struct TimedManager(pub(super) PostgresConnectionManager<NoTls>);
+pub(crate) struct TimedManager(pub(super) PostgresConnectionManager<super::tls::Connector>);
 
 impl r2d2::ManageConnection for TimedManager {
     type Connection = Client;
