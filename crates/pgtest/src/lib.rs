@@ -27,6 +27,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+pub mod tls;
+
 /// The variable that turns a missing PostgreSQL from a skip into a failure.
 pub const REQUIRE_VAR: &str = "FLEET_REQUIRE_POSTGRES";
 
@@ -44,6 +46,10 @@ const PORT: u16 = 5432;
 pub struct Cluster {
     /// The folder holding the socket, the data folder and the server's log.
     dir: PathBuf,
+    /// The port: of the TCP listener when there is one, else only the socket file's name.
+    port: u16,
+    /// `-c` settings of the server beyond the usual ones (TCP, TLS, `hba_file`).
+    settings: Vec<String>,
 }
 
 /// One test's database on the shared cluster.
@@ -92,8 +98,9 @@ impl Cluster {
     /// A connection string for database `name` on this cluster.
     pub fn url(&self, name: &str) -> String {
         format!(
-            "host={} port={PORT} user={ROLE} dbname={name} connect_timeout=10",
-            self.dir.display()
+            "host={} port={} user={ROLE} dbname={name} connect_timeout=10",
+            self.dir.display(),
+            self.port
         )
     }
 
@@ -306,15 +313,19 @@ fn sweep_leftovers() {
 /// accepts connections.
 fn start_with(bindir: &Path) -> Result<Cluster, String> {
     let dir = prepare(bindir)?;
-    let pid = launch(bindir, &dir, false)?;
-    *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = Some((pid, dir.clone()));
+    let cluster = Cluster {
+        dir,
+        port: PORT,
+        settings: Vec::new(),
+    };
+    let pid = launch(bindir, &cluster, false)?;
+    *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = Some((pid, cluster.dir.clone()));
     // SAFETY: `stop_at_exit` is an `extern "C" fn()` that neither unwinds nor returns early;
     // registering it has no other precondition.
     if unsafe { libc::atexit(stop_at_exit) } != 0 {
         stop_at_exit();
         return Err("atexit refused the stop handler".into());
     }
-    let cluster = Cluster { dir };
     wait_ready(&cluster, pid)?;
     Ok(cluster)
 }
@@ -342,12 +353,13 @@ fn prepare(bindir: &Path) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// Starts the server of the cluster in `dir` (its data folder, its socket, its log, appended
-/// to), and returns its pid without waiting for it to accept connections. `durable`: a commit
+/// Starts the server of `cluster` (its data folder, its socket, its log, appended to, its
+/// settings), and returns its pid without waiting for it to accept connections. `durable`: a commit
 /// is acknowledged only once its WAL is written out (`synchronous_commit=on`), so that it
 /// survives a crash of the server (an immediate shutdown); otherwise the last commits
 /// acknowledged may be lost with it, which only a test that never stops its server can allow.
-fn launch(bindir: &Path, dir: &Path, durable: bool) -> Result<i32, String> {
+fn launch(bindir: &Path, cluster: &Cluster, durable: bool) -> Result<i32, String> {
+    let dir = &cluster.dir;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -359,7 +371,7 @@ fn launch(bindir: &Path, dir: &Path, durable: bool) -> Result<i32, String> {
         .arg(dir.join("data"))
         .arg("-k")
         .arg(dir)
-        .args(["-c", "listen_addresses=", "-p", &PORT.to_string()])
+        .args(["-c", "listen_addresses=", "-p", &cluster.port.to_string()])
         // The machine does not crash under a test: nothing need reach the disk (fsync). Only a
         // server that crashes (an immediate shutdown) loses the commits not yet written out.
         .args(["-c", "fsync=off", "-c"])
@@ -368,6 +380,7 @@ fn launch(bindir: &Path, dir: &Path, durable: bool) -> Result<i32, String> {
             if durable { "on" } else { "off" }
         ))
         .args(["-c", "full_page_writes=off", "-c", "max_connections=200"])
+        .args(cluster.settings.iter().flat_map(|s| ["-c", s]))
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2);
@@ -437,6 +450,15 @@ impl OwnCluster {
     ///
     /// Panics: as [`database`].
     pub fn start() -> Option<OwnCluster> {
+        OwnCluster::start_configured(|_| Ok((PORT, Vec::new())))
+    }
+
+    /// [`OwnCluster::start`], with the port and the extra `-c` settings `configure` returns,
+    /// given the cluster's folder (where it may write files the server reads before it is
+    /// handed to the server's account).
+    fn start_configured(
+        configure: impl FnOnce(&Path) -> Result<(u16, Vec<String>), String>,
+    ) -> Option<OwnCluster> {
         let bindir = match find_bindir() {
             Ok(d) => d,
             Err(why) => {
@@ -447,9 +469,19 @@ impl OwnCluster {
                 return None;
             }
         };
-        let dir = prepare(&bindir).unwrap_or_else(|e| panic!("PostgreSQL test cluster: {e}"));
+        let set_up = || {
+            let dir = prepare(&bindir)?;
+            let (port, settings) = configure(&dir)?;
+            hand_over(&dir)?;
+            Ok::<_, String>(Cluster {
+                dir,
+                port,
+                settings,
+            })
+        };
+        let cluster = set_up().unwrap_or_else(|e| panic!("PostgreSQL test cluster: {e}"));
         let mut own = OwnCluster {
-            cluster: Cluster { dir },
+            cluster,
             bindir,
             pid: None,
         };
@@ -478,7 +510,7 @@ impl OwnCluster {
     /// connections. Panics if it does not come up.
     pub fn start_again(&mut self) {
         assert!(self.pid.is_none(), "the server is running");
-        let pid = launch(&self.bindir, &self.cluster.dir, true)
+        let pid = launch(&self.bindir, &self.cluster, true)
             .unwrap_or_else(|e| panic!("PostgreSQL test cluster: {e}"));
         self.pid = Some(pid);
         wait_ready(&self.cluster, pid).unwrap_or_else(|e| panic!("PostgreSQL test cluster: {e}"));

@@ -146,10 +146,7 @@ pub(crate) fn split(conninfo: &str) -> Result<(String, Settings), String> {
 type Found<'a> = Vec<(&'static str, Cow<'a, [u8]>)>;
 
 /// [`split`] for a URL: the TLS parameters taken out, the others kept byte for byte.
-fn split_url<'a>(
-    url: &'a str,
-    parts: &super::url::Parts,
-) -> (String, Found<'a>) {
+fn split_url<'a>(url: &'a str, parts: &super::url::Parts) -> (String, Found<'a>) {
     let mut found = Vec::new();
     let mut kept = Vec::new();
     for (name, value) in &parts.params {
@@ -520,7 +517,15 @@ fn reason(e: &rustls::Error) -> String {
             if presented.is_empty() {
                 "no name".to_string()
             } else {
-                presented.join(", ")
+                // Shown as rustls names them (`DnsName("db.example")`): the name alone.
+                presented
+                    .iter()
+                    .map(|n| {
+                        let inner = n.split_once('(').map_or(n.as_str(), |(_, rest)| rest);
+                        inner.trim_end_matches(')').trim_matches('"')
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         ),
         other => format!("the server's certificate was refused: {other}"),

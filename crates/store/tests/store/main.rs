@@ -31,6 +31,7 @@ mod occurrence_atomicity;
 mod open;
 mod operator;
 mod pg_read_only;
+mod pg_tls;
 mod prune;
 mod queue_heads;
 mod races;
