@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::{database_url, pg_fleet};
+use super::{database_url, gated_on_hosts_a_and_b, pg_fleet};
 use crate::common::*;
 
 /// A fleet on `url` named `host`, whose projects are `projects` (TOML text).
@@ -29,17 +29,7 @@ fn two_hosts_share_the_work_and_read_each_others_logs() {
     let Some(url) = database_url() else { return };
     let shared = tempfile::tempdir().unwrap();
     let go = shared.path().join("go");
-    let mut projects =
-        String::from("[hosts.a]\nmax_concurrency = 1\n[hosts.b]\nmax_concurrency = 1\n");
-    for i in 0..4 {
-        projects += &format!(
-            "[projects.p{i}]\ncommand = {}\n",
-            sh(&format!(
-                "echo hello from $FLEET_RUN_ID; while [ ! -e {} ]; do sleep 0.05; done",
-                shell_quote(&go)
-            ))
-        );
-    }
+    let projects = gated_on_hosts_a_and_b(&go, "echo hello from $FLEET_RUN_ID; ");
     let a = host(&url, "a", &projects);
     let b = host(&url, "b", &projects);
     let mut da = a.start_daemon();

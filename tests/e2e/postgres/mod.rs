@@ -16,7 +16,12 @@
 //!   own): no exit lost, nothing claimed while it is down, one log line each way;
 //! - `roles`: the hosts', operators' and viewers' roles made as docs/OPERATIONS.md says: the
 //!   viewer reads with every reading command and is refused writes, the operator writes rows,
-//!   the hosts run them.
+//!   the hosts run them;
+//! - `tls`: a server with TLS and certificates the test makes: two hosts drain runs over
+//!   `require` and `verify-full`; a certificate for another name, an expired one and one of an
+//!   unknown CA are refused with their reason; a client certificate `pg_hba.conf` requires is
+//!   sent; `verify-full` and `require` never connect without TLS; bad TLS settings are refused
+//!   at load.
 //!
 //! Run with `cargo test --all-features --test e2e postgres::`.
 
@@ -26,6 +31,7 @@ mod fencing;
 mod hosts;
 mod outage;
 mod roles;
+mod tls;
 
 use std::path::Path;
 
@@ -69,4 +75,22 @@ pub fn assert_no_sqlite(f: &Fleet) {
         db.display(),
         f.diagnostics()
     );
+}
+
+/// Hosts a and b of one run at a time each, and projects p0 to p3 whose command runs `first`
+/// (shell text), then waits until the file `go` exists: two of them running at once are one
+/// on each host.
+pub fn gated_on_hosts_a_and_b(go: &Path, first: &str) -> String {
+    let mut projects =
+        String::from("[hosts.a]\nmax_concurrency = 1\n[hosts.b]\nmax_concurrency = 1\n");
+    for i in 0..4 {
+        projects += &format!(
+            "[projects.p{i}]\ncommand = {}\n",
+            sh(&format!(
+                "{first}while [ ! -e {} ]; do sleep 0.05; done",
+                shell_quote(go)
+            ))
+        );
+    }
+    projects
 }
