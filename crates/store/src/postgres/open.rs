@@ -97,8 +97,9 @@ fn describe(config: &postgres::Config) -> String {
 /// Checks a `database` setting without connecting: a `postgresql://` (or `postgres://`) URL the
 /// driver can read, whose percent-escapes are well formed, whose `connect_timeout`, if any,
 /// is a whole number of seconds of at least 1, and whose TLS settings are libpq's and name files
-/// that can be used (the CA file, the client certificate, its key with libpq's permissions). Returns the database it names for messages and logs (host, port, database,
-/// user; never the password).
+/// that can be used (the CA file, the client certificate, its key with libpq's permissions).
+/// Returns the database it names for messages and logs (host, port, database, user; never the
+/// password).
 ///
 /// Errors: a one-line reason, which never repeats the URL (it may hold a password).
 pub fn describe_url(url: &str) -> std::result::Result<String, String> {
@@ -207,8 +208,9 @@ impl PgStore {
             config.connect_timeout(Duration::from_secs(10));
         }
         bound_waits(&mut config);
-        // One plain connection first: a server that cannot be reached fails here at once with
-        // the driver's words, instead of after the pool's connection timeout.
+        // One connection first, outside the pool: a server that cannot be reached (or whose
+        // certificate is refused) fails here at once with the driver's words, instead of after
+        // the pool's connection timeout.
         let first = config.clone();
         let first_tls = connector.clone();
         let (tx, answered) = std::sync::mpsc::channel();
