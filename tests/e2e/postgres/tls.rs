@@ -259,7 +259,7 @@ fn verify_full_and_require_never_connect_without_tls() {
         });
         let line = refused(&f);
         assert!(
-            line.contains("server does not support TLS"),
+            line.contains("the server does not support TLS, which this sslmode requires"),
             "{params}: {line}"
         );
         // A daemon that demands TLS never runs the queued run: it keeps trying, and failing.

@@ -62,8 +62,8 @@
 //! runtime; closing a client on a thread that drives an async runtime panics, so the pool and
 //! the change probe close theirs on a thread of their own ([`PoolOwner`], the probe's `Drop`).
 //! Every connection goes through one rustls connector built at open from libpq's TLS settings
-//! (`tls`: `sslmode`, `sslrootcert`, `sslcert`, `sslkey`). The first connection is bounded (30 s, connect,
-//! log in and migrate), every connection has TCP keepalives and a TCP user timeout, pooled
+//! (`tls`: `sslmode`, `sslrootcert`, `sslcert`, `sslkey`). The first connection is bounded
+//! (30 s, connect, log in and migrate), every connection has TCP keepalives and a TCP user timeout, pooled
 //! ones a `statement_timeout` (30 s) and the busy timeout as `lock_timeout`: a server that does
 //! not answer fails an operation instead of blocking it. The pool (at most 4 connections) tests
 //! a connection at check-out with a round trip bounded to 5 s (`timed`) and drops a broken one,

@@ -476,6 +476,15 @@ pub(crate) fn explain(e: &postgres::Error) -> Option<String> {
         if let Some(tls) = found {
             return Some(format!("TLS handshake failed: {}", reason(tls)));
         }
+        // The driver's words when the server answers the TLS request with "no" and the mode
+        // allows no plain connection: said with what follows from it.
+        if c.to_string() == "server does not support TLS" {
+            return Some(
+                "the server does not support TLS, which this sslmode requires: no plain \
+                 connection is made (sslmode=prefer or disable would connect without it)"
+                    .into(),
+            );
+        }
         cause = c.source();
     }
     None
