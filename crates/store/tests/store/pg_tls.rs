@@ -98,3 +98,14 @@ fn verify_full_checks_the_name_and_verify_ca_only_the_chain() {
         assert!(e.contains("unknown issuer"), "{mode}: {e}");
     }
 }
+
+/// On a unix socket PostgreSQL offers no TLS: a mode that requires it refuses to connect there
+/// (never plain), `prefer` connects plain, as docs/OPERATIONS.md says.
+#[test]
+fn a_mode_that_requires_tls_refuses_a_unix_socket() {
+    let Some(db) = pgtest::database() else { return };
+    let e = refused(&format!("{} sslmode=require", db.url));
+    assert!(e.contains("does not support TLS"), "{e}");
+    Store::open_postgres(&format!("{} sslmode=prefer", db.url), BUSY)
+        .unwrap_or_else(|e| panic!("prefer: {e}"));
+}
