@@ -172,6 +172,39 @@ fn an_empty_file_is_none_and_a_newer_schema_is_refused() {
     assert!(!missing.exists(), "nothing created");
 }
 
+/// What only a writer can mend is said at once, in SQLite's words or fleet's: a file that is
+/// not a database, and tables under a schema version fleet never writes. Only busy, a
+/// reader's I/O error while the file turns to WAL, and a transaction left unfinished are
+/// waited for.
+#[test]
+fn a_file_that_is_not_a_database_or_has_no_version_is_said_at_once() {
+    let long = Duration::from_secs(60);
+    let tmp = tempfile::tempdir().unwrap();
+    let garbage = tmp.path().join("fleet.db");
+    std::fs::write(
+        &garbage,
+        "not a database, whatever its name says\n".repeat(200),
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    let err = Store::open_read_only(&garbage, long)
+        .err()
+        .expect("not a database");
+    let text = err.to_string();
+    assert!(
+        text.contains("not a database") && !text.contains("unfinished"),
+        "{text}"
+    );
+    assert!(t.elapsed() < long / 2, "said after {:?}", t.elapsed());
+
+    let (_tmp, db) = one_run();
+    set_user_version(&db, 0);
+    let err = Store::open_read_only(&db, long)
+        .err()
+        .expect("tables under version 0");
+    assert!(err.to_string().contains("user_version"), "{err}");
+}
+
 /// Sets the `PRAGMA user_version` of the database at `db` (no connection open): the header's
 /// field, bytes 60 to 63, big-endian.
 fn set_user_version(db: &Path, version: u32) {
