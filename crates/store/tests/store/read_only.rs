@@ -124,6 +124,63 @@ fn a_database_nobody_may_change_is_read_creating_nothing() {
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
 }
 
+/// A copy of a database taken while a daemon ran, with transactions its `-wal` still holds and
+/// no `-shm`: read through its log (the file alone would miss them), in a folder anyone may
+/// write and in one nobody may; the `-shm` the read had to make is removed after it, the
+/// `-wal` it found is left as it was.
+#[test]
+fn a_copy_with_transactions_in_its_log_is_read_whole() {
+    let (_tmp, db) = one_run();
+    // Open beside the writer's store, this connection keeps the log from being emptied into
+    // the file when the store closes.
+    let keep = rusqlite::Connection::open(&db).unwrap();
+    let writer = Store::open(&db, BUSY).unwrap();
+    writer
+        .enqueue(
+            &NewRun {
+                project: "q".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            },
+            2,
+        )
+        .unwrap();
+    drop(writer);
+    let copy = tempfile::tempdir().unwrap();
+    let copied = copy.path().join("fleet.db");
+    std::fs::copy(&db, &copied).unwrap();
+    std::fs::copy(
+        db.with_file_name("fleet.db-wal"),
+        copy.path().join("fleet.db-wal"),
+    )
+    .unwrap();
+    drop(keep);
+    assert!(
+        std::fs::metadata(copy.path().join("fleet.db-wal"))
+            .unwrap()
+            .len()
+            > 0
+    );
+    // Root may write anywhere: a folder nobody may write into is still made to hold the
+    // `-shm` the read needs.
+    let root = rustix::process::geteuid().is_root();
+    for mode in [0o700, 0o555] {
+        if mode == 0o555 && !root {
+            continue;
+        }
+        std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+        let store = Store::open_read_only(&copied, BUSY).unwrap().unwrap();
+        assert_eq!(projects(&store), ["q", "p"], "folder mode {mode:o}");
+        drop(store);
+        assert_eq!(
+            names(copy.path()),
+            ["fleet.db", "fleet.db-wal"],
+            "folder mode {mode:o}"
+        );
+    }
+    std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
 /// A path with characters a `file:` URI gives a meaning to is still that path.
 #[test]
 fn a_path_with_uri_characters_is_read_as_it_is() {
