@@ -120,6 +120,19 @@ pub fn describe_url(url: &str) -> std::result::Result<String, String> {
     if config.get_hosts().is_empty() {
         return Err("the URL names no host (give one, or ?host=/socket/folder)".into());
     }
+    // A password holding a bare `@` leaves the rest of it in the host name, which every
+    // message would then show: refused, saying nothing of it.
+    if config
+        .get_hosts()
+        .iter()
+        .any(|h| matches!(h, postgres::config::Host::Tcp(name) if name.contains('@')))
+    {
+        return Err(
+            "the host holds an `@`: an `@` in the user name or password must be \
+             written %40"
+                .into(),
+        );
+    }
     // The driver takes port 0, where no server can listen: it would fail only at the first
     // connection, as "connection refused".
     if config.get_ports().contains(&0) {
@@ -450,6 +463,8 @@ mod tests {
                 "postgres://u:secret@h/db?connect_timeout=",
                 "`connect_timeout` must be a whole number of seconds",
             ),
+            // A bare `@` in the password: its rest would be shown as the host.
+            ("postgres://u:Zq9@secret@h:5432/db", "must be written %40"),
         ] {
             let e = describe_url(url).unwrap_err();
             assert!(e.contains(part), "{url}: {e}");

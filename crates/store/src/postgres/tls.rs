@@ -78,6 +78,17 @@ impl Mode {
         })
     }
 
+    /// The mode as `sslmode` writes it.
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Disable => "disable",
+            Mode::Prefer => "prefer",
+            Mode::Require => "require",
+            Mode::VerifyCa => "verify-ca",
+            Mode::VerifyFull => "verify-full",
+        }
+    }
+
     /// The driver's mode: whether TLS is tried, and whether a plain connection is allowed.
     pub(crate) fn driver(self) -> postgres::config::SslMode {
         use postgres::config::SslMode;
@@ -111,21 +122,57 @@ pub(crate) fn split(conninfo: &str) -> Result<(String, Settings), String> {
     };
     let mut mode = None;
     let (mut root_cert, mut cert, mut key) = (None, None, None);
+    let mut system_roots = false;
+    let mut seen: Vec<&str> = Vec::new();
     for (name, value) in found {
+        // The driver (and libpq) would take the last of two: a string that reads `verify-full`
+        // to whoever checks it could then connect in plain text.
+        if seen.contains(&name) {
+            return Err(format!(
+                "`{name}` is given twice: give each TLS setting once"
+            ));
+        }
+        seen.push(name);
         let value = String::from_utf8(value.into_owned())
             .map_err(|_| format!("the value of `{name}` is not UTF-8"))?;
+        if name == "sslmode" {
+            mode = Some(Mode::parse(&value)?);
+            continue;
+        }
+        if name == "sslrootcert" && value == "system" {
+            system_roots = true;
+            continue;
+        }
+        // A path taken from the working directory would name another file for a daemon
+        // started elsewhere (by systemd, from `/`): refused, not guessed.
+        let path = PathBuf::from(&value);
+        if !path.is_absolute() {
+            return Err(format!(
+                "`{name}` {value}: give an absolute path (a relative one would depend on the \
+                 folder a command is run from)"
+            ));
+        }
         match name {
-            "sslmode" => mode = Some(Mode::parse(&value)?),
-            "sslrootcert" => root_cert = Some(value).filter(|v| v != "system").map(PathBuf::from),
-            "sslcert" => cert = Some(PathBuf::from(value)),
-            _ => key = Some(PathBuf::from(value)),
+            "sslrootcert" => root_cert = Some(path),
+            "sslcert" => cert = Some(path),
+            _ => key = Some(path),
         }
     }
-    let mut mode = mode.unwrap_or(Mode::Prefer);
-    // libpq: `require` with a root certificate given behaves as `verify-ca`.
-    if mode == Mode::Require && root_cert.is_some() {
-        mode = Mode::VerifyCa;
-    }
+    let mode = match (mode, system_roots, root_cert.is_some()) {
+        // libpq: the system's roots are for checking a server's name, and only that.
+        (None | Some(Mode::VerifyFull), true, _) => Mode::VerifyFull,
+        (Some(other), true, _) => {
+            return Err(format!(
+                "`sslrootcert=system` is for sslmode=verify-full only (the system's CAs vouch \
+                 for a server's name, so its name must be checked), not sslmode={}: write \
+                 sslmode=verify-full, or leave sslmode out",
+                other.name()
+            ))
+        }
+        // libpq: `require` with a root certificate given behaves as `verify-ca`.
+        (Some(Mode::Require), false, true) => Mode::VerifyCa,
+        (mode, false, _) => mode.unwrap_or(Mode::Prefer),
+    };
     match (&cert, &key) {
         (Some(_), None) => return Err("`sslcert` is given without `sslkey`".into()),
         (None, Some(_)) => return Err("`sslkey` is given without `sslcert`".into()),
@@ -333,6 +380,14 @@ fn certificates(file: &Path, key: &str) -> Result<Vec<CertificateDer<'static>>, 
 fn private_key(file: &Path) -> Result<PrivateKeyDer<'static>, String> {
     key_permissions(file)?;
     let bytes = read(file, "sslkey")?;
+    // PKCS#8's `ENCRYPTED PRIVATE KEY`, or the older `Proc-Type: 4,ENCRYPTED` header.
+    if bytes.windows(9).any(|w| w == b"ENCRYPTED") {
+        return Err(format!(
+            "sslkey {}: the key is encrypted with a passphrase, which fleet cannot ask for: \
+             give a key without one (`openssl pkey -in KEY -out PLAIN`, mode 0600)",
+            file.display()
+        ));
+    }
     PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| {
         format!(
             "sslkey {}: holds no PEM private key (PKCS#8, PKCS#1 or SEC1): {e}",
@@ -341,8 +396,8 @@ fn private_key(file: &Path) -> Result<PrivateKeyDer<'static>, String> {
     })
 }
 
-/// libpq's rule: a key file owned by this user must give its group and others nothing (0600 or
-/// stricter); one owned by root may let its group read it (0640 or stricter).
+/// libpq's rule: a key file must give its group and others nothing (0600 or stricter), unless
+/// root owns it, when its group may read it (0640 or stricter).
 pub(crate) fn key_permissions(file: &Path) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(file).map_err(|e| file_error(file, "sslkey", &e))?;
@@ -350,10 +405,11 @@ pub(crate) fn key_permissions(file: &Path) -> Result<(), String> {
         return Err(format!("sslkey {}: not a regular file", file.display()));
     }
     let mode = meta.mode() & 0o777;
+    // Whoever owns it: a key of another user that its group may read is read by that group.
     let too_open = if meta.uid() == 0 {
         mode & 0o037 != 0
     } else {
-        meta.uid() == rustix::process::geteuid().as_raw() && mode & 0o077 != 0
+        mode & 0o077 != 0
     };
     if too_open {
         return Err(format!(
@@ -365,9 +421,30 @@ pub(crate) fn key_permissions(file: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The bytes of `file`; `key` names the setting in messages.
+/// The most a certificate or key file may hold: a system's whole CA bundle is a few hundred
+/// KiB.
+const MOST_BYTES: u64 = 4 << 20;
+
+/// The bytes of `file`, a regular file of at most [`MOST_BYTES`]; `key` names the setting in
+/// messages. Looked at before it is opened: a FIFO would block the open, a device never end.
 fn read(file: &Path, key: &str) -> Result<Vec<u8>, String> {
-    std::fs::read(file).map_err(|e| file_error(file, key, &e))
+    use std::io::Read;
+    let meta = std::fs::metadata(file).map_err(|e| file_error(file, key, &e))?;
+    if !meta.is_file() {
+        return Err(format!("{key} {}: not a regular file", file.display()));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(MOST_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| file_error(file, key, &e))?;
+    if bytes.len() as u64 > MOST_BYTES {
+        return Err(format!(
+            "{key} {}: larger than {} MiB, more than a certificate or key file holds",
+            file.display(),
+            MOST_BYTES >> 20
+        ));
+    }
+    Ok(bytes)
 }
 
 /// An I/O failure on `file`, in one line.
@@ -537,6 +614,16 @@ fn reason(e: &rustls::Error) -> String {
                     .join(", ")
             }
         ),
+        CertificateError::Other(other) => match format!("{other:?}") {
+            why if why.contains("CaUsedAsEndEntity") => "the server's certificate is a CA's \
+                 (self-signed?), not one issued to the server by a CA"
+                .into(),
+            why if why.contains("UnsupportedCertVersion") => "the server's certificate is X.509 \
+                 version 1, which fleet cannot read: reissue it as version 3 (with a \
+                 subjectAltName for the server's name)"
+                .into(),
+            why => format!("the server's certificate was refused: {why}"),
+        },
         other => format!("the server's certificate was refused: {other}"),
     }
 }
@@ -587,9 +674,10 @@ mod tests {
             assert_eq!(m.driver(), SslMode::Require, "{m:?}");
         }
         assert_eq!(settings("host=h sslmode=require").1.mode, Mode::Require);
-        // `sslrootcert=system`: the system's roots, as libpq 16 reads it.
-        let s = settings("host=h sslmode=verify-ca sslrootcert=system").1;
-        assert_eq!((s.mode, s.root_cert), (Mode::VerifyCa, None));
+        // `sslrootcert=system`: the system's roots, for verify-full only, as libpq 16 reads it.
+        let s = settings("host=h sslmode=verify-full sslrootcert=system").1;
+        assert_eq!((s.mode, s.root_cert), (Mode::VerifyFull, None));
+        assert!(split("host=h sslmode=verify-ca sslrootcert=system").is_err());
     }
 
     #[test]
@@ -605,10 +693,88 @@ mod tests {
                 "postgres://h/db?sslkey=/c.key",
                 "`sslkey` is given without `sslcert`",
             ),
+            // The last of two would win, and a string that reads verify-full connect in plain.
+            (
+                "postgres://h/db?sslmode=verify-full&sslmode=disable",
+                "`sslmode` is given twice",
+            ),
+            (
+                "postgres://h/db?sslmode=verify-full&ssl%6dode=disable",
+                "`sslmode` is given twice",
+            ),
+            (
+                "host=h sslrootcert=/a.crt sslrootcert=/b.crt",
+                "`sslrootcert` is given twice",
+            ),
+            // A path from the working directory names another file for a daemon started
+            // elsewhere.
+            (
+                "postgres://h/db?sslrootcert=ca.crt",
+                "give an absolute path",
+            ),
+            // The system's roots are for checking the server's name, and only that (libpq).
+            (
+                "postgres://h/db?sslmode=require&sslrootcert=system",
+                "write sslmode=verify-full",
+            ),
+            (
+                "postgres://h/db?sslmode=prefer&sslrootcert=system",
+                "write sslmode=verify-full",
+            ),
         ] {
             let e = split(conninfo).unwrap_err();
             assert!(e.contains(part) && !e.contains('\n'), "{conninfo}: {e}");
         }
+    }
+
+    #[test]
+    fn the_system_roots_check_the_server_s_name() {
+        for conninfo in [
+            "postgres://h/db?sslrootcert=system",
+            "postgres://h/db?sslmode=verify-full&sslrootcert=system",
+        ] {
+            let s = settings(conninfo).1;
+            assert_eq!(
+                (s.mode, s.root_cert),
+                (Mode::VerifyFull, None),
+                "{conninfo}"
+            );
+        }
+    }
+
+    /// A file that never ends, or whose open waits for a writer, is refused before it is read.
+    #[test]
+    fn a_file_that_is_not_a_regular_one_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        for file in [Path::new("/dev/zero"), &fifo] {
+            let e = read(file, "sslrootcert").unwrap_err();
+            assert!(e.contains("not a regular file"), "{e}");
+        }
+        let big = dir.path().join("big.crt");
+        std::fs::write(&big, vec![b'x'; (MOST_BYTES + 1) as usize]).unwrap();
+        assert!(read(&big, "sslcert").unwrap_err().contains("larger than"));
+    }
+
+    #[test]
+    fn an_encrypted_key_is_said_to_be_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("c.key");
+        std::fs::write(
+            &key,
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let e = private_key(&key).unwrap_err();
+        assert!(e.contains("encrypted with a passphrase"), "{e}");
     }
 
     #[test]
@@ -649,6 +815,19 @@ mod tests {
             assert_eq!(r.is_ok(), ok, "{mode:o}: {r:?}");
             if let Err(e) = r {
                 assert!(e.contains("sslkey") && e.contains("c.key"), "{e}");
+            }
+        }
+        // Owned by another user than root (and than this one): 0600 still, as libpq says.
+        if rustix::process::geteuid().is_root() {
+            let nobody = rustix::process::Uid::from_raw(65534);
+            rustix::fs::chown(&key, Some(nobody), None).unwrap();
+            for (mode, ok) in [(0o600, true), (0o640, false)] {
+                std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+                assert_eq!(
+                    key_permissions(&key).is_ok(),
+                    ok,
+                    "{mode:o}, owned by 65534"
+                );
             }
         }
     }

@@ -134,6 +134,10 @@ fn a_copy_with_transactions_in_its_log_is_read_whole() {
     // Open beside the writer's store, this connection keeps the log from being emptied into
     // the file when the store closes.
     let keep = rusqlite::Connection::open(&db).unwrap();
+    // A read joins the log (its `-shm`): until then the connection does not count as one.
+    let _: i64 = keep
+        .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
     let writer = Store::open(&db, BUSY).unwrap();
     writer
         .enqueue(

@@ -232,7 +232,10 @@ fn a_folder_others_may_write_into_is_refused_and_left_as_it_is() {
         let exposed = state.exposed().expect("exposed");
         assert_eq!(exposed.path, state.root());
         assert_eq!(exposed.mode, mode);
-        assert!(exposed.to_string().contains(who), "{exposed}");
+        assert!(
+            exposed.to_string().contains(&format!(": {who} may write")),
+            "{exposed}"
+        );
         for refused in [
             state.ensure().err(),
             state.open_store().err(),
