@@ -237,6 +237,8 @@ fn the_state_directory_of_an_invalid_file_is_read_only_where_certain() {
     ] {
         assert_eq!(of(&format!("{key} = \"st\"\n{project}")), None, "{key}");
     }
+    // Not a string: no folder name, whatever its key looks like.
+    assert_eq!(of(&format!("stat_dir = 7\n{project}")), default);
     assert_eq!(of(&format!("state_dir = 7\n{project}")), None);
     assert_eq!(of(&format!("state_dir = \"\"\n{project}")), None);
     // A syntax error after the top-level keys: they are certain.
