@@ -494,6 +494,12 @@ impl OwnCluster {
         self.cluster.create_database()
     }
 
+    /// The folder of the cluster's files (its `server.crt` and `server.key` for
+    /// [`OwnCluster::start_tcp`]'s with TLS: replaced there, they are served after a restart).
+    pub fn dir(&self) -> &Path {
+        &self.cluster.dir
+    }
+
     /// Stops the server at once, as `pg_ctl stop -m immediate` does (SIGQUIT: no checkpoint,
     /// every connection cut; the next start runs crash recovery), and waits until it is gone.
     pub fn stop_immediate(&mut self) {

@@ -333,7 +333,7 @@ impl From<postgres::Error> for StoreError {
 /// The driver's error, shown with the server's own words: `postgres::Error` alone displays
 /// only "db error" and keeps PostgreSQL's message in its source.
 #[derive(Debug)]
-struct PgError(postgres::Error);
+pub(crate) struct PgError(postgres::Error);
 
 impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

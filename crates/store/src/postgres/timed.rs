@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use postgres::{Client, Error};
+use postgres::Client;
 use r2d2_postgres::PostgresConnectionManager;
 
 /// How long the check-out round trip may take before the connection counts as broken.
@@ -22,14 +22,16 @@ pub(crate) struct TimedManager(pub(super) PostgresConnectionManager<super::tls::
 
 impl r2d2::ManageConnection for TimedManager {
     type Connection = Client;
-    type Error = Error;
+    /// The driver's error shown with the server's words and a TLS refusal's reason: the pool
+    /// keeps only the text of its last failure, which a check-out that times out reports.
+    type Error = super::PgError;
 
-    fn connect(&self) -> Result<Client, Error> {
-        self.0.connect()
+    fn connect(&self) -> Result<Client, super::PgError> {
+        self.0.connect().map_err(super::PgError)
     }
 
-    fn is_valid(&self, client: &mut Client) -> Result<(), Error> {
-        client.is_valid(CHECK_TIMEOUT)
+    fn is_valid(&self, client: &mut Client) -> Result<(), super::PgError> {
+        client.is_valid(CHECK_TIMEOUT).map_err(super::PgError)
     }
 
     fn has_broken(&self, client: &mut Client) -> bool {

@@ -109,3 +109,31 @@ fn a_mode_that_requires_tls_refuses_a_unix_socket() {
     Store::open_postgres(&format!("{} sslmode=prefer", db.url), BUSY)
         .unwrap_or_else(|e| panic!("prefer: {e}"));
 }
+
+/// A certificate refused when a store connects again (the server restarted with another one)
+/// is said with its reason, as at the store's open: the pool keeps only the words of its last
+/// failure, which must be the reason, not the driver's "error performing TLS handshake".
+#[test]
+fn a_certificate_refused_on_a_later_connection_is_said_with_its_reason() {
+    let pki = tempfile::tempdir().unwrap();
+    let ca = Ca::new(pki.path(), "ca");
+    let Some(mut pg) = tls_only(&ca) else { return };
+    let db = pg.database();
+    let url = pg.tcp_url(
+        "localhost",
+        &db.name,
+        &format!("sslmode=verify-full&sslrootcert={}", ca.file().display()),
+    );
+    let store = Store::open_postgres(&url, BUSY).unwrap();
+    let id = store.enqueue(&new_run("p", "default"), 1).unwrap();
+    let expired = ca.issue("expired", &["localhost"], Use::ExpiredServer);
+    for (from, to) in [(&expired.cert, "server.crt"), (&expired.key, "server.key")] {
+        std::fs::copy(from, pg.dir().join(to)).unwrap();
+    }
+    pg.restart_immediate();
+    let e = store
+        .get_run(id)
+        .expect_err("an expired certificate")
+        .to_string();
+    assert!(e.contains("has expired"), "{e}");
+}
