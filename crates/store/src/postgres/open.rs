@@ -133,6 +133,15 @@ pub fn describe_url(url: &str) -> std::result::Result<String, String> {
                 .into(),
         );
     }
+    // One port for every host, or one each: the driver refuses anything else only when it
+    // connects (a `?port=` is added to the URL's own, not put in its place).
+    let (hosts, ports) = (config.get_hosts().len(), config.get_ports().len());
+    if ports > 1 && ports != hosts {
+        return Err(format!(
+            "the URL names {hosts} host(s) and {ports} ports: give one port for all, or one per \
+             host (a ?host= or ?port= parameter adds to the URL's own, it does not replace it)"
+        ));
+    }
     // The driver takes port 0, where no server can listen: it would fail only at the first
     // connection, as "connection refused".
     if config.get_ports().contains(&0) {
@@ -465,6 +474,10 @@ mod tests {
             ),
             // A bare `@` in the password: its rest would be shown as the host.
             ("postgres://u:Zq9@secret@h:5432/db", "must be written %40"),
+            (
+                "postgres://u:secret@h:5432/db?port=1",
+                "1 host(s) and 2 ports",
+            ),
         ] {
             let e = describe_url(url).unwrap_err();
             assert!(e.contains(part), "{url}: {e}");
