@@ -46,20 +46,14 @@ pub fn show(runs: &[Value]) -> String {
         .join("\n")
 }
 
-/// Runs of `runs` (other than `except`, and not skips) that were queued or active at `at`.
-/// `strict`: only those certainly so (enqueued before `at`, ended after it); otherwise also
-/// those enqueued or ended at that very millisecond (one EVAL may end one run and fire the
-/// next with the same `now`).
-pub fn holders_at(runs: &[Value], at: i64, except: i64, strict: bool) -> Vec<i64> {
+/// Runs of `runs` (other than `except`, and not skips) certainly queued or active at `at`:
+/// enqueued before it, their command ended after it.
+pub fn holders_at(runs: &[Value], at: i64, except: i64) -> Vec<i64> {
     runs.iter()
         .filter(|r| id(r) != except && !is_skip(r))
         .filter(|r| {
             let (q, e) = (t(r, "enqueued_at").unwrap(), t(r, "finished_at"));
-            if strict {
-                q < at && e.is_none_or(|e| e > at)
-            } else {
-                q <= at && e.is_none_or(|e| e >= at)
-            }
+            q < at && e.is_none_or(|e| e > at)
         })
         .map(id)
         .collect()
