@@ -15,16 +15,7 @@ fn one_run() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("fleet.db");
     let store = Store::open(&db, BUSY).unwrap();
-    store
-        .enqueue(
-            &NewRun {
-                project: "p".into(),
-                namespace: "default".into(),
-                ..Default::default()
-            },
-            1,
-        )
-        .unwrap();
+    enqueue(&store, "p", 1);
     drop(store);
     // The pool's connections close as it drops, the last one removing `-wal` and `-shm`; one
     // its background thread was still opening closes a moment later.
@@ -33,6 +24,20 @@ fn one_run() -> (tempfile::TempDir, PathBuf) {
         std::thread::sleep(Duration::from_millis(10));
     }
     (tmp, db)
+}
+
+/// Queues a run of `project` in namespace `default`, at `now`.
+fn enqueue(store: &Store, project: &str, now: i64) {
+    store
+        .enqueue(
+            &NewRun {
+                project: project.into(),
+                namespace: "default".into(),
+                ..Default::default()
+            },
+            now,
+        )
+        .unwrap();
 }
 
 /// The names in `dir`, sorted.
@@ -93,16 +98,7 @@ fn the_files_of_a_connection_still_open_stay() {
     let (tmp, db) = one_run();
     let writer = Store::open(&db, BUSY).unwrap();
     let reader = Store::open_read_only(&db, BUSY).unwrap().unwrap();
-    writer
-        .enqueue(
-            &NewRun {
-                project: "q".into(),
-                namespace: "default".into(),
-                ..Default::default()
-            },
-            2,
-        )
-        .unwrap();
+    enqueue(&writer, "q", 2);
     assert_eq!(projects(&reader), ["q", "p"]);
     drop(reader);
     assert_eq!(
@@ -139,16 +135,7 @@ fn a_copy_with_transactions_in_its_log_is_read_whole() {
         .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
         .unwrap();
     let writer = Store::open(&db, BUSY).unwrap();
-    writer
-        .enqueue(
-            &NewRun {
-                project: "q".into(),
-                namespace: "default".into(),
-                ..Default::default()
-            },
-            2,
-        )
-        .unwrap();
+    enqueue(&writer, "q", 2);
     drop(writer);
     let copy = tempfile::tempdir().unwrap();
     let copied = copy.path().join("fleet.db");
@@ -193,16 +180,7 @@ fn a_path_with_uri_characters_is_read_as_it_is() {
     std::fs::create_dir(&dir).unwrap();
     let db = dir.join("fleet.db");
     let store = Store::open(&db, BUSY).unwrap();
-    store
-        .enqueue(
-            &NewRun {
-                project: "p".into(),
-                namespace: "default".into(),
-                ..Default::default()
-            },
-            1,
-        )
-        .unwrap();
+    enqueue(&store, "p", 1);
     drop(store);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
     let store = Store::open_read_only(&db, BUSY).unwrap().unwrap();

@@ -18,6 +18,20 @@ fn state_dir() -> (tempfile::TempDir, StateDir) {
     (tmp, dir)
 }
 
+/// The daemon lock of `dir` taken through an open file description of its own, as another
+/// process would hold it, whatever the file says; held while the file is open.
+fn held_by_another(dir: &StateDir) -> std::fs::File {
+    let copy = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.lock_path())
+        .unwrap();
+    assert!(files::try_lock_exclusive(&copy).unwrap());
+    copy
+}
+
 #[test]
 fn a_second_holder_is_refused_naming_the_first() {
     let (_t, dir) = state_dir();
@@ -103,14 +117,7 @@ fn a_lock_held_for_a_dead_daemon_is_waited_for_then_refused() {
     let (_t, dir) = state_dir();
     dir.ensure().unwrap();
     // Held by someone (another open file description) while the file names nobody alive.
-    let copy = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(dir.lock_path())
-        .unwrap();
-    assert!(files::try_lock_exclusive(&copy).unwrap());
+    let copy = held_by_another(&dir);
     std::fs::write(dir.lock_path(), "999999999 1\n").unwrap();
     let t = Instant::now();
     match dir.lock_daemon() {
@@ -134,14 +141,7 @@ fn a_holder_that_has_not_named_itself_yet_is_waited_for() {
     use std::os::unix::fs::FileExt;
     let (_t, dir) = state_dir();
     dir.ensure().unwrap();
-    let copy = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(dir.lock_path())
-        .unwrap();
-    assert!(files::try_lock_exclusive(&copy).unwrap());
+    let copy = held_by_another(&dir);
     let t = Instant::now();
     assert!(
         dir.daemon_holder().is_err(),
