@@ -86,9 +86,11 @@ mod tests {
         let url = "postgresql://x:hunter2@h/db?connect_timeout=5&sslmode=allow";
         let e = DatabaseUrl::parse(url).unwrap_err();
         assert!(e.contains("sslmode=allow") && !e.contains("hunter2"), "{e}");
-        // A CA file that is not there is named, at load.
+        // A CA file that is not there is named, at load: by the check `Config::load` makes of
+        // this host's own file (the URL alone is well formed).
         let url = "postgresql://x:hunter2@h/db?sslmode=verify-full&sslrootcert=/nowhere/ca.crt";
-        let e = DatabaseUrl::parse(url).unwrap_err();
+        assert!(DatabaseUrl::parse(url).is_ok());
+        let e = store::check_postgres_tls_files(url).unwrap_err();
         assert!(
             e.contains("sslrootcert /nowhere/ca.crt: no such file"),
             "{e}"

@@ -31,7 +31,23 @@ impl Config {
             }])
         })?;
         match std::str::from_utf8(&bytes) {
-            Ok(text) => Config::parse(text, path),
+            Ok(text) => {
+                let config = Config::parse(text, path)?;
+                // The TLS files of the `database` URL are read here, in this host's own file,
+                // not by `parse`, which also reads texts other hosts published, whose files are
+                // theirs (a published `database` is replaced by this host's anyway).
+                if let Some(db) = &config.database {
+                    store::check_postgres_tls_files(db.secret_url()).map_err(|message| {
+                        ConfigErrors(vec![ConfigError {
+                            file: path.to_path_buf(),
+                            line: key_line(text, "database"),
+                            key: "database".into(),
+                            message,
+                        }])
+                    })?;
+                }
+                Ok(config)
+            }
             Err(e) => {
                 let upto = e.valid_up_to();
                 let line = 1 + bytes[..upto].iter().filter(|&&b| b == b'\n').count();
@@ -117,8 +133,9 @@ impl Config {
     /// The `database` a config file names, found even when the rest of the file is invalid (as
     /// [`Config::state_dir_of`], so that read-only commands keep reading the right database).
     /// `Some(None)`: no `database` key (or no file to read): SQLite in the state directory.
-    /// `None`: the file names a database that cannot be made out (a bad URL, or a file that does
-    /// not parse as TOML and has a `database` line) — never guessed to be SQLite.
+    /// `None`: the file names a database that cannot be made out (a bad URL, TLS files that
+    /// cannot be used, or a file that does not parse as TOML and has a `database` line) — never
+    /// guessed to be SQLite.
     pub fn database_of(path: &Path) -> Option<Option<DatabaseUrl>> {
         let Ok(text) = std::fs::read_to_string(path) else {
             return Some(None);
@@ -130,7 +147,11 @@ impl Config {
         match root.get_ref().get("database") {
             None => Some(None),
             Some(v) => match v.get_ref() {
-                DeValue::String(s) => DatabaseUrl::parse(s).ok().map(Some),
+                // This host's own file: its TLS files are checked too, as `load` does.
+                DeValue::String(s) => DatabaseUrl::parse(s)
+                    .ok()
+                    .filter(|db| store::check_postgres_tls_files(db.secret_url()).is_ok())
+                    .map(Some),
                 _ => None,
             },
         }
@@ -160,6 +181,17 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// The 1-based line of the top-level `key` in `text` (a file that parses).
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    let root = DeTable::parse(text).ok()?;
+    let (k, _) = root
+        .get_ref()
+        .iter()
+        .find(|(k, _)| k.get_ref().as_ref() == key)?;
+    let at = k.span().start.min(text.len());
+    Some(1 + text[..at].bytes().filter(|&b| b == b'\n').count())
 }
 
 /// A key no config has, added after the text read by [`top_level`] to find out whether it

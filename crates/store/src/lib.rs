@@ -112,7 +112,9 @@ pub use model::{
 };
 pub use operator::{BulkCancelled, CancelSelection};
 pub use paused::{HoldKind, Pause, Pauses};
-pub use postgres::open::describe_url as describe_postgres_url;
+pub use postgres::open::{
+    check_tls_files as check_postgres_tls_files, describe_url as describe_postgres_url,
+};
 pub use postgres::url::{mask_password as mask_postgres_password, PASSWORD_MASK};
 pub use prune::{Keep, PruneCandidate, PrunePolicy};
 pub use status::{RunStatus, Trigger, ALL_STATUSES, ALL_TRIGGERS, TRANSITIONS};

@@ -266,3 +266,34 @@ fn the_state_directory_of_an_invalid_file_is_read_only_where_certain() {
     // A file that cannot be read.
     assert_eq!(Config::state_dir_of(&dir.join("missing.toml")), None);
 }
+
+/// The TLS files a `database` URL names are this host's to check: a text another host published
+/// (whose client certificate and CA may lie elsewhere there) is applied here with this host's
+/// own `database`, files unread; this host's own file is checked at load, naming the line.
+#[test]
+fn tls_files_are_checked_in_this_host_s_file_not_in_a_published_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("fleet.toml");
+    let text = |ca: &str| {
+        format!(
+            "database = \"postgresql://fleet@db.internal/fleet?sslmode=verify-full&sslrootcert={ca}\"\n\
+             [projects.p]\ncommand = [\"true\"]\n"
+        )
+    };
+    let here_ca = tmp.path().join("ca.crt");
+    std::fs::write(&here_ca, "not read when applying a published text\n").unwrap();
+    let here = Config::parse(&text(&here_ca.display().to_string()), &file).unwrap();
+    let published = text("/elsewhere/on/another/host/ca.crt");
+    let applied = Config::published_here(&published, &file, &here).unwrap();
+    assert_eq!(applied.database, here.database);
+
+    std::fs::write(&file, format!("# the fleet\n{published}")).unwrap();
+    let errors = Config::load(&file).unwrap_err();
+    let e = &errors.0[0];
+    assert_eq!((e.line, e.key.as_str()), (Some(2), "database"), "{errors}");
+    assert!(
+        e.message
+            .contains("sslrootcert /elsewhere/on/another/host/ca.crt: no such file"),
+        "{errors}"
+    );
+}

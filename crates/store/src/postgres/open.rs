@@ -94,23 +94,31 @@ fn describe(config: &postgres::Config) -> String {
     )
 }
 
+/// Reads the files the TLS settings of the connection string `url` name (the CA file, the
+/// client certificate, its key with libpq's permissions), as a connection would, without
+/// connecting: for a host's own config at load, where a missing file or a key others may read
+/// is said before the first connection. Not part of [`describe_url`], which also checks texts
+/// other hosts published, whose files are theirs.
+///
+/// Errors: a one-line reason naming the setting and the file.
+pub fn check_tls_files(url: &str) -> std::result::Result<(), String> {
+    let (_, tls) = super::tls::split(url)?;
+    super::tls::connector(&tls).map(|_| ())
+}
+
 /// Checks a `database` setting without connecting: a `postgresql://` (or `postgres://`) URL the
 /// driver can read, whose percent-escapes are well formed, whose `connect_timeout`, if any,
-/// is a whole number of seconds of at least 1, and whose TLS settings are libpq's and name files
-/// that can be used (the CA file, the client certificate, its key with libpq's permissions).
-/// Returns the database it names for messages and logs (host, port, database, user; never the
-/// password).
+/// is a whole number of seconds of at least 1, and whose TLS settings are libpq's (the files
+/// they name are [`check_tls_files`]'s). Returns the database it names for messages and logs
+/// (host, port, database, user; never the password).
 ///
 /// Errors: a one-line reason, which never repeats the URL (it may hold a password).
 pub fn describe_url(url: &str) -> std::result::Result<String, String> {
     let Some(parts) = super::url::cut(url) else {
         return Err("expected a postgresql:// URL".into());
     };
-    // libpq's TLS settings, which fleet reads itself (the driver knows only some of them), and
-    // the files they name: a missing CA file or a key others may read is said now, at load,
-    // not at the first connection.
-    let (driver_url, tls) = super::tls::split(url)?;
-    super::tls::connector(&tls)?;
+    // libpq's TLS settings, which fleet reads itself (the driver knows only some of them).
+    let (driver_url, _) = super::tls::split(url)?;
     // What the driver would take without a word: a malformed percent-escape (kept as
     // written), a `connect_timeout` that is not a number of seconds.
     super::url::check(url, &parts)?;
