@@ -105,9 +105,9 @@ pub(super) const EVAL_RETRY_FIRST: Duration = Duration::from_millis(100);
 pub(super) const EVAL_RETRY_MAX: Duration = Duration::from_secs(5);
 
 impl Daemon {
-    /// One EVAL. A store error leaves what is still unwritten in [`Daemon::pending`] and sets a
+    /// One EVAL. A store error leaves what is still unwritten in [`Supervised::pending`](super::state::Supervised::pending) and sets a
     /// backoff; a fenced write (a newer daemon took the state directory over) sets
-    /// [`Daemon::fenced`], and the loop stops.
+    /// [`Membership::fenced`](super::state::Membership::fenced), and the loop stops.
     pub(super) async fn eval(&mut self) {
         // On a shared database the config in force is the published one: a newer version is
         // applied before anything is packed with the caps of the old.
@@ -116,38 +116,39 @@ impl Daemon {
         let view = self.config_view().await;
         // A reap decides retries from the project's settings: it waits for an unsettled edit.
         let exited = if view.usable() {
-            std::mem::take(&mut self.exited)
+            std::mem::take(&mut self.runs.exited)
         } else {
             Vec::new()
         };
         // What waits to be written: transitions decided before, and exits seen but not yet
         // settled (during an outage, the loop may not have reached an EVAL since they came).
-        let unwritten = self.pending.len() + exited.len();
-        let mut batch = std::mem::take(&mut self.pending);
+        let unwritten = self.runs.pending.len() + exited.len();
+        let mut batch = std::mem::take(&mut self.runs.pending);
         // Refused transitions whose wait is over are tried again with the rest.
         let retried = self.take_due_refused(&mut batch);
         let slots: BTreeMap<RunId, SlotView> = self
+            .runs
             .slots
             .iter()
             .map(|s| {
-                let policy = RetryPolicy::for_project(&self.config, &s.project);
+                let policy = RetryPolicy::for_project(&self.config.current, &s.project);
                 (s.run_id, (s.token, s.attempt, policy, s.command_pid))
             })
             .collect();
-        let live = self.slots.running_set();
+        let live = self.runs.slots.running_set();
         let gates = EvalGates {
-            sweep_removed: self.sweep_removed,
+            sweep_removed: self.config.sweep_removed,
             fire_schedules: view.usable(),
             claim: self.spawn_hold_over(),
-            config_version: self.published_version,
+            config_version: self.host.published_version,
         };
         let started = std::time::Instant::now();
-        let config = self.config.clone();
-        let store = self.store.clone();
-        let state = self.state.clone();
-        let epoch = self.epoch;
-        let mut fire_backoff = std::mem::take(&mut self.fire_backoff);
-        let mut claim_backoff = std::mem::take(&mut self.claim_backoff);
+        let config = self.config.current.clone();
+        let store = self.setup.store.clone();
+        let state = self.setup.state.clone();
+        let epoch = self.host.epoch;
+        let mut fire_backoff = std::mem::take(&mut self.holds.fire_backoff);
+        let mut claim_backoff = std::mem::take(&mut self.holds.claim_backoff);
 
         let (mut outcome, reaped, fire_backoff, claim_backoff) =
             tokio::task::spawn_blocking(move || {
@@ -170,25 +171,30 @@ impl Daemon {
             })
             .await
             .expect("EVAL panicked");
-        self.fire_backoff = fire_backoff;
-        self.claim_backoff = claim_backoff;
+        self.holds.fire_backoff = fire_backoff;
+        self.holds.claim_backoff = claim_backoff;
         fail::fail_point!("daemon-after-finalize", |_| std::process::abort());
 
         self.note_unreadable(&reaped.unreadable);
         if let Some(rows) = &outcome.unreadable_active {
             self.note_unreadable_rows(rows);
         }
-        self.exited.extend(
+        self.runs.exited.extend(
             reaped
                 .unreadable
                 .into_iter()
                 .map(|(id, token, _)| (id, token)),
         );
         for (run_id, token) in reaped.still_locked {
-            watch_lock(self.state.root(), run_id, token, self.events.clone());
+            watch_lock(
+                self.setup.state.root(),
+                run_id,
+                token,
+                self.setup.events.clone(),
+            );
         }
         for (run_id, token, pgid, session) in reaped.orphaned {
-            watch_group(pgid, session, run_id, token, self.events.clone());
+            watch_group(pgid, session, run_id, token, self.setup.events.clone());
         }
         for (run_id, applied) in &outcome.applied {
             log_applied(*run_id, applied);
@@ -202,31 +208,32 @@ impl Daemon {
         }
         // Refused even alone: tried again after a wait of its own; everything else went on.
         self.keep_refused(std::mem::take(&mut outcome.refused), &retried);
-        self.backoff.reset();
+        self.holds.backoff.reset();
         self.database_reachable_after(unwritten);
-        self.sweep_removed = false;
-        let metrics = &self.observed.metrics;
+        self.config.sweep_removed = false;
+        let metrics = &self.report.observed.metrics;
         metrics.claimed(&outcome.claimed, now_ms());
         let next = match (outcome.next_not_before, outcome.next_occurrence) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        self.next_due = next.map(|at| {
+        self.holds.next_due = next.map(|at| {
             let ms = at.saturating_sub(now_ms()).max(0) as u64;
             Instant::now() + Duration::from_millis(ms)
         });
         if let Some(at) = self.refused_due() {
-            self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
+            self.holds.next_due = Some(self.holds.next_due.map_or(at, |d| d.min(at)));
         }
         // A run held back after a refused claim is asked for again once its wait is over; the
         // runs behind it in its project are asked for at once, in its place (an EVAL now).
         let now = now_ms();
-        self.observed
+        self.report
+            .observed
             .metrics
-            .refused_claims(self.claim_backoff.held_at(now));
-        if let Some(at) = self.claim_backoff.next_due(now) {
+            .refused_claims(self.holds.claim_backoff.held_at(now));
+        if let Some(at) = self.holds.claim_backoff.next_due(now) {
             let at = Instant::now() + Duration::from_millis(at.saturating_sub(now).max(0) as u64);
-            self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
+            self.holds.next_due = Some(self.holds.next_due.map_or(at, |d| d.min(at)));
         }
         if outcome.claims_refused > 0 {
             self.wake_within(Duration::ZERO);
@@ -248,8 +255,12 @@ impl Daemon {
             let failed = run.hook_of.and_then(|id| outcome.failed_runs.get(&id));
             self.spawn(run, failed);
         }
-        signal_cancelled(&mut self.slots, self.state.root(), &outcome.db_active);
-        self.observed.metrics.eval_took(started.elapsed());
+        signal_cancelled(
+            &mut self.runs.slots,
+            self.setup.state.root(),
+            &outcome.db_active,
+        );
+        self.report.observed.metrics.eval_took(started.elapsed());
         // Last: it may read (and apply) a newer file, and the claims above were packed with the
         // config they will be spawned with.
         if !outcome.unknown_queued.is_empty() {
@@ -260,10 +271,10 @@ impl Daemon {
     /// A shim reported that its run's command started, with the command's pid: the `running`
     /// transition is written by the next EVAL, with the others.
     pub(super) fn shim_running(&mut self, run_id: RunId, token: u64, pid: i32) {
-        if let Some(slot) = self.slots.get_mut(run_id).filter(|s| s.token == token) {
+        if let Some(slot) = self.runs.slots.get_mut(run_id).filter(|s| s.token == token) {
             slot.command_pid = Some(pid);
         }
-        self.pending.push(Transition {
+        self.runs.pending.push(Transition {
             run_id,
             token,
             change: store::Change::Running { pid: Some(pid) },
@@ -272,7 +283,7 @@ impl Daemon {
 
     /// A shim of the claim `token` is gone: the next EVAL reaps it (reads its run files).
     pub(super) fn shim_exited(&mut self, run_id: RunId, token: u64) {
-        self.exited.push((run_id, token));
+        self.runs.exited.push((run_id, token));
     }
 
     /// Removes from the slot pool the runs whose transition left them past active (ended, or
@@ -282,7 +293,7 @@ impl Daemon {
             match applied {
                 Applied::Done { status, .. } => {
                     if status.is_terminal() || *status == RunStatus::Queued {
-                        self.slots.remove(*run_id);
+                        self.runs.slots.remove(*run_id);
                     }
                 }
                 Applied::Skipped(why) => {
@@ -304,7 +315,7 @@ impl Daemon {
                     }
                     // The slot goes with its shim's hold on the run, whatever the row says.
                     if self.shim_done_with(*run_id, status) {
-                        self.slots.remove(*run_id);
+                        self.runs.slots.remove(*run_id);
                     }
                 }
             }
@@ -320,11 +331,16 @@ impl Daemon {
     /// now (the fork server reuses shims); one that moved on is known to have. A slot whose
     /// shim cannot be told goes when the row says the run is no longer active.
     pub(super) fn shim_done_with(&self, run_id: RunId, status: Option<Option<RunStatus>>) -> bool {
-        match self.slots.get(run_id).map(|s| (s.shim, s.shim_moved_on)) {
+        match self
+            .runs
+            .slots
+            .get(run_id)
+            .map(|s| (s.shim, s.shim_moved_on))
+        {
             Some((Some(shim), _)) => {
                 !shim.is_alive()
                     || matches!(
-                        RunFiles::new(self.state.root(), run_id).is_locked(),
+                        RunFiles::new(self.setup.state.root(), run_id).is_locked(),
                         Ok(false)
                     )
             }
@@ -341,24 +357,26 @@ impl Daemon {
         if let StoreError::Fenced { .. } = err {
             // Another daemon took the state directory over: this one must not write again.
             tracing::error!(error = %err, "fenced off: stopping");
-            self.fenced = Some(err);
+            self.host.fenced = Some(err);
             return;
         }
         // Kept first: the exits reaped during an outage are written once it ends.
-        self.pending = unapplied;
+        self.runs.pending = unapplied;
         if self.database_unreachable(&err, "EVAL") {
             return;
         }
         if err.is_busy() {
-            self.observed.metrics.busy_retry();
+            self.report.observed.metrics.busy_retry();
         }
-        self.backoff.set_limits(EVAL_RETRY_FIRST, EVAL_RETRY_MAX);
-        let wait = self.backoff.fail(Instant::now());
+        self.holds
+            .backoff
+            .set_limits(EVAL_RETRY_FIRST, EVAL_RETRY_MAX);
+        let wait = self.holds.backoff.fail(Instant::now());
         tracing::warn!(error = %err, retry_in_ms = wait.as_millis() as u64, "EVAL could not finish; retrying later");
     }
 
     async fn store_get(&self, id: RunId) -> Result<Run, StoreError> {
-        let store = self.store.clone();
+        let store = self.setup.store.clone();
         tokio::task::spawn_blocking(move || store.get_run(id))
             .await
             .expect("get_run panicked")

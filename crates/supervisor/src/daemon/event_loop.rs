@@ -31,7 +31,7 @@ use crate::statedir::{Opened, StateDirError};
 pub(super) const FULL_EVAL_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
 
 /// Runs the loop until a stop signal, or until the daemon is fenced off
-/// ([`Daemon::fenced`]). `reload_due`: reload at this instant (the file changed during setup).
+/// ([`Membership::fenced`](super::state::Membership::fenced)). `reload_due`: reload at this instant (the file changed during setup).
 /// `opened`: the state directory as the daemon opened it.
 ///
 /// Errors: the state directory, its database or its lock is no longer the one in `opened`
@@ -48,8 +48,8 @@ pub(super) async fn run(
         reload_asked: false,
         stop: None,
     };
-    let mut ticks = TickFilter::open(&daemon.store).await;
-    let mut tick = ticker(daemon.config.tick);
+    let mut ticks = TickFilter::open(&daemon.setup.store).await;
+    let mut tick = ticker(daemon.config.current.tick);
     let mut last_look = Instant::now();
     let mut prune = super::prune_step::PruneStep::new();
     let mut heartbeat = None;
@@ -64,12 +64,12 @@ pub(super) async fn run(
             wake.note(daemon, event);
         }
         if let Some(signal) = wake.stop {
-            daemon.notifier.stopping();
+            daemon.report.notifier.stopping();
             tracing::info!("{signal}: stopping; shims keep running and will be adopted");
             return Ok(());
         }
         // At every tick, and at least once a tick however busy the loop is.
-        if by_tick || last_look.elapsed() >= daemon.config.tick {
+        if by_tick || last_look.elapsed() >= daemon.config.current.tick {
             last_look = Instant::now();
             if let Err(e) = still_opened(daemon, opened).await {
                 tracing::error!(
@@ -95,22 +95,22 @@ pub(super) async fn run(
             };
             daemon.reload_config(how).await;
         }
-        if tick.period() != daemon.config.tick {
-            tick = ticker(daemon.config.tick);
-            daemon.health.set_tick(daemon.config.tick);
+        if tick.period() != daemon.config.current.tick {
+            tick = ticker(daemon.config.current.tick);
+            daemon.report.health.set_tick(daemon.config.current.tick);
         }
-        if !daemon.backoff.is_due(Instant::now()) {
+        if !daemon.holds.backoff.is_due(Instant::now()) {
             if daemon.database_down() {
                 // Alive and waiting for the database, as it should: the watchdog hears so.
-                daemon.notifier.outage_ping();
+                daemon.report.notifier.outage_ping();
             }
             continue;
         }
-        if !daemon.recovered {
+        if !daemon.recovery.done {
             // Recovery could not read the database at startup: nothing may be claimed before the
             // runs a previous daemon left are adopted or settled.
             daemon.recover().await;
-            if !daemon.recovered {
+            if !daemon.recovery.done {
                 continue;
             }
         }
@@ -131,8 +131,8 @@ pub(super) async fn run(
             return Ok(());
         }
         // An EVAL that ended in a backoff (busy or unreachable database) did no work: not a turn.
-        if daemon.backoff.is_reset() {
-            if daemon.reconcile_due {
+        if daemon.holds.backoff.is_reset() {
+            if daemon.recovery.reconcile_due {
                 // After an outage, once everything decided during it is written.
                 daemon.reconcile().await;
             }
@@ -145,7 +145,7 @@ pub(super) async fn run(
 /// host took over); when an operator forgot this host, it rejoins ([`Daemon::rejoin`]) and
 /// goes on. True when nothing was refused.
 async fn fenced_may_go_on(daemon: &mut Daemon) -> bool {
-    match &daemon.fenced {
+    match &daemon.host.fenced {
         None => true,
         Some(store::StoreError::Fenced {
             forgotten: true, ..
@@ -166,36 +166,36 @@ async fn fenced_may_go_on(daemon: &mut Daemon) -> bool {
 /// unreachable the epoch is not read at all (each read would wait out a connection attempt);
 /// it is read again at the first tick after the outage.
 async fn still_opened(daemon: &Daemon, opened: &Opened) -> Result<(), StateDirError> {
-    daemon.state.check_opened(opened)?;
+    daemon.setup.state.check_opened(opened)?;
     if daemon.database_down() {
         return Ok(());
     }
-    let store = daemon.store.clone();
+    let store = daemon.setup.store.clone();
     let epoch = tokio::task::spawn_blocking(move || store.epoch())
         .await
         .expect("reading the epoch panicked");
     // SQLite's file by name (as ever), or the PostgreSQL database (no password).
-    let db = match daemon.state.database() {
+    let db = match daemon.setup.state.database() {
         Some(url) => url.target().to_string(),
         None => "fleet.db".to_string(),
     };
     // On a shared database the counter moves with every other host's take-over: only an
     // older one says something here; a newer one is for the fencing of this host's own
     // writes (its heartbeat) to judge.
-    let shared = daemon.state.database().is_some();
+    let shared = daemon.setup.state.database().is_some();
     match epoch {
-        Ok(now) if now < daemon.epoch || (now > daemon.epoch && !shared) => {
+        Ok(now) if now < daemon.host.epoch || (now > daemon.host.epoch && !shared) => {
             Err(StateDirError::Replaced {
-                path: daemon.state.root().to_path_buf(),
-                what: if now < daemon.epoch {
+                path: daemon.setup.state.root().to_path_buf(),
+                what: if now < daemon.host.epoch {
                     format!(
                     "its database {db} holds epoch {now}, older than this daemon's epoch {}: it was replaced by an older copy (a restored backup?)",
-                    daemon.epoch
+                    daemon.host.epoch
                 )
                 } else {
                     format!(
                     "its database {db} holds epoch {now}, newer than this daemon's epoch {}: another daemon took it over",
-                    daemon.epoch
+                    daemon.host.epoch
                 )
                 },
             })
@@ -239,9 +239,10 @@ impl Wakeup {
     /// ends) or a settled edit must be reloaded, whichever comes first.
     fn timer(&self, daemon: &Daemon) -> Option<Instant> {
         let work = daemon
+            .holds
             .backoff
             .due()
-            .or_else(|| earliest(daemon.next_due, daemon.unsettled.due()));
+            .or_else(|| earliest(daemon.holds.next_due, daemon.recovery.unsettled.due()));
         earliest(work, self.reload_due)
     }
 }
@@ -307,9 +308,9 @@ impl TickFilter {
         let Some((at, wall)) = self.last_eval else {
             return false;
         };
-        if !daemon.pending.is_empty()
-            || !daemon.exited.is_empty()
-            || !daemon.backoff.is_reset()
+        if !daemon.runs.pending.is_empty()
+            || !daemon.runs.exited.is_empty()
+            || !daemon.holds.backoff.is_reset()
             || at.elapsed() >= FULL_EVAL_AT_LEAST_EVERY
         {
             return false;
@@ -327,7 +328,7 @@ impl TickFilter {
             // A new probe's first look says "changed": this tick EVALs either way, and the
             // notices missed while it was gone cannot be lost.
             if !daemon.database_down() {
-                match open_probe(&daemon.store).await {
+                match open_probe(&daemon.setup.store).await {
                     Ok(p) => self.probe = Some(p),
                     Err(e) => tracing::debug!(error = %e, "cannot open the change probe yet"),
                 }

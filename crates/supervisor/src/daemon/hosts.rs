@@ -58,48 +58,48 @@ impl Daemon {
     /// On a shared database, records this host's heartbeat when the last one is
     /// [`HEARTBEAT_EVERY_MS`] old. Called
     /// from the loop itself, never from a timer task of its own: a stuck loop must look silent.
-    /// A refusal as fenced is kept in [`Daemon::fenced`], as any write's; other failures are
+    /// A refusal as fenced is kept in [`Membership::fenced`](super::state::Membership::fenced), as any write's; other failures are
     /// logged and tried at the next turn.
     pub(super) async fn heartbeat(&mut self, last: &mut Option<Instant>) {
         // SQLite: one host, whose liveness is its daemon lock (`fleet status`); a write every
         // 2 s would only wake an idle daemon's EVAL (the change probe sees every commit).
-        if self.state.database().is_none() {
+        if self.setup.state.database().is_none() {
             return;
         }
         if last.is_some_and(|at| at.elapsed().as_millis() < HEARTBEAT_EVERY_MS as u128) {
             return;
         }
         *last = Some(Instant::now());
-        let local = std::fs::read(&self.config_path).ok();
+        let local = std::fs::read(&self.setup.config_path).ok();
         let info = HostInfo {
-            config_version: self.published_version,
+            config_version: self.host.published_version,
             // Of the text as it would be published: the password left out, as on the
             // published side, so a file differing by its password alone does not differ.
             config_digest: local.map(|bytes| self.published_digest_of(&bytes)),
-            http_addr: self.http_addr.clone(),
+            http_addr: self.host.http_addr.clone(),
         };
-        let store = self.store.clone();
-        let epoch = self.epoch;
+        let store = self.setup.store.clone();
+        let epoch = self.host.epoch;
         let done = tokio::task::spawn_blocking(move || store.heartbeat(epoch, &info, now_ms()))
             .await
             .expect("heartbeat panicked");
         match done {
             Ok(()) => {}
-            Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
+            Err(e @ StoreError::Fenced { .. }) => self.host.fenced = Some(e),
             Err(e) if self.database_unreachable(&e, "heartbeat") => {}
             Err(e) => tracing::warn!(error = %e, "could not record the heartbeat; trying again"),
         }
     }
 
     /// [`config::published_digest`] of the local file's `bytes`, remembered in
-    /// [`Daemon::heartbeat_digest`] by the digest of the bytes themselves.
+    /// [`Membership::heartbeat_digest`](super::state::Membership::heartbeat_digest) by the digest of the bytes themselves.
     fn published_digest_of(&mut self, bytes: &[u8]) -> String {
         let raw = config::digest(bytes);
-        match &self.heartbeat_digest {
+        match &self.host.heartbeat_digest {
             Some((seen, published)) if *seen == raw => published.clone(),
             _ => {
                 let published = config::published_digest(bytes);
-                self.heartbeat_digest = Some((raw, published.clone()));
+                self.host.heartbeat_digest = Some((raw, published.clone()));
                 published
             }
         }
@@ -113,16 +113,16 @@ impl Daemon {
     /// masked, under its digest. A failure is logged; the heartbeat shows the version this
     /// host published, if any.
     pub(super) async fn publish_local(&mut self, always: bool) {
-        if self.state.database().is_none() {
+        if self.setup.state.database().is_none() {
             return;
         }
-        let Ok(text) = std::fs::read_to_string(&self.config_path) else {
+        let Ok(text) = std::fs::read_to_string(&self.setup.config_path) else {
             return;
         };
         let text = config::published_text(&text).into_owned();
         let digest = config::digest(text.as_bytes());
-        let store = self.store.clone();
-        let epoch = self.epoch;
+        let store = self.setup.store.clone();
+        let epoch = self.host.epoch;
         let done = tokio::task::spawn_blocking(move || match store.published_config()? {
             // Compared as every host compares a file with the published text: by the digest of
             // each one's masked text (a text an earlier version published holds the password).
@@ -143,12 +143,12 @@ impl Daemon {
         match done {
             Ok(Some(version)) => {
                 tracing::info!(version, "the config is published");
-                self.published_version = Some(version);
+                self.host.published_version = Some(version);
             }
             Ok(None) => tracing::warn!(
                 "this host's fleet.toml differs from the config published for the fleet"
             ),
-            Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
+            Err(e @ StoreError::Fenced { .. }) => self.host.fenced = Some(e),
             Err(e) => tracing::warn!(error = %e, "could not publish the config"),
         }
     }
@@ -160,15 +160,15 @@ impl Daemon {
     /// and the claims, still carrying the old version, claim nothing until a readable one is
     /// published.
     pub(super) async fn follow_published(&mut self) {
-        if self.state.database().is_none() {
+        if self.setup.state.database().is_none() {
             return;
         }
-        let store = self.store.clone();
+        let store = self.setup.store.clone();
         let published = tokio::task::spawn_blocking(move || store.published_config())
             .await
             .expect("reading the published config panicked");
         let p = match published {
-            Ok(Some(p)) if Some(p.version) != self.published_version => p,
+            Ok(Some(p)) if Some(p.version) != self.host.published_version => p,
             Ok(_) => return,
             Err(e) => {
                 if !self.database_unreachable(&e, "reading the published config") {
@@ -177,19 +177,20 @@ impl Daemon {
                 return;
             }
         };
-        match config::Config::published_here(&p.text, &self.config_path, &self.config) {
+        match config::Config::published_here(&p.text, &self.setup.config_path, &self.config.current)
+        {
             Ok(new) => {
-                let here = &self.config;
+                let here = &self.config.current;
                 // A refusal recorded for an earlier version is cleared with the row's caps.
-                if new != **here || self.published_refused.take().is_some() {
+                if new != **here || self.host.published_refused.take().is_some() {
                     if new != **here {
-                        self.config = std::sync::Arc::new(new);
-                        self.observed.set_config(self.config.clone());
-                        self.sweep_removed = true;
+                        self.config.current = std::sync::Arc::new(new);
+                        self.report.observed.set_config(self.config.current.clone());
+                        self.config.sweep_removed = true;
                     }
                     // The caps `fleet status` shows are this host's row's.
-                    let (store, epoch) = (self.store.clone(), self.epoch);
-                    let caps = crate::caps::caps_json(&self.config);
+                    let (store, epoch) = (self.setup.store.clone(), self.host.epoch);
+                    let caps = crate::caps::caps_json(&self.config.current);
                     let recorded = tokio::task::spawn_blocking(move || {
                         store.set_daemon_config(epoch, &caps, None, now_ms())
                     })
@@ -200,22 +201,22 @@ impl Daemon {
                     }
                 }
                 tracing::info!(version = p.version, by = %p.published_by, "applied the published config");
-                self.published_version = Some(p.version);
+                self.host.published_version = Some(p.version);
                 // Another host's edit leaves this host's file behind: said once per version.
-                let local = std::fs::read(&self.config_path).ok();
+                let local = std::fs::read(&self.setup.config_path).ok();
                 let published = config::published_digest(p.text.as_bytes());
                 if local.is_some_and(|text| config::published_digest(&text) != published) {
                     tracing::warn!(
                         version = p.version,
                         by = %p.published_by,
-                        config = %self.config_path.display(),
+                        config = %self.setup.config_path.display(),
                         "this host's fleet.toml differs from the config published for the fleet"
                     );
                 }
             }
-            Err(_) if self.published_refused == Some(p.version) => {}
+            Err(_) if self.host.published_refused == Some(p.version) => {}
             Err(errors) => {
-                self.published_refused = Some(p.version);
+                self.host.published_refused = Some(p.version);
                 // Named by its version and publisher: the text is not this host's file.
                 let msg = format!(
                     "this host refuses published config version {} (by host {}): {errors}",
@@ -225,8 +226,8 @@ impl Daemon {
                     "{msg}; the last good config stays (and nothing is claimed until a usable one is published)"
                 );
                 // Recorded as the host's reload error, which `fleet status` shows.
-                let (store, epoch) = (self.store.clone(), self.epoch);
-                let caps = crate::caps::caps_json(&self.config);
+                let (store, epoch) = (self.setup.store.clone(), self.host.epoch);
+                let caps = crate::caps::caps_json(&self.config.current);
                 let recorded = tokio::task::spawn_blocking(move || {
                     store.set_daemon_config(epoch, &caps, Some(&msg), now_ms())
                 })
@@ -244,9 +245,14 @@ impl Daemon {
     /// beside them, their own retries included), takes over again, and has recovery settle the
     /// rest. Returns false when the take-over failed (the daemon then stops, fenced as before).
     pub(super) async fn rejoin(&mut self) -> bool {
-        let host = self.config.host.clone();
-        let ours: Vec<(i64, u64)> = self.slots.iter().map(|s| (s.run_id, s.token)).collect();
-        let store = self.store.clone();
+        let host = self.config.current.host.clone();
+        let ours: Vec<(i64, u64)> = self
+            .runs
+            .slots
+            .iter()
+            .map(|s| (s.run_id, s.token))
+            .collect();
+        let store = self.setup.store.clone();
         let rows = tokio::task::spawn_blocking(move || {
             ours.iter()
                 .map(|(id, _)| store.get_run(*id))
@@ -262,7 +268,7 @@ impl Daemon {
             }
         };
         for run in rows {
-            let Some(slot) = self.slots.get_mut(run.id) else {
+            let Some(slot) = self.runs.slots.get_mut(run.id) else {
                 continue;
             };
             let still_ours = run.status.is_active()
@@ -271,8 +277,8 @@ impl Daemon {
             if still_ours {
                 continue;
             }
-            identify_shim(&mut self.slots, run.id, self.state.root());
-            let Some(slot) = self.slots.get_mut(run.id) else {
+            identify_shim(&mut self.runs.slots, run.id, self.setup.state.root());
+            let Some(slot) = self.runs.slots.get_mut(run.id) else {
                 continue;
             };
             let sent = slot.shim.is_some_and(|s| s.signal(Signal::SIGTERM));
@@ -283,12 +289,12 @@ impl Daemon {
             // already done with it was reaped before (its end was the write refused): the slot
             // goes now, by the same rule, or nothing would ever free it.
             if self.shim_done_with(run.id, Some(Some(run.status))) {
-                self.slots.remove(run.id);
+                self.runs.slots.remove(run.id);
             }
         }
-        let store = self.store.clone();
-        let caps = crate::caps::caps_json(&self.config);
-        let path = self.config_path.display().to_string();
+        let store = self.setup.store.clone();
+        let caps = crate::caps::caps_json(&self.config.current);
+        let path = self.setup.config_path.display().to_string();
         let taken = tokio::task::spawn_blocking(move || {
             store.take_over(&host, std::process::id() as i32, &path, &caps, now_ms())
         })
@@ -300,21 +306,21 @@ impl Daemon {
                 // The new epoch's claims are made in this boot: said in the `boot` file before
                 // the first of them, as at the start, or recovery would take each one that
                 // never started for one a restart of the machine may have cut short.
-                let root = self.state.root().to_path_buf();
+                let root = self.setup.state.root().to_path_buf();
                 match tokio::task::spawn_blocking(move || crate::boot::Boots::take(&root, epoch))
                     .await
                     .expect("recording the boot panicked")
                 {
-                    Ok(boots) => self.boots = boots,
+                    Ok(boots) => self.setup.boots = boots,
                     Err(e) => tracing::warn!(
                         error = %e,
                         "cannot record the new epoch's boot: a claim of it that never started will end lost, not be queued again"
                     ),
                 }
-                self.epoch = epoch;
-                self.fenced = None;
-                self.pending.clear();
-                self.recovered = false;
+                self.host.epoch = epoch;
+                self.host.fenced = None;
+                self.runs.pending.clear();
+                self.recovery.done = false;
                 true
             }
             Err(e) => {
@@ -329,11 +335,11 @@ impl Daemon {
     /// A failure is logged and costs only that tail: the run's end is already written. On
     /// SQLite (one host, the log is here) nothing is stored.
     pub(super) async fn keep_log_tails(&mut self, applied: &[(RunId, Applied)]) {
-        if self.state.database().is_none() {
+        if self.setup.state.database().is_none() {
             return;
         }
         // Tails a failed attempt left (the database was away) go first, so none is lost.
-        let mut ended = std::mem::take(&mut self.unkept_tails);
+        let mut ended = std::mem::take(&mut self.runs.unkept_tails);
         ended.extend(applied.iter().filter_map(|(id, a)| match a {
             Applied::Done { status, .. } if status.is_terminal() => Some(*id),
             _ => None,
@@ -341,9 +347,9 @@ impl Daemon {
         if ended.is_empty() {
             return;
         }
-        let store = self.store.clone();
-        let root = self.state.root().to_path_buf();
-        let epoch = self.epoch;
+        let store = self.setup.store.clone();
+        let root = self.setup.state.root().to_path_buf();
+        let epoch = self.host.epoch;
         let done = tokio::task::spawn_blocking(move || {
             for (i, &id) in ended.iter().enumerate() {
                 let (tail, cut) = match read_tail(&RunFiles::new(&root, id).log_path()) {
@@ -363,13 +369,13 @@ impl Daemon {
         .expect("keeping log tails panicked");
         match done {
             Ok(()) => {}
-            Err((e @ StoreError::Fenced { .. }, _)) => self.fenced = Some(e),
+            Err((e @ StoreError::Fenced { .. }, _)) => self.host.fenced = Some(e),
             Err((e, unkept)) => {
                 // Kept for the next EVAL's try: the database being away must not cost a tail.
                 if !self.database_unreachable(&e, "keeping log tails") {
                     tracing::warn!(error = %e, runs = unkept.len(), "could not keep log tails in the database; trying again at the next EVAL");
                 }
-                self.unkept_tails = unkept;
+                self.runs.unkept_tails = unkept;
             }
         }
     }

@@ -69,7 +69,7 @@
 //!    ([`Fate::Orphaned`](crate::settle::Fate::Orphaned)) has that group killed (only a group
 //!    identified by its session: a bare number may have been reused) and is followed until the
 //!    group is empty, its run active meanwhile. These transitions, plus those waiting in
-//!    `Daemon::pending` (`running` reports, recovery's decisions, anything a database that failed
+//!    `Supervised::pending` (`running` reports, recovery's decisions, anything a database that failed
 //!    last time did not take), are written in **one** transaction
 //!    ([`store::Store::apply_with_hooks`], with the failure hooks of the config in force). If the
 //!    database refuses a row of it (a constraint or a trigger another program added,
@@ -217,7 +217,7 @@ use crate::caps::caps_json;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::{StateDir, StateDirError};
-use state::Daemon;
+use state::{Daemon, Holds, InForce, Membership, RecoveryState, Reporting, Setup, Supervised};
 
 /// How many of the highest run ids with files here a starting daemon checks the database's
 /// numbering against: an id too far past it is a stray file's name, and the next is tried.
@@ -489,47 +489,57 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     };
     let http_addr = http.as_ref().and_then(|(_, _, at)| at.clone());
     let mut daemon = Daemon {
-        config,
-        host_flag,
-        http_addr,
-        config_path: options.config_path,
-        shim_program: options.shim_program,
-        shim_log: options.shim_log,
-        fork_server: options.fork_server,
-        state,
-        store,
-        epoch,
-        boots,
-        slots: SlotPool::new(),
-        published_slots,
-        pending: Vec::new(),
-        exited: Vec::new(),
-        reap_failures: Default::default(),
-        unreadable_rows: Default::default(),
-        refused: Default::default(),
-        events: events.clone(),
-        backoff: crate::backoff::Backoff::new(eval::EVAL_RETRY_FIRST, eval::EVAL_RETRY_MAX),
-        outage: None,
-        unkept_tails: Vec::new(),
-        reconcile_due: false,
-        spawn_hold: crate::backoff::Backoff::new(spawn::SPAWN_HOLD_MIN, spawn::SPAWN_HOLD_MAX),
-        next_due: None,
-        fenced: None,
-        sweep_removed: true,
-        fire_backoff: Default::default(),
-        claim_backoff: Default::default(),
-        recovered: false,
-        config_file: Default::default(),
-        unsettled: Default::default(),
-        health,
-        observed,
-        notifier: notify::Notifier::from_env(tick),
-        published_version: None,
-        published_refused: None,
-        local_digest: None,
-        heartbeat_digest: None,
+        setup: Setup {
+            host_flag,
+            config_path: options.config_path,
+            shim_program: options.shim_program,
+            fork_server: options.fork_server,
+            shim_log: options.shim_log,
+            state,
+            store,
+            boots,
+            events: events.clone(),
+        },
+        config: InForce {
+            current: config,
+            file: Default::default(),
+            sweep_removed: true,
+            local_digest: None,
+        },
+        runs: Supervised {
+            slots: SlotPool::new(),
+            pending: Vec::new(),
+            refused: Default::default(),
+            exited: Vec::new(),
+            unkept_tails: Vec::new(),
+        },
+        recovery: RecoveryState::default(),
+        holds: Holds {
+            backoff: crate::backoff::Backoff::new(eval::EVAL_RETRY_FIRST, eval::EVAL_RETRY_MAX),
+            outage: None,
+            spawn_hold: crate::backoff::Backoff::new(spawn::SPAWN_HOLD_MIN, spawn::SPAWN_HOLD_MAX),
+            next_due: None,
+            fire_backoff: Default::default(),
+            claim_backoff: Default::default(),
+            reap_failures: Default::default(),
+            unreadable_rows: Default::default(),
+        },
+        host: Membership {
+            epoch,
+            fenced: None,
+            http_addr,
+            published_version: None,
+            published_refused: None,
+            heartbeat_digest: None,
+        },
+        report: Reporting {
+            published_slots,
+            health,
+            observed,
+            notifier: notify::Notifier::from_env(tick),
+        },
     };
-    daemon.local_digest = std::fs::read(&daemon.config_path)
+    daemon.config.local_digest = std::fs::read(&daemon.setup.config_path)
         .ok()
         .map(|b| config::digest(&b));
     daemon.publish_local(false).await;
@@ -554,11 +564,11 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         // The socket path, if anything is there now, belongs to another state directory.
         return Err(DaemonError::StateDir(err));
     }
-    if let Some(err) = daemon.fenced.take() {
+    if let Some(err) = daemon.host.fenced.take() {
         // The socket now belongs to the daemon that fenced us off: leave it.
         return Err(DaemonError::Store(err));
     }
-    let _ = std::fs::remove_file(daemon.state.socket_path());
+    let _ = std::fs::remove_file(daemon.setup.state.socket_path());
     if let Some(listen) = &http_socket {
         fleet_http::remove_socket(listen);
     }

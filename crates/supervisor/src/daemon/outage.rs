@@ -4,7 +4,7 @@
 //! An operation that fails with [`StoreError::is_unreachable`] starts an outage. Meanwhile the
 //! daemon claims nothing (every EVAL and recovery fails before its claim), keeps its shims
 //! running and follows them as ever, keeps the transitions their exits call for in
-//! [`Daemon::pending`] (decided from the run files, written once the database is back: an exit
+//! [`Supervised::pending`](super::state::Supervised::pending) (decided from the run files, written once the database is back: an exit
 //! status is never lost, and the state machine refuses a second write of it), and tries again
 //! after a pause that doubles from [`FIRST_PAUSE`] up to [`MAX_PAUSE`]. It logs one line when the
 //! outage starts and one when it ends, never one per try, and health reports it
@@ -41,7 +41,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(30);
 impl Daemon {
     /// Called after a failed operation of the loop (`what`: which one, for the log). Returns
     /// false, doing nothing, when `err` is not a lost connection; otherwise starts or continues
-    /// the outage and sets the pause before the next try in [`Daemon::backoff`].
+    /// the outage and sets the pause before the next try in [`Holds::backoff`](super::state::Holds::backoff).
     pub(super) fn database_unreachable(&mut self, err: &StoreError, what: &str) -> bool {
         if !err.is_unreachable() {
             return false;
@@ -49,18 +49,19 @@ impl Daemon {
         // The back-off is the one a failed EVAL or recovery sets too: the pause doubles whatever
         // wait the last failure left, but is never shorter than the first pause (a wait left by
         // something else may be shorter than half of it: it starts over at the first pause).
-        self.backoff.set_limits(FIRST_PAUSE, MAX_PAUSE);
-        match &mut self.outage {
+        self.holds.backoff.set_limits(FIRST_PAUSE, MAX_PAUSE);
+        match &mut self.holds.outage {
             Some(outage) => {
                 outage.tries += 1;
                 if self
+                    .holds
                     .backoff
                     .wait()
                     .is_some_and(|w| w.saturating_mul(2) < FIRST_PAUSE)
                 {
-                    self.backoff.reset();
+                    self.holds.backoff.reset();
                 }
-                let wait = self.backoff.fail(Instant::now());
+                let wait = self.holds.backoff.fail(Instant::now());
                 tracing::debug!(error = %err, what, tries = outage.tries, retry_in_secs = wait.as_secs(), "the database still cannot be reached");
             }
             None => {
@@ -71,13 +72,13 @@ impl Daemon {
                      keep running and their exits are reported then; retrying with a pause growing \
                      from {FIRST_PAUSE:?} to {MAX_PAUSE:?}"
                 );
-                self.outage = Some(Outage {
+                self.holds.outage = Some(Outage {
                     since: Instant::now(),
                     tries: 1,
                 });
-                self.health.set_database_unreachable(Some(now_ms()));
-                self.backoff.reset();
-                self.backoff.fail(Instant::now());
+                self.report.health.set_database_unreachable(Some(now_ms()));
+                self.holds.backoff.reset();
+                self.holds.backoff.fail(Instant::now());
             }
         }
         true
@@ -86,14 +87,14 @@ impl Daemon {
     /// Called after an operation of the loop reached the database: ends the outage, if one was
     /// in progress, says so once, and asks for the reconciliation of lost claims.
     pub(super) fn database_reachable(&mut self) {
-        self.database_reachable_after(self.pending.len());
+        self.database_reachable_after(self.runs.pending.len());
     }
 
     /// [`Self::database_reachable`], for an operation that already wrote what was waiting:
     /// `unwritten` is what was waiting when it began (counted after the write it would always
     /// say 0).
     pub(super) fn database_reachable_after(&mut self, unwritten: usize) {
-        let Some(outage) = self.outage.take() else {
+        let Some(outage) = self.holds.outage.take() else {
             return;
         };
         tracing::info!(
@@ -102,13 +103,13 @@ impl Daemon {
             unwritten,
             "the database is reachable again; writing what happened meanwhile"
         );
-        self.health.set_database_unreachable(None);
-        self.reconcile_due = true;
+        self.report.health.set_database_unreachable(None);
+        self.recovery.reconcile_due = true;
     }
 
     /// True while the database is known to be unreachable: the loop skips what would only wait
     /// on it again (the epoch check, pruning, the change probe) until the next try.
     pub(super) fn database_down(&self) -> bool {
-        self.outage.is_some()
+        self.holds.outage.is_some()
     }
 }

@@ -44,14 +44,14 @@ impl PruneStep {
         if self.running.as_ref().is_some_and(|h| !h.is_finished()) {
             return;
         }
-        let every = daemon.config.tick * TICKS_BETWEEN_STEPS;
+        let every = daemon.config.current.tick * TICKS_BETWEEN_STEPS;
         if self.last.elapsed() < every {
             return;
         }
         self.last = Instant::now();
-        let policy = prune::policy(&daemon.config, store::now_ms());
-        let root = daemon.state.root().to_path_buf();
-        let state = daemon.state.clone();
+        let policy = prune::policy(&daemon.config.current, store::now_ms());
+        let root = daemon.setup.state.root().to_path_buf();
+        let state = daemon.setup.state.clone();
         let seen = self.exposed.clone();
         if policy.default.keeps_all() && policy.projects.values().all(|k| k.keeps_all()) {
             self.running = Some(tokio::task::spawn_blocking(move || {
@@ -59,7 +59,7 @@ impl PruneStep {
             }));
             return;
         }
-        let store = daemon.store.clone();
+        let store = daemon.setup.store.clone();
         self.running = Some(tokio::task::spawn_blocking(move || {
             watch_private(&state, &seen);
             let mut total = 0;

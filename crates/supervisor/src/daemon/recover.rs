@@ -14,7 +14,7 @@
 //! holds a value another program wrote that fleet cannot read, stays active and is settled
 //! again, with backoff, until it is ([`Unsettled`]). This module must never start a
 //! shim nor decide a fate itself (that is [`crate::settle`]'s), and writes to the database only
-//! through [`Daemon::pending`].
+//! through [`Supervised::pending`](super::state::Supervised::pending).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -64,13 +64,13 @@ const RECOVERY_RETRY_MAX: Duration = Duration::from_secs(5);
 
 impl Daemon {
     /// Runs startup recovery and applies what it decided. On a database error nothing is
-    /// applied, [`Daemon::recovered`] stays false and a backoff is set; the loop calls this again.
+    /// applied, [`RecoveryState::done`](super::state::RecoveryState::done) stays false and a backoff is set; the loop calls this again.
     pub(super) async fn recover(&mut self) {
-        let store = self.store.clone();
-        let state = self.state.clone();
-        let host = self.config.host.clone();
+        let store = self.setup.store.clone();
+        let state = self.setup.state.clone();
+        let host = self.config.current.host.clone();
         let shared = state.database().is_some();
-        let boots = self.boots.clone();
+        let boots = self.setup.boots.clone();
         let result = tokio::task::spawn_blocking(move || {
             settle_active(&store, &host, state.root(), shared, &boots)
         })
@@ -81,17 +81,17 @@ impl Daemon {
                 if let Some(left) = self.config_settling_for(&found).await {
                     // Nothing was applied; recovery runs again once the file has settled.
                     // A wait, not a failure: the next failure doubles it all the same.
-                    self.backoff.hold(Instant::now(), left);
+                    self.holds.backoff.hold(Instant::now(), left);
                     return;
                 }
                 let (transitions, unsettled) = self.take_in(found);
                 fail::fail_point!("recovery-before-apply", |_| std::process::abort());
-                self.pending.extend(transitions);
+                self.runs.pending.extend(transitions);
                 // Recovery's is the first attempt at them.
-                self.unsettled.retry.reset();
+                self.recovery.unsettled.retry.reset();
                 self.keep_unsettled(unsettled);
-                self.recovered = true;
-                self.backoff.reset();
+                self.recovery.done = true;
+                self.holds.backoff.reset();
                 self.database_reachable();
             }
             Err(e) => {
@@ -99,11 +99,12 @@ impl Daemon {
                     return;
                 }
                 if e.is_busy() {
-                    self.observed.metrics.busy_retry();
+                    self.report.observed.metrics.busy_retry();
                 }
-                self.backoff
+                self.holds
+                    .backoff
                     .set_limits(RECOVERY_RETRY_FIRST, RECOVERY_RETRY_MAX);
-                let wait = self.backoff.fail(Instant::now());
+                let wait = self.holds.backoff.fail(Instant::now());
                 tracing::error!(error = %e, retry_in_ms = wait.as_millis() as u64, "recovery could not read the database; retrying");
             }
         }
@@ -116,7 +117,7 @@ impl Daemon {
         let unknown = found
             .settled
             .iter()
-            .any(|(r, _)| !self.config.projects.contains_key(&r.project));
+            .any(|(r, _)| !self.config.current.projects.contains_key(&r.project));
         if !unknown {
             return None;
         }
@@ -132,7 +133,7 @@ impl Daemon {
         let now = now_ms();
         let mut transitions = Vec::new();
         for (run, fate) in settled {
-            let policy = RetryPolicy::for_project(&self.config, &run.project);
+            let policy = RetryPolicy::for_project(&self.config.current, &run.project);
             tracing::info!(
                 run = run.id,
                 project = %run.project,
@@ -154,17 +155,17 @@ impl Daemon {
     /// Settles again, once their retry is due, the runs recovery could not settle (see
     /// [`Unsettled`]), and applies what it decides as recovery does. Does nothing before then.
     pub(super) async fn resettle(&mut self) {
-        let Some(at) = self.unsettled.retry.due() else {
+        let Some(at) = self.recovery.unsettled.retry.due() else {
             return;
         };
         if Instant::now() < at {
             return;
         }
-        let wanted = self.unsettled.runs.clone();
-        let store = self.store.clone();
-        let state = self.state.clone();
-        let host = self.config.host.clone();
-        let boots = self.boots.clone();
+        let wanted = self.recovery.unsettled.runs.clone();
+        let store = self.setup.store.clone();
+        let state = self.setup.state.clone();
+        let host = self.config.current.host.clone();
+        let boots = self.setup.boots.clone();
         let result = tokio::task::spawn_blocking(move || {
             // Only those still active under the same claim: anything else has moved on.
             let active = store.active_rows_on(&host)?;
@@ -190,15 +191,15 @@ impl Daemon {
             Ok(found) => {
                 if let Some(left) = self.config_settling_for(&found).await {
                     // Nothing was applied; these runs are settled again once the file has.
-                    self.unsettled.retry.postpone(Instant::now(), left);
+                    self.recovery.unsettled.retry.postpone(Instant::now(), left);
                     return;
                 }
                 let (transitions, unsettled) = self.take_in(found);
-                self.pending.extend(transitions);
+                self.runs.pending.extend(transitions);
                 self.keep_unsettled(unsettled);
             }
             Err(e) => {
-                let runs = std::mem::take(&mut self.unsettled.runs);
+                let runs = std::mem::take(&mut self.recovery.unsettled.runs);
                 if !self.database_unreachable(&e, "settling runs again") {
                     tracing::error!(error = %e, "could not read the database to settle runs again");
                 }
@@ -214,16 +215,17 @@ impl Daemon {
     /// once, after an EVAL that wrote everything pending; tried again while it fails.
     pub(super) async fn reconcile(&mut self) {
         let known: BTreeSet<RunId> = self
+            .runs
             .slots
             .iter()
             .map(|s| s.run_id)
-            .chain(self.pending.iter().map(|t| t.run_id))
-            .chain(self.unsettled.runs.iter().map(|(id, _)| *id))
+            .chain(self.runs.pending.iter().map(|t| t.run_id))
+            .chain(self.recovery.unsettled.runs.iter().map(|(id, _)| *id))
             .collect();
-        let store = self.store.clone();
-        let state = self.state.clone();
-        let epoch = self.epoch;
-        let boots = self.boots.clone();
+        let store = self.setup.store.clone();
+        let state = self.setup.state.clone();
+        let epoch = self.host.epoch;
+        let boots = self.setup.boots.clone();
         let result = tokio::task::spawn_blocking(move || {
             // An unreadable row is left to the EVAL, which counts its seat: which epoch claimed
             // it is one of the things that cannot be told.
@@ -243,19 +245,19 @@ impl Daemon {
                     // Decided on the file as it is once its edit has settled: at a later turn.
                     return;
                 }
-                self.reconcile_due = false;
+                self.recovery.reconcile_due = false;
                 for (run, _) in &found.settled {
                     tracing::warn!(run = run.id, project = %run.project, "an active run no shim held after the database came back (a claim committed as its connection was lost)");
                 }
                 let (transitions, unsettled) = self.take_in(found);
-                self.pending.extend(transitions);
+                self.runs.pending.extend(transitions);
                 if !unsettled.is_empty() {
                     // They join those already waiting.
-                    let mut runs = std::mem::take(&mut self.unsettled.runs);
+                    let mut runs = std::mem::take(&mut self.recovery.unsettled.runs);
                     runs.extend(unsettled);
                     // The wait starts over at the first one for all of them (the attempts
                     // logged go on counting).
-                    self.unsettled.retry.reset();
+                    self.recovery.unsettled.retry.reset();
                     self.keep_unsettled(runs);
                 }
             }
@@ -293,7 +295,7 @@ impl Daemon {
     /// wrote it: the shim's end, when reaped, is a transition the store skips.
     fn stop_taken(&mut self, taken: Vec<(Run, Option<ShimIdentity>)>) {
         for (run, shim) in taken {
-            if self.slots.iter().any(|s| s.run_id == run.id) {
+            if self.runs.slots.iter().any(|s| s.run_id == run.id) {
                 // Already being stopped (a daemon that rejoined after it was forgotten).
                 continue;
             }
@@ -301,12 +303,12 @@ impl Daemon {
             super::hosts::warn_taken(&run, sent);
             let mut slot = adopted_slot(&run, shim);
             slot.cancel_sent = true;
-            self.slots.insert(slot);
+            self.runs.slots.insert(slot);
             watch_lock(
-                self.state.root(),
+                self.setup.state.root(),
                 run.id,
                 run.claim_token,
-                self.events.clone(),
+                self.setup.events.clone(),
             );
         }
     }
@@ -315,12 +317,12 @@ impl Daemon {
     fn adopt(&mut self, adopt: Vec<(Run, Option<ShimIdentity>)>) {
         for (run, shim) in adopt {
             tracing::info!(run = run.id, project = %run.project, "adopted a live run");
-            self.slots.insert(adopted_slot(&run, shim));
+            self.runs.slots.insert(adopted_slot(&run, shim));
             watch_lock(
-                self.state.root(),
+                self.setup.state.root(),
                 run.id,
                 run.claim_token,
-                self.events.clone(),
+                self.setup.events.clone(),
             );
         }
     }
@@ -330,8 +332,14 @@ impl Daemon {
     /// `lost` once the group is empty, never while something it started still runs.
     fn keep_orphaned(&mut self, orphaned: Vec<(Run, i32, Option<crate::sys::process::Session>)>) {
         for (run, pgid, session) in orphaned {
-            self.slots.insert(adopted_slot(&run, None));
-            watch_group(pgid, session, run.id, run.claim_token, self.events.clone());
+            self.runs.slots.insert(adopted_slot(&run, None));
+            watch_group(
+                pgid,
+                session,
+                run.id,
+                run.claim_token,
+                self.setup.events.clone(),
+            );
         }
     }
 
@@ -340,12 +348,12 @@ impl Daemon {
     /// after a reset of [`Unsettled::retry`]).
     fn keep_unsettled(&mut self, runs: Vec<(RunId, u64)>) {
         if runs.is_empty() {
-            self.unsettled = Unsettled::default();
+            self.recovery.unsettled = Unsettled::default();
             return;
         }
-        let mut retry = self.unsettled.retry;
+        let mut retry = self.recovery.unsettled.retry;
         let wait = retry.fail(Instant::now());
-        let attempts = self.unsettled.attempts + 1;
+        let attempts = self.recovery.unsettled.attempts + 1;
         if attempts.is_power_of_two() {
             tracing::warn!(
                 runs = ?runs.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
@@ -354,7 +362,7 @@ impl Daemon {
                 "runs left active: their files or their rows could not be read, or their files written; settling them again later (logged again at the 2nd, 4th, 8th… attempt)"
             );
         }
-        self.unsettled = Unsettled {
+        self.recovery.unsettled = Unsettled {
             runs,
             retry,
             attempts,

@@ -5,7 +5,7 @@
 //! that transaction whole, and retried as it was it would fail every EVAL after it: no end
 //! written, nothing claimed, for every project. So after a refusal the batch is written one
 //! transition at a time ([`apply_each`]): a refused end loses what it adds (its retry, then its
-//! failure hook's run), and an end refused even alone waits in [`Daemon::refused`], its run
+//! failure hook's run), and an end refused even alone waits in [`Supervised::refused`](super::state::Supervised::refused), its run
 //! still active and counted against every cap, until a growing wait is over. This module
 //! decides nothing about runs: the transitions are the reap's, the writes the store's.
 //!
@@ -75,6 +75,7 @@ impl Daemon {
     ) -> BTreeMap<RunId, Backoff<Instant>> {
         let now = Instant::now();
         let due: Vec<RunId> = self
+            .runs
             .refused
             .iter()
             .filter(|(_, r)| r.retry.is_due(now))
@@ -82,7 +83,7 @@ impl Daemon {
             .collect();
         let mut retried = BTreeMap::new();
         for id in due {
-            if let Some(r) = self.refused.remove(&id) {
+            if let Some(r) = self.runs.refused.remove(&id) {
                 retried.insert(id, r.retry);
                 batch.push(r.transition);
             }
@@ -101,7 +102,7 @@ impl Daemon {
         for t in refused {
             let mut retry = retried.get(&t.run_id).copied().unwrap_or(refused_backoff());
             retry.fail(Instant::now());
-            self.refused.insert(
+            self.runs.refused.insert(
                 t.run_id,
                 Refused {
                     transition: t,
@@ -109,14 +110,19 @@ impl Daemon {
                 },
             );
         }
-        self.observed
+        self.report
+            .observed
             .metrics
-            .refused_transitions(self.refused.len());
+            .refused_transitions(self.runs.refused.len());
     }
 
     /// When the next refused transition is to be tried again, for the loop's timer.
     pub(super) fn refused_due(&self) -> Option<Instant> {
-        self.refused.values().filter_map(|r| r.retry.due()).min()
+        self.runs
+            .refused
+            .values()
+            .filter_map(|r| r.retry.due())
+            .min()
     }
 }
 

@@ -86,8 +86,8 @@ impl Daemon {
     /// asks the next EVAL to sweep the queued runs of removed projects. Records the caps in
     /// force and the refusal, if any, in the daemon's row (a failure to record is only logged).
     pub(super) async fn reload_config(&mut self, how: Reload) {
-        let path = self.config_path.clone();
-        let host = self.config.host.clone();
+        let path = self.setup.config_path.clone();
+        let host = self.config.current.host.clone();
         let read = tokio::task::spawn_blocking(move || FileRead::of(&path, &host))
             .await
             .expect("config load panicked");
@@ -100,9 +100,9 @@ impl Daemon {
     /// as it is now; one still changing is left to settle (the caller waits
     /// [`ConfigView::settle_left`] and asks again).
     pub(super) async fn config_view(&mut self) -> ConfigView {
-        let path = self.config_path.clone();
-        let (confirmed, refused) = (self.config_file.confirmed, self.config_file.refused);
-        let host = self.config.host.clone();
+        let path = self.setup.config_path.clone();
+        let (confirmed, refused) = (self.config.file.confirmed, self.config.file.refused);
+        let host = self.config.current.host.clone();
         let read = tokio::task::spawn_blocking(move || match FileStamp::of(&path) {
             Ok(s) if Some(s) == confirmed => Ok(ConfigView::Current),
             Ok(s) if Some(s) == refused => Ok(ConfigView::Invalid),
@@ -112,14 +112,14 @@ impl Daemon {
         .expect("config read panicked");
         let read = match read {
             Ok(view) => {
-                self.config_file.settled();
+                self.config.file.settled();
                 return view;
             }
             Err(read) => *read,
         };
         let now = SystemTime::now();
         if read.settled(now).is_some() {
-            self.config_file.settled();
+            self.config.file.settled();
             return if self.apply_read(read, Reload::Look).await {
                 ConfigView::Current
             } else {
@@ -127,20 +127,21 @@ impl Daemon {
             };
         }
         let since = *self
-            .config_file
+            .config
+            .file
             .settling_since
             .get_or_insert_with(Instant::now);
         if since.elapsed() > SETTLE_AT_MOST {
-            if !std::mem::replace(&mut self.config_file.unsettled_logged, true) {
+            if !std::mem::replace(&mut self.config.file.unsettled_logged, true) {
                 tracing::warn!(
-                    config = %self.config_path.display(),
+                    config = %self.setup.config_path.display(),
                     "the config file keeps changing; deciding with the config in force, and ending nothing on its strength"
                 );
             }
             return ConfigView::Invalid;
         }
         ConfigView::Settling {
-            same: matches!(&read.loaded, Ok(c) if c == &*self.config),
+            same: matches!(&read.loaded, Ok(c) if c == &*self.config.current),
             left: read.settle_left(now),
         }
     }
@@ -154,22 +155,22 @@ impl Daemon {
     async fn apply_read(&mut self, read: FileRead, how: Reload) -> bool {
         let settled = read.settled(SystemTime::now());
         let always = how != Reload::Look;
-        let shared = self.state.database().is_some();
+        let shared = self.setup.state.database().is_some();
         if shared && how != Reload::Asked {
             // Shared database: the config in force is the published one. A read that finds
             // the last valid text taken (a `touch`, the same bytes written again, or a refused
             // edit undone) is no edit: nothing to apply nor to publish — on a host whose file
             // lags the published config, publishing it would revert the whole fleet.
-            if read.digest.is_some() && read.digest == self.local_digest {
+            if read.digest.is_some() && read.digest == self.config.local_digest {
                 if how == Reload::Edited {
                     tracing::info!(
-                        config = %self.config_path.display(),
+                        config = %self.setup.config_path.display(),
                         "the config file was written but its content is unchanged: nothing to apply or publish"
                     );
                 }
-                self.config_file.confirmed = settled;
-                self.config_file.refused = None;
-                if self.config_file.recorded_error.take().is_some() {
+                self.config.file.confirmed = settled;
+                self.config.file.refused = None;
+                if self.config.file.recorded_error.take().is_some() {
                     // The refused edit was undone: its error leaves the daemon's row.
                     self.record_reload(None).await;
                 }
@@ -179,61 +180,61 @@ impl Daemon {
         if shared && read.loaded.is_ok() {
             // Only a valid text counts as the last one taken: an invalid edit in between must
             // not make the return to the valid text look like an edit.
-            self.local_digest.clone_from(&read.digest);
+            self.config.local_digest.clone_from(&read.digest);
         }
-        if !self.host_flag
+        if !self.setup.host_flag
             && read
                 .file_host
                 .as_ref()
-                .is_some_and(|h| *h != self.config.host)
+                .is_some_and(|h| *h != self.config.current.host)
         {
             // The name says which runs are this host's: it must not change while they run.
             tracing::warn!(
                 "{}: host: changing it needs a daemon restart; this daemon keeps the name {}",
-                self.config_path.display(),
-                self.config.host
+                self.setup.config_path.display(),
+                self.config.current.host
             );
         }
         let (caps, error, applied_new) = match read.loaded {
-            Ok(new) if new.state_dir != self.config.state_dir => {
+            Ok(new) if new.state_dir != self.config.current.state_dir => {
                 let msg = format!(
                     "{}: state_dir: changing the state directory needs a daemon restart; the rest of this edit is not applied",
-                    self.config_path.display()
+                    self.setup.config_path.display()
                 );
                 tracing::error!("{msg}");
-                (caps_json(&self.config), Some(msg), false)
+                (caps_json(&self.config.current), Some(msg), false)
             }
             Ok(new) => {
-                let changed = new != *self.config;
-                if new.http_listen != self.config.http_listen {
+                let changed = new != *self.config.current;
+                if new.http_listen != self.config.current.http_listen {
                     // The listener was bound at start, and rebinding it at a reload could fail
                     // with no one to tell but the log: a restart is the one place it is
                     // checked.
                     tracing::warn!(
                         "{}: http_listen: changing it needs a daemon restart; the HTTP listener stays where it was bound",
-                        self.config_path.display()
+                        self.setup.config_path.display()
                     );
                 }
-                if new.log_format != self.config.log_format {
+                if new.log_format != self.config.current.log_format {
                     // The subscriber (and the shims' shape) was set up once, at start.
                     tracing::warn!(
                         "{}: log_format: changing it needs a daemon restart; the log keeps the shape it started with",
-                        self.config_path.display()
+                        self.setup.config_path.display()
                     );
                 }
                 if changed {
-                    tracing::info!("reloaded {}", self.config_path.display());
-                    self.config = Arc::new(new);
-                    self.observed.set_config(self.config.clone());
-                    self.sweep_removed = true;
+                    tracing::info!("reloaded {}", self.setup.config_path.display());
+                    self.config.current = Arc::new(new);
+                    self.report.observed.set_config(self.config.current.clone());
+                    self.config.sweep_removed = true;
                 }
-                (caps_json(&self.config), None, changed)
+                (caps_json(&self.config.current), None, changed)
             }
             Err(errors) => {
                 let msg = errors.to_string();
                 // Once per refusal, on one line: the same file read again (the watcher and a
                 // `fleet reload` of one edit, a SIGHUP) says nothing new.
-                if self.config_file.recorded_error.as_deref() == Some(msg.as_str()) {
+                if self.config.file.recorded_error.as_deref() == Some(msg.as_str()) {
                     tracing::debug!("reload refused again, for the same errors");
                 } else {
                     tracing::error!(
@@ -241,16 +242,16 @@ impl Daemon {
                         msg.replace('\n', "; ")
                     );
                 }
-                (caps_json(&self.config), Some(msg), false)
+                (caps_json(&self.config.current), Some(msg), false)
             }
         };
         let current = error.is_none();
-        self.config_file.confirmed = settled.filter(|_| current);
-        self.config_file.refused = settled.filter(|_| !current);
-        if !always && !applied_new && error == self.config_file.recorded_error {
+        self.config.file.confirmed = settled.filter(|_| current);
+        self.config.file.refused = settled.filter(|_| !current);
+        if !always && !applied_new && error == self.config.file.recorded_error {
             return current;
         }
-        self.config_file.recorded_error.clone_from(&error);
+        self.config.file.recorded_error.clone_from(&error);
         self.record_reload_caps(caps, error).await;
         if current {
             // An operator's act on this host (a reload asked for, or new content in its
@@ -263,14 +264,14 @@ impl Daemon {
     /// Records in the daemon's row the caps in force and the last reload's error (`None`: the
     /// last reload was good), as `fleet status` shows them.
     async fn record_reload(&mut self, error: Option<String>) {
-        let caps = caps_json(&self.config);
+        let caps = caps_json(&self.config.current);
         self.record_reload_caps(caps, error).await;
     }
 
     /// [`Daemon::record_reload`] with the caps given. A failure is logged.
     async fn record_reload_caps(&mut self, caps: String, error: Option<String>) {
-        let store = self.store.clone();
-        let epoch = self.epoch;
+        let store = self.setup.store.clone();
+        let epoch = self.host.epoch;
         let res = tokio::task::spawn_blocking(move || {
             store.set_daemon_config(epoch, &caps, error.as_deref(), now_ms())
         })
@@ -291,7 +292,7 @@ impl Daemon {
         match self.config_view().await {
             ConfigView::Current => {}
             ConfigView::Settling { left, .. } => {
-                self.sweep_removed = true;
+                self.config.sweep_removed = true;
                 self.wake_within(left);
                 return;
             }
@@ -302,16 +303,16 @@ impl Daemon {
         let listed = unknown.len();
         let gone: Vec<(RunId, String)> = unknown
             .into_iter()
-            .filter(|(_, p)| !self.config.projects.contains_key(p))
+            .filter(|(_, p)| !self.config.current.projects.contains_key(p))
             .collect();
         if gone.len() < listed {
-            let _ = self.events.send(Event::Nudge);
+            let _ = self.setup.events.send(Event::Nudge);
         }
         if gone.is_empty() {
             return;
         }
         let ids: Vec<RunId> = gone.iter().map(|(id, _)| *id).collect();
-        let store = self.store.clone();
+        let store = self.setup.store.clone();
         let res = tokio::task::spawn_blocking(move || {
             store.cancel_queued_runs(&ids, "project removed", now_ms())
         })
@@ -323,7 +324,7 @@ impl Daemon {
                     tracing::info!(
                         run = id,
                         project = %project,
-                        config = %self.config_path.display(),
+                        config = %self.setup.config_path.display(),
                         "run ended: its project is no longer in the config (project removed)"
                     );
                 }
@@ -331,7 +332,7 @@ impl Daemon {
             Err(e) => {
                 // Nothing was written; the next EVAL lists them again.
                 tracing::warn!(error = %e, "could not end the queued runs of removed projects");
-                self.sweep_removed = true;
+                self.config.sweep_removed = true;
             }
         }
     }
@@ -339,7 +340,7 @@ impl Daemon {
     /// Makes the loop wake within `wait`, to look again at something left for later.
     pub(super) fn wake_within(&mut self, wait: Duration) {
         let at = Instant::now() + wait;
-        self.next_due = Some(self.next_due.map_or(at, |d| d.min(at)));
+        self.holds.next_due = Some(self.holds.next_due.map_or(at, |d| d.min(at)));
     }
 }
 

@@ -9,7 +9,7 @@
 //! recovery (no started record ⇒ requeue; started ⇒ adopt or lost). This module must never start
 //! a second shim for a claim, even when it cannot tell whether the first one was started, and
 //! never writes to the database: what it learns goes back to the loop as events, or into
-//! [`Daemon::pending`].
+//! [`Supervised::pending`](super::state::Supervised::pending).
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -45,27 +45,27 @@ impl Daemon {
             shim_moved_on: false,
             adopted: false,
         };
-        let Some(project) = self.config.projects.get(&run.project) else {
+        let Some(project) = self.config.current.projects.get(&run.project) else {
             // Removed between pack and spawn: cannot happen within one EVAL, but never panic.
-            self.pending.push(Transition {
+            self.runs.pending.push(Transition {
                 run_id: run.id,
                 token: run.claim_token,
                 change: store::Change::Requeue {
                     reason: "project not in the config at spawn".into(),
                 },
             });
-            self.slots.insert(slot);
+            self.runs.slots.insert(slot);
             return;
         };
-        let mut args = shim_args(self.state.root(), &run, project);
-        args.log = self.shim_log;
+        let mut args = shim_args(self.setup.state.root(), &run, project);
+        args.log = self.setup.shim_log;
         args.env.extend(super::hook_env::failed_run_env(
-            self.state.root(),
+            self.setup.state.root(),
             &run,
             failed,
         ));
         let (run_id, token) = (run.id, run.claim_token);
-        let events = self.events.clone();
+        let events = self.setup.events.clone();
         if let Some(e) = injected_spawn_error() {
             self.shim_not_started(&run, slot, &args, e);
             return;
@@ -75,11 +75,11 @@ impl Daemon {
                 let shim = crate::sys::process::start_time(pid)
                     .map(|start_time| ShimIdentity { pid, start_time });
                 fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
-                self.spawn_hold.reset();
-                self.slots.insert(slot);
+                self.holds.spawn_hold.reset();
+                self.runs.slots.insert(slot);
                 // A reused shim: the slot of its earlier run must let go of it.
                 if let Some(shim) = shim {
-                    self.slots.set_shim(run_id, shim);
+                    self.runs.slots.set_shim(run_id, shim);
                 }
                 tokio::spawn(watch_shim(report, None, run_id, token, events));
                 return;
@@ -88,13 +88,13 @@ impl Daemon {
                 // A shim may exist: never start a second one for this claim. The pipe's
                 // end-of-file comes when it ends (or at once if none was forked), and the run
                 // files then say which (no `started` record: tombstone and requeue).
-                self.slots.insert(slot);
+                self.runs.slots.insert(slot);
                 tokio::spawn(watch_shim(report, None, run_id, token, events));
                 return;
             }
             Forked::No => {}
         }
-        let mut cmd = tokio::process::Command::new(&self.shim_program);
+        let mut cmd = tokio::process::Command::new(&self.setup.shim_program);
         cmd.arg("shim")
             .args(args.to_args())
             .stdin(std::process::Stdio::null())
@@ -120,13 +120,13 @@ impl Daemon {
             }
         };
         fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
-        self.spawn_hold.reset();
+        self.holds.spawn_hold.reset();
         if let Some(pid) = child.id() {
             let pid = pid as i32;
             slot.shim = crate::sys::process::start_time(pid)
                 .map(|start_time| ShimIdentity { pid, start_time });
         }
-        self.slots.insert(slot);
+        self.runs.slots.insert(slot);
         match child.stdout.take() {
             Some(stdout) => {
                 tokio::spawn(watch_shim(stdout, Some(child), run_id, token, events));
@@ -149,17 +149,17 @@ impl Daemon {
     /// back for a backoff that doubles up to [`SPAWN_HOLD_MAX`] while spawns keep failing; any
     /// other error ends the run `failed` with the reason.
     fn shim_not_started(&mut self, run: &Run, slot: Slot, args: &ShimArgs, e: std::io::Error) {
-        self.observed.metrics.spawn_failed();
+        self.report.observed.metrics.spawn_failed();
         let change = if is_resource_shortage(&e) {
             // Runs claimed in the same EVAL fail alike: one failure doubles the wait, not each.
             // So a failure while the hold is still on leaves it as it is, and only one once
             // it is over (or the first) counts.
             let now = Instant::now();
-            if self.spawn_hold.is_due(now) {
-                self.spawn_hold.fail(now);
+            if self.holds.spawn_hold.is_due(now) {
+                self.holds.spawn_hold.fail(now);
             }
-            let until = self.spawn_hold.due().unwrap_or(now);
-            let wait = self.spawn_hold.wait().unwrap_or_default();
+            let until = self.holds.spawn_hold.due().unwrap_or(now);
+            let wait = self.holds.spawn_hold.wait().unwrap_or_default();
             self.wake_within(until - now);
             tracing::warn!(
                 run = run.id,
@@ -181,7 +181,7 @@ impl Daemon {
             } else {
                 format!(
                     "could not start the shim {}: {e}",
-                    self.shim_program.display()
+                    self.setup.shim_program.display()
                 )
             };
             tracing::error!(
@@ -199,31 +199,31 @@ impl Daemon {
                 finished_at: None,
             }
         };
-        self.pending.push(Transition {
+        self.runs.pending.push(Transition {
             run_id: run.id,
             token: run.claim_token,
             change,
         });
-        self.slots.insert(slot);
-        let _ = self.events.send(Event::Nudge);
+        self.runs.slots.insert(slot);
+        let _ = self.setup.events.send(Event::Nudge);
     }
 
     /// Whether claims may be made: no hold after a resource shortage, or its wait is over.
     pub(super) fn spawn_hold_over(&self) -> bool {
-        self.spawn_hold.is_due(Instant::now())
+        self.holds.spawn_hold.is_due(Instant::now())
     }
 
     /// While claims are held back, makes sure the loop wakes when the hold ends.
     pub(super) fn wake_after_spawn_hold(&mut self) {
         let now = Instant::now();
-        if let Some(until) = self.spawn_hold.due().filter(|until| *until > now) {
+        if let Some(until) = self.holds.spawn_hold.due().filter(|until| *until > now) {
             self.wake_within(until - now);
         }
     }
 
     /// Starts the shim through the fork server, if there is one and it still works.
     fn fork_shim(&mut self, args: &ShimArgs) -> Forked {
-        let Some(server) = self.fork_server.clone() else {
+        let Some(server) = self.setup.fork_server.clone() else {
             return Forked::No;
         };
         let (read, write) = match crate::sys::files::pipe() {
@@ -254,7 +254,7 @@ impl Daemon {
                     fork_server = server.pid(),
                     "the fork server is gone; every shim from now on is exec'd"
                 );
-                self.fork_server = None;
+                self.setup.fork_server = None;
                 server.kill();
                 match e {
                     ForkServerError::Unknown(_) => Forked::Unknown(reader),

@@ -12,20 +12,22 @@ impl Daemon {
     /// The loop completed a turn (an EVAL, or an idle tick): records it in the heartbeat, and
     /// tells the service manager what is due (see the module's documentation).
     pub(super) async fn turn(&mut self) {
-        self.health.turn(store::now_ms());
-        self.published_slots.publish(&self.slots);
-        if !self.notifier.enabled {
+        self.report.health.turn(store::now_ms());
+        self.report.published_slots.publish(&self.runs.slots);
+        if !self.report.notifier.enabled {
             return;
         }
         let now = Instant::now();
-        let ready = !self.notifier.ready;
-        let ping = self.notifier.ping_every.is_some_and(|every| {
-            self.notifier
+        let ready = !self.report.notifier.ready;
+        let ping = self.report.notifier.ping_every.is_some_and(|every| {
+            self.report
+                .notifier
                 .last_ping
                 .is_none_or(|at| now.duration_since(at) >= every)
         });
         let status = if ready
             || self
+                .report
                 .notifier
                 .last_status
                 .is_none_or(|at| now.duration_since(at) >= STATUS_EVERY)
@@ -37,23 +39,23 @@ impl Daemon {
         let mut states = Vec::new();
         if ready {
             states.push(NotifyState::Ready);
-            self.notifier.ready = true;
+            self.report.notifier.ready = true;
         }
         if ping {
             states.push(NotifyState::Watchdog);
-            self.notifier.last_ping = Some(now);
+            self.report.notifier.last_ping = Some(now);
         }
         if let Some(line) = &status {
             states.push(NotifyState::Status(line));
-            self.notifier.last_status = Some(now);
+            self.report.notifier.last_status = Some(now);
         }
-        self.notifier.send(&states);
+        self.report.notifier.send(&states);
     }
 
     /// `N active, M queued`, counted in the database; `None` if it cannot be read now (the
     /// summary waits for the next turn).
     async fn status_line(&self) -> Option<String> {
-        let store = self.store.clone();
+        let store = self.setup.store.clone();
         tokio::task::spawn_blocking(move || {
             let active =
                 store.count_runs(RunStatus::Starting)? + store.count_runs(RunStatus::Running)?;

@@ -15,6 +15,7 @@ impl Daemon {
     /// that was read this time, saying so for one that had failed.
     pub(super) fn note_unreadable(&mut self, unreadable: &[(RunId, u64, String)]) {
         let noted = self
+            .holds
             .reap_failures
             .note(unreadable.iter().map(|(id, _, e)| (*id, e.as_str())));
         for (run, failures) in noted.cleared {
@@ -37,6 +38,7 @@ impl Daemon {
     /// forgotten, and said so.
     pub(super) fn note_unreadable_rows(&mut self, found: &[UnreadableRun]) {
         let noted = self
+            .holds
             .unreadable_rows
             .note(found.iter().map(|r| (r.id, r.error.as_str())));
         for (run, _) in noted.cleared {
