@@ -8,12 +8,12 @@
 //!   the run files);
 //! - [`eval_blocking`] writes them, fires schedules, lists queued runs of projects the config
 //!   does not know, packs the merged running set against the queue heads and claims the picks;
-//! - [`Daemon::eval`] runs both on a blocking thread, then applies the outcome to the slot pool,
+//! - [`eval`](super::eval::eval) runs both on a blocking thread, then applies the outcome to the slot pool,
 //!   logs each run's claim, start and end, starts the shims of the claims ([`super::spawn`]),
 //!   signals cancels ([`super::cancel`]) and hands the listed runs to
-//!   [`Daemon::end_removed`](super::reload), which ends them only once the file confirms their
+//!   [`end_removed`](super::reload), which ends them only once the file confirms their
 //!   projects are gone;
-//! - [`Daemon::shim_running`] and [`Daemon::shim_exited`] take a shim's reports in for the next
+//! - [`shim_running`](super::eval::shim_running) and [`shim_exited`](super::eval::shim_exited) take a shim's reports in for the next
 //!   EVAL: the loop calls them, and never builds a transition itself.
 //!
 //! Reaps (whose retries depend on the project's settings) and schedule firing (overlap,
@@ -42,10 +42,15 @@ use tokio::time::Instant;
 use super::cancel::signal_cancelled;
 use super::follow::{watch_group, watch_lock};
 use super::heads::{candidates, claim_requests, more_heads};
+use super::hosts::{follow_published, keep_log_tails};
+use super::outage::{database_reachable, database_unreachable};
 use super::reap::{reap, SlotView};
-use super::refused::apply_each;
+use super::refused::{apply_each, keep_refused, refused_due, take_due_refused};
+use super::reload::{config_view, end_removed, wake_within};
+use super::spawn::{spawn, spawn_hold_over, wake_after_spawn_hold};
 use super::state::refused::ClaimBackoff;
 use super::state::Daemon;
+use super::unreadable::{note_unreadable, note_unreadable_rows};
 use crate::retry::RetryPolicy;
 
 /// What the blocking half of an EVAL hands back.
@@ -104,283 +109,270 @@ pub(super) const EVAL_RETRY_FIRST: Duration = Duration::from_millis(100);
 /// The longest wait after failed EVALs.
 pub(super) const EVAL_RETRY_MAX: Duration = Duration::from_secs(5);
 
-impl Daemon {
-    /// One EVAL. A store error leaves what is still unwritten in [`Supervised::pending`](super::state::Supervised::pending) and sets a
-    /// backoff; a fenced write (a newer daemon took the state directory over) sets
-    /// [`Membership::fenced`](super::state::Membership::fenced), and the loop stops.
-    pub(super) async fn eval(&mut self) {
-        // On a shared database the config in force is the published one: a newer version is
-        // applied before anything is packed with the caps of the old.
-        self.follow_published().await;
-        // Before anything is decided on the config: is it what the file says now?
-        let view = self.config_view().await;
-        // A reap decides retries from the project's settings: it waits for an unsettled edit.
-        let exited = if view.usable() {
-            std::mem::take(&mut self.runs.exited)
-        } else {
-            Vec::new()
-        };
-        // What waits to be written: transitions decided before, and exits seen but not yet
-        // settled (during an outage, the loop may not have reached an EVAL since they came).
-        let unwritten = self.runs.pending.len() + exited.len();
-        let mut batch = std::mem::take(&mut self.runs.pending);
-        // Refused transitions whose wait is over are tried again with the rest.
-        let retried = self.take_due_refused(&mut batch);
-        let slots: BTreeMap<RunId, SlotView> = self
-            .runs
-            .slots
-            .iter()
-            .map(|s| {
-                let policy = RetryPolicy::for_project(&self.config.current, &s.project);
-                (s.run_id, (s.token, s.attempt, policy, s.command_pid))
-            })
-            .collect();
-        let live = self.runs.slots.running_set();
-        let gates = EvalGates {
-            sweep_removed: self.config.sweep_removed,
-            fire_schedules: view.usable(),
-            claim: self.spawn_hold_over(),
-            config_version: self.host.published_version,
-        };
-        let started = std::time::Instant::now();
-        let config = self.config.current.clone();
-        let store = self.setup.store.clone();
-        let state = self.setup.state.clone();
-        let epoch = self.host.epoch;
-        let mut fire_backoff = std::mem::take(&mut self.holds.fire_backoff);
-        let mut claim_backoff = std::mem::take(&mut self.holds.claim_backoff);
+/// One EVAL. A store error leaves what is still unwritten in [`Supervised::pending`](super::state::Supervised::pending) and sets a
+/// backoff; a fenced write (a newer daemon took the state directory over) sets
+/// [`Membership::fenced`](super::state::Membership::fenced), and the loop stops.
+pub(super) async fn eval(d: &mut Daemon) {
+    // On a shared database the config in force is the published one: a newer version is
+    // applied before anything is packed with the caps of the old.
+    follow_published(d).await;
+    // Before anything is decided on the config: is it what the file says now?
+    let view = config_view(d).await;
+    // A reap decides retries from the project's settings: it waits for an unsettled edit.
+    let exited = if view.usable() {
+        std::mem::take(&mut d.runs.exited)
+    } else {
+        Vec::new()
+    };
+    // What waits to be written: transitions decided before, and exits seen but not yet
+    // settled (during an outage, the loop may not have reached an EVAL since they came).
+    let unwritten = d.runs.pending.len() + exited.len();
+    let mut batch = std::mem::take(&mut d.runs.pending);
+    // Refused transitions whose wait is over are tried again with the rest.
+    let retried = take_due_refused(&mut d.runs.refused, &mut batch);
+    let slots: BTreeMap<RunId, SlotView> = d
+        .runs
+        .slots
+        .iter()
+        .map(|s| {
+            let policy = RetryPolicy::for_project(&d.config.current, &s.project);
+            (s.run_id, (s.token, s.attempt, policy, s.command_pid))
+        })
+        .collect();
+    let live = d.runs.slots.running_set();
+    let gates = EvalGates {
+        sweep_removed: d.config.sweep_removed,
+        fire_schedules: view.usable(),
+        claim: spawn_hold_over(d),
+        config_version: d.host.published_version,
+    };
+    let started = std::time::Instant::now();
+    let config = d.config.current.clone();
+    let store = d.setup.store.clone();
+    let state = d.setup.state.clone();
+    let epoch = d.host.epoch;
+    let mut fire_backoff = std::mem::take(&mut d.holds.fire_backoff);
+    let mut claim_backoff = std::mem::take(&mut d.holds.claim_backoff);
 
-        let (mut outcome, reaped, fire_backoff, claim_backoff) =
-            tokio::task::spawn_blocking(move || {
-                let now = now_ms();
-                let mut reaped = reap(state.root(), exited, &slots, now);
-                batch.append(&mut reaped.transitions);
-                fail::fail_point!("daemon-before-finalize", |_| std::process::abort());
-                let outcome = eval_blocking(
-                    &store,
-                    epoch,
-                    &config,
-                    batch,
-                    live,
-                    gates,
-                    &mut fire_backoff,
-                    &mut claim_backoff,
-                    now,
-                );
-                (outcome, reaped, fire_backoff, claim_backoff)
-            })
-            .await
-            .expect("EVAL panicked");
-        self.holds.fire_backoff = fire_backoff;
-        self.holds.claim_backoff = claim_backoff;
-        fail::fail_point!("daemon-after-finalize", |_| std::process::abort());
-
-        self.note_unreadable(&reaped.unreadable);
-        if let Some(rows) = &outcome.unreadable_active {
-            self.note_unreadable_rows(rows);
-        }
-        self.runs.exited.extend(
-            reaped
-                .unreadable
-                .into_iter()
-                .map(|(id, token, _)| (id, token)),
-        );
-        for (run_id, token) in reaped.still_locked {
-            watch_lock(
-                self.setup.state.root(),
-                run_id,
-                token,
-                self.setup.events.clone(),
+    let (mut outcome, reaped, fire_backoff, claim_backoff) =
+        tokio::task::spawn_blocking(move || {
+            let now = now_ms();
+            let mut reaped = reap(state.root(), exited, &slots, now);
+            batch.append(&mut reaped.transitions);
+            fail::fail_point!("daemon-before-finalize", |_| std::process::abort());
+            let outcome = eval_blocking(
+                &store,
+                epoch,
+                &config,
+                batch,
+                live,
+                gates,
+                &mut fire_backoff,
+                &mut claim_backoff,
+                now,
             );
-        }
-        for (run_id, token, pgid, session) in reaped.orphaned {
-            watch_group(pgid, session, run_id, token, self.setup.events.clone());
-        }
-        for (run_id, applied) in &outcome.applied {
-            log_applied(*run_id, applied);
-        }
-        self.forget_ended(&outcome.applied).await;
-        self.keep_log_tails(&outcome.applied).await;
-        if let Some((err, mut unapplied)) = outcome.failed {
-            unapplied.append(&mut outcome.refused);
-            self.failed(err, unapplied);
-            return;
-        }
-        // Refused even alone: tried again after a wait of its own; everything else went on.
-        self.keep_refused(std::mem::take(&mut outcome.refused), &retried);
-        self.holds.backoff.reset();
-        self.database_reachable_after(unwritten);
-        self.config.sweep_removed = false;
-        let metrics = &self.report.observed.metrics;
-        metrics.claimed(&outcome.claimed, now_ms());
-        let next = match (outcome.next_not_before, outcome.next_occurrence) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        self.holds.next_due = next.map(|at| {
-            let ms = at.saturating_sub(now_ms()).max(0) as u64;
-            Instant::now() + Duration::from_millis(ms)
-        });
-        if let Some(at) = self.refused_due() {
-            self.holds.next_due = Some(self.holds.next_due.map_or(at, |d| d.min(at)));
-        }
-        // A run held back after a refused claim is asked for again once its wait is over; the
-        // runs behind it in its project are asked for at once, in its place (an EVAL now).
-        let now = now_ms();
-        self.report
-            .observed
-            .metrics
-            .refused_claims(self.holds.claim_backoff.held_at(now));
-        if let Some(at) = self.holds.claim_backoff.next_due(now) {
-            let at = Instant::now() + Duration::from_millis(at.saturating_sub(now).max(0) as u64);
-            self.holds.next_due = Some(self.holds.next_due.map_or(at, |d| d.min(at)));
-        }
-        if outcome.claims_refused > 0 {
-            self.wake_within(Duration::ZERO);
-        }
-        self.wake_after_spawn_hold();
-        if let (false, Some(left)) = (view.usable(), view.settle_left()) {
-            // Reaps and schedules waited for the edit: look again once it has settled.
-            self.wake_within(left);
-        }
+            (outcome, reaped, fire_backoff, claim_backoff)
+        })
+        .await
+        .expect("EVAL panicked");
+    d.holds.fire_backoff = fire_backoff;
+    d.holds.claim_backoff = claim_backoff;
+    fail::fail_point!("daemon-after-finalize", |_| std::process::abort());
 
-        for run in outcome.claimed {
-            tracing::info!(
-                run = run.id,
-                project = %run.project,
-                attempt = run.attempt,
-                namespace = %run.namespace,
-                "run claimed"
-            );
-            let failed = run.hook_of.and_then(|id| outcome.failed_runs.get(&id));
-            self.spawn(run, failed);
-        }
-        signal_cancelled(
-            &mut self.runs.slots,
-            self.setup.state.root(),
-            &outcome.db_active,
+    note_unreadable(&mut d.holds.reap_failures, &reaped.unreadable);
+    if let Some(rows) = &outcome.unreadable_active {
+        note_unreadable_rows(&mut d.holds.unreadable_rows, rows);
+    }
+    d.runs.exited.extend(
+        reaped
+            .unreadable
+            .into_iter()
+            .map(|(id, token, _)| (id, token)),
+    );
+    for (run_id, token) in reaped.still_locked {
+        watch_lock(d.setup.state.root(), run_id, token, d.setup.events.clone());
+    }
+    for (run_id, token, pgid, session) in reaped.orphaned {
+        watch_group(pgid, session, run_id, token, d.setup.events.clone());
+    }
+    for (run_id, applied) in &outcome.applied {
+        log_applied(*run_id, applied);
+    }
+    forget_ended(d, &outcome.applied).await;
+    keep_log_tails(d, &outcome.applied).await;
+    if let Some((err, mut unapplied)) = outcome.failed {
+        unapplied.append(&mut outcome.refused);
+        eval_failed(d, err, unapplied);
+        return;
+    }
+    // Refused even alone: tried again after a wait of its own; everything else went on.
+    keep_refused(
+        &mut d.runs.refused,
+        &d.report.observed.metrics,
+        std::mem::take(&mut outcome.refused),
+        &retried,
+    );
+    d.holds.backoff.reset();
+    database_reachable(&mut d.holds, &d.report.health, &mut d.recovery, unwritten);
+    d.config.sweep_removed = false;
+    let metrics = &d.report.observed.metrics;
+    metrics.claimed(&outcome.claimed, now_ms());
+    let next = match (outcome.next_not_before, outcome.next_occurrence) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    d.holds.next_due = next.map(|at| {
+        let ms = at.saturating_sub(now_ms()).max(0) as u64;
+        Instant::now() + Duration::from_millis(ms)
+    });
+    if let Some(at) = refused_due(&d.runs.refused) {
+        d.holds.next_due = Some(d.holds.next_due.map_or(at, |d| d.min(at)));
+    }
+    // A run held back after a refused claim is asked for again once its wait is over; the
+    // runs behind it in its project are asked for at once, in its place (an EVAL now).
+    let now = now_ms();
+    d.report
+        .observed
+        .metrics
+        .refused_claims(d.holds.claim_backoff.held_at(now));
+    if let Some(at) = d.holds.claim_backoff.next_due(now) {
+        let at = Instant::now() + Duration::from_millis(at.saturating_sub(now).max(0) as u64);
+        d.holds.next_due = Some(d.holds.next_due.map_or(at, |d| d.min(at)));
+    }
+    if outcome.claims_refused > 0 {
+        wake_within(d, Duration::ZERO);
+    }
+    wake_after_spawn_hold(d);
+    if let (false, Some(left)) = (view.usable(), view.settle_left()) {
+        // Reaps and schedules waited for the edit: look again once it has settled.
+        wake_within(d, left);
+    }
+
+    for run in outcome.claimed {
+        tracing::info!(
+            run = run.id,
+            project = %run.project,
+            attempt = run.attempt,
+            namespace = %run.namespace,
+            "run claimed"
         );
-        self.report.observed.metrics.eval_took(started.elapsed());
-        // Last: it may read (and apply) a newer file, and the claims above were packed with the
-        // config they will be spawned with.
-        if !outcome.unknown_queued.is_empty() {
-            self.end_removed(outcome.unknown_queued).await;
-        }
+        let failed = run.hook_of.and_then(|id| outcome.failed_runs.get(&id));
+        spawn(d, run, failed);
     }
-
-    /// A shim reported that its run's command started, with the command's pid: the `running`
-    /// transition is written by the next EVAL, with the others.
-    pub(super) fn shim_running(&mut self, run_id: RunId, token: u64, pid: i32) {
-        if let Some(slot) = self.runs.slots.get_mut(run_id).filter(|s| s.token == token) {
-            slot.command_pid = Some(pid);
-        }
-        self.runs.pending.push(Transition {
-            run_id,
-            token,
-            change: store::Change::Running { pid: Some(pid) },
-        });
+    signal_cancelled(&mut d.runs.slots, d.setup.state.root(), &outcome.db_active);
+    d.report.observed.metrics.eval_took(started.elapsed());
+    // Last: it may read (and apply) a newer file, and the claims above were packed with the
+    // config they will be spawned with.
+    if !outcome.unknown_queued.is_empty() {
+        end_removed(d, outcome.unknown_queued).await;
     }
+}
 
-    /// A shim of the claim `token` is gone: the next EVAL reaps it (reads its run files).
-    pub(super) fn shim_exited(&mut self, run_id: RunId, token: u64) {
-        self.runs.exited.push((run_id, token));
+/// A shim reported that its run's command started, with the command's pid: the `running`
+/// transition is written by the next EVAL, with the others.
+pub(super) fn shim_running(d: &mut Daemon, run_id: RunId, token: u64, pid: i32) {
+    if let Some(slot) = d.runs.slots.get_mut(run_id).filter(|s| s.token == token) {
+        slot.command_pid = Some(pid);
     }
+    d.runs.pending.push(Transition {
+        run_id,
+        token,
+        change: store::Change::Running { pid: Some(pid) },
+    });
+}
 
-    /// Removes from the slot pool the runs whose transition left them past active (ended, or
-    /// queued again), and those the database already holds past it.
-    async fn forget_ended(&mut self, applied: &[(RunId, Applied)]) {
-        for (run_id, applied) in applied {
-            match applied {
-                Applied::Done { status, .. } => {
-                    if status.is_terminal() || *status == RunStatus::Queued {
-                        self.runs.slots.remove(*run_id);
-                    }
+/// A shim of the claim `token` is gone: the next EVAL reaps it (reads its run files).
+pub(super) fn shim_exited(d: &mut Daemon, run_id: RunId, token: u64) {
+    d.runs.exited.push((run_id, token));
+}
+
+/// Removes from the slot pool the runs whose transition left them past active (ended, or
+/// queued again), and those the database already holds past it.
+async fn forget_ended(d: &mut Daemon, applied: &[(RunId, Applied)]) {
+    for (run_id, applied) in applied {
+        match applied {
+            Applied::Done { status, .. } => {
+                if status.is_terminal() || *status == RunStatus::Queued {
+                    d.runs.slots.remove(*run_id);
                 }
-                Applied::Skipped(why) => {
-                    // `Some(None)`: the row is gone; `None`: it could not be read.
-                    let status = match self.store_get(*run_id).await {
-                        Ok(run) => Some(Some(run.status)),
-                        Err(StoreError::UnknownRun(_)) => Some(None),
-                        Err(_) => None,
-                    };
-                    match status {
-                        // Moved back under its claim, or deleted, by another writer: what the
-                        // claim's shim reported is not written, so it is said here.
-                        Some(Some(RunStatus::Queued) | None) => {
-                            tracing::warn!(run = run_id, why = %why, "transition skipped");
-                        }
-                        // Ended already (by `fleet hosts forget`, or another writer), or under
-                        // a newer claim.
-                        _ => tracing::debug!(run = run_id, why = %why, "transition skipped"),
+            }
+            Applied::Skipped(why) => {
+                // `Some(None)`: the row is gone; `None`: it could not be read.
+                let status = match store_get(d, *run_id).await {
+                    Ok(run) => Some(Some(run.status)),
+                    Err(StoreError::UnknownRun(_)) => Some(None),
+                    Err(_) => None,
+                };
+                match status {
+                    // Moved back under its claim, or deleted, by another writer: what the
+                    // claim's shim reported is not written, so it is said here.
+                    Some(Some(RunStatus::Queued) | None) => {
+                        tracing::warn!(run = run_id, why = %why, "transition skipped");
                     }
-                    // The slot goes with its shim's hold on the run, whatever the row says.
-                    if self.shim_done_with(*run_id, status) {
-                        self.runs.slots.remove(*run_id);
-                    }
+                    // Ended already (by `fleet hosts forget`, or another writer), or under
+                    // a newer claim.
+                    _ => tracing::debug!(run = run_id, why = %why, "transition skipped"),
+                }
+                // The slot goes with its shim's hold on the run, whatever the row says.
+                if shim_done_with(d, *run_id, status) {
+                    d.runs.slots.remove(*run_id);
                 }
             }
         }
     }
+}
 
-    /// Whether the shim of `run_id`'s slot is done with the run, so that the slot may go
-    /// although no end of this daemon's was written: its row was ended, queued again or
-    /// removed by someone else (`status`: the row's status, `Some(None)` when it is gone,
-    /// `None` when it could not be read). While the shim holds the run's lock its command runs,
-    /// and takes its seat under every cap. (A slot of a newer claim of this host has that
-    /// claim's shim.) A shim alive without the lock has ended the run and may be on another by
-    /// now (the fork server reuses shims); one that moved on is known to have. A slot whose
-    /// shim cannot be told goes when the row says the run is no longer active.
-    pub(super) fn shim_done_with(&self, run_id: RunId, status: Option<Option<RunStatus>>) -> bool {
-        match self
-            .runs
-            .slots
-            .get(run_id)
-            .map(|s| (s.shim, s.shim_moved_on))
-        {
-            Some((Some(shim), _)) => {
-                !shim.is_alive()
-                    || matches!(
-                        RunFiles::new(self.setup.state.root(), run_id).is_locked(),
-                        Ok(false)
-                    )
-            }
-            Some((None, true)) => true,
-            Some((None, false)) => matches!(status, Some(Some(s)) if !s.is_active()),
-            None => false,
+/// Whether the shim of `run_id`'s slot is done with the run, so that the slot may go
+/// although no end of this daemon's was written: its row was ended, queued again or
+/// removed by someone else (`status`: the row's status, `Some(None)` when it is gone,
+/// `None` when it could not be read). While the shim holds the run's lock its command runs,
+/// and takes its seat under every cap. (A slot of a newer claim of this host has that
+/// claim's shim.) A shim alive without the lock has ended the run and may be on another by
+/// now (the fork server reuses shims); one that moved on is known to have. A slot whose
+/// shim cannot be told goes when the row says the run is no longer active.
+pub(super) fn shim_done_with(d: &Daemon, run_id: RunId, status: Option<Option<RunStatus>>) -> bool {
+    match d.runs.slots.get(run_id).map(|s| (s.shim, s.shim_moved_on)) {
+        Some((Some(shim), _)) => {
+            !shim.is_alive()
+                || matches!(
+                    RunFiles::new(d.setup.state.root(), run_id).is_locked(),
+                    Ok(false)
+                )
         }
+        Some((None, true)) => true,
+        Some((None, false)) => matches!(status, Some(Some(s)) if !s.is_active()),
+        None => false,
     }
+}
 
-    /// After a store error: keep what is unwritten for the next EVAL and back off (100 ms,
-    /// doubling up to 5 s; for an unreachable database, see [`super::outage`]) — or, when fenced
-    /// off, stop for good.
-    fn failed(&mut self, err: StoreError, unapplied: Vec<Transition>) {
-        if let StoreError::Fenced { .. } = err {
-            // Another daemon took the state directory over: this one must not write again.
-            tracing::error!(error = %err, "fenced off: stopping");
-            self.host.fenced = Some(err);
-            return;
-        }
-        // Kept first: the exits reaped during an outage are written once it ends.
-        self.runs.pending = unapplied;
-        if self.database_unreachable(&err, "EVAL") {
-            return;
-        }
-        if err.is_busy() {
-            self.report.observed.metrics.busy_retry();
-        }
-        self.holds
-            .backoff
-            .set_limits(EVAL_RETRY_FIRST, EVAL_RETRY_MAX);
-        let wait = self.holds.backoff.fail(Instant::now());
-        tracing::warn!(error = %err, retry_in_ms = wait.as_millis() as u64, "EVAL could not finish; retrying later");
+/// After a store error: keep what is unwritten for the next EVAL and back off (100 ms,
+/// doubling up to 5 s; for an unreachable database, see [`super::outage`]) — or, when fenced
+/// off, stop for good.
+fn eval_failed(d: &mut Daemon, err: StoreError, unapplied: Vec<Transition>) {
+    if let StoreError::Fenced { .. } = err {
+        // Another daemon took the state directory over: this one must not write again.
+        tracing::error!(error = %err, "fenced off: stopping");
+        d.host.fenced = Some(err);
+        return;
     }
+    // Kept first: the exits reaped during an outage are written once it ends.
+    d.runs.pending = unapplied;
+    if database_unreachable(&mut d.holds, &d.report.health, &err, "EVAL") {
+        return;
+    }
+    if err.is_busy() {
+        d.report.observed.metrics.busy_retry();
+    }
+    d.holds.backoff.set_limits(EVAL_RETRY_FIRST, EVAL_RETRY_MAX);
+    let wait = d.holds.backoff.fail(Instant::now());
+    tracing::warn!(error = %err, retry_in_ms = wait.as_millis() as u64, "EVAL could not finish; retrying later");
+}
 
-    async fn store_get(&self, id: RunId) -> Result<Run, StoreError> {
-        let store = self.setup.store.clone();
-        tokio::task::spawn_blocking(move || store.get_run(id))
-            .await
-            .expect("get_run panicked")
-    }
+async fn store_get(d: &Daemon, id: RunId) -> Result<Run, StoreError> {
+    let store = d.setup.store.clone();
+    tokio::task::spawn_blocking(move || store.get_run(id))
+        .await
+        .expect("get_run panicked")
 }
 
 /// The blocking half of an EVAL: write the reaped transitions (`batch`), fire due schedule

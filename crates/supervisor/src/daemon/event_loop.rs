@@ -13,8 +13,8 @@
 //! ever be read, and a daemon started meanwhile may have taken what is there now.
 //!
 //! This module decides *when* to EVAL, never *what* an EVAL does: it must not touch the
-//! database or the slot pool except through the phases ([`Daemon::recover`],
-//! [`Daemon::reload_config`], [`Daemon::eval`]) and the epoch read of [`still_opened`].
+//! database or the slot pool except through the phases ([`recover`](super::recover::recover),
+//! [`reload_config`](super::reload::reload_config), [`eval`](super::eval::eval)) and the epoch read of [`still_opened`].
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,9 +22,15 @@ use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::config_file::RELOAD_SETTLE;
+use super::eval::{eval, shim_exited, shim_running};
 use super::events::{Event, Inbox};
+use super::hosts::{heartbeat, rejoin};
+use super::outage::database_down;
+use super::recover::{reconcile, recover, resettle};
 use super::reload;
+use super::reload::reload_config;
 use super::state::Daemon;
+use super::turn::turn;
 use crate::statedir::{Opened, StateDirError};
 
 /// A tick runs a full EVAL at least this often, even when nothing seems to have changed.
@@ -52,7 +58,7 @@ pub(super) async fn run(
     let mut tick = ticker(daemon.config.current.tick);
     let mut last_look = Instant::now();
     let mut prune = super::prune_step::PruneStep::new();
-    let mut heartbeat = None;
+    let mut last_heartbeat = None;
     loop {
         let due = wake.timer(daemon);
         let by_tick = tokio::select! {
@@ -79,7 +85,7 @@ pub(super) async fn run(
                 return Err(e);
             }
         }
-        daemon.heartbeat(&mut heartbeat).await;
+        heartbeat(daemon, &mut last_heartbeat).await;
         if !fenced_may_go_on(daemon).await {
             return Ok(());
         }
@@ -93,14 +99,14 @@ pub(super) async fn run(
             } else {
                 reload::Reload::Edited
             };
-            daemon.reload_config(how).await;
+            reload_config(daemon, how).await;
         }
         if tick.period() != daemon.config.current.tick {
             tick = ticker(daemon.config.current.tick);
             daemon.report.health.set_tick(daemon.config.current.tick);
         }
         if !daemon.holds.backoff.is_due(Instant::now()) {
-            if daemon.database_down() {
+            if database_down(&daemon.holds) {
                 // Alive and waiting for the database, as it should: the watchdog hears so.
                 daemon.report.notifier.outage_ping();
             }
@@ -109,24 +115,24 @@ pub(super) async fn run(
         if !daemon.recovery.done {
             // Recovery could not read the database at startup: nothing may be claimed before the
             // runs a previous daemon left are adopted or settled.
-            daemon.recover().await;
+            recover(daemon).await;
             if !daemon.recovery.done {
                 continue;
             }
         }
-        daemon.resettle().await;
+        resettle(daemon).await;
         // Never waited for: it runs on a blocking thread while the loop goes on. Not while the
         // database cannot be reached: it would only fail again.
-        if !daemon.database_down() {
+        if !database_down(&daemon.holds) {
             prune.maybe_start(daemon);
         }
         if by_tick && ticks.nothing_changed(daemon).await {
             // An idle tick is a turn too: the loop is alive and has nothing to do.
-            daemon.turn().await;
+            turn(&mut daemon.report, &daemon.runs.slots, &daemon.setup.store).await;
             continue;
         }
         ticks.last_eval = Some((Instant::now(), store::now_ms()));
-        daemon.eval().await;
+        eval(daemon).await;
         if !fenced_may_go_on(daemon).await {
             return Ok(());
         }
@@ -134,22 +140,22 @@ pub(super) async fn run(
         if daemon.holds.backoff.is_reset() {
             if daemon.recovery.reconcile_due {
                 // After an outage, once everything decided during it is written.
-                daemon.reconcile().await;
+                reconcile(daemon).await;
             }
-            daemon.turn().await;
+            turn(&mut daemon.report, &daemon.runs.slots, &daemon.setup.store).await;
         }
     }
 }
 
 /// After a write refused as fenced: false when the daemon must stop (another daemon of this
-/// host took over); when an operator forgot this host, it rejoins ([`Daemon::rejoin`]) and
+/// host took over); when an operator forgot this host, it rejoins ([`rejoin`](super::hosts::rejoin)) and
 /// goes on. True when nothing was refused.
 async fn fenced_may_go_on(daemon: &mut Daemon) -> bool {
     match &daemon.host.fenced {
         None => true,
         Some(store::StoreError::Fenced {
             forgotten: true, ..
-        }) => daemon.rejoin().await,
+        }) => rejoin(daemon).await,
         Some(_) => false,
     }
 }
@@ -167,7 +173,7 @@ async fn fenced_may_go_on(daemon: &mut Daemon) -> bool {
 /// it is read again at the first tick after the outage.
 async fn still_opened(daemon: &Daemon, opened: &Opened) -> Result<(), StateDirError> {
     daemon.setup.state.check_opened(opened)?;
-    if daemon.database_down() {
+    if database_down(&daemon.holds) {
         return Ok(());
     }
     let store = daemon.setup.store.clone();
@@ -219,11 +225,11 @@ struct Wakeup {
 
 impl Wakeup {
     /// Takes one event in: shim reports go to the EVAL that will act on them
-    /// ([`Daemon::shim_running`], [`Daemon::shim_exited`]), the rest to the loop.
+    /// ([`shim_running`](super::eval::shim_running), [`shim_exited`](super::eval::shim_exited)), the rest to the loop.
     fn note(&mut self, daemon: &mut Daemon, event: Event) {
         match event {
-            Event::ShimRunning { run_id, token, pid } => daemon.shim_running(run_id, token, pid),
-            Event::ShimExited { run_id, token } => daemon.shim_exited(run_id, token),
+            Event::ShimRunning { run_id, token, pid } => shim_running(daemon, run_id, token, pid),
+            Event::ShimExited { run_id, token } => shim_exited(daemon, run_id, token),
             Event::Nudge => {}
             Event::Reload => {
                 self.reload_now = true;
@@ -327,7 +333,7 @@ impl TickFilter {
         let Some(probe) = self.probe.clone() else {
             // A new probe's first look says "changed": this tick EVALs either way, and the
             // notices missed while it was gone cannot be lost.
-            if !daemon.database_down() {
+            if !database_down(&daemon.holds) {
                 match open_probe(&daemon.setup.store).await {
                     Ok(p) => self.probe = Some(p),
                     Err(e) => tracing::debug!(error = %e, "cannot open the change probe yet"),

@@ -39,6 +39,8 @@ use store::{
 };
 
 use super::cancel::identify_shim;
+use super::eval::shim_done_with;
+use super::outage::database_unreachable;
 use super::state::Daemon;
 use crate::sys::signals::Signal;
 
@@ -54,329 +56,326 @@ pub(super) fn warn_taken(run: &Run, sent: bool) {
     );
 }
 
-impl Daemon {
-    /// On a shared database, records this host's heartbeat when the last one is
-    /// [`HEARTBEAT_EVERY_MS`] old. Called
-    /// from the loop itself, never from a timer task of its own: a stuck loop must look silent.
-    /// A refusal as fenced is kept in [`Membership::fenced`](super::state::Membership::fenced), as any write's; other failures are
-    /// logged and tried at the next turn.
-    pub(super) async fn heartbeat(&mut self, last: &mut Option<Instant>) {
-        // SQLite: one host, whose liveness is its daemon lock (`fleet status`); a write every
-        // 2 s would only wake an idle daemon's EVAL (the change probe sees every commit).
-        if self.setup.state.database().is_none() {
-            return;
-        }
-        if last.is_some_and(|at| at.elapsed().as_millis() < HEARTBEAT_EVERY_MS as u128) {
-            return;
-        }
-        *last = Some(Instant::now());
-        let local = std::fs::read(&self.setup.config_path).ok();
-        let info = HostInfo {
-            config_version: self.host.published_version,
-            // Of the text as it would be published: the password left out, as on the
-            // published side, so a file differing by its password alone does not differ.
-            config_digest: local.map(|bytes| self.published_digest_of(&bytes)),
-            http_addr: self.host.http_addr.clone(),
-        };
-        let store = self.setup.store.clone();
-        let epoch = self.host.epoch;
-        let done = tokio::task::spawn_blocking(move || store.heartbeat(epoch, &info, now_ms()))
-            .await
-            .expect("heartbeat panicked");
-        match done {
-            Ok(()) => {}
-            Err(e @ StoreError::Fenced { .. }) => self.host.fenced = Some(e),
-            Err(e) if self.database_unreachable(&e, "heartbeat") => {}
-            Err(e) => tracing::warn!(error = %e, "could not record the heartbeat; trying again"),
-        }
+/// On a shared database, records this host's heartbeat when the last one is
+/// [`HEARTBEAT_EVERY_MS`] old. Called
+/// from the loop itself, never from a timer task of its own: a stuck loop must look silent.
+/// A refusal as fenced is kept in [`Membership::fenced`](super::state::Membership::fenced), as any write's; other failures are
+/// logged and tried at the next turn.
+pub(super) async fn heartbeat(d: &mut Daemon, last: &mut Option<Instant>) {
+    // SQLite: one host, whose liveness is its daemon lock (`fleet status`); a write every
+    // 2 s would only wake an idle daemon's EVAL (the change probe sees every commit).
+    if d.setup.state.database().is_none() {
+        return;
     }
-
-    /// [`config::published_digest`] of the local file's `bytes`, remembered in
-    /// [`Membership::heartbeat_digest`](super::state::Membership::heartbeat_digest) by the digest of the bytes themselves.
-    fn published_digest_of(&mut self, bytes: &[u8]) -> String {
-        let raw = config::digest(bytes);
-        match &self.host.heartbeat_digest {
-            Some((seen, published)) if *seen == raw => published.clone(),
-            _ => {
-                let published = config::published_digest(bytes);
-                self.host.heartbeat_digest = Some((raw, published.clone()));
-                published
-            }
-        }
+    if last.is_some_and(|at| at.elapsed().as_millis() < HEARTBEAT_EVERY_MS as u128) {
+        return;
     }
-
-    /// On a shared database: publishes this host's local fleet.toml as the fleet's config —
-    /// at start (`always` false) only when nothing is published yet; after an operator's
-    /// reload or an edit of its content (`always`) as the next version whenever its digest
-    /// differs from the published one (the same text is not published twice). What is
-    /// published is [`config::published_text`]: the file with its `database` password
-    /// masked, under its digest. A failure is logged; the heartbeat shows the version this
-    /// host published, if any.
-    pub(super) async fn publish_local(&mut self, always: bool) {
-        if self.setup.state.database().is_none() {
-            return;
-        }
-        let Ok(text) = std::fs::read_to_string(&self.setup.config_path) else {
-            return;
-        };
-        let text = config::published_text(&text).into_owned();
-        let digest = config::digest(text.as_bytes());
-        let store = self.setup.store.clone();
-        let epoch = self.host.epoch;
-        let done = tokio::task::spawn_blocking(move || match store.published_config()? {
-            // Compared as every host compares a file with the published text: by the digest of
-            // each one's masked text (a text an earlier version published holds the password).
-            Some(p) if !always => Ok(if config::published_digest(p.text.as_bytes()) == digest {
-                Some(p.version)
-            } else {
-                None
-            }),
-            // By the digest stored with it: a text published with its password (by an earlier
-            // version) never matches, so an operator's reload replaces it with a masked one.
-            Some(p) if p.digest == digest => Ok(Some(p.version)),
-            _ => store
-                .publish_config(epoch, &text, &digest, now_ms())
-                .map(Some),
-        })
+    *last = Some(Instant::now());
+    let local = std::fs::read(&d.setup.config_path).ok();
+    let info = HostInfo {
+        config_version: d.host.published_version,
+        // Of the text as it would be published: the password left out, as on the
+        // published side, so a file differing by its password alone does not differ.
+        config_digest: local.map(|bytes| published_digest_of(d, &bytes)),
+        http_addr: d.host.http_addr.clone(),
+    };
+    let store = d.setup.store.clone();
+    let epoch = d.host.epoch;
+    let done = tokio::task::spawn_blocking(move || store.heartbeat(epoch, &info, now_ms()))
         .await
-        .expect("publishing the config panicked");
-        match done {
-            Ok(Some(version)) => {
-                tracing::info!(version, "the config is published");
-                self.host.published_version = Some(version);
-            }
-            Ok(None) => tracing::warn!(
-                "this host's fleet.toml differs from the config published for the fleet"
-            ),
-            Err(e @ StoreError::Fenced { .. }) => self.host.fenced = Some(e),
-            Err(e) => tracing::warn!(error = %e, "could not publish the config"),
+        .expect("heartbeat panicked");
+    match done {
+        Ok(()) => {}
+        Err(e @ StoreError::Fenced { .. }) => d.host.fenced = Some(e),
+        Err(e) if database_unreachable(&mut d.holds, &d.report.health, &e, "heartbeat") => {}
+        Err(e) => tracing::warn!(error = %e, "could not record the heartbeat; trying again"),
+    }
+}
+
+/// [`config::published_digest`] of the local file's `bytes`, remembered in
+/// [`Membership::heartbeat_digest`](super::state::Membership::heartbeat_digest) by the digest of the bytes themselves.
+fn published_digest_of(d: &mut Daemon, bytes: &[u8]) -> String {
+    let raw = config::digest(bytes);
+    match &d.host.heartbeat_digest {
+        Some((seen, published)) if *seen == raw => published.clone(),
+        _ => {
+            let published = config::published_digest(bytes);
+            d.host.heartbeat_digest = Some((raw, published.clone()));
+            published
         }
     }
+}
 
-    /// On a shared database: applies the published config when its version is not the one in
-    /// force here — parsed and checked exactly as a local file, with this host's own keys
-    /// (`host`, `state_dir`, `database`, `http_listen`, `log_format`) kept. One this build
-    /// cannot read is logged and recorded as the reload error; the last good config stays,
-    /// and the claims, still carrying the old version, claim nothing until a readable one is
-    /// published.
-    pub(super) async fn follow_published(&mut self) {
-        if self.setup.state.database().is_none() {
+/// On a shared database: publishes this host's local fleet.toml as the fleet's config —
+/// at start (`always` false) only when nothing is published yet; after an operator's
+/// reload or an edit of its content (`always`) as the next version whenever its digest
+/// differs from the published one (the same text is not published twice). What is
+/// published is [`config::published_text`]: the file with its `database` password
+/// masked, under its digest. A failure is logged; the heartbeat shows the version this
+/// host published, if any.
+pub(super) async fn publish_local(d: &mut Daemon, always: bool) {
+    if d.setup.state.database().is_none() {
+        return;
+    }
+    let Ok(text) = std::fs::read_to_string(&d.setup.config_path) else {
+        return;
+    };
+    let text = config::published_text(&text).into_owned();
+    let digest = config::digest(text.as_bytes());
+    let store = d.setup.store.clone();
+    let epoch = d.host.epoch;
+    let done = tokio::task::spawn_blocking(move || match store.published_config()? {
+        // Compared as every host compares a file with the published text: by the digest of
+        // each one's masked text (a text an earlier version published holds the password).
+        Some(p) if !always => Ok(if config::published_digest(p.text.as_bytes()) == digest {
+            Some(p.version)
+        } else {
+            None
+        }),
+        // By the digest stored with it: a text published with its password (by an earlier
+        // version) never matches, so an operator's reload replaces it with a masked one.
+        Some(p) if p.digest == digest => Ok(Some(p.version)),
+        _ => store
+            .publish_config(epoch, &text, &digest, now_ms())
+            .map(Some),
+    })
+    .await
+    .expect("publishing the config panicked");
+    match done {
+        Ok(Some(version)) => {
+            tracing::info!(version, "the config is published");
+            d.host.published_version = Some(version);
+        }
+        Ok(None) => {
+            tracing::warn!("this host's fleet.toml differs from the config published for the fleet")
+        }
+        Err(e @ StoreError::Fenced { .. }) => d.host.fenced = Some(e),
+        Err(e) => tracing::warn!(error = %e, "could not publish the config"),
+    }
+}
+
+/// On a shared database: applies the published config when its version is not the one in
+/// force here — parsed and checked exactly as a local file, with this host's own keys
+/// (`host`, `state_dir`, `database`, `http_listen`, `log_format`) kept. One this build
+/// cannot read is logged and recorded as the reload error; the last good config stays,
+/// and the claims, still carrying the old version, claim nothing until a readable one is
+/// published.
+pub(super) async fn follow_published(d: &mut Daemon) {
+    if d.setup.state.database().is_none() {
+        return;
+    }
+    let store = d.setup.store.clone();
+    let published = tokio::task::spawn_blocking(move || store.published_config())
+        .await
+        .expect("reading the published config panicked");
+    let p = match published {
+        Ok(Some(p)) if Some(p.version) != d.host.published_version => p,
+        Ok(_) => return,
+        Err(e) => {
+            if !database_unreachable(
+                &mut d.holds,
+                &d.report.health,
+                &e,
+                "reading the published config",
+            ) {
+                tracing::warn!(error = %e, "could not read the published config");
+            }
             return;
         }
-        let store = self.setup.store.clone();
-        let published = tokio::task::spawn_blocking(move || store.published_config())
-            .await
-            .expect("reading the published config panicked");
-        let p = match published {
-            Ok(Some(p)) if Some(p.version) != self.host.published_version => p,
-            Ok(_) => return,
-            Err(e) => {
-                if !self.database_unreachable(&e, "reading the published config") {
-                    tracing::warn!(error = %e, "could not read the published config");
+    };
+    match config::Config::published_here(&p.text, &d.setup.config_path, &d.config.current) {
+        Ok(new) => {
+            let here = &d.config.current;
+            // A refusal recorded for an earlier version is cleared with the row's caps.
+            if new != **here || d.host.published_refused.take().is_some() {
+                if new != **here {
+                    d.config.current = std::sync::Arc::new(new);
+                    d.report.observed.set_config(d.config.current.clone());
+                    d.config.sweep_removed = true;
                 }
-                return;
-            }
-        };
-        match config::Config::published_here(&p.text, &self.setup.config_path, &self.config.current)
-        {
-            Ok(new) => {
-                let here = &self.config.current;
-                // A refusal recorded for an earlier version is cleared with the row's caps.
-                if new != **here || self.host.published_refused.take().is_some() {
-                    if new != **here {
-                        self.config.current = std::sync::Arc::new(new);
-                        self.report.observed.set_config(self.config.current.clone());
-                        self.config.sweep_removed = true;
-                    }
-                    // The caps `fleet status` shows are this host's row's.
-                    let (store, epoch) = (self.setup.store.clone(), self.host.epoch);
-                    let caps = crate::caps::caps_json(&self.config.current);
-                    let recorded = tokio::task::spawn_blocking(move || {
-                        store.set_daemon_config(epoch, &caps, None, now_ms())
-                    })
-                    .await
-                    .expect("set_daemon_config panicked");
-                    if let Err(e) = recorded {
-                        tracing::warn!(error = %e, "could not record the applied config");
-                    }
-                }
-                tracing::info!(version = p.version, by = %p.published_by, "applied the published config");
-                self.host.published_version = Some(p.version);
-                // Another host's edit leaves this host's file behind: said once per version.
-                let local = std::fs::read(&self.setup.config_path).ok();
-                let published = config::published_digest(p.text.as_bytes());
-                if local.is_some_and(|text| config::published_digest(&text) != published) {
-                    tracing::warn!(
-                        version = p.version,
-                        by = %p.published_by,
-                        config = %self.setup.config_path.display(),
-                        "this host's fleet.toml differs from the config published for the fleet"
-                    );
-                }
-            }
-            Err(_) if self.host.published_refused == Some(p.version) => {}
-            Err(errors) => {
-                self.host.published_refused = Some(p.version);
-                // Named by its version and publisher: the text is not this host's file.
-                let msg = format!(
-                    "this host refuses published config version {} (by host {}): {errors}",
-                    p.version, p.published_by
-                );
-                tracing::error!(
-                    "{msg}; the last good config stays (and nothing is claimed until a usable one is published)"
-                );
-                // Recorded as the host's reload error, which `fleet status` shows.
-                let (store, epoch) = (self.setup.store.clone(), self.host.epoch);
-                let caps = crate::caps::caps_json(&self.config.current);
+                // The caps `fleet status` shows are this host's row's.
+                let (store, epoch) = (d.setup.store.clone(), d.host.epoch);
+                let caps = crate::caps::caps_json(&d.config.current);
                 let recorded = tokio::task::spawn_blocking(move || {
-                    store.set_daemon_config(epoch, &caps, Some(&msg), now_ms())
+                    store.set_daemon_config(epoch, &caps, None, now_ms())
                 })
                 .await
                 .expect("set_daemon_config panicked");
                 if let Err(e) = recorded {
-                    tracing::warn!(error = %e, "could not record the refused config");
+                    tracing::warn!(error = %e, "could not record the applied config");
                 }
+            }
+            tracing::info!(version = p.version, by = %p.published_by, "applied the published config");
+            d.host.published_version = Some(p.version);
+            // Another host's edit leaves this host's file behind: said once per version.
+            let local = std::fs::read(&d.setup.config_path).ok();
+            let published = config::published_digest(p.text.as_bytes());
+            if local.is_some_and(|text| config::published_digest(&text) != published) {
+                tracing::warn!(
+                    version = p.version,
+                    by = %p.published_by,
+                    config = %d.setup.config_path.display(),
+                    "this host's fleet.toml differs from the config published for the fleet"
+                );
+            }
+        }
+        Err(_) if d.host.published_refused == Some(p.version) => {}
+        Err(errors) => {
+            d.host.published_refused = Some(p.version);
+            // Named by its version and publisher: the text is not this host's file.
+            let msg = format!(
+                "this host refuses published config version {} (by host {}): {errors}",
+                p.version, p.published_by
+            );
+            tracing::error!(
+                "{msg}; the last good config stays (and nothing is claimed until a usable one is published)"
+            );
+            // Recorded as the host's reload error, which `fleet status` shows.
+            let (store, epoch) = (d.setup.store.clone(), d.host.epoch);
+            let caps = crate::caps::caps_json(&d.config.current);
+            let recorded = tokio::task::spawn_blocking(move || {
+                store.set_daemon_config(epoch, &caps, Some(&msg), now_ms())
+            })
+            .await
+            .expect("set_daemon_config panicked");
+            if let Err(e) = recorded {
+                tracing::warn!(error = %e, "could not record the refused config");
             }
         }
     }
+}
 
-    /// After a refusal as forgotten: stops the commands of the runs taken from this host
-    /// (their slots are kept until their shims are gone, so that this host starts nothing
-    /// beside them, their own retries included), takes over again, and has recovery settle the
-    /// rest. Returns false when the take-over failed (the daemon then stops, fenced as before).
-    pub(super) async fn rejoin(&mut self) -> bool {
-        let host = self.config.current.host.clone();
-        let ours: Vec<(i64, u64)> = self
-            .runs
-            .slots
-            .iter()
-            .map(|s| (s.run_id, s.token))
-            .collect();
-        let store = self.setup.store.clone();
-        let rows = tokio::task::spawn_blocking(move || {
-            ours.iter()
-                .map(|(id, _)| store.get_run(*id))
-                .collect::<Result<Vec<Run>, StoreError>>()
-        })
-        .await
-        .expect("reading runs panicked");
-        let rows = match rows {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(error = %e, "forgotten: cannot read this host's runs yet; trying again");
-                return true;
-            }
+/// After a refusal as forgotten: stops the commands of the runs taken from this host
+/// (their slots are kept until their shims are gone, so that this host starts nothing
+/// beside them, their own retries included), takes over again, and has recovery settle the
+/// rest. Returns false when the take-over failed (the daemon then stops, fenced as before).
+pub(super) async fn rejoin(d: &mut Daemon) -> bool {
+    let host = d.config.current.host.clone();
+    let ours: Vec<(i64, u64)> = d.runs.slots.iter().map(|s| (s.run_id, s.token)).collect();
+    let store = d.setup.store.clone();
+    let rows = tokio::task::spawn_blocking(move || {
+        ours.iter()
+            .map(|(id, _)| store.get_run(*id))
+            .collect::<Result<Vec<Run>, StoreError>>()
+    })
+    .await
+    .expect("reading runs panicked");
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(error = %e, "forgotten: cannot read this host's runs yet; trying again");
+            return true;
+        }
+    };
+    for run in rows {
+        let Some(slot) = d.runs.slots.get_mut(run.id) else {
+            continue;
         };
-        for run in rows {
-            let Some(slot) = self.runs.slots.get_mut(run.id) else {
-                continue;
-            };
-            let still_ours = run.status.is_active()
-                && run.claim_token == slot.token
-                && run.host.as_deref() == Some(host.as_str());
-            if still_ours {
-                continue;
-            }
-            identify_shim(&mut self.runs.slots, run.id, self.setup.state.root());
-            let Some(slot) = self.runs.slots.get_mut(run.id) else {
-                continue;
-            };
-            let sent = slot.shim.is_some_and(|s| s.signal(Signal::SIGTERM));
-            warn_taken(&run, sent);
-            slot.cancel_sent = true;
-            // Held until the shim is done with the run: its end, when reaped, is a transition
-            // the store skips (the row is already ended), and that frees the slot. A shim
-            // already done with it was reaped before (its end was the write refused): the slot
-            // goes now, by the same rule, or nothing would ever free it.
-            if self.shim_done_with(run.id, Some(Some(run.status))) {
-                self.runs.slots.remove(run.id);
-            }
+        let still_ours = run.status.is_active()
+            && run.claim_token == slot.token
+            && run.host.as_deref() == Some(host.as_str());
+        if still_ours {
+            continue;
         }
-        let store = self.setup.store.clone();
-        let caps = crate::caps::caps_json(&self.config.current);
-        let path = self.setup.config_path.display().to_string();
-        let taken = tokio::task::spawn_blocking(move || {
-            store.take_over(&host, std::process::id() as i32, &path, &caps, now_ms())
-        })
-        .await
-        .expect("take_over panicked");
-        match taken {
-            Ok(epoch) => {
-                tracing::warn!(epoch, "this host was forgotten; rejoined under a new epoch");
-                // The new epoch's claims are made in this boot: said in the `boot` file before
-                // the first of them, as at the start, or recovery would take each one that
-                // never started for one a restart of the machine may have cut short.
-                let root = self.setup.state.root().to_path_buf();
-                match tokio::task::spawn_blocking(move || crate::boot::Boots::take(&root, epoch))
-                    .await
-                    .expect("recording the boot panicked")
-                {
-                    Ok(boots) => self.setup.boots = boots,
-                    Err(e) => tracing::warn!(
-                        error = %e,
-                        "cannot record the new epoch's boot: a claim of it that never started will end lost, not be queued again"
-                    ),
-                }
-                self.host.epoch = epoch;
-                self.host.fenced = None;
-                self.runs.pending.clear();
-                self.recovery.done = false;
-                true
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "forgotten, and could not take over again: stopping");
-                false
-            }
+        identify_shim(&mut d.runs.slots, run.id, d.setup.state.root());
+        let Some(slot) = d.runs.slots.get_mut(run.id) else {
+            continue;
+        };
+        let sent = slot.shim.is_some_and(|s| s.signal(Signal::SIGTERM));
+        warn_taken(&run, sent);
+        slot.cancel_sent = true;
+        // Held until the shim is done with the run: its end, when reaped, is a transition
+        // the store skips (the row is already ended), and that frees the slot. A shim
+        // already done with it was reaped before (its end was the write refused): the slot
+        // goes now, by the same rule, or nothing would ever free it.
+        if shim_done_with(d, run.id, Some(Some(run.status))) {
+            d.runs.slots.remove(run.id);
         }
     }
+    let store = d.setup.store.clone();
+    let caps = crate::caps::caps_json(&d.config.current);
+    let path = d.setup.config_path.display().to_string();
+    let taken = tokio::task::spawn_blocking(move || {
+        store.take_over(&host, std::process::id() as i32, &path, &caps, now_ms())
+    })
+    .await
+    .expect("take_over panicked");
+    match taken {
+        Ok(epoch) => {
+            tracing::warn!(epoch, "this host was forgotten; rejoined under a new epoch");
+            // The new epoch's claims are made in this boot: said in the `boot` file before
+            // the first of them, as at the start, or recovery would take each one that
+            // never started for one a restart of the machine may have cut short.
+            let root = d.setup.state.root().to_path_buf();
+            match tokio::task::spawn_blocking(move || crate::boot::Boots::take(&root, epoch))
+                .await
+                .expect("recording the boot panicked")
+            {
+                Ok(boots) => d.setup.boots = boots,
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "cannot record the new epoch's boot: a claim of it that never started will end lost, not be queued again"
+                ),
+            }
+            d.host.epoch = epoch;
+            d.host.fenced = None;
+            d.runs.pending.clear();
+            d.recovery.done = false;
+            true
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "forgotten, and could not take over again: stopping");
+            false
+        }
+    }
+}
 
-    /// On a shared database: keeps the end of each ended run's log in the database, so that
-    /// `fleet logs` on another host can show it (the full log stays in this host's `runs/`).
-    /// A failure is logged and costs only that tail: the run's end is already written. On
-    /// SQLite (one host, the log is here) nothing is stored.
-    pub(super) async fn keep_log_tails(&mut self, applied: &[(RunId, Applied)]) {
-        if self.setup.state.database().is_none() {
-            return;
-        }
-        // Tails a failed attempt left (the database was away) go first, so none is lost.
-        let mut ended = std::mem::take(&mut self.runs.unkept_tails);
-        ended.extend(applied.iter().filter_map(|(id, a)| match a {
-            Applied::Done { status, .. } if status.is_terminal() => Some(*id),
-            _ => None,
-        }));
-        if ended.is_empty() {
-            return;
-        }
-        let store = self.setup.store.clone();
-        let root = self.setup.state.root().to_path_buf();
-        let epoch = self.host.epoch;
-        let done = tokio::task::spawn_blocking(move || {
-            for (i, &id) in ended.iter().enumerate() {
-                let (tail, cut) = match read_tail(&RunFiles::new(&root, id).log_path()) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        tracing::debug!(run = id, error = %e, "no log tail to keep");
-                        continue;
-                    }
-                };
-                if let Err(e) = store.store_log_tail(epoch, id, &tail, cut) {
-                    return Err((e, ended[i..].to_vec()));
+/// On a shared database: keeps the end of each ended run's log in the database, so that
+/// `fleet logs` on another host can show it (the full log stays in this host's `runs/`).
+/// A failure is logged and costs only that tail: the run's end is already written. On
+/// SQLite (one host, the log is here) nothing is stored.
+pub(super) async fn keep_log_tails(d: &mut Daemon, applied: &[(RunId, Applied)]) {
+    if d.setup.state.database().is_none() {
+        return;
+    }
+    // Tails a failed attempt left (the database was away) go first, so none is lost.
+    let mut ended = std::mem::take(&mut d.runs.unkept_tails);
+    ended.extend(applied.iter().filter_map(|(id, a)| match a {
+        Applied::Done { status, .. } if status.is_terminal() => Some(*id),
+        _ => None,
+    }));
+    if ended.is_empty() {
+        return;
+    }
+    let store = d.setup.store.clone();
+    let root = d.setup.state.root().to_path_buf();
+    let epoch = d.host.epoch;
+    let done = tokio::task::spawn_blocking(move || {
+        for (i, &id) in ended.iter().enumerate() {
+            let (tail, cut) = match read_tail(&RunFiles::new(&root, id).log_path()) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::debug!(run = id, error = %e, "no log tail to keep");
+                    continue;
                 }
+            };
+            if let Err(e) = store.store_log_tail(epoch, id, &tail, cut) {
+                return Err((e, ended[i..].to_vec()));
             }
-            Ok(())
-        })
-        .await
-        .expect("keeping log tails panicked");
-        match done {
-            Ok(()) => {}
-            Err((e @ StoreError::Fenced { .. }, _)) => self.host.fenced = Some(e),
-            Err((e, unkept)) => {
-                // Kept for the next EVAL's try: the database being away must not cost a tail.
-                if !self.database_unreachable(&e, "keeping log tails") {
-                    tracing::warn!(error = %e, runs = unkept.len(), "could not keep log tails in the database; trying again at the next EVAL");
-                }
-                self.runs.unkept_tails = unkept;
+        }
+        Ok(())
+    })
+    .await
+    .expect("keeping log tails panicked");
+    match done {
+        Ok(()) => {}
+        Err((e @ StoreError::Fenced { .. }, _)) => d.host.fenced = Some(e),
+        Err((e, unkept)) => {
+            // Kept for the next EVAL's try: the database being away must not cost a tail.
+            if !database_unreachable(&mut d.holds, &d.report.health, &e, "keeping log tails") {
+                tracing::warn!(error = %e, runs = unkept.len(), "could not keep log tails in the database; trying again at the next EVAL");
             }
+            d.runs.unkept_tails = unkept;
         }
     }
 }

@@ -57,7 +57,7 @@
 //!
 //! Before the steps, on a shared database, a newer published config is applied (its caps are
 //! the ones the claims must count against), and the config in force is compared with the file
-//! (`Daemon::config_view`): the steps that decide on the project's settings (the reap's
+//! (`config_view`): the steps that decide on the project's settings (the reap's
 //! retries, the firing of schedules) wait while an edit of the file has not settled. An EVAL
 //! is, in order:
 //!
@@ -77,7 +77,7 @@
 //!    end is written without its retry, then without its failure hook's run (an end is what a
 //!    known exit status licenses; lost, it would hold a seat for good), and an end refused even
 //!    so waits to be tried again, its run active and counted, while the EVAL goes on.
-//! 2. **Recover / adopt.** Done once, before the first EVAL (`Daemon::recover`, retried until
+//! 2. **Recover / adopt.** Done once, before the first EVAL (`recover`, retried until
 //!    it has run to the end; nothing is claimed before): every run the database records as
 //!    active on this host is settled with the same [`crate::settle::settle`]. A live shim is
 //!    *adopted* (put in the slot pool, counted against every cap, and followed through its
@@ -114,7 +114,7 @@
 //! 4. **List the unknown.** Queued runs of projects the config does not know are *listed*
 //!    ([`EvalOutcome::unknown_queued`]; every queued project is looked at after a config change
 //!    and at startup, the queue heads otherwise), never ended in the EVAL itself: after the
-//!    spawns, `Daemon::end_removed` asks `Daemon::config_view` whether the file, read after the
+//!    spawns, `end_removed` asks `config_view` whether the file, read after the
 //!    listing, still lacks their projects, and only then ends those very runs `cancelled`
 //!    ("project removed", [`store::Store::cancel_queued_runs`]). A run queued by a command that
 //!    read a newer file than the daemon's waits for the daemon to read it.
@@ -138,7 +138,7 @@
 //!    ([`ClaimBackoff`]), and the next EVAL follows at once so that the runs behind it take its
 //!    place. Nothing is claimed while a failed spawn holds claims back, nor while an active row
 //!    whose project or namespace cannot even be read could count against any cap.
-//! 7. **Spawn.** `Daemon::spawn` starts the shim of each claimed run (in its own session, with
+//! 7. **Spawn.** `spawn` starts the shim of each claimed run (in its own session, with
 //!    the run's environment; a failure hook's run gets the failed run's `FLEET_FAILED_*`
 //!    variables): it asks the fork server for it, or execs `fleet shim` when there is none. It
 //!    records a slot in the pool and follows the shim's report pipe, which forwards the `running
@@ -217,6 +217,9 @@ use crate::caps::caps_json;
 use crate::shim::forkserver::ForkServer;
 use crate::slots::SlotPool;
 use crate::statedir::{StateDir, StateDirError};
+use hosts::publish_local;
+use recover::recover;
+use reload::config_view;
 use state::{Daemon, Holds, InForce, Membership, RecoveryState, Reporting, Setup, Supervised};
 
 /// How many of the highest run ids with files here a starting daemon checks the database's
@@ -542,14 +545,14 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     daemon.config.local_digest = std::fs::read(&daemon.setup.config_path)
         .ok()
         .map(|b| config::digest(&b));
-    daemon.publish_local(false).await;
+    publish_local(&mut daemon, false).await;
     // An edit saved before the watcher started is noticed now: applied at once if it has
     // settled, reloaded like any edit once it has otherwise.
-    let reload_due = match daemon.config_view().await {
+    let reload_due = match config_view(&mut daemon).await {
         reload::ConfigView::Settling { same: false, left } => Some(Instant::now() + left),
         _ => None,
     };
-    daemon.recover().await;
+    recover(&mut daemon).await;
 
     let signals = signals.forward(events);
     let ended = event_loop::run(&mut daemon, inbox, reload_due, &opened).await;

@@ -2,7 +2,7 @@
 //! `STOPPING=1`) it sends to the service manager's `NOTIFY_SOCKET`, and nothing at all when that
 //! variable is unset.
 //!
-//! Every message but `STOPPING` is sent from `Daemon::turn` (`daemon/turn.rs`), the loop's
+//! Every message but `STOPPING` is sent from `turn` (`daemon/turn.rs`), the loop's
 //! record of a completed turn (an EVAL, or an idle tick), so that what systemd hears follows the
 //! loop itself:
 //! - `READY=1` at the first turn: recovery is done (the loop turns only once it is) and the first

@@ -17,7 +17,7 @@
 //!
 //! When the database is back (the first operation that gets through), the runs it holds as
 //! active under this daemon's epoch that no slot, pending transition or unsettled run accounts
-//! for are settled from their run files as recovery does ([`Daemon::reconcile`], after the next
+//! for are settled from their run files as recovery does ([`reconcile`](super::recover::reconcile), after the next
 //! EVAL that wrote everything pending): a claim whose commit was lost with the connection may
 //! have been committed after all, with no shim to run it (no files: never started, requeued).
 //!
@@ -29,8 +29,10 @@ use std::time::Duration;
 use store::{now_ms, StoreError};
 use tokio::time::Instant;
 
+use health::Health;
+
 use super::state::outage::Outage;
-use super::state::Daemon;
+use super::state::{Holds, RecoveryState};
 
 /// The first pause after the database could not be reached; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_secs(1);
@@ -38,78 +40,79 @@ const FIRST_PAUSE: Duration = Duration::from_secs(1);
 /// The longest pause between two tries while the database cannot be reached.
 const MAX_PAUSE: Duration = Duration::from_secs(30);
 
-impl Daemon {
-    /// Called after a failed operation of the loop (`what`: which one, for the log). Returns
-    /// false, doing nothing, when `err` is not a lost connection; otherwise starts or continues
-    /// the outage and sets the pause before the next try in [`Holds::backoff`](super::state::Holds::backoff).
-    pub(super) fn database_unreachable(&mut self, err: &StoreError, what: &str) -> bool {
-        if !err.is_unreachable() {
-            return false;
-        }
-        // The back-off is the one a failed EVAL or recovery sets too: the pause doubles whatever
-        // wait the last failure left, but is never shorter than the first pause (a wait left by
-        // something else may be shorter than half of it: it starts over at the first pause).
-        self.holds.backoff.set_limits(FIRST_PAUSE, MAX_PAUSE);
-        match &mut self.holds.outage {
-            Some(outage) => {
-                outage.tries += 1;
-                if self
-                    .holds
-                    .backoff
-                    .wait()
-                    .is_some_and(|w| w.saturating_mul(2) < FIRST_PAUSE)
-                {
-                    self.holds.backoff.reset();
-                }
-                let wait = self.holds.backoff.fail(Instant::now());
-                tracing::debug!(error = %err, what, tries = outage.tries, retry_in_secs = wait.as_secs(), "the database still cannot be reached");
+/// Called after a failed operation of the loop (`what`: which one, for the log). Returns
+/// false, doing nothing, when `err` is not a lost connection; otherwise starts or continues
+/// the outage and sets the pause before the next try in [`Holds::backoff`](super::state::Holds::backoff).
+pub(super) fn database_unreachable(
+    holds: &mut Holds,
+    health: &Health,
+    err: &StoreError,
+    what: &str,
+) -> bool {
+    if !err.is_unreachable() {
+        return false;
+    }
+    // The back-off is the one a failed EVAL or recovery sets too: the pause doubles whatever
+    // wait the last failure left, but is never shorter than the first pause (a wait left by
+    // something else may be shorter than half of it: it starts over at the first pause).
+    holds.backoff.set_limits(FIRST_PAUSE, MAX_PAUSE);
+    match &mut holds.outage {
+        Some(outage) => {
+            outage.tries += 1;
+            if holds
+                .backoff
+                .wait()
+                .is_some_and(|w| w.saturating_mul(2) < FIRST_PAUSE)
+            {
+                holds.backoff.reset();
             }
-            None => {
-                tracing::warn!(
-                    error = %err,
-                    what,
-                    "the database cannot be reached: claiming nothing until it is back; the shims \
-                     keep running and their exits are reported then; retrying with a pause growing \
-                     from {FIRST_PAUSE:?} to {MAX_PAUSE:?}"
-                );
-                self.holds.outage = Some(Outage {
-                    since: Instant::now(),
-                    tries: 1,
-                });
-                self.report.health.set_database_unreachable(Some(now_ms()));
-                self.holds.backoff.reset();
-                self.holds.backoff.fail(Instant::now());
-            }
+            let wait = holds.backoff.fail(Instant::now());
+            tracing::debug!(error = %err, what, tries = outage.tries, retry_in_secs = wait.as_secs(), "the database still cannot be reached");
         }
-        true
+        None => {
+            tracing::warn!(
+                error = %err,
+                what,
+                "the database cannot be reached: claiming nothing until it is back; the shims \
+                 keep running and their exits are reported then; retrying with a pause growing \
+                 from {FIRST_PAUSE:?} to {MAX_PAUSE:?}"
+            );
+            holds.outage = Some(Outage {
+                since: Instant::now(),
+                tries: 1,
+            });
+            health.set_database_unreachable(Some(now_ms()));
+            holds.backoff.reset();
+            holds.backoff.fail(Instant::now());
+        }
     }
+    true
+}
 
-    /// Called after an operation of the loop reached the database: ends the outage, if one was
-    /// in progress, says so once, and asks for the reconciliation of lost claims.
-    pub(super) fn database_reachable(&mut self) {
-        self.database_reachable_after(self.runs.pending.len());
-    }
+/// Called after an operation of the loop reached the database: ends the outage, if one was
+/// in progress, says so once, and asks for the reconciliation of lost claims. `unwritten`
+/// is what was waiting to be written when the operation began (for the log).
+pub(super) fn database_reachable(
+    holds: &mut Holds,
+    health: &Health,
+    recovery: &mut RecoveryState,
+    unwritten: usize,
+) {
+    let Some(outage) = holds.outage.take() else {
+        return;
+    };
+    tracing::info!(
+        down_for = %humantime::format_duration(Duration::from_secs(outage.since.elapsed().as_secs())),
+        tries = outage.tries,
+        unwritten,
+        "the database is reachable again; writing what happened meanwhile"
+    );
+    health.set_database_unreachable(None);
+    recovery.reconcile_due = true;
+}
 
-    /// [`Self::database_reachable`], for an operation that already wrote what was waiting:
-    /// `unwritten` is what was waiting when it began (counted after the write it would always
-    /// say 0).
-    pub(super) fn database_reachable_after(&mut self, unwritten: usize) {
-        let Some(outage) = self.holds.outage.take() else {
-            return;
-        };
-        tracing::info!(
-            down_for = %humantime::format_duration(Duration::from_secs(outage.since.elapsed().as_secs())),
-            tries = outage.tries,
-            unwritten,
-            "the database is reachable again; writing what happened meanwhile"
-        );
-        self.report.health.set_database_unreachable(None);
-        self.recovery.reconcile_due = true;
-    }
-
-    /// True while the database is known to be unreachable: the loop skips what would only wait
-    /// on it again (the epoch check, pruning, the change probe) until the next try.
-    pub(super) fn database_down(&self) -> bool {
-        self.holds.outage.is_some()
-    }
+/// True while the database is known to be unreachable: the loop skips what would only wait
+/// on it again (the epoch check, pruning, the change probe) until the next try.
+pub(super) fn database_down(holds: &Holds) -> bool {
+    holds.outage.is_some()
 }

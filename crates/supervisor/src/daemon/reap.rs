@@ -1,7 +1,7 @@
 //! The reap, the EVAL's first step: settling the shims that exited since the last EVAL from
 //! their run files ([`reap`], on the EVAL's blocking thread), and what the loop does with the
 //! runs that could not be settled yet — logged at doubling intervals while their files stay
-//! unreadable (`Daemon::note_unreadable`, in [`super::unreadable`]), followed while a lock is still held or an orphaned
+//! unreadable (`note_unreadable`, in [`super::unreadable`]), followed while a lock is still held or an orphaned
 //! command's process group lives on, which is killed first ([`end_orphaned`]).
 //!
 //! It decides only through [`settle::settle`] and [`settle::transition`]; writing the

@@ -25,6 +25,8 @@ use store::{now_ms, Run, RunId, RunStatus, Store, StoreError, Transition};
 use tokio::time::Instant;
 
 use super::follow::{watch_group, watch_lock};
+use super::outage::{database_reachable, database_unreachable};
+use super::reload::config_view;
 use super::state::unsettled::Unsettled;
 use super::state::Daemon;
 use crate::boot::Boots;
@@ -62,312 +64,320 @@ const RECOVERY_RETRY_FIRST: Duration = Duration::from_millis(200);
 /// The longest wait between two attempts at startup recovery.
 const RECOVERY_RETRY_MAX: Duration = Duration::from_secs(5);
 
-impl Daemon {
-    /// Runs startup recovery and applies what it decided. On a database error nothing is
-    /// applied, [`RecoveryState::done`](super::state::RecoveryState::done) stays false and a backoff is set; the loop calls this again.
-    pub(super) async fn recover(&mut self) {
-        let store = self.setup.store.clone();
-        let state = self.setup.state.clone();
-        let host = self.config.current.host.clone();
-        let shared = state.database().is_some();
-        let boots = self.setup.boots.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            settle_active(&store, &host, state.root(), shared, &boots)
-        })
-        .await
-        .expect("recovery panicked");
-        match result {
-            Ok(found) => {
-                if let Some(left) = self.config_settling_for(&found).await {
-                    // Nothing was applied; recovery runs again once the file has settled.
-                    // A wait, not a failure: the next failure doubles it all the same.
-                    self.holds.backoff.hold(Instant::now(), left);
-                    return;
-                }
-                let (transitions, unsettled) = self.take_in(found);
-                fail::fail_point!("recovery-before-apply", |_| std::process::abort());
-                self.runs.pending.extend(transitions);
-                // Recovery's is the first attempt at them.
-                self.recovery.unsettled.retry.reset();
-                self.keep_unsettled(unsettled);
-                self.recovery.done = true;
-                self.holds.backoff.reset();
-                self.database_reachable();
+/// Runs startup recovery and applies what it decided. On a database error nothing is
+/// applied, [`RecoveryState::done`](super::state::RecoveryState::done) stays false and a backoff is set; the loop calls this again.
+pub(super) async fn recover(d: &mut Daemon) {
+    let store = d.setup.store.clone();
+    let state = d.setup.state.clone();
+    let host = d.config.current.host.clone();
+    let shared = state.database().is_some();
+    let boots = d.setup.boots.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        settle_active(&store, &host, state.root(), shared, &boots)
+    })
+    .await
+    .expect("recovery panicked");
+    match result {
+        Ok(found) => {
+            if let Some(left) = config_settling_for(d, &found).await {
+                // Nothing was applied; recovery runs again once the file has settled.
+                // A wait, not a failure: the next failure doubles it all the same.
+                d.holds.backoff.hold(Instant::now(), left);
+                return;
             }
-            Err(e) => {
-                if self.database_unreachable(&e, "recovery") {
-                    return;
-                }
-                if e.is_busy() {
-                    self.report.observed.metrics.busy_retry();
-                }
-                self.holds
-                    .backoff
-                    .set_limits(RECOVERY_RETRY_FIRST, RECOVERY_RETRY_MAX);
-                let wait = self.holds.backoff.fail(Instant::now());
-                tracing::error!(error = %e, retry_in_ms = wait.as_millis() as u64, "recovery could not read the database; retrying");
-            }
-        }
-    }
-
-    /// `Some(wait)` when recovery found a run of a project the config does not know while an
-    /// edit of fleet.toml has not settled yet: such a run gets no retry, and that is decided only
-    /// on the file as it is now, never on a config older than it.
-    async fn config_settling_for(&mut self, found: &Recovery) -> Option<Duration> {
-        let unknown = found
-            .settled
-            .iter()
-            .any(|(r, _)| !self.config.current.projects.contains_key(&r.project));
-        if !unknown {
-            return None;
-        }
-        let view = self.config_view().await;
-        match (view.usable(), view.settle_left()) {
-            (false, Some(left)) => Some(left),
-            _ => None,
-        }
-    }
-
-    /// The transitions (with retries, per the config in force) of the runs recovery settled.
-    fn decide(&self, settled: Vec<(Run, Fate)>) -> Vec<Transition> {
-        let now = now_ms();
-        let mut transitions = Vec::new();
-        for (run, fate) in settled {
-            let policy = RetryPolicy::for_project(&self.config.current, &run.project);
-            tracing::info!(
-                run = run.id,
-                project = %run.project,
-                fate = %fate.name(),
-                "recovered"
+            let (transitions, unsettled) = take_in(d, found);
+            fail::fail_point!("recovery-before-apply", |_| std::process::abort());
+            d.runs.pending.extend(transitions);
+            // Recovery's is the first attempt at them.
+            d.recovery.unsettled.retry.reset();
+            keep_unsettled(d, unsettled);
+            d.recovery.done = true;
+            d.holds.backoff.reset();
+            database_reachable(
+                &mut d.holds,
+                &d.report.health,
+                &mut d.recovery,
+                d.runs.pending.len(),
             );
-            transitions.extend(settle::transition(
-                run.id,
-                run.claim_token,
-                run.attempt,
-                &fate,
-                policy,
-                now,
-            ));
         }
-        transitions
-    }
-
-    /// Settles again, once their retry is due, the runs recovery could not settle (see
-    /// [`Unsettled`]), and applies what it decides as recovery does. Does nothing before then.
-    pub(super) async fn resettle(&mut self) {
-        let Some(at) = self.recovery.unsettled.retry.due() else {
-            return;
-        };
-        if Instant::now() < at {
-            return;
-        }
-        let wanted = self.recovery.unsettled.runs.clone();
-        let store = self.setup.store.clone();
-        let state = self.setup.state.clone();
-        let host = self.config.current.host.clone();
-        let boots = self.setup.boots.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            // Only those still active under the same claim: anything else has moved on.
-            let active = store.active_rows_on(&host)?;
-            let runs: Vec<Run> = active
-                .runs
-                .into_iter()
-                .filter(|r| wanted.contains(&(r.id, r.claim_token)))
-                .collect();
-            let mut found = settle_runs(&runs, state.root(), &boots);
-            // Rows still unreadable wait on.
-            found.unsettled.extend(
-                active
-                    .unreadable
-                    .iter()
-                    .map(|r| (r.id, r.claim_token))
-                    .filter(|key| wanted.contains(key)),
-            );
-            Ok::<_, StoreError>(found)
-        })
-        .await
-        .expect("settling again panicked");
-        match result {
-            Ok(found) => {
-                if let Some(left) = self.config_settling_for(&found).await {
-                    // Nothing was applied; these runs are settled again once the file has.
-                    self.recovery.unsettled.retry.postpone(Instant::now(), left);
-                    return;
-                }
-                let (transitions, unsettled) = self.take_in(found);
-                self.runs.pending.extend(transitions);
-                self.keep_unsettled(unsettled);
+        Err(e) => {
+            if database_unreachable(&mut d.holds, &d.report.health, &e, "recovery") {
+                return;
             }
-            Err(e) => {
-                let runs = std::mem::take(&mut self.recovery.unsettled.runs);
-                if !self.database_unreachable(&e, "settling runs again") {
-                    tracing::error!(error = %e, "could not read the database to settle runs again");
-                }
-                self.keep_unsettled(runs);
+            if e.is_busy() {
+                d.report.observed.metrics.busy_retry();
             }
+            d.holds
+                .backoff
+                .set_limits(RECOVERY_RETRY_FIRST, RECOVERY_RETRY_MAX);
+            let wait = d.holds.backoff.fail(Instant::now());
+            tracing::error!(error = %e, retry_in_ms = wait.as_millis() as u64, "recovery could not read the database; retrying");
         }
     }
+}
 
-    /// After an outage ([`super::outage`]): settles the runs the database holds as active
-    /// under this daemon's epoch that no slot, pending transition or [`Unsettled`] accounts
-    /// for. A claim whose commit went through while its connection was lost left such a run:
-    /// `starting`, with no shim (its fate is `never_started`, and it is queued again). Done
-    /// once, after an EVAL that wrote everything pending; tried again while it fails.
-    pub(super) async fn reconcile(&mut self) {
-        let known: BTreeSet<RunId> = self
+/// `Some(wait)` when recovery found a run of a project the config does not know while an
+/// edit of fleet.toml has not settled yet: such a run gets no retry, and that is decided only
+/// on the file as it is now, never on a config older than it.
+async fn config_settling_for(d: &mut Daemon, found: &Recovery) -> Option<Duration> {
+    let unknown = found
+        .settled
+        .iter()
+        .any(|(r, _)| !d.config.current.projects.contains_key(&r.project));
+    if !unknown {
+        return None;
+    }
+    let view = config_view(d).await;
+    match (view.usable(), view.settle_left()) {
+        (false, Some(left)) => Some(left),
+        _ => None,
+    }
+}
+
+/// The transitions (with retries, per the config in force) of the runs recovery settled.
+fn decide(d: &Daemon, settled: Vec<(Run, Fate)>) -> Vec<Transition> {
+    let now = now_ms();
+    let mut transitions = Vec::new();
+    for (run, fate) in settled {
+        let policy = RetryPolicy::for_project(&d.config.current, &run.project);
+        tracing::info!(
+            run = run.id,
+            project = %run.project,
+            fate = %fate.name(),
+            "recovered"
+        );
+        transitions.extend(settle::transition(
+            run.id,
+            run.claim_token,
+            run.attempt,
+            &fate,
+            policy,
+            now,
+        ));
+    }
+    transitions
+}
+
+/// Settles again, once their retry is due, the runs recovery could not settle (see
+/// [`Unsettled`]), and applies what it decides as recovery does. Does nothing before then.
+pub(super) async fn resettle(d: &mut Daemon) {
+    let Some(at) = d.recovery.unsettled.retry.due() else {
+        return;
+    };
+    if Instant::now() < at {
+        return;
+    }
+    let wanted = d.recovery.unsettled.runs.clone();
+    let store = d.setup.store.clone();
+    let state = d.setup.state.clone();
+    let host = d.config.current.host.clone();
+    let boots = d.setup.boots.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        // Only those still active under the same claim: anything else has moved on.
+        let active = store.active_rows_on(&host)?;
+        let runs: Vec<Run> = active
             .runs
-            .slots
-            .iter()
-            .map(|s| s.run_id)
-            .chain(self.runs.pending.iter().map(|t| t.run_id))
-            .chain(self.recovery.unsettled.runs.iter().map(|(id, _)| *id))
+            .into_iter()
+            .filter(|r| wanted.contains(&(r.id, r.claim_token)))
             .collect();
-        let store = self.setup.store.clone();
-        let state = self.setup.state.clone();
-        let epoch = self.host.epoch;
-        let boots = self.setup.boots.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            // An unreadable row is left to the EVAL, which counts its seat: which epoch claimed
-            // it is one of the things that cannot be told.
-            let runs: Vec<Run> = store
-                .active_rows()?
-                .runs
-                .into_iter()
-                .filter(|r| r.epoch == Some(epoch) && !known.contains(&r.id))
-                .collect();
-            Ok::<_, StoreError>(settle_runs(&runs, state.root(), &boots))
-        })
-        .await
-        .expect("reconciling panicked");
-        match result {
-            Ok(found) => {
-                if self.config_settling_for(&found).await.is_some() {
-                    // Decided on the file as it is once its edit has settled: at a later turn.
-                    return;
-                }
-                self.recovery.reconcile_due = false;
-                for (run, _) in &found.settled {
-                    tracing::warn!(run = run.id, project = %run.project, "an active run no shim held after the database came back (a claim committed as its connection was lost)");
-                }
-                let (transitions, unsettled) = self.take_in(found);
-                self.runs.pending.extend(transitions);
-                if !unsettled.is_empty() {
-                    // They join those already waiting.
-                    let mut runs = std::mem::take(&mut self.recovery.unsettled.runs);
-                    runs.extend(unsettled);
-                    // The wait starts over at the first one for all of them (the attempts
-                    // logged go on counting).
-                    self.recovery.unsettled.retry.reset();
-                    self.keep_unsettled(runs);
-                }
+        let mut found = settle_runs(&runs, state.root(), &boots);
+        // Rows still unreadable wait on.
+        found.unsettled.extend(
+            active
+                .unreadable
+                .iter()
+                .map(|r| (r.id, r.claim_token))
+                .filter(|key| wanted.contains(key)),
+        );
+        Ok::<_, StoreError>(found)
+    })
+    .await
+    .expect("settling again panicked");
+    match result {
+        Ok(found) => {
+            if let Some(left) = config_settling_for(d, &found).await {
+                // Nothing was applied; these runs are settled again once the file has.
+                d.recovery.unsettled.retry.postpone(Instant::now(), left);
+                return;
             }
-            Err(e) => {
-                if !self.database_unreachable(&e, "reconciling after the outage") {
-                    tracing::warn!(error = %e, "could not read the active runs after the outage; trying again");
-                }
+            let (transitions, unsettled) = take_in(d, found);
+            d.runs.pending.extend(transitions);
+            keep_unsettled(d, unsettled);
+        }
+        Err(e) => {
+            let runs = std::mem::take(&mut d.recovery.unsettled.runs);
+            if !database_unreachable(&mut d.holds, &d.report.health, &e, "settling runs again") {
+                tracing::error!(error = %e, "could not read the database to settle runs again");
+            }
+            keep_unsettled(d, runs);
+        }
+    }
+}
+
+/// After an outage ([`super::outage`]): settles the runs the database holds as active
+/// under this daemon's epoch that no slot, pending transition or [`Unsettled`] accounts
+/// for. A claim whose commit went through while its connection was lost left such a run:
+/// `starting`, with no shim (its fate is `never_started`, and it is queued again). Done
+/// once, after an EVAL that wrote everything pending; tried again while it fails.
+pub(super) async fn reconcile(d: &mut Daemon) {
+    let known: BTreeSet<RunId> = d
+        .runs
+        .slots
+        .iter()
+        .map(|s| s.run_id)
+        .chain(d.runs.pending.iter().map(|t| t.run_id))
+        .chain(d.recovery.unsettled.runs.iter().map(|(id, _)| *id))
+        .collect();
+    let store = d.setup.store.clone();
+    let state = d.setup.state.clone();
+    let epoch = d.host.epoch;
+    let boots = d.setup.boots.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        // An unreadable row is left to the EVAL, which counts its seat: which epoch claimed
+        // it is one of the things that cannot be told.
+        let runs: Vec<Run> = store
+            .active_rows()?
+            .runs
+            .into_iter()
+            .filter(|r| r.epoch == Some(epoch) && !known.contains(&r.id))
+            .collect();
+        Ok::<_, StoreError>(settle_runs(&runs, state.root(), &boots))
+    })
+    .await
+    .expect("reconciling panicked");
+    match result {
+        Ok(found) => {
+            if config_settling_for(d, &found).await.is_some() {
+                // Decided on the file as it is once its edit has settled: at a later turn.
+                return;
+            }
+            d.recovery.reconcile_due = false;
+            for (run, _) in &found.settled {
+                tracing::warn!(run = run.id, project = %run.project, "an active run no shim held after the database came back (a claim committed as its connection was lost)");
+            }
+            let (transitions, unsettled) = take_in(d, found);
+            d.runs.pending.extend(transitions);
+            if !unsettled.is_empty() {
+                // They join those already waiting.
+                let mut runs = std::mem::take(&mut d.recovery.unsettled.runs);
+                runs.extend(unsettled);
+                // The wait starts over at the first one for all of them (the attempts
+                // logged go on counting).
+                d.recovery.unsettled.retry.reset();
+                keep_unsettled(d, runs);
+            }
+        }
+        Err(e) => {
+            if !database_unreachable(
+                &mut d.holds,
+                &d.report.health,
+                &e,
+                "reconciling after the outage",
+            ) {
+                tracing::warn!(error = %e, "could not read the active runs after the outage; trying again");
             }
         }
     }
+}
 
-    /// Takes in what settling found: adopts the live runs, and returns the transitions of the
-    /// rest (with retries per the config in force) and the runs that could not be settled, for
-    /// the caller to queue and keep.
-    fn take_in(&mut self, found: Recovery) -> (Vec<Transition>, Vec<(RunId, u64)>) {
-        let Recovery {
-            adopt,
-            mut transitions,
-            settled,
-            unsettled,
-            orphaned,
-            taken,
-        } = found;
-        transitions.extend(self.decide(settled));
-        self.adopt(adopt);
-        self.keep_orphaned(orphaned);
-        self.stop_taken(taken);
-        (transitions, unsettled)
+/// Takes in what settling found: adopts the live runs, and returns the transitions of the
+/// rest (with retries per the config in force) and the runs that could not be settled, for
+/// the caller to queue and keep.
+fn take_in(d: &mut Daemon, found: Recovery) -> (Vec<Transition>, Vec<(RunId, u64)>) {
+    let Recovery {
+        adopt,
+        mut transitions,
+        settled,
+        unsettled,
+        orphaned,
+        taken,
+    } = found;
+    transitions.extend(decide(d, settled));
+    adopt_alive(d, adopt);
+    keep_orphaned(d, orphaned);
+    stop_taken(d, taken);
+    (transitions, unsettled)
+}
+
+/// Stops the commands of runs taken from this host ([`Recovery::taken`]) as a cancel does
+/// (SIGTERM to the shim, which ends the command's process group, SIGKILL after its kill
+/// grace), and holds a slot for each until its shim is gone, so that this host starts
+/// nothing beside it — above all not the run's own retry. Its row is left as the forget
+/// wrote it: the shim's end, when reaped, is a transition the store skips.
+fn stop_taken(d: &mut Daemon, taken: Vec<(Run, Option<ShimIdentity>)>) {
+    for (run, shim) in taken {
+        if d.runs.slots.iter().any(|s| s.run_id == run.id) {
+            // Already being stopped (a daemon that rejoined after it was forgotten).
+            continue;
+        }
+        let sent = shim.is_some_and(|s| s.signal(crate::sys::signals::Signal::SIGTERM));
+        super::hosts::warn_taken(&run, sent);
+        let mut slot = adopted_slot(&run, shim);
+        slot.cancel_sent = true;
+        d.runs.slots.insert(slot);
+        watch_lock(
+            d.setup.state.root(),
+            run.id,
+            run.claim_token,
+            d.setup.events.clone(),
+        );
     }
+}
 
-    /// Stops the commands of runs taken from this host ([`Recovery::taken`]) as a cancel does
-    /// (SIGTERM to the shim, which ends the command's process group, SIGKILL after its kill
-    /// grace), and holds a slot for each until its shim is gone, so that this host starts
-    /// nothing beside it — above all not the run's own retry. Its row is left as the forget
-    /// wrote it: the shim's end, when reaped, is a transition the store skips.
-    fn stop_taken(&mut self, taken: Vec<(Run, Option<ShimIdentity>)>) {
-        for (run, shim) in taken {
-            if self.runs.slots.iter().any(|s| s.run_id == run.id) {
-                // Already being stopped (a daemon that rejoined after it was forgotten).
-                continue;
-            }
-            let sent = shim.is_some_and(|s| s.signal(crate::sys::signals::Signal::SIGTERM));
-            super::hosts::warn_taken(&run, sent);
-            let mut slot = adopted_slot(&run, shim);
-            slot.cancel_sent = true;
-            self.runs.slots.insert(slot);
-            watch_lock(
-                self.setup.state.root(),
-                run.id,
-                run.claim_token,
-                self.setup.events.clone(),
-            );
-        }
+/// Puts the runs whose shim is alive in the slot pool, and follows each through its lock.
+fn adopt_alive(d: &mut Daemon, adopt: Vec<(Run, Option<ShimIdentity>)>) {
+    for (run, shim) in adopt {
+        tracing::info!(run = run.id, project = %run.project, "adopted a live run");
+        d.runs.slots.insert(adopted_slot(&run, shim));
+        watch_lock(
+            d.setup.state.root(),
+            run.id,
+            run.claim_token,
+            d.setup.events.clone(),
+        );
     }
+}
 
-    /// Puts the runs whose shim is alive in the slot pool, and follows each through its lock.
-    fn adopt(&mut self, adopt: Vec<(Run, Option<ShimIdentity>)>) {
-        for (run, shim) in adopt {
-            tracing::info!(run = run.id, project = %run.project, "adopted a live run");
-            self.runs.slots.insert(adopted_slot(&run, shim));
-            watch_lock(
-                self.setup.state.root(),
-                run.id,
-                run.claim_token,
-                self.setup.events.clone(),
-            );
-        }
+/// Puts the orphaned runs (shim gone, command's process group still there) in the slot
+/// pool, with no shim to signal, and follows each through its process group: the run ends
+/// `lost` once the group is empty, never while something it started still runs.
+fn keep_orphaned(d: &mut Daemon, orphaned: Vec<(Run, i32, Option<crate::sys::process::Session>)>) {
+    for (run, pgid, session) in orphaned {
+        d.runs.slots.insert(adopted_slot(&run, None));
+        watch_group(
+            pgid,
+            session,
+            run.id,
+            run.claim_token,
+            d.setup.events.clone(),
+        );
     }
+}
 
-    /// Puts the orphaned runs (shim gone, command's process group still there) in the slot
-    /// pool, with no shim to signal, and follows each through its process group: the run ends
-    /// `lost` once the group is empty, never while something it started still runs.
-    fn keep_orphaned(&mut self, orphaned: Vec<(Run, i32, Option<crate::sys::process::Session>)>) {
-        for (run, pgid, session) in orphaned {
-            self.runs.slots.insert(adopted_slot(&run, None));
-            watch_group(
-                pgid,
-                session,
-                run.id,
-                run.claim_token,
-                self.setup.events.clone(),
-            );
-        }
+/// Records the runs still unsettled, and when to try again: the wait before this attempt
+/// doubled, up to [`RESETTLE_MAX`](super::state::unsettled::RESETTLE_MAX) (the first wait
+/// after a reset of [`Unsettled::retry`]).
+fn keep_unsettled(d: &mut Daemon, runs: Vec<(RunId, u64)>) {
+    if runs.is_empty() {
+        d.recovery.unsettled = Unsettled::default();
+        return;
     }
-
-    /// Records the runs still unsettled, and when to try again: the wait before this attempt
-    /// doubled, up to [`RESETTLE_MAX`](super::state::unsettled::RESETTLE_MAX) (the first wait
-    /// after a reset of [`Unsettled::retry`]).
-    fn keep_unsettled(&mut self, runs: Vec<(RunId, u64)>) {
-        if runs.is_empty() {
-            self.recovery.unsettled = Unsettled::default();
-            return;
-        }
-        let mut retry = self.recovery.unsettled.retry;
-        let wait = retry.fail(Instant::now());
-        let attempts = self.recovery.unsettled.attempts + 1;
-        if attempts.is_power_of_two() {
-            tracing::warn!(
-                runs = ?runs.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
-                retry_in = ?wait,
-                attempts,
-                "runs left active: their files or their rows could not be read, or their files written; settling them again later (logged again at the 2nd, 4th, 8th… attempt)"
-            );
-        }
-        self.recovery.unsettled = Unsettled {
-            runs,
-            retry,
+    let mut retry = d.recovery.unsettled.retry;
+    let wait = retry.fail(Instant::now());
+    let attempts = d.recovery.unsettled.attempts + 1;
+    if attempts.is_power_of_two() {
+        tracing::warn!(
+            runs = ?runs.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            retry_in = ?wait,
             attempts,
-        };
+            "runs left active: their files or their rows could not be read, or their files written; settling them again later (logged again at the 2nd, 4th, 8th… attempt)"
+        );
     }
+    d.recovery.unsettled = Unsettled {
+        runs,
+        retry,
+        attempts,
+    };
 }
 
 /// The slot of a run recovery takes over from a previous daemon (adopted, or orphaned with no

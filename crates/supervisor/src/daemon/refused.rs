@@ -22,7 +22,6 @@ use store::{Applied, Millis, QueueHead, RunId, RunStatus, Store, StoreError, Tra
 use tokio::time::Instant;
 
 use super::state::refused::{refused_backoff, ClaimBackoff, Refused};
-use super::state::Daemon;
 use crate::backoff::Backoff;
 
 /// Leaves out of `heads` the runs `claim_backoff` holds at `now`, and puts in their place the
@@ -66,64 +65,54 @@ pub(super) fn behind_held(
     Ok(())
 }
 
-impl Daemon {
-    /// Moves the refused transitions whose wait is over into `batch`; returns the back-off of
-    /// each (its refusals in a row), for [`Daemon::keep_refused`].
-    pub(super) fn take_due_refused(
-        &mut self,
-        batch: &mut Vec<Transition>,
-    ) -> BTreeMap<RunId, Backoff<Instant>> {
-        let now = Instant::now();
-        let due: Vec<RunId> = self
-            .runs
-            .refused
-            .iter()
-            .filter(|(_, r)| r.retry.is_due(now))
-            .map(|(id, _)| *id)
-            .collect();
-        let mut retried = BTreeMap::new();
-        for id in due {
-            if let Some(r) = self.runs.refused.remove(&id) {
-                retried.insert(id, r.retry);
-                batch.push(r.transition);
-            }
+/// Moves the refused transitions whose wait is over into `batch`; returns the back-off of
+/// each (its refusals in a row), for [`keep_refused`](super::refused::keep_refused).
+pub(super) fn take_due_refused(
+    refused: &mut BTreeMap<RunId, Refused>,
+    batch: &mut Vec<Transition>,
+) -> BTreeMap<RunId, Backoff<Instant>> {
+    let now = Instant::now();
+    let due: Vec<RunId> = refused
+        .iter()
+        .filter(|(_, r)| r.retry.is_due(now))
+        .map(|(id, _)| *id)
+        .collect();
+    let mut retried = BTreeMap::new();
+    for id in due {
+        if let Some(r) = refused.remove(&id) {
+            retried.insert(id, r.retry);
+            batch.push(r.transition);
         }
-        retried
     }
+    retried
+}
 
-    /// Keeps `refused` (refused again, or for the first time: `retried` holds the back-off of
-    /// those refused before) until a wait of 1 s, doubling with each refusal in a row up to a
-    /// minute, is over. A back-off per run: each run's refusals in a row are its own.
-    pub(super) fn keep_refused(
-        &mut self,
-        refused: Vec<Transition>,
-        retried: &BTreeMap<RunId, Backoff<Instant>>,
-    ) {
-        for t in refused {
-            let mut retry = retried.get(&t.run_id).copied().unwrap_or(refused_backoff());
-            retry.fail(Instant::now());
-            self.runs.refused.insert(
-                t.run_id,
-                Refused {
-                    transition: t,
-                    retry,
-                },
-            );
-        }
-        self.report
-            .observed
-            .metrics
-            .refused_transitions(self.runs.refused.len());
+/// Keeps `refused` (refused again, or for the first time: `retried` holds the back-off of
+/// those refused before) until a wait of 1 s, doubling with each refusal in a row up to a
+/// minute, is over. A back-off per run: each run's refusals in a row are its own.
+pub(super) fn keep_refused(
+    kept: &mut BTreeMap<RunId, Refused>,
+    metrics: &fleet_http::Metrics,
+    refused: Vec<Transition>,
+    retried: &BTreeMap<RunId, Backoff<Instant>>,
+) {
+    for t in refused {
+        let mut retry = retried.get(&t.run_id).copied().unwrap_or(refused_backoff());
+        retry.fail(Instant::now());
+        kept.insert(
+            t.run_id,
+            Refused {
+                transition: t,
+                retry,
+            },
+        );
     }
+    metrics.refused_transitions(kept.len());
+}
 
-    /// When the next refused transition is to be tried again, for the loop's timer.
-    pub(super) fn refused_due(&self) -> Option<Instant> {
-        self.runs
-            .refused
-            .values()
-            .filter_map(|r| r.retry.due())
-            .min()
-    }
+/// When the next refused transition is to be tried again, for the loop's timer.
+pub(super) fn refused_due(refused: &BTreeMap<RunId, Refused>) -> Option<Instant> {
+    refused.values().filter_map(|r| r.retry.due()).min()
 }
 
 /// Transitions written, each with what it did.

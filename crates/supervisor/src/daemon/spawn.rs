@@ -21,245 +21,244 @@ use tokio::time::Instant;
 
 use super::events::Event;
 use super::follow::watch_shim;
+use super::reload::wake_within;
 use super::state::Daemon;
 use crate::shim::forkserver::ForkServerError;
 use crate::shim::ShimArgs;
 use crate::slots::{ShimIdentity, Slot};
 
-impl Daemon {
-    /// Starts the shim of a claimed run, records its slot in the pool and follows it. A shim
-    /// that cannot be started at all leaves the run a `failed` transition to write (and a nudge,
-    /// so that the next EVAL writes it at once). `failed`: for a failure hook's run, the run it
-    /// reports, as read after the claim (`None` if it could not be read).
-    pub(super) fn spawn(&mut self, run: Run, failed: Option<&Run>) {
-        fail::fail_point!("daemon-after-claim", |_| std::process::abort());
-        let mut slot = Slot {
-            run_id: run.id,
-            project: run.project.clone(),
-            namespace: run.namespace.clone(),
-            token: run.claim_token,
-            attempt: run.attempt,
-            shim: None,
-            command_pid: None,
-            cancel_sent: false,
-            shim_moved_on: false,
-            adopted: false,
-        };
-        let Some(project) = self.config.current.projects.get(&run.project) else {
-            // Removed between pack and spawn: cannot happen within one EVAL, but never panic.
-            self.runs.pending.push(Transition {
-                run_id: run.id,
-                token: run.claim_token,
-                change: store::Change::Requeue {
-                    reason: "project not in the config at spawn".into(),
-                },
-            });
-            self.runs.slots.insert(slot);
-            return;
-        };
-        let mut args = shim_args(self.setup.state.root(), &run, project);
-        args.log = self.setup.shim_log;
-        args.env.extend(super::hook_env::failed_run_env(
-            self.setup.state.root(),
-            &run,
-            failed,
-        ));
-        let (run_id, token) = (run.id, run.claim_token);
-        let events = self.setup.events.clone();
-        if let Some(e) = injected_spawn_error() {
-            self.shim_not_started(&run, slot, &args, e);
-            return;
-        }
-        match self.fork_shim(&args) {
-            Forked::Pid(pid, report) => {
-                let shim = crate::sys::process::start_time(pid)
-                    .map(|start_time| ShimIdentity { pid, start_time });
-                fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
-                self.holds.spawn_hold.reset();
-                self.runs.slots.insert(slot);
-                // A reused shim: the slot of its earlier run must let go of it.
-                if let Some(shim) = shim {
-                    self.runs.slots.set_shim(run_id, shim);
-                }
-                tokio::spawn(watch_shim(report, None, run_id, token, events));
-                return;
-            }
-            Forked::Unknown(report) => {
-                // A shim may exist: never start a second one for this claim. The pipe's
-                // end-of-file comes when it ends (or at once if none was forked), and the run
-                // files then say which (no `started` record: tombstone and requeue).
-                self.runs.slots.insert(slot);
-                tokio::spawn(watch_shim(report, None, run_id, token, events));
-                return;
-            }
-            Forked::No => {}
-        }
-        let mut cmd = tokio::process::Command::new(&self.setup.shim_program);
-        cmd.arg("shim")
-            .args(args.to_args())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .kill_on_drop(false);
-        // The exec'd shim gets the command's environment as its own (never on its command line,
-        // which anyone can read).
-        for (key, value) in &args.env {
-            match value {
-                Some(v) => cmd.env(key, v),
-                None => cmd.env_remove(key),
-            };
-        }
-        // Its own session keeps the shim alive through a daemon crash and out of reach of
-        // signals sent to the daemon's terminal.
-        crate::sys::process::spawn_in_new_session(cmd.as_std_mut());
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                self.shim_not_started(&run, slot, &args, e);
-                return;
-            }
-        };
-        fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
-        self.holds.spawn_hold.reset();
-        if let Some(pid) = child.id() {
-            let pid = pid as i32;
-            slot.shim = crate::sys::process::start_time(pid)
-                .map(|start_time| ShimIdentity { pid, start_time });
-        }
-        self.runs.slots.insert(slot);
-        match child.stdout.take() {
-            Some(stdout) => {
-                tokio::spawn(watch_shim(stdout, Some(child), run_id, token, events));
-            }
-            None => {
-                tokio::spawn(watch_shim(
-                    tokio::io::empty(),
-                    Some(child),
-                    run_id,
-                    token,
-                    events,
-                ));
-            }
-        }
-    }
-
-    /// The shim of the claimed `run` could not be started (`e`, from the spawn). A lack of a
-    /// resource on the daemon's side (descriptors, processes, memory: the command never had a
-    /// chance to start) sends the run back to the queue, same attempt, and holds every claim
-    /// back for a backoff that doubles up to [`SPAWN_HOLD_MAX`] while spawns keep failing; any
-    /// other error ends the run `failed` with the reason.
-    fn shim_not_started(&mut self, run: &Run, slot: Slot, args: &ShimArgs, e: std::io::Error) {
-        self.report.observed.metrics.spawn_failed();
-        let change = if is_resource_shortage(&e) {
-            // Runs claimed in the same EVAL fail alike: one failure doubles the wait, not each.
-            // So a failure while the hold is still on leaves it as it is, and only one once
-            // it is over (or the first) counts.
-            let now = Instant::now();
-            if self.holds.spawn_hold.is_due(now) {
-                self.holds.spawn_hold.fail(now);
-            }
-            let until = self.holds.spawn_hold.due().unwrap_or(now);
-            let wait = self.holds.spawn_hold.wait().unwrap_or_default();
-            self.wake_within(until - now);
-            tracing::warn!(
-                run = run.id,
-                project = %run.project,
-                error = %e,
-                retry_in_ms = wait.as_millis() as u64,
-                "could not start the run's shim for lack of a resource: run requeued, same \
-                 attempt; no run is claimed until the backoff ends"
-            );
-            store::Change::Requeue {
-                reason: format!("the shim could not be started: {e}"),
-            }
-        } else {
-            // The shim's command line carries the command's: an oversized one is the
-            // command's fault, and the message names it and the limit, not the shim.
-            let reason = if e.kind() == std::io::ErrorKind::ArgumentListTooLong {
-                let env = crate::exec_limits::environment_with(args.env.iter().cloned());
-                crate::exec_limits::refused_message(&args.argv, &env)
-            } else {
-                format!(
-                    "could not start the shim {}: {e}",
-                    self.setup.shim_program.display()
-                )
-            };
-            tracing::error!(
-                run = run.id,
-                project = %run.project,
-                reason = %reason,
-                "spawn failed: the run's shim could not be started"
-            );
-            store::Change::Finish {
-                status: RunStatus::Failed,
-                exit_code: None,
-                signal: None,
-                reason: Some(reason),
-                retry: None,
-                finished_at: None,
-            }
-        };
-        self.runs.pending.push(Transition {
+/// Starts the shim of a claimed run, records its slot in the pool and follows it. A shim
+/// that cannot be started at all leaves the run a `failed` transition to write (and a nudge,
+/// so that the next EVAL writes it at once). `failed`: for a failure hook's run, the run it
+/// reports, as read after the claim (`None` if it could not be read).
+pub(super) fn spawn(d: &mut Daemon, run: Run, failed: Option<&Run>) {
+    fail::fail_point!("daemon-after-claim", |_| std::process::abort());
+    let mut slot = Slot {
+        run_id: run.id,
+        project: run.project.clone(),
+        namespace: run.namespace.clone(),
+        token: run.claim_token,
+        attempt: run.attempt,
+        shim: None,
+        command_pid: None,
+        cancel_sent: false,
+        shim_moved_on: false,
+        adopted: false,
+    };
+    let Some(project) = d.config.current.projects.get(&run.project) else {
+        // Removed between pack and spawn: cannot happen within one EVAL, but never panic.
+        d.runs.pending.push(Transition {
             run_id: run.id,
             token: run.claim_token,
-            change,
+            change: store::Change::Requeue {
+                reason: "project not in the config at spawn".into(),
+            },
         });
-        self.runs.slots.insert(slot);
-        let _ = self.setup.events.send(Event::Nudge);
+        d.runs.slots.insert(slot);
+        return;
+    };
+    let mut args = shim_args(d.setup.state.root(), &run, project);
+    args.log = d.setup.shim_log;
+    args.env.extend(super::hook_env::failed_run_env(
+        d.setup.state.root(),
+        &run,
+        failed,
+    ));
+    let (run_id, token) = (run.id, run.claim_token);
+    let events = d.setup.events.clone();
+    if let Some(e) = injected_spawn_error() {
+        shim_not_started(d, &run, slot, &args, e);
+        return;
     }
-
-    /// Whether claims may be made: no hold after a resource shortage, or its wait is over.
-    pub(super) fn spawn_hold_over(&self) -> bool {
-        self.holds.spawn_hold.is_due(Instant::now())
+    match fork_shim(d, &args) {
+        Forked::Pid(pid, report) => {
+            let shim = crate::sys::process::start_time(pid)
+                .map(|start_time| ShimIdentity { pid, start_time });
+            fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
+            d.holds.spawn_hold.reset();
+            d.runs.slots.insert(slot);
+            // A reused shim: the slot of its earlier run must let go of it.
+            if let Some(shim) = shim {
+                d.runs.slots.set_shim(run_id, shim);
+            }
+            tokio::spawn(watch_shim(report, None, run_id, token, events));
+            return;
+        }
+        Forked::Unknown(report) => {
+            // A shim may exist: never start a second one for this claim. The pipe's
+            // end-of-file comes when it ends (or at once if none was forked), and the run
+            // files then say which (no `started` record: tombstone and requeue).
+            d.runs.slots.insert(slot);
+            tokio::spawn(watch_shim(report, None, run_id, token, events));
+            return;
+        }
+        Forked::No => {}
     }
-
-    /// While claims are held back, makes sure the loop wakes when the hold ends.
-    pub(super) fn wake_after_spawn_hold(&mut self) {
-        let now = Instant::now();
-        if let Some(until) = self.holds.spawn_hold.due().filter(|until| *until > now) {
-            self.wake_within(until - now);
+    let mut cmd = tokio::process::Command::new(&d.setup.shim_program);
+    cmd.arg("shim")
+        .args(args.to_args())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(false);
+    // The exec'd shim gets the command's environment as its own (never on its command line,
+    // which anyone can read).
+    for (key, value) in &args.env {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
+    // Its own session keeps the shim alive through a daemon crash and out of reach of
+    // signals sent to the daemon's terminal.
+    crate::sys::process::spawn_in_new_session(cmd.as_std_mut());
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            shim_not_started(d, &run, slot, &args, e);
+            return;
+        }
+    };
+    fail::fail_point!("daemon-after-spawn", |_| std::process::abort());
+    d.holds.spawn_hold.reset();
+    if let Some(pid) = child.id() {
+        let pid = pid as i32;
+        slot.shim =
+            crate::sys::process::start_time(pid).map(|start_time| ShimIdentity { pid, start_time });
+    }
+    d.runs.slots.insert(slot);
+    match child.stdout.take() {
+        Some(stdout) => {
+            tokio::spawn(watch_shim(stdout, Some(child), run_id, token, events));
+        }
+        None => {
+            tokio::spawn(watch_shim(
+                tokio::io::empty(),
+                Some(child),
+                run_id,
+                token,
+                events,
+            ));
         }
     }
+}
 
-    /// Starts the shim through the fork server, if there is one and it still works.
-    fn fork_shim(&mut self, args: &ShimArgs) -> Forked {
-        let Some(server) = self.setup.fork_server.clone() else {
+/// The shim of the claimed `run` could not be started (`e`, from the spawn). A lack of a
+/// resource on the daemon's side (descriptors, processes, memory: the command never had a
+/// chance to start) sends the run back to the queue, same attempt, and holds every claim
+/// back for a backoff that doubles up to [`SPAWN_HOLD_MAX`] while spawns keep failing; any
+/// other error ends the run `failed` with the reason.
+fn shim_not_started(d: &mut Daemon, run: &Run, slot: Slot, args: &ShimArgs, e: std::io::Error) {
+    d.report.observed.metrics.spawn_failed();
+    let change = if is_resource_shortage(&e) {
+        // Runs claimed in the same EVAL fail alike: one failure doubles the wait, not each.
+        // So a failure while the hold is still on leaves it as it is, and only one once
+        // it is over (or the first) counts.
+        let now = Instant::now();
+        if d.holds.spawn_hold.is_due(now) {
+            d.holds.spawn_hold.fail(now);
+        }
+        let until = d.holds.spawn_hold.due().unwrap_or(now);
+        let wait = d.holds.spawn_hold.wait().unwrap_or_default();
+        wake_within(d, until - now);
+        tracing::warn!(
+            run = run.id,
+            project = %run.project,
+            error = %e,
+            retry_in_ms = wait.as_millis() as u64,
+            "could not start the run's shim for lack of a resource: run requeued, same \
+             attempt; no run is claimed until the backoff ends"
+        );
+        store::Change::Requeue {
+            reason: format!("the shim could not be started: {e}"),
+        }
+    } else {
+        // The shim's command line carries the command's: an oversized one is the
+        // command's fault, and the message names it and the limit, not the shim.
+        let reason = if e.kind() == std::io::ErrorKind::ArgumentListTooLong {
+            let env = crate::exec_limits::environment_with(args.env.iter().cloned());
+            crate::exec_limits::refused_message(&args.argv, &env)
+        } else {
+            format!(
+                "could not start the shim {}: {e}",
+                d.setup.shim_program.display()
+            )
+        };
+        tracing::error!(
+            run = run.id,
+            project = %run.project,
+            reason = %reason,
+            "spawn failed: the run's shim could not be started"
+        );
+        store::Change::Finish {
+            status: RunStatus::Failed,
+            exit_code: None,
+            signal: None,
+            reason: Some(reason),
+            retry: None,
+            finished_at: None,
+        }
+    };
+    d.runs.pending.push(Transition {
+        run_id: run.id,
+        token: run.claim_token,
+        change,
+    });
+    d.runs.slots.insert(slot);
+    let _ = d.setup.events.send(Event::Nudge);
+}
+
+/// Whether claims may be made: no hold after a resource shortage, or its wait is over.
+pub(super) fn spawn_hold_over(d: &Daemon) -> bool {
+    d.holds.spawn_hold.is_due(Instant::now())
+}
+
+/// While claims are held back, makes sure the loop wakes when the hold ends.
+pub(super) fn wake_after_spawn_hold(d: &mut Daemon) {
+    let now = Instant::now();
+    if let Some(until) = d.holds.spawn_hold.due().filter(|until| *until > now) {
+        wake_within(d, until - now);
+    }
+}
+
+/// Starts the shim through the fork server, if there is one and it still works.
+fn fork_shim(d: &mut Daemon, args: &ShimArgs) -> Forked {
+    let Some(server) = d.setup.fork_server.clone() else {
+        return Forked::No;
+    };
+    let (read, write) = match crate::sys::files::pipe() {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not create a shim's report pipe; exec'ing it");
             return Forked::No;
-        };
-        let (read, write) = match crate::sys::files::pipe() {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not create a shim's report pipe; exec'ing it");
-                return Forked::No;
-            }
-        };
-        let reader = match tokio::net::unix::pipe::Receiver::from_owned_fd(read) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not watch a shim's report pipe; exec'ing it");
-                return Forked::No;
-            }
-        };
-        match server.spawn(args, write) {
-            Ok(pid) => Forked::Pid(pid, reader),
-            // Only this request is refused; the server stays in use.
-            Err(e @ (ForkServerError::ForkFailed(_) | ForkServerError::TooLarge(_))) => {
-                tracing::warn!(run = args.run_id, error = %e, "exec'ing this run's shim instead");
-                Forked::No
-            }
-            Err(e) => {
-                tracing::error!(
-                    run = args.run_id,
-                    error = %e,
-                    fork_server = server.pid(),
-                    "the fork server is gone; every shim from now on is exec'd"
-                );
-                self.setup.fork_server = None;
-                server.kill();
-                match e {
-                    ForkServerError::Unknown(_) => Forked::Unknown(reader),
-                    _ => Forked::No,
-                }
+        }
+    };
+    let reader = match tokio::net::unix::pipe::Receiver::from_owned_fd(read) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not watch a shim's report pipe; exec'ing it");
+            return Forked::No;
+        }
+    };
+    match server.spawn(args, write) {
+        Ok(pid) => Forked::Pid(pid, reader),
+        // Only this request is refused; the server stays in use.
+        Err(e @ (ForkServerError::ForkFailed(_) | ForkServerError::TooLarge(_))) => {
+            tracing::warn!(run = args.run_id, error = %e, "exec'ing this run's shim instead");
+            Forked::No
+        }
+        Err(e) => {
+            tracing::error!(
+                run = args.run_id,
+                error = %e,
+                fork_server = server.pid(),
+                "the fork server is gone; every shim from now on is exec'd"
+            );
+            d.setup.fork_server = None;
+            server.kill();
+            match e {
+                ForkServerError::Unknown(_) => Forked::Unknown(reader),
+                _ => Forked::No,
             }
         }
     }
@@ -345,7 +344,7 @@ fn injected_spawn_error() -> Option<std::io::Error> {
     None
 }
 
-/// How [`Daemon::fork_shim`] went.
+/// How [`fork_shim`](super::spawn::fork_shim) went.
 enum Forked {
     /// The fork server forked the shim: its pid, and the pipe it reports on.
     Pid(i32, tokio::net::unix::pipe::Receiver),

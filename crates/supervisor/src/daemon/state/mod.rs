@@ -1,9 +1,15 @@
 //! The daemon's in-memory state ([`Daemon`]), owned by the loop task alone.
 //!
 //! One task owns it and nothing else mutates it, so there are no locks around the slot pool:
-//! shim watchers and the control socket only send [`Event`](super::events::Event)s. The phases
-//! (recovery, EVAL, spawn, reload) each add their own methods in their own module; this one
-//! only declares the fields and must never grow behaviour of its own.
+//! shim watchers and the control socket only send [`Event`](super::events::Event)s.
+//!
+//! It is held in parts, one per concern ([`Setup`], [`InForce`], [`Supervised`],
+//! [`RecoveryState`], [`Holds`], [`Membership`], [`Reporting`]). The phases are functions in
+//! their own modules, never methods of these types: a phase that needs only some parts takes
+//! only those (`turn` takes the reporting, the slot pool and the store; `note_unreadable` one
+//! counter), so that its signature is the list of what it reads and changes. The phases that
+//! orchestrate the others (the EVAL, recovery, reload, the heartbeat) take the whole
+//! [`Daemon`]. This module only declares the parts and must never grow behaviour of its own.
 //!
 //! The types of the fields a phase keeps are in files of their own below this one, which never
 //! import [`Daemon`], so that a phase's file and this one never import each other:
@@ -126,7 +132,7 @@ pub(super) struct RecoveryState {
     /// Active runs recovery could not settle yet (their files could not be read or written).
     pub(super) unsettled: unsettled::Unsettled,
     /// An outage ended: the runs the database holds as active under this epoch that nothing
-    /// here supervises are settled again after the next EVAL (`Daemon::reconcile`).
+    /// here supervises are settled again after the next EVAL (`reconcile`).
     pub(super) reconcile_due: bool,
 }
 
