@@ -148,6 +148,23 @@ impl SlotPool {
     }
 }
 
+/// A slot of project `p` in namespace `default`, claim `run_id`, attempt 1, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_slot(run_id: RunId, shim: Option<ShimIdentity>) -> Slot {
+    Slot {
+        run_id,
+        project: "p".into(),
+        namespace: "default".into(),
+        token: run_id as u64,
+        attempt: 1,
+        shim,
+        command_pid: None,
+        cancel_sent: false,
+        shim_moved_on: false,
+        adopted: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,18 +190,7 @@ mod tests {
     }
 
     fn slot(run_id: RunId, shim: Option<ShimIdentity>) -> Slot {
-        Slot {
-            run_id,
-            project: "p".into(),
-            namespace: "default".into(),
-            token: run_id as u64,
-            attempt: 1,
-            shim,
-            command_pid: None,
-            cancel_sent: false,
-            shim_moved_on: false,
-            adopted: false,
-        }
+        test_slot(run_id, shim)
     }
 
     /// A reused shim named for a new run is taken from every other slot: nothing signals it

@@ -4,7 +4,7 @@
 //! when the database refuses or fails, is the daemon's module doc, "One EVAL" ([`super`]).
 //!
 //! Decisions and effects are cut where the code allows it:
-//! - [`reap`](super::reap) settles the shims that exited and decides their transitions (from
+//! - [`reap`](crate::core::reap) settles the shims that exited and decides their transitions (from
 //!   the run files);
 //! - [`eval_blocking`] writes them, fires schedules, lists queued runs of projects the config
 //!   does not know, packs the merged running set against the queue heads and claims the picks;
@@ -32,25 +32,26 @@ use std::time::Duration;
 
 use config::Config;
 use packer::{merge, packer_for, RunningSet};
-use runrecord::RunFiles;
 use store::{
     now_ms, Applied, Change, Millis, Run, RunFilter, RunId, RunRows, RunStatus, Store, StoreError,
     Transition, UnreadableRun,
 };
 use tokio::time::Instant;
 
-use super::cancel::signal_cancelled;
 use super::follow::{watch_group, watch_lock};
 use super::heads::{candidates, claim_requests, more_heads};
 use super::hosts::{follow_published, keep_log_tails};
 use super::outage::{database_reachable, database_unreachable};
-use super::reap::{reap, SlotView};
+use super::reap::end_orphaned;
 use super::refused::{apply_each, keep_refused, refused_due, take_due_refused};
 use super::reload::{config_view, end_removed, wake_within};
 use super::spawn::{spawn, spawn_hold_over, wake_after_spawn_hold};
 use super::state::refused::ClaimBackoff;
 use super::state::Daemon;
 use super::unreadable::{note_unreadable, note_unreadable_rows};
+use crate::core::cancel::signal_cancelled;
+use crate::core::reap::{reap, SlotView};
+use crate::core::slots::{release_ended, shim_done_with};
 use crate::retry::RetryPolicy;
 
 /// What the blocking half of an EVAL hands back.
@@ -193,6 +194,7 @@ pub(super) async fn eval(d: &mut Daemon) {
         watch_lock(d.setup.state.root(), run_id, token, d.setup.events.clone());
     }
     for (run_id, token, pgid, session) in reaped.orphaned {
+        end_orphaned(run_id, pgid, session);
         watch_group(pgid, session, run_id, token, d.setup.events.clone());
     }
     for (run_id, applied) in &outcome.applied {
@@ -259,7 +261,12 @@ pub(super) async fn eval(d: &mut Daemon) {
         let failed = run.hook_of.and_then(|id| outcome.failed_runs.get(&id));
         spawn(d, run, failed);
     }
-    signal_cancelled(&mut d.runs.slots, d.setup.state.root(), &outcome.db_active);
+    signal_cancelled(
+        &mut d.runs.slots,
+        d.setup.state.root(),
+        &outcome.db_active,
+        &mut |shim, signal| shim.signal(signal),
+    );
     d.report.observed.metrics.eval_took(started.elapsed());
     // Last: it may read (and apply) a newer file, and the claims above were packed with the
     // config they will be spawned with.
@@ -287,62 +294,42 @@ pub(super) fn shim_exited(d: &mut Daemon, run_id: RunId, token: u64) {
 }
 
 /// Removes from the slot pool the runs whose transition left them past active (ended, or
-/// queued again), and those the database already holds past it.
+/// queued again), and those the database already holds past it
+/// ([`crate::core::slots`]).
 async fn forget_ended(d: &mut Daemon, applied: &[(RunId, Applied)]) {
-    for (run_id, applied) in applied {
-        match applied {
-            Applied::Done { status, .. } => {
-                if status.is_terminal() || *status == RunStatus::Queued {
-                    d.runs.slots.remove(*run_id);
-                }
+    for (run_id, why) in release_ended(&mut d.runs.slots, applied) {
+        // `Some(None)`: the row is gone; `None`: it could not be read.
+        let status = match store_get(d, run_id).await {
+            Ok(run) => Some(Some(run.status)),
+            Err(StoreError::UnknownRun(_)) => Some(None),
+            Err(_) => None,
+        };
+        match status {
+            // Moved back under its claim, or deleted, by another writer: what the
+            // claim's shim reported is not written, so it is said here.
+            Some(Some(RunStatus::Queued) | None) => {
+                tracing::warn!(run = run_id, why = %why, "transition skipped");
             }
-            Applied::Skipped(why) => {
-                // `Some(None)`: the row is gone; `None`: it could not be read.
-                let status = match store_get(d, *run_id).await {
-                    Ok(run) => Some(Some(run.status)),
-                    Err(StoreError::UnknownRun(_)) => Some(None),
-                    Err(_) => None,
-                };
-                match status {
-                    // Moved back under its claim, or deleted, by another writer: what the
-                    // claim's shim reported is not written, so it is said here.
-                    Some(Some(RunStatus::Queued) | None) => {
-                        tracing::warn!(run = run_id, why = %why, "transition skipped");
-                    }
-                    // Ended already (by `fleet hosts forget`, or another writer), or under
-                    // a newer claim.
-                    _ => tracing::debug!(run = run_id, why = %why, "transition skipped"),
-                }
-                // The slot goes with its shim's hold on the run, whatever the row says.
-                if shim_done_with(d, *run_id, status) {
-                    d.runs.slots.remove(*run_id);
-                }
-            }
+            // Ended already (by `fleet hosts forget`, or another writer), or under
+            // a newer claim.
+            _ => tracing::debug!(run = run_id, why = %why, "transition skipped"),
+        }
+        // The slot goes with its shim's hold on the run, whatever the row says.
+        if shim_done(d, run_id, status) {
+            d.runs.slots.remove(run_id);
         }
     }
 }
 
-/// Whether the shim of `run_id`'s slot is done with the run, so that the slot may go
-/// although no end of this daemon's was written: its row was ended, queued again or
-/// removed by someone else (`status`: the row's status, `Some(None)` when it is gone,
-/// `None` when it could not be read). While the shim holds the run's lock its command runs,
-/// and takes its seat under every cap. (A slot of a newer claim of this host has that
-/// claim's shim.) A shim alive without the lock has ended the run and may be on another by
-/// now (the fork server reuses shims); one that moved on is known to have. A slot whose
-/// shim cannot be told goes when the row says the run is no longer active.
-pub(super) fn shim_done_with(d: &Daemon, run_id: RunId, status: Option<Option<RunStatus>>) -> bool {
-    match d.runs.slots.get(run_id).map(|s| (s.shim, s.shim_moved_on)) {
-        Some((Some(shim), _)) => {
-            !shim.is_alive()
-                || matches!(
-                    RunFiles::new(d.setup.state.root(), run_id).is_locked(),
-                    Ok(false)
-                )
-        }
-        Some((None, true)) => true,
-        Some((None, false)) => matches!(status, Some(Some(s)) if !s.is_active()),
-        None => false,
-    }
+/// [`shim_done_with`] for a slot of this daemon, with real processes.
+pub(super) fn shim_done(d: &Daemon, run_id: RunId, status: Option<Option<RunStatus>>) -> bool {
+    shim_done_with(
+        &d.runs.slots,
+        run_id,
+        status,
+        d.setup.state.root(),
+        &|shim| shim.is_alive(),
+    )
 }
 
 /// After a store error: keep what is unwritten for the next EVAL and back off (100 ms,

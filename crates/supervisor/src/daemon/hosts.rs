@@ -38,10 +38,10 @@ use store::{
     now_ms, Applied, HostInfo, Run, RunId, StoreError, HEARTBEAT_EVERY_MS, LOG_TAIL_BYTES,
 };
 
-use super::cancel::identify_shim;
-use super::eval::shim_done_with;
+use super::eval::shim_done;
 use super::outage::database_unreachable;
 use super::state::Daemon;
+use crate::core::cancel::identify_shim;
 use crate::sys::signals::Signal;
 
 /// Says that `run` was taken from this host by a forget and that its command is being stopped
@@ -288,7 +288,7 @@ pub(super) async fn rejoin(d: &mut Daemon) -> bool {
         // the store skips (the row is already ended), and that frees the slot. A shim
         // already done with it was reaped before (its end was the write refused): the slot
         // goes now, by the same rule, or nothing would ever free it.
-        if shim_done_with(d, run.id, Some(Some(run.status))) {
+        if shim_done(d, run.id, Some(Some(run.status))) {
             d.runs.slots.remove(run.id);
         }
     }

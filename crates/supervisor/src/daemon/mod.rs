@@ -177,7 +177,6 @@
 //! Only the first two stop an EVAL; the others hold back one run, one project or the claims,
 //! while the rest of the EVAL goes on.
 
-mod cancel;
 mod config_file;
 mod connect;
 mod eval;

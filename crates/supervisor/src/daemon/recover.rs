@@ -21,7 +21,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use runrecord::RunFiles;
-use store::{now_ms, Run, RunId, RunStatus, Store, StoreError, Transition};
+use store::{now_ms, Run, RunId, Store, StoreError, Transition};
 use tokio::time::Instant;
 
 use super::follow::{watch_group, watch_lock};
@@ -30,33 +30,8 @@ use super::reload::config_view;
 use super::state::unsettled::Unsettled;
 use super::state::Daemon;
 use crate::boot::Boots;
-use crate::retry::RetryPolicy;
-use crate::settle::{self, Fate};
-use crate::slots::{ShimIdentity, Slot};
-
-/// What recovery decided, before any of it is applied.
-struct Recovery {
-    /// Runs whose shim is alive, to adopt, with the shim when its started record names it.
-    adopt: Vec<(Run, Option<ShimIdentity>)>,
-    /// `running` for adopted runs the database still has as `starting`.
-    transitions: Vec<Transition>,
-    /// The other runs and their fates; their transitions (and retries) are decided once the
-    /// config is known to be the file's.
-    settled: Vec<(Run, Fate)>,
-    /// Runs whose files could not be read or written, or whose rows could not be read: (run,
-    /// claim token).
-    unsettled: Vec<(RunId, u64)>,
-    /// Runs whose shim is gone while their command's process group lives on
-    /// ([`Fate::Orphaned`]: the group was sent SIGKILL), or whose files are gone while their
-    /// command's process group lives on, with that group and its session when known: kept
-    /// active, followed until the group is empty.
-    orphaned: Vec<(Run, i32, Option<crate::sys::process::Session>)>,
-    /// Runs taken from this host: the database holds them as ended `lost` by a
-    /// `fleet hosts forget` — under the very claim a live shim here still holds, on this host —
-    /// while this host's daemon was away. Their commands are stopped as a cancel stops one, and
-    /// their slots held until their shims are gone (see [`taken_run`]).
-    taken: Vec<(Run, Option<ShimIdentity>)>,
-}
+use crate::core::recovery::{self, adopted_slot, Found};
+use crate::slots::ShimIdentity;
 
 /// The first wait after startup recovery could not read the database (but for an unreachable
 /// one); it doubles up to [`RECOVERY_RETRY_MAX`].
@@ -119,7 +94,7 @@ pub(super) async fn recover(d: &mut Daemon) {
 /// `Some(wait)` when recovery found a run of a project the config does not know while an
 /// edit of fleet.toml has not settled yet: such a run gets no retry, and that is decided only
 /// on the file as it is now, never on a config older than it.
-async fn config_settling_for(d: &mut Daemon, found: &Recovery) -> Option<Duration> {
+async fn config_settling_for(d: &mut Daemon, found: &Found) -> Option<Duration> {
     let unknown = found
         .settled
         .iter()
@@ -132,30 +107,6 @@ async fn config_settling_for(d: &mut Daemon, found: &Recovery) -> Option<Duratio
         (false, Some(left)) => Some(left),
         _ => None,
     }
-}
-
-/// The transitions (with retries, per the config in force) of the runs recovery settled.
-fn decide(d: &Daemon, settled: Vec<(Run, Fate)>) -> Vec<Transition> {
-    let now = now_ms();
-    let mut transitions = Vec::new();
-    for (run, fate) in settled {
-        let policy = RetryPolicy::for_project(&d.config.current, &run.project);
-        tracing::info!(
-            run = run.id,
-            project = %run.project,
-            fate = %fate.name(),
-            "recovered"
-        );
-        transitions.extend(settle::transition(
-            run.id,
-            run.claim_token,
-            run.attempt,
-            &fate,
-            policy,
-            now,
-        ));
-    }
-    transitions
 }
 
 /// Settles again, once their retry is due, the runs recovery could not settle (see
@@ -180,7 +131,7 @@ pub(super) async fn resettle(d: &mut Daemon) {
             .into_iter()
             .filter(|r| wanted.contains(&(r.id, r.claim_token)))
             .collect();
-        let mut found = settle_runs(&runs, state.root(), &boots);
+        let mut found = settle_here(&runs, state.root(), &boots);
         // Rows still unreadable wait on.
         found.unsettled.extend(
             active
@@ -241,7 +192,7 @@ pub(super) async fn reconcile(d: &mut Daemon) {
             .into_iter()
             .filter(|r| r.epoch == Some(epoch) && !known.contains(&r.id))
             .collect();
-        Ok::<_, StoreError>(settle_runs(&runs, state.root(), &boots))
+        Ok::<_, StoreError>(settle_here(&runs, state.root(), &boots))
     })
     .await
     .expect("reconciling panicked");
@@ -283,8 +234,8 @@ pub(super) async fn reconcile(d: &mut Daemon) {
 /// Takes in what settling found: adopts the live runs, and returns the transitions of the
 /// rest (with retries per the config in force) and the runs that could not be settled, for
 /// the caller to queue and keep.
-fn take_in(d: &mut Daemon, found: Recovery) -> (Vec<Transition>, Vec<(RunId, u64)>) {
-    let Recovery {
+fn take_in(d: &mut Daemon, found: Found) -> (Vec<Transition>, Vec<(RunId, u64)>) {
+    let Found {
         adopt,
         mut transitions,
         settled,
@@ -292,14 +243,17 @@ fn take_in(d: &mut Daemon, found: Recovery) -> (Vec<Transition>, Vec<(RunId, u64
         orphaned,
         taken,
     } = found;
-    transitions.extend(decide(d, settled));
+    for (run, fate) in &settled {
+        tracing::info!(run = run.id, project = %run.project, fate = %fate.name(), "recovered");
+    }
+    transitions.extend(recovery::transitions(&d.config.current, settled, now_ms()));
     adopt_alive(d, adopt);
     keep_orphaned(d, orphaned);
     stop_taken(d, taken);
     (transitions, unsettled)
 }
 
-/// Stops the commands of runs taken from this host ([`Recovery::taken`]) as a cancel does
+/// Stops the commands of runs taken from this host ([`Found::taken`]) as a cancel does
 /// (SIGTERM to the shim, which ends the command's process group, SIGKILL after its kill
 /// grace), and holds a slot for each until its shim is gone, so that this host starts
 /// nothing beside it — above all not the run's own retry. Its row is left as the forget
@@ -380,36 +334,19 @@ fn keep_unsettled(d: &mut Daemon, runs: Vec<(RunId, u64)>) {
     };
 }
 
-/// The slot of a run recovery takes over from a previous daemon (adopted, or orphaned with no
-/// `shim`).
-fn adopted_slot(run: &Run, shim: Option<ShimIdentity>) -> Slot {
-    Slot {
-        run_id: run.id,
-        project: run.project.clone(),
-        namespace: run.namespace.clone(),
-        token: run.claim_token,
-        attempt: run.attempt,
-        shim,
-        command_pid: settle::recorded_pgid(run),
-        cancel_sent: false,
-        shim_moved_on: false,
-        adopted: true,
-    }
-}
-
 /// Settles every run the database records as active on `host` (blocking: reads the database
 /// and the run files under `state_dir`, and writes tombstones). Another host's runs are never
 /// touched here: their run files are on that host, and only its daemon (or an operator's
 /// `fleet hosts forget`) may end them.
 ///
 /// Errors: the database cannot be read. A run whose files cannot be read (or whose tombstone
-/// cannot be written) is logged and left active, in [`Recovery::unsettled`].
+/// cannot be written) is logged and left active, in [`Found::unsettled`].
 ///
 /// Live shims of runs the database does not hold as active are looked for too, by probing the
 /// lock of every run with files here (as many as the history kept). On a database `shared` by
 /// many hosts that is done before the first claim, since such a shim may be of a run a
 /// `fleet hosts forget` took from this host, whose command must stop before this host starts
-/// anything beside it ([`Recovery::taken`]). With one host (SQLite) no forget exists, the look
+/// anything beside it ([`Found::taken`]). With one host (SQLite) no forget exists, the look
 /// only warns, and it runs off the way to the first claim, on a thread of its own.
 fn settle_active(
     store: &Store,
@@ -417,9 +354,9 @@ fn settle_active(
     state_dir: &Path,
     shared: bool,
     boots: &Boots,
-) -> Result<Recovery, StoreError> {
+) -> Result<Found, StoreError> {
     let active = store.active_rows_on(host)?;
-    let mut recovery = settle_runs(&active.runs, state_dir, boots);
+    let mut recovery = settle_here(&active.runs, state_dir, boots);
     // A row another program left unreadable is settled once it can be read: until then it stays
     // active, its seat counted by every EVAL (which reads it the same way), its shim — if one
     // still runs — left alone.
@@ -492,76 +429,6 @@ fn taken_run(
     }))
 }
 
-/// Settles each of `runs` (active runs a previous daemon left) from its run files: see
-/// [`settle_active`]. `boots` says of each claim whether the machine may have restarted since
-/// it was made ([`Boots::start_survives`]).
-fn settle_runs(runs: &[Run], state_dir: &Path, boots: &Boots) -> Recovery {
-    let mut adopt = Vec::new();
-    let mut transitions = Vec::new();
-    let mut settled = Vec::new();
-    let mut unsettled = Vec::new();
-    let mut orphaned = Vec::new();
-    for run in runs {
-        let dir = RunFiles::new(state_dir, run.id);
-        // The command's pid as the database recorded it: what names its process group when
-        // the files no longer do (removed or overwritten by hand).
-        let fate = match settle::settle(
-            &dir,
-            run.claim_token,
-            settle::recorded_pgid(run),
-            boots.start_survives(run.epoch),
-        ) {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::error!(run = run.id, project = %run.project, error = %e, "cannot read or write the run's files; leaving it active");
-                unsettled.push((run.id, run.claim_token));
-                continue;
-            }
-        };
-        if let Fate::Orphaned { pgid, session } = fate {
-            super::reap::end_orphaned(run.id, pgid, session);
-            orphaned.push((run.clone(), pgid, session));
-            continue;
-        }
-        if fate == Fate::Alive {
-            let started = dir
-                .read_started()
-                .ok()
-                .flatten()
-                .filter(|s| s.token == run.claim_token);
-            if run.status == RunStatus::Starting {
-                if let Some(r) = dir
-                    .read_running()
-                    .ok()
-                    .flatten()
-                    .filter(|r| r.token == run.claim_token)
-                {
-                    transitions.push(Transition {
-                        run_id: run.id,
-                        token: run.claim_token,
-                        change: store::Change::Running { pid: Some(r.pid) },
-                    });
-                }
-            }
-            let shim = started.map(|s| ShimIdentity {
-                pid: s.shim_pid,
-                start_time: s.shim_start_time,
-            });
-            adopt.push((run.clone(), shim));
-            continue;
-        }
-        settled.push((run.clone(), fate));
-    }
-    Recovery {
-        adopt,
-        transitions,
-        settled,
-        unsettled,
-        orphaned,
-        taken: Vec::new(),
-    }
-}
-
 /// The runs with files here whose lock a live shim holds although the database does not hold
 /// them as active (`active_ids`). A folder that cannot be listed, or a lock that cannot be
 /// probed, is logged (not "no shims": unread) and left out.
@@ -590,4 +457,15 @@ fn unrecorded_shims(state_dir: &Path, active_ids: &BTreeSet<RunId>) -> Vec<RunId
 /// it: which of the two is wrong is for an operator to judge, with `fleet check`.
 fn warn_unrecorded(id: RunId) {
     tracing::warn!(run = id, "a live shim holds a run the database does not record as active; left alone (see `fleet check`)");
+}
+
+/// [`recovery::settle_runs`], then what the daemon does at once with an orphaned run whose
+/// group its session identifies: SIGKILL to the group, as the shim would have on its way out
+/// ([`super::reap::end_orphaned`]), so that nothing of it runs beside a retry.
+fn settle_here(runs: &[Run], state_dir: &Path, boots: &Boots) -> Found {
+    let found = recovery::settle_runs(runs, state_dir, boots);
+    for (run, pgid, session) in &found.orphaned {
+        super::reap::end_orphaned(run.id, *pgid, *session);
+    }
+    found
 }

@@ -1,0 +1,144 @@
+//! Recovery's decisions: what became of each run a previous daemon of this host left active
+//! ([`settle_runs`], from the run files, through [`crate::settle`]), and the transitions that
+//! follow ([`transitions`]). Applying them (adopting live shims, following them, killing what
+//! is left of an orphaned command) is the caller's: the daemon's `daemon/recover.rs`, or the
+//! simulator's.
+
+use std::path::Path;
+
+use config::Config;
+use runrecord::RunFiles;
+use store::{Millis, Run, RunId, RunStatus, Transition};
+
+use crate::boot::Boots;
+use crate::retry::RetryPolicy;
+use crate::settle::{self, Fate};
+use crate::slots::{ShimIdentity, Slot};
+
+/// What recovery decided, before any of it is applied.
+pub struct Found {
+    /// Runs whose shim is alive, to adopt, with the shim when its started record names it.
+    pub adopt: Vec<(Run, Option<ShimIdentity>)>,
+    /// `running` for adopted runs the database still has as `starting`.
+    pub transitions: Vec<Transition>,
+    /// The other runs and their fates; their transitions (and retries) are decided once the
+    /// config is known to be the file's.
+    pub settled: Vec<(Run, Fate)>,
+    /// Runs whose files could not be read or written, or whose rows could not be read: (run,
+    /// claim token).
+    pub unsettled: Vec<(RunId, u64)>,
+    /// Runs whose shim is gone while their command's process group lives on
+    /// ([`Fate::Orphaned`]; the caller sends the group SIGKILL when its session identifies it), or whose files are gone while their
+    /// command's process group lives on, with that group and its session when known: kept
+    /// active, followed until the group is empty.
+    pub orphaned: Vec<(Run, i32, Option<crate::sys::process::Session>)>,
+    /// Runs taken from this host: the database holds them as ended `lost` by a
+    /// `fleet hosts forget` — under the very claim a live shim here still holds, on this host —
+    /// while this host's daemon was away. Their commands are stopped as a cancel stops one, and
+    /// their slots held until their shims are gone. Filled by the daemon on a shared database
+    /// only (`daemon/recover.rs`).
+    pub taken: Vec<(Run, Option<ShimIdentity>)>,
+}
+
+/// Settles each of `runs` (active runs a previous daemon left, or that an outage left unsure)
+/// from its run files (blocking: reads them, and writes tombstones). `boots` says of each claim whether the machine may have restarted since
+/// it was made ([`Boots::start_survives`]).
+pub fn settle_runs(runs: &[Run], state_dir: &Path, boots: &Boots) -> Found {
+    let mut adopt = Vec::new();
+    let mut transitions = Vec::new();
+    let mut settled = Vec::new();
+    let mut unsettled = Vec::new();
+    let mut orphaned = Vec::new();
+    for run in runs {
+        let dir = RunFiles::new(state_dir, run.id);
+        // The command's pid as the database recorded it: what names its process group when
+        // the files no longer do (removed or overwritten by hand).
+        let fate = match settle::settle(
+            &dir,
+            run.claim_token,
+            settle::recorded_pgid(run),
+            boots.start_survives(run.epoch),
+        ) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(run = run.id, project = %run.project, error = %e, "cannot read or write the run's files; leaving it active");
+                unsettled.push((run.id, run.claim_token));
+                continue;
+            }
+        };
+        if let Fate::Orphaned { pgid, session } = fate {
+            orphaned.push((run.clone(), pgid, session));
+            continue;
+        }
+        if fate == Fate::Alive {
+            let started = dir
+                .read_started()
+                .ok()
+                .flatten()
+                .filter(|s| s.token == run.claim_token);
+            if run.status == RunStatus::Starting {
+                if let Some(r) = dir
+                    .read_running()
+                    .ok()
+                    .flatten()
+                    .filter(|r| r.token == run.claim_token)
+                {
+                    transitions.push(Transition {
+                        run_id: run.id,
+                        token: run.claim_token,
+                        change: store::Change::Running { pid: Some(r.pid) },
+                    });
+                }
+            }
+            let shim = started.map(|s| ShimIdentity {
+                pid: s.shim_pid,
+                start_time: s.shim_start_time,
+            });
+            adopt.push((run.clone(), shim));
+            continue;
+        }
+        settled.push((run.clone(), fate));
+    }
+    Found {
+        adopt,
+        transitions,
+        settled,
+        unsettled,
+        orphaned,
+        taken: Vec::new(),
+    }
+}
+
+/// The transitions (with retries, per `config`, due from `now`) of the runs recovery settled.
+pub fn transitions(config: &Config, settled: Vec<(Run, Fate)>, now: Millis) -> Vec<Transition> {
+    let mut transitions = Vec::new();
+    for (run, fate) in settled {
+        let policy = RetryPolicy::for_project(config, &run.project);
+        transitions.extend(settle::transition(
+            run.id,
+            run.claim_token,
+            run.attempt,
+            &fate,
+            policy,
+            now,
+        ));
+    }
+    transitions
+}
+
+/// The slot of a run recovery takes over from a previous daemon (adopted, or orphaned with no
+/// `shim`).
+pub fn adopted_slot(run: &Run, shim: Option<ShimIdentity>) -> Slot {
+    Slot {
+        run_id: run.id,
+        project: run.project.clone(),
+        namespace: run.namespace.clone(),
+        token: run.claim_token,
+        attempt: run.attempt,
+        shim,
+        command_pid: settle::recorded_pgid(run),
+        cancel_sent: false,
+        shim_moved_on: false,
+        adopted: true,
+    }
+}
