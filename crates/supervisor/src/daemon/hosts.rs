@@ -77,12 +77,21 @@ impl Daemon {
             // published side, so a file differing by its password alone does not differ.
             config_digest: local.map(|bytes| self.published_digest_of(&bytes)),
             http_addr: self.http_addr.clone(),
+            clock_offset_ms: None,
         };
         let store = self.store.clone();
         let epoch = self.epoch;
-        let done = tokio::task::spawn_blocking(move || store.heartbeat(epoch, &info, now_ms()))
-            .await
-            .expect("heartbeat panicked");
+        let done = tokio::task::spawn_blocking(move || {
+            // The database's clock measured again first: the heartbeat's own time is by it.
+            let info = HostInfo {
+                clock_offset_ms: super::identity::follow_database_clock(&store)
+                    .or(store::db_clock::offset_ms()),
+                ..info
+            };
+            store.heartbeat(epoch, &info, now_ms())
+        })
+        .await
+        .expect("heartbeat panicked");
         match done {
             Ok(()) => {}
             Err(e @ StoreError::Fenced { .. }) => self.fenced = Some(e),
@@ -289,8 +298,12 @@ impl Daemon {
         let store = self.store.clone();
         let caps = crate::caps::caps_json(&self.config);
         let path = self.config_path.display().to_string();
+        let state = self.state.clone();
         let taken = tokio::task::spawn_blocking(move || {
-            store.take_over(&host, std::process::id() as i32, &path, &caps, now_ms())
+            // In the place it ran from: its runs claimed there stay its own to settle.
+            let place = super::identity::place(&state);
+            let pid = std::process::id() as i32;
+            store.take_over_from(&host, place.as_ref(), pid, &path, &caps, now_ms())
         })
         .await
         .expect("take_over panicked");

@@ -71,8 +71,9 @@ impl Daemon {
         let host = self.config.host.clone();
         let shared = state.database().is_some();
         let boots = self.boots.clone();
+        let epoch = self.epoch;
         let result = tokio::task::spawn_blocking(move || {
-            settle_active(&store, &host, state.root(), shared, &boots)
+            settle_active(&store, (&host, epoch), state.root(), shared, &boots)
         })
         .await
         .expect("recovery panicked");
@@ -165,9 +166,10 @@ impl Daemon {
         let state = self.state.clone();
         let host = self.config.host.clone();
         let boots = self.boots.clone();
+        let epoch = self.epoch;
         let result = tokio::task::spawn_blocking(move || {
             // Only those still active under the same claim: anything else has moved on.
-            let active = store.active_rows_on(&host)?;
+            let active = store.active_rows_here(&host, epoch)?;
             let runs: Vec<Run> = active
                 .runs
                 .into_iter()
@@ -379,10 +381,11 @@ fn adopted_slot(run: &Run, shim: Option<ShimIdentity>) -> Slot {
     }
 }
 
-/// Settles every run the database records as active on `host` (blocking: reads the database
-/// and the run files under `state_dir`, and writes tombstones). Another host's runs are never
-/// touched here: their run files are on that host, and only its daemon (or an operator's
-/// `fleet hosts forget`) may end them.
+/// Settles every run the database records as active on `host` and claimed from this daemon's
+/// place (`host` with this daemon's epoch; blocking: reads the database and the run files under
+/// `state_dir`, and writes tombstones). Another host's runs are never touched here, nor runs of
+/// this host name claimed by a daemon of another machine or state directory: their run files
+/// are there, and only a daemon there (or an operator's `fleet hosts forget`) may end them.
 ///
 /// Errors: the database cannot be read. A run whose files cannot be read (or whose tombstone
 /// cannot be written) is logged and left active, in [`Recovery::unsettled`].
@@ -395,12 +398,12 @@ fn adopted_slot(run: &Run, shim: Option<ShimIdentity>) -> Slot {
 /// only warns, and it runs off the way to the first claim, on a thread of its own.
 fn settle_active(
     store: &Store,
-    host: &str,
+    (host, epoch): (&str, i64),
     state_dir: &Path,
     shared: bool,
     boots: &Boots,
 ) -> Result<Recovery, StoreError> {
-    let active = store.active_rows_on(host)?;
+    let active = store.active_rows_here(host, epoch)?;
     let mut recovery = settle_runs(&active.runs, state_dir, boots);
     // A row another program left unreadable is settled once it can be read: until then it stays
     // active, its seat counted by every EVAL (which reads it the same way), its shim — if one
