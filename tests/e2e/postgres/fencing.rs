@@ -76,24 +76,23 @@ fn a_live_host_name_is_refused_to_another_state_directory_and_freed_by_a_clean_s
         d1.stderr()
     );
 
-    // A clean stop frees the name at once; the run in flight is left to its shim.
+    // A clean stop frees the name at once; the run in flight is left to its shim, which sees
+    // its command to the end.
     d1.signal(Signal::TERM);
-    first.wait_until(DEADLINE, "the first daemon to stop", || {
-        d1.try_exit().is_some()
-    });
+    first.wait_until(DEADLINE, "the first daemon to stop", || d1.try_exit().is_some());
     assert_eq!(d1.try_exit().unwrap().code(), Some(0), "{}", d1.stderr());
-    let mut d2 = second.start_daemon();
-    let epoch2 = wait_epoch(&second, d2.pid(), epoch1);
-    // Once a run of its own went through, the second daemon has recovered: it has no files of
-    // `long`, and leaves it as it is, even after its command ended.
-    let p = second.enqueue("p");
-    assert_eq!(status_of(&second.wait_terminal(p)), "succeeded");
     std::fs::write(&go, "").unwrap();
     first.wait_until(DEADLINE, "long's command to end", || lines(&end).len() == 1);
+    let mut d2 = second.start_daemon();
+    let epoch2 = wait_epoch(&second, d2.pid(), epoch1);
+    // Once a run of its own went through, the second daemon has recovered (nothing is claimed
+    // before): it has no files of `long`, and leaves it as it is — neither lost nor queued
+    // again as never started, which is what its empty files would say.
     let p = second.enqueue("p");
     assert_eq!(status_of(&second.wait_terminal(p)), "succeeded");
     let r = second.run(long);
     assert_eq!(status_of(&r), "running", "settled without its files: {r}");
+    assert_eq!(lines(&start).len(), 1, "long started again");
 
     // Back where its files are, it is settled from them: it succeeded.
     d2.signal(Signal::TERM);
