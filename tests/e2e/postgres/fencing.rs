@@ -79,7 +79,9 @@ fn a_live_host_name_is_refused_to_another_state_directory_and_freed_by_a_clean_s
     // A clean stop frees the name at once; the run in flight is left to its shim, which sees
     // its command to the end.
     d1.signal(Signal::TERM);
-    first.wait_until(DEADLINE, "the first daemon to stop", || d1.try_exit().is_some());
+    first.wait_until(DEADLINE, "the first daemon to stop", || {
+        d1.try_exit().is_some()
+    });
     assert_eq!(d1.try_exit().unwrap().code(), Some(0), "{}", d1.stderr());
     std::fs::write(&go, "").unwrap();
     first.wait_until(DEADLINE, "long's command to end", || lines(&end).len() == 1);
