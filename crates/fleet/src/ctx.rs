@@ -274,7 +274,20 @@ pub fn as_this_host(config: &Config, state: &StateDir) -> Config {
 /// newer, or not created yet) is an error (exit 2) saying what brings it up to date.
 pub fn open_existing(state: &StateDir) -> Result<Option<Store>> {
     warn_if_exposed(state);
-    state.open_existing_store().map_err(Failure::state_dir)
+    let store = state.open_existing_store().map_err(Failure::state_dir)?;
+    Ok(store.map(follow_clock))
+}
+
+/// `store`, once this process follows its database's clock (see [`store::db_clock`]): on a
+/// shared database every time a command writes or judges by (a heartbeat's age, a delay, a
+/// forget's refusal) is the database's, as the daemons' are, whatever this machine's clock
+/// says. One query; a clock that cannot be read leaves the local one (the command's own reads
+/// then say what is wrong with the database).
+fn follow_clock(store: Store) -> Store {
+    if let Ok(Some(reading)) = store.database_clock() {
+        store::db_clock::follow(reading);
+    }
+    store
 }
 
 /// [`open_existing`] for `fleet status`, the health check: a shared database in which no
@@ -285,7 +298,7 @@ pub fn open_existing_for_status(state: &StateDir) -> Result<Option<Store>> {
     warn_if_exposed(state);
     match state.open_existing_store() {
         Err(StateDirError::Store(StoreError::SchemaBehind { found: 0, .. })) => Ok(None),
-        other => other.map_err(Failure::state_dir),
+        other => Ok(other.map_err(Failure::state_dir)?.map(follow_clock)),
     }
 }
 
@@ -302,9 +315,10 @@ fn warn_if_exposed(state: &StateDir) {
 /// (`cancel`, `rerun`, `prune`, `hosts forget`); `None` when nothing was ever queued (nothing
 /// is created then).
 pub fn open_existing_to_write(state: &StateDir) -> Result<Option<Store>> {
-    state
+    let store = state
         .open_existing_store_to_write()
-        .map_err(Failure::state_dir)
+        .map_err(Failure::state_dir)?;
+    Ok(store.map(follow_clock))
 }
 
 /// Opens the store of `config` for a command that writes (creating the state directory if
@@ -312,6 +326,7 @@ pub fn open_existing_to_write(state: &StateDir) -> Result<Option<Store>> {
 pub fn open_or_create(config: &Config) -> Result<Store> {
     StateDir::of(config)
         .open_store()
+        .map(follow_clock)
         .map_err(Failure::state_dir)
 }
 

@@ -230,6 +230,15 @@ pub(super) fn render(observed: &Observed, config: &Config, snap: &Snapshot, now:
             fgauge(secs(at)),
         );
     }
+    // Many hosts: this host's clock against the database's, which the daemon follows.
+    if let Some(offset) = store::db_clock::offset_ms() {
+        reg.register_with_unit(
+            "clock_offset",
+            "How far this host's clock is ahead of the shared database's (negative: behind), as last measured; fleet judges time by the database's clock, and says so past 2 s either way",
+            Unit::Seconds,
+            fgauge(offset as f64 / 1000.0),
+        );
+    }
     let healthy = matches!(observed.health.verdict(now), Verdict::Evaluating { .. });
     reg.register(
         "daemon_healthy",

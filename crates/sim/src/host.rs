@@ -81,7 +81,7 @@ impl Daemon {
         let boots = Boots::take_in(state_dir, epoch, Some(BOOT_ID.into()))
             .map_err(|e| format!("the simulated boot file: {e}"))?;
         let active = store
-            .active_rows_on(&config.host)
+            .active_rows_here(&config.host, epoch)
             .map_err(|e| e.to_string())?;
         let found = recovery::settle_runs(&active.runs, state_dir, &boots);
         let mut slots = SlotPool::new();

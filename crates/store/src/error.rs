@@ -173,6 +173,21 @@ pub enum StoreError {
         /// Who forgot it.
         by: String,
     },
+    /// [`crate::Store::take_over_from`] under a host name whose daemon, in another place
+    /// (machine or state directory), is alive: its heartbeat is younger than
+    /// [`crate::SILENCE_MS`] by the database's clock and it has not stopped. Nothing was
+    /// written: that daemon goes on untouched.
+    #[error("{}", host_alive_message(host, machine, *pid, *age_ms))]
+    HostAlive {
+        /// The host name.
+        host: String,
+        /// The machine its live daemon runs on.
+        machine: String,
+        /// That daemon's pid (on that machine).
+        pid: i32,
+        /// Its heartbeat's age, by the database's clock (ms).
+        age_ms: crate::Millis,
+    },
     /// An active row holds a value this version cannot read (written by another program):
     /// what [`crate::UnreadableRun::error`] says, for a read that needs every row.
     #[error("{what}")]
@@ -244,6 +259,17 @@ impl StoreError {
             _ => false,
         }
     }
+}
+
+/// What [`StoreError::HostAlive`] says: who holds the name, where, and the three ways on.
+fn host_alive_message(host: &str, machine: &str, pid: i32, age_ms: crate::Millis) -> String {
+    format!(
+        "host {host} is alive on machine {machine} (its daemon, pid {pid}, beat {:.1}s ago, from \
+         another state directory or machine): not taking it over, as its runs' files are there. \
+         Start this daemon under another name (fleet daemon --host NAME), or stop that daemon \
+         first, or, if that machine is gone, run `fleet hosts forget {host}`",
+        age_ms as f64 / 1000.0
+    )
 }
 
 /// What [`StoreError::Fenced`] says: an epoch only grows, so an older one in the database means

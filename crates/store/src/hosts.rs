@@ -70,6 +70,25 @@ pub struct HostRow {
     pub updated_at: Millis,
     /// Its active runs (`starting` or `running` with `host` = its name), counted at the read.
     pub active_runs: u64,
+    /// How far its clock was ahead of the database's at its last heartbeat (ms; negative: behind),
+    /// if it measured it (PostgreSQL only).
+    pub clock_offset_ms: Option<Millis>,
+    /// Where its daemon runs (PostgreSQL only; absent for a row no daemon of this version wrote).
+    pub place: Option<Place>,
+    /// When its daemon stopped cleanly, if it did (and none has taken over since): it is silent
+    /// at once, and may be taken over from elsewhere (PostgreSQL only).
+    pub stopped_at: Option<Millis>,
+}
+
+/// Where a host's daemon runs: the machine and the state directory. Two daemons under one host
+/// name from two places are two daemons claiming runs whose files only one of them can see; a
+/// daemon restarted in the same place is the same host coming back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// The machine's node name (`uname -n`), whatever host name the daemon runs under.
+    pub machine: String,
+    /// The state directory's id: random, made once and kept in the directory.
+    pub state_dir_id: String,
 }
 
 /// A host's state as `fleet hosts` shows it.
@@ -95,11 +114,12 @@ impl HostState {
 }
 
 impl HostRow {
-    /// Its state at `now` (ms UTC).
+    /// Its state at `now` (ms UTC, by the database's clock on a shared database). A daemon that
+    /// stopped cleanly is silent at once: it beats no more.
     pub fn state(&self, now: Millis) -> HostState {
         if self.forgotten_at.is_some() {
             HostState::Forgotten
-        } else if now - self.heartbeat_at < SILENCE_MS {
+        } else if self.stopped_at.is_none() && now - self.heartbeat_at < SILENCE_MS {
             HostState::Alive
         } else {
             HostState::Silent
@@ -117,6 +137,8 @@ pub struct HostInfo {
     pub config_digest: Option<String>,
     /// Its HTTP listener as a URL base, if it serves one.
     pub http_addr: Option<String>,
+    /// How far its clock is ahead of the database's, as last measured (ms; negative: behind).
+    pub clock_offset_ms: Option<Millis>,
 }
 
 /// What [`Store::forget_host`](crate::Store::forget_host) did, in its one transaction.

@@ -8,8 +8,9 @@
 //!
 //! - `model`: the row types ([`Run`], [`NewRun`], [`Transition`], [`Event`], …), [`Millis`].
 //! - `activity`: [`ProjectActivity`], each project's runs summed up for `fleet projects`.
-//! - `hosts`: [`HostRow`], [`HostInfo`], [`Forgotten`], [`Published`], [`LogTail`]: many
-//!   hosts on one database, and when a host counts as alive ([`SILENCE_MS`]).
+//! - `hosts`: [`HostRow`], [`HostInfo`], [`Forgotten`], [`Published`], [`LogTail`], [`Place`]:
+//!   many hosts on one database, when a host counts as alive ([`SILENCE_MS`]), and where its
+//!   daemon runs.
 //! - `paused`: [`HoldKind`], [`Pause`], [`Pauses`]: what `fleet pause` holds.
 //! - `error`: [`StoreError`], and which failures may be retried ([`StoreError::is_busy`]), are a
 //!   row's own refusal ([`StoreError::is_refused_row`]) or a database out of reach
@@ -19,6 +20,8 @@
 //! - `operator`: the bulk cancel's selection and result ([`CancelSelection`], [`BulkCancelled`]).
 //! - `prune`: what pruning asks of the store ([`PrunePolicy`], [`Keep`], [`PruneCandidate`]).
 //! - `summary`: monitoring totals ([`EndedTotal`], [`QueueSummary`]).
+//! - [`db_clock`]: the database's clock, which a process on a shared database follows, so
+//!   that [`now_ms`] is the same instant on every host whatever its own clock says.
 //! - [`test_clock`]: the wall clock shifted by an offset, for the end-to-end tests (feature
 //!   `failpoints` only).
 //! - `store`: [`Store`], the one handle callers use, and [`ChangeProbe`]: fronts over a backend.
@@ -83,6 +86,7 @@
 //! Times are `i64` milliseconds since the Unix epoch, UTC ([`Millis`]).
 
 mod activity;
+pub mod db_clock;
 mod decide;
 mod error;
 mod hosts;
@@ -101,14 +105,14 @@ pub mod test_clock;
 pub use activity::ProjectActivity;
 pub use error::StoreError;
 pub use hosts::{
-    ended_by_forget, Forgotten, HostInfo, HostRow, HostState, LogTail, Published,
+    ended_by_forget, Forgotten, HostInfo, HostRow, HostState, LogTail, Place, Published,
     HEARTBEAT_EVERY_MS, LOG_TAIL_BYTES, SILENCE_MS,
 };
 pub use model::{
-    now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRefusal, ClaimRequest, Claimed,
-    ClockBack, DaemonRow, Delayed, Event, FailureHook, FailureHooks, FireRequest, Fired, Millis,
-    NewRun, OverlapPolicy, QueueHead, Reserved, Run, RunFilter, RunId, RunRows, ScheduleRow,
-    Transition, UnreadableRun, MAX_RESERVE_JUMP,
+    local_now_ms, now_ms, rfc3339, Applied, CancelOutcome, Change, ClaimRefusal, ClaimRequest,
+    Claimed, ClockBack, DaemonRow, Delayed, Event, FailureHook, FailureHooks, FireRequest, Fired,
+    Millis, NewRun, OverlapPolicy, QueueHead, Reserved, Run, RunFilter, RunId, RunRows,
+    ScheduleRow, Transition, UnreadableRun, MAX_RESERVE_JUMP,
 };
 pub use operator::{BulkCancelled, CancelSelection};
 pub use paused::{HoldKind, Pause, Pauses};

@@ -13,10 +13,17 @@ pub type RunId = i64;
 /// Milliseconds since the Unix epoch, UTC.
 pub type Millis = i64;
 
-/// The current time as [`Millis`]. Every wall-clock reading of fleet goes through here. In a
-/// test build (feature `failpoints`) it may be shifted by an offset (see
-/// [`test_clock`](crate::test_clock)); a production build reads the system clock alone.
+/// The current time as [`Millis`]. Every wall-clock reading of fleet goes through here. A
+/// process that follows a shared database's clock ([`db_clock`](crate::db_clock)) reads the
+/// database's time; any other reads its local clock ([`local_now_ms`]).
 pub fn now_ms() -> Millis {
+    crate::db_clock::followed_now().unwrap_or_else(local_now_ms)
+}
+
+/// The local wall clock as [`Millis`], whatever clock the process follows. In a test build
+/// (feature `failpoints`) it may be shifted by an offset (see [`test_clock`](crate::test_clock));
+/// a production build reads the system clock alone.
+pub fn local_now_ms() -> Millis {
     chrono::Utc::now()
         .timestamp_millis()
         .saturating_add(crate::test_clock::offset_ms())

@@ -53,6 +53,43 @@ impl Store {
         }
     }
 
+    /// The active rows host `host` claimed from the place (machine and state directory) the
+    /// daemon of epoch `epoch` runs at: the runs whose files that daemon has, and so may settle.
+    /// A run claimed under the same host name by a daemon of another place is left out: its
+    /// files are there, and only a daemon there (or an operator's forget) may end it. SQLite:
+    /// every active row.
+    ///
+    /// Errors: the database's (a row's own unreadable value is not one).
+    pub fn active_rows_here(&self, host: &str, epoch: i64) -> Result<RunRows> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.active_rows(),
+            Backend::Postgres(db) => db.active_rows_here(host, epoch),
+        }
+    }
+
+    /// Records that the daemon of epoch `epoch` stopped cleanly at `now`: its host is silent at
+    /// once, and may be taken over from another place. PostgreSQL only (on SQLite the daemon
+    /// lock says whether a daemon runs); a row of another epoch is left as it is.
+    ///
+    /// Errors: the database's.
+    pub fn record_stop(&self, epoch: i64, now: Millis) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(()),
+            Backend::Postgres(db) => db.record_stop(epoch, now),
+        }
+    }
+
+    /// The database's clock, measured by one query timed by this process's monotonic clock
+    /// (see [`crate::db_clock`]). `None` on SQLite, whose clock is the local one.
+    ///
+    /// Errors: the database's.
+    pub fn database_clock(&self) -> Result<Option<crate::db_clock::ClockReading>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(None),
+            Backend::Postgres(db) => db.database_clock().map(Some),
+        }
+    }
+
     /// `fleet hosts forget NAME`: the operator's statement that host `name` is gone. In ONE
     /// transaction: the host's epoch takes the next value (its daemon's later writes are
     /// refused as [`StoreError::Fenced`](crate::StoreError::Fenced) with `forgotten`), the host

@@ -8,6 +8,9 @@
 //! run, with the host it ran on. Replayed, they must show no run started twice and no cap
 //! exceeded fleet-wide: the global cap, each namespace's, each host's, one run per project.
 //!
+//! - `clock`: two hosts with clocks 45 s off (libfaketime) are alive to all, cannot be forgotten
+//!   without `--force`, say their skew, and a 5-second schedule runs each occurrence once, on
+//!   the database's time;
 //! - `spread`: 200 runs over two namespaces and three hosts, one host capped;
 //! - `soak`: runs flowing while daemons are SIGKILLed and restarted and the database server
 //!   is restarted (immediate shutdown);
@@ -31,6 +34,7 @@
 mod harness;
 mod markers;
 
+mod clock;
 mod fencing;
 mod forget_policy;
 mod in_force;

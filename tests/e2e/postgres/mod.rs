@@ -8,8 +8,10 @@
 //!   a run in flight across a restart is adopted and keeps its real exit code;
 //! - `commands`: `runs --json`, `status`, `check`, `logs` against PostgreSQL; a bad URL refused at
 //!   load without its password; an unreachable database at daemon start is waited for;
-//! - `fencing`: a second daemon of the same host on the same database fences the first, which
-//!   stops and says why;
+//! - `fencing`: a second daemon under a live host name from another state directory is refused
+//!   and the first goes on; a clean stop frees the name, and the run left in flight is settled
+//!   only where its files are; a silent host is taken over, and its daemon, fenced, stops and
+//!   says why;
 //! - `hosts`: two hosts (a, b) share the work without fencing each other and read each other's
 //!   logs; a host forgotten while SIGSTOPped stops its stale command and rejoins;
 //! - `outage`: the database restarted or stopped under a running daemon (a cluster of the test's

@@ -49,8 +49,9 @@ pub fn hosts(ctx: &Ctx, args: &HostsArgs) -> Result<()> {
 }
 
 /// `fleet hosts`: one line per host (or with `json` one JSON array): name, state, epoch,
-/// heartbeat age, fleet version, config version (and whether its local file differs from the
-/// published one), active runs, HTTP address.
+/// heartbeat age, its clock against the database's, fleet version, config version (and whether
+/// its local file differs from the published one), active runs, HTTP address. Ages are by the
+/// database's clock (the command follows it), so a host's skew changes none of them.
 ///
 /// Errors: exit 2 for an invalid config that does not say where the state directory is (an
 /// invalid one that does is a warning); 1 when the database cannot be read.
@@ -116,6 +117,10 @@ fn row(h: &HostRow, published: Option<&str>, now: Millis) -> Value {
         "http_addr": h.http_addr,
         "forgotten_at": h.forgotten_at.map(store::rfc3339),
         "forgotten_by": h.forgotten_by,
+        "clock_offset_s": h.clock_offset_ms.map(|ms| ms as f64 / 1000.0),
+        "clock_skewed": h.clock_offset_ms.map(store::db_clock::skewed),
+        "machine": h.place.as_ref().map(|p| p.machine.as_str()),
+        "stopped_at": h.stopped_at.map(store::rfc3339),
     })
 }
 
@@ -125,8 +130,8 @@ fn text(list: &[Value]) -> String {
         return "no hosts (no daemon has taken over this database yet)".into();
     }
     let mut lines = vec![format!(
-        "{:<20} {:<9} {:>7} {:>10} {:<9} {:<16} {:>6}  {}",
-        "HOST", "STATE", "EPOCH", "HEARTBEAT", "VERSION", "CONFIG", "ACTIVE", "HTTP"
+        "{:<20} {:<9} {:>7} {:>10} {:>9} {:<9} {:<16} {:>6}  {}",
+        "HOST", "STATE", "EPOCH", "HEARTBEAT", "CLOCK", "VERSION", "CONFIG", "ACTIVE", "HTTP"
     )];
     for h in list {
         let config = match (h["config_version"].as_i64(), h["config_differs"].as_bool()) {
@@ -135,13 +140,20 @@ fn text(list: &[Value]) -> String {
             (None, Some(true)) => "differs".to_string(),
             (None, _) => "-".to_string(),
         };
+        // Its clock against the database's, marked `!` past the bound.
+        let clock = match h["clock_offset_s"].as_f64() {
+            Some(s) if h["clock_skewed"].as_bool() == Some(true) => format!("{s:+.1}s!"),
+            Some(s) => format!("{s:+.1}s"),
+            None => "-".to_string(),
+        };
         lines.push(format!(
-            "{:<20} {:<9} {:>7} {:>9.0}s {:<9} {:<16} {:>6}  {}",
+            "{:<20} {:<9} {:>7} {:>9.0}s {:>9} {:<9} {:<16} {:>6}  {}",
             h["name"].as_str().unwrap_or(""),
             h["state"].as_str().unwrap_or(""),
             // As text: a JSON value's Display ignores width and alignment.
             h["epoch"].to_string(),
             h["heartbeat_age_s"].as_f64().unwrap_or(0.0),
+            clock,
             h["version"].as_str().unwrap_or(""),
             config,
             h["active_runs"].to_string(),
@@ -179,9 +191,10 @@ fn forget(ctx: &Ctx, name: &str, force: bool) -> Result<()> {
         )));
     };
     let now = now_ms();
+    // By the database's clock (this command follows it), as the heartbeat was written.
     if host.state(now) == HostState::Alive && !force {
         return Err(Failure::action(format!(
-            "host {name} is alive (its heartbeat is {:.1}s old, under {}s): not forgetting it; silence proves nothing, but a heartbeat this recent proves it runs (--force to forget it anyway)",
+            "host {name} is alive (its heartbeat is {:.1}s old by the database's clock, under {}s): not forgetting it; silence proves nothing, but a heartbeat this recent proves it runs (--force to forget it anyway)",
             (now - host.heartbeat_at) as f64 / 1000.0,
             SILENCE_MS / 1000
         )));
@@ -237,6 +250,7 @@ mod tests {
     fn the_table_lines_up() {
         let host = json!({
             "name": "vm", "state": "alive", "epoch": 1, "heartbeat_age_s": 1.0,
+            "clock_offset_s": -45.2, "clock_skewed": true,
             "version": "0.1.0", "config_version": null, "config_differs": null,
             "active_runs": 0, "http_addr": null,
         });
@@ -251,5 +265,6 @@ mod tests {
         );
         let end = |line: &str, text: &str| line.find(text).map(|i| i + text.len());
         assert_eq!(end(lines[0], "EPOCH"), end(lines[1], " 1"), "{table}");
+        assert_eq!(end(lines[0], "CLOCK"), end(lines[1], "-45.2s!"), "{table}");
     }
 }

@@ -1,13 +1,16 @@
 //! The backend-neutral rules of many hosts: whether an epoch may still write ([`fence`]),
-//! whether a host may be forgotten ([`may_forget`]), and what forgetting a host does to each of
-//! its active runs ([`lost_by_forget`]).
+//! whether a host may be forgotten ([`may_forget`]), what forgetting a host does to each of
+//! its active runs ([`lost_by_forget`]), and whether a daemon may take a host name over from
+//! where it runs ([`may_take_over`]).
 //!
 //! A backend reads the facts (the global counter, the host row holding the epoch, whether the
 //! epoch was forgotten) inside the writing transaction and asks here; it must not decide
 //! fencing on its own. Nothing here may read or write.
 
 use crate::error::Result;
-use crate::{Applied, Change, Forgotten, Millis, Run, RunStatus, StoreError, Transition};
+use crate::{
+    Applied, Change, Forgotten, Millis, Place, Run, RunStatus, StoreError, Transition, SILENCE_MS,
+};
 
 /// The columns of a `hosts` row, in the order each backend's host mapping reads them, with the
 /// host's active runs counted last.
@@ -62,6 +65,46 @@ pub(crate) fn may_forget(name: &str, row: Option<(Option<Millis>, Option<String>
     }
 }
 
+/// What a take-over's transaction read of the host row it is about to take (locked).
+pub(crate) struct Holder {
+    /// Where the daemon that holds the row runs, if it said.
+    pub(crate) place: Option<Place>,
+    /// That daemon's pid.
+    pub(crate) pid: i32,
+    /// Its last heartbeat (ms UTC).
+    pub(crate) heartbeat_at: Millis,
+    /// Whether it was forgotten, or stopped cleanly, since.
+    pub(crate) gone: bool,
+}
+
+/// Whether a daemon running at `ours` may take host `name` over, given the row's `holder` (if
+/// the host is known) and the database's time `now`. Refused ([`StoreError::HostAlive`]) only
+/// when the holder runs in another place and is alive: not forgotten, not stopped, its
+/// heartbeat younger than [`SILENCE_MS`]. The same place is the same daemon coming back (a
+/// crash and a restart within the bound take over as ever); an unknown place on either side
+/// (a row an older version wrote, a caller that does not say) decides nothing.
+pub(crate) fn may_take_over(
+    name: &str,
+    ours: Option<&Place>,
+    holder: Option<Holder>,
+    now: Millis,
+) -> Result<()> {
+    let Some(h) = holder else { return Ok(()) };
+    let (Some(ours), Some(theirs)) = (ours, h.place) else {
+        return Ok(());
+    };
+    let age = now - h.heartbeat_at;
+    if theirs == *ours || h.gone || age >= SILENCE_MS {
+        return Ok(());
+    }
+    Err(StoreError::HostAlive {
+        host: name.to_string(),
+        machine: theirs.machine,
+        pid: h.pid,
+        age_ms: age.max(0),
+    })
+}
+
 /// The transition that ends `run` (active, on a forgotten host) as `lost`, with the retry the
 /// caller's policy chose (`retry`: not before that instant). Applied through the one transition
 /// path, so its seats are freed exactly once, by this end.
@@ -110,6 +153,74 @@ pub(crate) fn forget_runs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_live_host_is_taken_over_only_from_its_own_place() {
+        let place = |m: &str, d: &str| Place {
+            machine: m.into(),
+            state_dir_id: d.into(),
+        };
+        let here = place("m1", "d1");
+        let holder = |p: Place, beat: Millis, gone: bool| Holder {
+            place: Some(p),
+            pid: 7,
+            heartbeat_at: beat,
+            gone,
+        };
+        let now = 100_000;
+        // Unknown host, the same place, or a holder that is silent, forgotten or stopped.
+        assert!(may_take_over("a", Some(&here), None, now).is_ok());
+        assert!(may_take_over(
+            "a",
+            Some(&here),
+            Some(holder(here.clone(), now, false)),
+            now
+        )
+        .is_ok());
+        let old = now - SILENCE_MS;
+        assert!(may_take_over(
+            "a",
+            Some(&here),
+            Some(holder(place("m2", "d1"), old, false)),
+            now
+        )
+        .is_ok());
+        assert!(may_take_over(
+            "a",
+            Some(&here),
+            Some(holder(place("m2", "d1"), now, true)),
+            now
+        )
+        .is_ok());
+        assert!(may_take_over("a", None, Some(holder(place("m2", "d1"), now, false)), now).is_ok());
+        // Alive elsewhere: another machine, or another state directory on this one.
+        for other in [place("m2", "d1"), place("m1", "d2")] {
+            let e = may_take_over(
+                "a",
+                Some(&here),
+                Some(holder(other, now - 1_500, false)),
+                now,
+            )
+            .unwrap_err();
+            let StoreError::HostAlive {
+                host, pid, age_ms, ..
+            } = &e
+            else {
+                panic!("{e}");
+            };
+            assert_eq!((host.as_str(), *pid, *age_ms), ("a", 7, 1_500));
+            let said = e.to_string();
+            for part in [
+                "host a is alive on machine",
+                "pid 7",
+                "--host",
+                "stop that daemon",
+                "fleet hosts forget a",
+            ] {
+                assert!(said.contains(part), "{said}");
+            }
+        }
+    }
 
     #[test]
     fn only_a_held_epoch_writes() {

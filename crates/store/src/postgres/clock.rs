@@ -1,13 +1,32 @@
-//! Delays written by a clock that has since stepped back, for PostgreSQL (see
-//! [`crate::decide::clock`] for the why): a queued run whose `enqueued_at` is later than now.
+//! Time on PostgreSQL: the server's clock as a host measures it (see [`crate::db_clock`]), and
+//! delays written by a clock that has since stepped back (see [`crate::decide::clock`] for the
+//! why): a queued run whose `enqueued_at` is later than now.
 
 use super::daemon::check_epoch;
 use super::PgStore;
+use crate::db_clock::{reading, ClockReading};
 use crate::decide::clock::rebase;
 use crate::error::Result;
-use crate::{Delayed, Millis};
+use crate::{local_now_ms, Delayed, Millis};
+use std::time::Instant;
 
 impl PgStore {
+    /// [`crate::Store::database_clock`]: the server's `clock_timestamp()`, timed by this
+    /// process's monotonic clock around the query (the connection taken first, so that the
+    /// pool's wait is not in the round trip).
+    pub(crate) fn database_clock(&self) -> Result<ClockReading> {
+        let mut conn = self.conn()?;
+        let sent = Instant::now();
+        let local = local_now_ms();
+        let database_ms: Millis = conn
+            .query_one(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+                &[],
+            )?
+            .try_get(0)?;
+        Ok(reading(sent, local, database_ms, Instant::now()))
+    }
+
     /// [`crate::Store::rebase_delays`]: a read of the delayed queued runs, and a write only
     /// when it found any.
     pub(crate) fn rebase_delays(

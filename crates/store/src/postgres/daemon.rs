@@ -10,10 +10,10 @@
 use postgres::{Row, Transaction};
 
 use super::PgStore;
-use crate::decide::hosts::{fence, EpochFacts, HOST_COLUMNS, VERSION};
+use crate::decide::hosts::{fence, may_take_over, EpochFacts, Holder, HOST_COLUMNS, VERSION};
 use crate::decide::run_ids::reserve;
 use crate::error::Result;
-use crate::{DaemonRow, HostRow, Millis, Reserved, RunId};
+use crate::{DaemonRow, HostRow, Millis, Place, Reserved, RunId};
 
 impl PgStore {
     /// [`crate::Store::take_over`]: the epoch bump, the host row, and the active runs no host
@@ -23,6 +23,7 @@ impl PgStore {
     pub(crate) fn take_over(
         &self,
         host: &str,
+        place: Option<&Place>,
         pid: i32,
         config_path: &str,
         caps_json: &str,
@@ -30,6 +31,35 @@ impl PgStore {
     ) -> Result<i64> {
         let mut conn = self.conn()?;
         let mut tx = conn.transaction()?;
+        // The row as it is, locked, and the database's time: whether its daemon is alive
+        // elsewhere is judged by the database's clock, never by the caller's.
+        let held = tx.query_opt(
+            "SELECT machine, state_dir_id, pid, heartbeat_at, \
+               (forgotten_at IS NOT NULL OR stopped_at IS NOT NULL), \
+               (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+             FROM hosts WHERE name = $1 FOR UPDATE",
+            &[&host],
+        )?;
+        let (holder, db_now) = match held {
+            None => (None, now),
+            Some(r) => {
+                let machine: Option<String> = r.try_get(0)?;
+                let dir: Option<String> = r.try_get(1)?;
+                let holder = Holder {
+                    place: machine.zip(dir).map(|(machine, state_dir_id)| Place {
+                        machine,
+                        state_dir_id,
+                    }),
+                    pid: r.try_get::<_, i64>(2)? as i32,
+                    heartbeat_at: r.try_get(3)?,
+                    gone: r.try_get(4)?,
+                };
+                (Some(holder), r.try_get(5)?)
+            }
+        };
+        may_take_over(host, place, holder, db_now)?;
+        let machine = place.map(|p| p.machine.as_str());
+        let dir = place.map(|p| p.state_dir_id.as_str());
         let epoch: i64 = tx
             .query_one(
                 "UPDATE meta SET value = value + 1 WHERE key = 'epoch' RETURNING value",
@@ -37,13 +67,19 @@ impl PgStore {
             )?
             .get(0);
         tx.execute(
-            "INSERT INTO hosts (name, epoch, pid, started_at, heartbeat_at, version, caps_json, config_path, updated_at) \
-             VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $4) \
+            "INSERT INTO hosts (name, epoch, pid, started_at, heartbeat_at, version, caps_json, config_path, updated_at, \
+               machine, state_dir_id) \
+             VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $4, $8, $9) \
              ON CONFLICT (name) DO UPDATE SET epoch = $2, pid = $3, started_at = $4, heartbeat_at = $4, updated_at = $4, \
                version = $5, caps_json = $6, config_path = $7, config_version = NULL, \
                config_digest = NULL, http_addr = NULL, forgotten_at = NULL, forgotten_by = NULL, \
-               reload_error = NULL",
-            &[&host, &epoch, &i64::from(pid), &now, &VERSION, &caps_json, &config_path],
+               reload_error = NULL, clock_offset_ms = NULL, stopped_at = NULL, \
+               machine = $8, state_dir_id = $9",
+            &[&host, &epoch, &i64::from(pid), &now, &VERSION, &caps_json, &config_path, &machine, &dir],
+        )?;
+        tx.execute(
+            "INSERT INTO host_epochs (epoch, host, machine, state_dir_id) VALUES ($1, $2, $3, $4)",
+            &[&epoch, &host, &machine, &dir],
         )?;
         // Runs claimed before hosts existed belong to the first host that takes over: on an
         // upgrade that is the one host there was.
@@ -111,12 +147,21 @@ impl PgStore {
         Ok(())
     }
 
+    /// [`crate::Store::record_stop`]; a row of another epoch, or forgotten, is left as it is.
+    pub(crate) fn record_stop(&self, epoch: i64, now: Millis) -> Result<()> {
+        self.conn()?.execute(
+            "UPDATE hosts SET stopped_at = $2 WHERE epoch = $1 AND forgotten_at IS NULL",
+            &[&epoch, &now],
+        )?;
+        Ok(())
+    }
+
     /// [`crate::Store::daemon_row`]: the host that took over last (not forgotten).
     pub(crate) fn daemon_row(&self) -> Result<Option<DaemonRow>> {
         let mut conn = self.conn()?;
         let row = conn.query_opt(
             &format!(
-                "SELECT {HOST_COLUMNS} FROM hosts WHERE forgotten_at IS NULL \
+                "SELECT {HOST_COLUMNS}, {PG_HOST_COLUMNS} FROM hosts WHERE forgotten_at IS NULL \
                  ORDER BY epoch DESC LIMIT 1"
             ),
             &[],
@@ -136,8 +181,13 @@ impl PgStore {
     }
 }
 
-/// Maps a row selected as [`HOST_COLUMNS`] to a [`HostRow`].
+/// The columns of a `hosts` row only PostgreSQL has, selected after [`HOST_COLUMNS`].
+pub(super) const PG_HOST_COLUMNS: &str = "clock_offset_ms, machine, state_dir_id, stopped_at";
+
+/// Maps a row selected as [`HOST_COLUMNS`], then [`PG_HOST_COLUMNS`], to a [`HostRow`].
 pub(super) fn host_from_row(r: &Row) -> Result<HostRow> {
+    let machine: Option<String> = r.try_get(17)?;
+    let dir: Option<String> = r.try_get(18)?;
     Ok(HostRow {
         name: r.try_get(0)?,
         epoch: r.try_get(1)?,
@@ -155,6 +205,12 @@ pub(super) fn host_from_row(r: &Row) -> Result<HostRow> {
         reload_error: r.try_get(13)?,
         updated_at: r.try_get(14)?,
         active_runs: r.try_get::<_, i64>(15)? as u64,
+        clock_offset_ms: r.try_get(16)?,
+        place: machine.zip(dir).map(|(machine, state_dir_id)| Place {
+            machine,
+            state_dir_id,
+        }),
+        stopped_at: r.try_get(19)?,
     })
 }
 

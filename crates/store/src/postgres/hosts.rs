@@ -5,7 +5,7 @@
 //! runs only through the one transition path (`transitions::apply_one`), which frees each
 //! run's seats exactly once, under the run's row lock.
 
-use super::daemon::{check_epoch, host_from_row};
+use super::daemon::{check_epoch, host_from_row, PG_HOST_COLUMNS};
 use super::runs::{collect_rows, collect_runs, RUN_COLUMNS};
 use super::transitions::apply_one;
 use super::PgStore;
@@ -23,13 +23,14 @@ impl PgStore {
         check_epoch(&mut tx, epoch)?;
         tx.execute(
             "UPDATE hosts SET heartbeat_at = $2, config_version = $3, config_digest = $4, \
-               http_addr = $5 WHERE epoch = $1",
+               http_addr = $5, clock_offset_ms = $6 WHERE epoch = $1",
             &[
                 &epoch,
                 &now,
                 &info.config_version,
                 &info.config_digest,
                 &info.http_addr,
+                &info.clock_offset_ms,
             ],
         )?;
         tx.commit()?;
@@ -40,7 +41,7 @@ impl PgStore {
     pub(crate) fn hosts(&self) -> Result<Vec<HostRow>> {
         let mut conn = self.conn()?;
         conn.query(
-            &format!("SELECT {HOST_COLUMNS} FROM hosts ORDER BY name"),
+            &format!("SELECT {HOST_COLUMNS}, {PG_HOST_COLUMNS} FROM hosts ORDER BY name"),
             &[],
         )?
         .iter()
@@ -56,6 +57,22 @@ impl PgStore {
              ORDER BY id"
         );
         collect_rows(conn.query(&sql, &[&host])?)
+    }
+
+    /// [`crate::Store::active_rows_here`]: the active rows `host` claimed, but those claimed by
+    /// a daemon of another place than epoch `epoch`'s (their files are there).
+    pub(crate) fn active_rows_here(&self, host: &str, epoch: i64) -> Result<RunRows> {
+        let mut conn = self.conn()?;
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('starting','running') AND host = $1 \
+             AND NOT EXISTS (SELECT 1 FROM host_epochs claimed JOIN host_epochs us ON us.epoch = $2 \
+                 WHERE claimed.epoch = runs.epoch \
+                   AND claimed.state_dir_id IS NOT NULL AND us.state_dir_id IS NOT NULL \
+                   AND (claimed.machine, claimed.state_dir_id) \
+                       IS DISTINCT FROM (us.machine, us.state_dir_id)) \
+             ORDER BY id"
+        );
+        collect_rows(conn.query(&sql, &[&host, &epoch])?)
     }
 
     /// [`crate::Store::forget_host`], in one transaction. The host row is locked first

@@ -195,7 +195,24 @@ CREATE TABLE hosts (
     caps_json       TEXT NOT NULL,
     config_path     TEXT NOT NULL,
     reload_error    TEXT,
-    updated_at      BIGINT NOT NULL
+    updated_at      BIGINT NOT NULL,
+    -- How far the host's clock is ahead of the database's, as its daemon last measured it (ms).
+    clock_offset_ms BIGINT,
+    -- Where its daemon runs: the machine's node name and the state directory's id. A daemon
+    -- from another place is refused the name while this one is alive (see host_epochs).
+    machine         TEXT,
+    state_dir_id    TEXT,
+    -- Set when its daemon stopped cleanly: silent at once, and free to be taken over.
+    stopped_at      BIGINT
+);
+
+-- host_epochs: where the daemon of each take-over ran. A run's `epoch` is its claim's, so this
+-- says which state directory holds its files: only a daemon of that place settles it.
+CREATE TABLE host_epochs (
+    epoch        BIGINT PRIMARY KEY,
+    host         TEXT NOT NULL,
+    machine      TEXT,
+    state_dir_id TEXT
 );
 
 -- published_config: the config in force for the fleet, one row. Its version is read

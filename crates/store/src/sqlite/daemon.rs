@@ -155,6 +155,10 @@ pub(super) fn host_from_row(r: &Row<'_>) -> rusqlite::Result<HostRow> {
         reload_error: r.get(13)?,
         updated_at: r.get(14)?,
         active_runs: r.get::<_, i64>(15)? as u64,
+        // One state directory is one host: no clock but the local one, no other place.
+        clock_offset_ms: None,
+        place: None,
+        stopped_at: None,
     })
 }
 

@@ -78,12 +78,21 @@ pub(super) async fn heartbeat(d: &mut Daemon, last: &mut Option<Instant>) {
         // published side, so a file differing by its password alone does not differ.
         config_digest: local.map(|bytes| published_digest_of(d, &bytes)),
         http_addr: d.host.http_addr.clone(),
+        clock_offset_ms: None,
     };
     let store = d.setup.store.clone();
     let epoch = d.host.epoch;
-    let done = tokio::task::spawn_blocking(move || store.heartbeat(epoch, &info, now_ms()))
-        .await
-        .expect("heartbeat panicked");
+    let done = tokio::task::spawn_blocking(move || {
+        // The database's clock measured again first: the heartbeat's own time is by it.
+        let info = HostInfo {
+            clock_offset_ms: super::identity::follow_database_clock(&store)
+                .or(store::db_clock::offset_ms()),
+            ..info
+        };
+        store.heartbeat(epoch, &info, now_ms())
+    })
+    .await
+    .expect("heartbeat panicked");
     match done {
         Ok(()) => {}
         Err(e @ StoreError::Fenced { .. }) => d.host.fenced = Some(e),
@@ -295,8 +304,12 @@ pub(super) async fn rejoin(d: &mut Daemon) -> bool {
     let store = d.setup.store.clone();
     let caps = crate::caps::caps_json(&d.config.current);
     let path = d.setup.config_path.display().to_string();
+    let state = d.setup.state.clone();
     let taken = tokio::task::spawn_blocking(move || {
-        store.take_over(&host, std::process::id() as i32, &path, &caps, now_ms())
+        // In the place it ran from: its runs claimed there stay its own to settle.
+        let place = super::identity::place(&state);
+        let pid = std::process::id() as i32;
+        store.take_over_from(&host, place.as_ref(), pid, &path, &caps, now_ms())
     })
     .await
     .expect("take_over panicked");

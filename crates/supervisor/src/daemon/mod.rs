@@ -26,7 +26,9 @@
 //!   `config_file`: fleet.toml as the file system shows it (its version, whether an edit has
 //!   settled), which the state holds and `reload` decides on;
 //! - `hosts`: this daemon as one host of a shared database (heartbeat, the published config,
-//!   its return after a `fleet hosts forget`);
+//!   its return after a `fleet hosts forget`); `identity`: where it runs (machine and state
+//!   directory, refused a host name alive elsewhere), the database's clock it follows, its
+//!   clean stop;
 //! - `eval`: one EVAL, and [`eval_blocking`], its database half; `reap`, its first step;
 //!   `heads`, the queue heads it packs and the claims it makes of the picks; `refused`, what it
 //!   does when the database refuses a row;
@@ -186,6 +188,7 @@ mod follow;
 mod heads;
 mod hook_env;
 mod hosts;
+mod identity;
 mod listener;
 mod notify;
 mod outage;
@@ -339,6 +342,17 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // newer fleet, say) never ran, and the commands must not take its host name for the one
     // this state directory last ran as.
     lock.record_host(&config.host, state.database().map(|d| d.target()));
+    // On a shared database: the database's clock followed before anything is timed, and this
+    // daemon's place, which the take-over records (and by which a live host elsewhere refuses it).
+    let place = {
+        let (store, state) = (store.clone(), state.clone());
+        tokio::task::spawn_blocking(move || {
+            identity::follow_database_clock(&store);
+            identity::place(&state)
+        })
+        .await
+        .expect("reading the clock and place panicked")
+    };
     let epoch = {
         let store = store.clone();
         let caps = caps_json(&config);
@@ -349,7 +363,8 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         tokio::task::spawn_blocking(move || {
             reserve_epochs(&store, &root)?;
             loop {
-                match store.take_over(&host, std::process::id() as i32, &path, &caps, now_ms()) {
+                let pid = std::process::id() as i32;
+                match store.take_over_from(&host, place.as_ref(), pid, &path, &caps, now_ms()) {
                     Err(e) if e.is_busy() => {
                         tracing::warn!(error = %e, "the database is busy; retrying the takeover");
                         std::thread::sleep(Duration::from_millis(500));
@@ -571,6 +586,10 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
         return Err(DaemonError::Store(err));
     }
     let _ = std::fs::remove_file(daemon.setup.state.socket_path());
+    {
+        let (store, epoch) = (daemon.setup.store.clone(), daemon.host.epoch);
+        let _ = tokio::task::spawn_blocking(move || identity::record_stop(&store, epoch)).await;
+    }
     if let Some(listen) = &http_socket {
         fleet_http::remove_socket(listen);
     }

@@ -47,8 +47,9 @@ pub(super) async fn recover(d: &mut Daemon) {
     let host = d.config.current.host.clone();
     let shared = state.database().is_some();
     let boots = d.setup.boots.clone();
+    let epoch = d.host.epoch;
     let result = tokio::task::spawn_blocking(move || {
-        settle_active(&store, &host, state.root(), shared, &boots)
+        settle_active(&store, (&host, epoch), state.root(), shared, &boots)
     })
     .await
     .expect("recovery panicked");
@@ -123,9 +124,10 @@ pub(super) async fn resettle(d: &mut Daemon) {
     let state = d.setup.state.clone();
     let host = d.config.current.host.clone();
     let boots = d.setup.boots.clone();
+    let epoch = d.host.epoch;
     let result = tokio::task::spawn_blocking(move || {
         // Only those still active under the same claim: anything else has moved on.
-        let active = store.active_rows_on(&host)?;
+        let active = store.active_rows_here(&host, epoch)?;
         let runs: Vec<Run> = active
             .runs
             .into_iter()
@@ -334,10 +336,11 @@ fn keep_unsettled(d: &mut Daemon, runs: Vec<(RunId, u64)>) {
     };
 }
 
-/// Settles every run the database records as active on `host` (blocking: reads the database
-/// and the run files under `state_dir`, and writes tombstones). Another host's runs are never
-/// touched here: their run files are on that host, and only its daemon (or an operator's
-/// `fleet hosts forget`) may end them.
+/// Settles every run the database records as active on `host` and claimed from this daemon's
+/// place (`host` with this daemon's epoch; blocking: reads the database and the run files under
+/// `state_dir`, and writes tombstones). Another host's runs are never touched here, nor runs of
+/// this host name claimed by a daemon of another machine or state directory: their run files
+/// are there, and only a daemon there (or an operator's `fleet hosts forget`) may end them.
 ///
 /// Errors: the database cannot be read. A run whose files cannot be read (or whose tombstone
 /// cannot be written) is logged and left active, in [`Found::unsettled`].
@@ -350,12 +353,12 @@ fn keep_unsettled(d: &mut Daemon, runs: Vec<(RunId, u64)>) {
 /// only warns, and it runs off the way to the first claim, on a thread of its own.
 fn settle_active(
     store: &Store,
-    host: &str,
+    (host, epoch): (&str, i64),
     state_dir: &Path,
     shared: bool,
     boots: &Boots,
 ) -> Result<Found, StoreError> {
-    let active = store.active_rows_on(host)?;
+    let active = store.active_rows_here(host, epoch)?;
     let mut recovery = settle_here(&active.runs, state_dir, boots);
     // A row another program left unreadable is settled once it can be read: until then it stays
     // active, its seat counted by every EVAL (which reads it the same way), its shim — if one

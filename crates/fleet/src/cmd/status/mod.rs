@@ -141,7 +141,8 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<()> {
         this_host.as_deref(),
         published.as_ref(),
         std::fs::read(path).ok(),
-    );
+    )
+    .with_clock(store::db_clock::offset_ms());
     if json {
         console::println(report.json())?;
     } else {

@@ -208,6 +208,16 @@ impl Status {
         self
     }
 
+    /// Adds how far this machine's clock is ahead of the shared database's (`clock_offset_s`,
+    /// negative when behind; null on SQLite, whose clock is the local one) and whether that is
+    /// past the bound the hosts are told of (`clock_skewed`). Measured by this command, on the
+    /// machine the daemon runs on: the daemon's clock.
+    pub fn with_clock(mut self, offset_ms: Option<store::Millis>) -> Status {
+        self.value["clock_offset_s"] = json!(offset_ms.map(|ms| ms as f64 / 1000.0));
+        self.value["clock_skewed"] = json!(offset_ms.map(store::db_clock::skewed));
+        self
+    }
+
     /// Adds the pauses in force (`paused` in the JSON: `kind`, `name`, `since`, `by` each).
     pub fn with_pauses(mut self, pauses: &store::Pauses) -> Status {
         self.value["paused"] = Value::Array(
@@ -291,6 +301,17 @@ impl Status {
         }
         if v["local_config_differs"].as_bool() == Some(true) {
             s += "this host's fleet.toml differs from the published config (the published one is in force)\n";
+        }
+        if let Some(offset) = v["clock_offset_s"].as_f64() {
+            let ms = (offset * 1000.0).round() as store::Millis;
+            if store::db_clock::skewed(ms) {
+                s += &format!(
+                    "clock: {}: time is judged by the database's clock, but this host's log lines are off by as much\n",
+                    store::db_clock::skew_words(ms)
+                );
+            } else {
+                s += &format!("clock: {offset:+.1} s from the database's\n");
+            }
         }
         s += &schedule_warnings(v);
         for p in v["paused"].as_array().into_iter().flatten() {
