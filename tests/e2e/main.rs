@@ -23,6 +23,8 @@
 //! - `http`: the daemon's HTTP listener (metrics, health, API, dashboard);
 //! - `postgres`: the daemon and every command on a PostgreSQL database;
 //! - `hosts`: several hosts on one PostgreSQL database;
+//! - `package`: the Debian package installed, run, upgraded and removed for real (only with
+//!   FLEET_TEST_DEB_INSTALL=1);
 //! - `upgrade`: an install written by the first stable version, read and taken over;
 //! - `house`: the layout's own rules (file lengths, no module found by path).
 //!
@@ -43,6 +45,7 @@ mod hosts;
 mod house;
 mod http;
 mod live_edit;
+mod package;
 mod pause;
 mod postgres;
 mod restart;

@@ -27,6 +27,13 @@ pub fn sh(script: &str) -> String {
     toml_argv(&["sh", "-c", script])
 }
 
+/// The value of `key=` in a systemd unit's text (the last one, as systemd reads it).
+pub fn unit_value<'a>(unit: &'a str, key: &str) -> Option<&'a str> {
+    unit.lines()
+        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .next_back()
+}
+
 /// A path as a single-quoted shell word. Panics on a path holding a quote (the temporary
 /// folders never do).
 pub fn shell_quote(p: &Path) -> String {

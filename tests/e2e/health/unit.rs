@@ -15,13 +15,6 @@ fn unit() -> String {
     std::fs::read_to_string(unit_path()).expect("dist/fleet.service")
 }
 
-/// The value of `key=` in the unit (the last one, as systemd reads it).
-fn value<'a>(unit: &'a str, key: &str) -> Option<&'a str> {
-    unit.lines()
-        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-        .next_back()
-}
-
 /// Where `systemd-analyze` is, if installed.
 fn systemd_analyze() -> Option<PathBuf> {
     ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"]
@@ -41,7 +34,7 @@ fn systemd_analyze_verifies_the_unit() {
     };
     let f = Fleet::new("");
     let text = unit();
-    let exec = value(&text, "ExecStart").expect("ExecStart");
+    let exec = unit_value(&text, "ExecStart").expect("ExecStart");
     let program = exec.split_whitespace().next().unwrap();
     let copy = f.file("fleet.service");
     std::fs::write(
@@ -76,10 +69,10 @@ fn the_unit_says_what_the_daemon_relies_on() {
         ("Restart", "on-failure"),
         ("User", "fleet"),
     ] {
-        assert_eq!(value(&text, key), Some(want), "{key}");
+        assert_eq!(unit_value(&text, key), Some(want), "{key}");
     }
-    assert!(value(&text, "WatchdogSec").is_some(), "WatchdogSec");
-    let no_restart: i32 = value(&text, "RestartPreventExitStatus")
+    assert!(unit_value(&text, "WatchdogSec").is_some(), "WatchdogSec");
+    let no_restart: i32 = unit_value(&text, "RestartPreventExitStatus")
         .expect("RestartPreventExitStatus")
         .parse()
         .unwrap();
