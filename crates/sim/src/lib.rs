@@ -196,6 +196,9 @@ struct Sim {
     paused: BTreeSet<(bool, String)>,
     /// Runs enqueued so far (their ids are 1..=this, in order).
     enqueued: Vec<RunId>,
+    /// Another program's connection holding the database's write lock (`BEGIN IMMEDIATE`),
+    /// and the step it lets go at.
+    foreign: Option<(rusqlite::Connection, u64)>,
 }
 
 /// Runs one simulation: `options.steps` seeded steps with faults, then a drain without them,
@@ -279,9 +282,13 @@ impl Sim {
             Config::parse(&shape.toml(&state_dir), &config_path)
                 .map_err(|e| setup(format!("the simulated fleet.toml: {e}")))?,
         );
-        let store = supervisor::statedir::StateDir::of(&config)
-            .open_store()
-            .map_err(setup)?;
+        // Made as the daemon makes it, then opened again with a busy timeout of a millisecond:
+        // while a foreign writer holds the lock, the store's calls fail at once as busy
+        // instead of waiting the default timeout out.
+        let state = supervisor::statedir::StateDir::of(&config);
+        drop(state.open_store().map_err(setup)?);
+        let store =
+            Store::open(&state.db_path(), std::time::Duration::from_millis(1)).map_err(setup)?;
         // A fixed instant, so that a seed replays the same times.
         let now = 1_800_000_000_000;
         Ok(Sim {
@@ -302,6 +309,7 @@ impl Sim {
             checks: check::Checks::default(),
             paused: BTreeSet::new(),
             enqueued: Vec::new(),
+            foreign: None,
         })
     }
 
@@ -317,13 +325,20 @@ impl Sim {
     }
 
     fn take_step(&mut self) -> Result<(), Failure> {
+        self.foreign_lets_go(false)?;
         let roll = self.rng.gen_range(0..100u32);
         match roll {
             0..=21 => self.eval(true),
             22..=51 => self.shim_step(),
             52..=63 => self.enqueue(),
-            64..=75 => {
+            64..=74 => {
                 self.now += self.rng.gen_range(0..3_000);
+                Ok(())
+            }
+            75 => {
+                // The wall clock is stepped back (NTP, an operator): decisions see it go back.
+                self.fault("wall clock stepped back");
+                self.now -= self.rng.gen_range(1_000..60_000);
                 Ok(())
             }
             76..=81 => self.cancel(),
@@ -335,8 +350,37 @@ impl Sim {
                 Ok(())
             }
             97 => self.second_daemon(),
+            99 => self.foreign_writer(),
             98 => self.zombie_eval(),
             _ => self.eval(false),
+        }
+    }
+
+    /// Another program takes the database's write lock, or lets it go: meanwhile every write
+    /// fails as busy, the daemon's and the commands' alike.
+    fn foreign_writer(&mut self) -> Result<(), Failure> {
+        if self.foreign.is_some() {
+            return Ok(());
+        }
+        self.fault("foreign writer held the write lock");
+        let path = supervisor::statedir::StateDir::of(&self.config).db_path();
+        let conn = rusqlite::Connection::open(path).map_err(setup)?;
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(setup)?;
+        let until = self.step + self.rng.gen_range(1..=30);
+        self.foreign = Some((conn, until));
+        Ok(())
+    }
+
+    /// The foreign writer lets the lock go once its time is up (`all`: now, whatever it is).
+    fn foreign_lets_go(&mut self, all: bool) -> Result<(), Failure> {
+        match self.foreign.take() {
+            Some((conn, until)) if all || self.step >= until => {
+                conn.execute_batch("COMMIT").map_err(setup)
+            }
+            kept => {
+                self.foreign = kept;
+                Ok(())
+            }
         }
     }
 
@@ -361,6 +405,11 @@ impl Sim {
                 &mut self.world,
             ) {
                 Ok(d) => d,
+                Err(_) if self.foreign.is_some() => {
+                    // Busy: it tries again at a later step, as the daemon waits its start out.
+                    self.lock = None;
+                    return Ok(());
+                }
                 Err(e) => return Err(self.violation(format!("a daemon could not start: {e}"))),
             };
             self.daemon = Some(daemon);
@@ -395,6 +444,7 @@ impl Sim {
                 self.kill_daemon_now();
                 Ok(())
             }
+            Err(Stopped::Failed(e)) if e.is_busy() && self.foreign.is_some() => Ok(()),
             Err(Stopped::Failed(e)) => Err(self.violation(format!("an EVAL failed: {e}"))),
             Err(Stopped::Fenced) => Err(self.violation("the only daemon was fenced off")),
         }
@@ -471,10 +521,11 @@ impl Sim {
             rerun_of: None,
             hook_of: None,
         };
-        let id = self
-            .store
-            .enqueue(&new, self.now)
-            .map_err(|e| self.violation(format!("an enqueue failed: {e}")))?;
+        let id = match self.store.enqueue(&new, self.now) {
+            Ok(id) => id,
+            Err(e) if e.is_busy() && self.foreign.is_some() => return Ok(()),
+            Err(e) => return Err(self.violation(format!("an enqueue failed: {e}"))),
+        };
         self.enqueued.push(id);
         self.summary.runs += 1;
         Ok(())
@@ -496,6 +547,7 @@ impl Sim {
                 Ok(())
             }
             Ok(_) => Ok(()),
+            Err(e) if e.is_busy() && self.foreign.is_some() => Ok(()),
             Err(e) => Err(self.violation(format!("a cancel of run {id} failed: {e}"))),
         }
     }
@@ -517,14 +569,24 @@ impl Sim {
             HoldKind::Project
         };
         let key = (namespace, name.clone());
-        let result = if self.paused.contains(&key) {
-            self.paused.remove(&key);
+        let resume = self.paused.contains(&key);
+        let result = if resume {
             self.store.resume(kind, &name).map(|_| ())
         } else {
-            self.paused.insert(key);
             self.store.pause(kind, &name, None, self.now).map(|_| ())
         };
-        result.map_err(|e| self.violation(format!("a pause or resume failed: {e}")))
+        match result {
+            Ok(()) if resume => {
+                self.paused.remove(&key);
+                Ok(())
+            }
+            Ok(()) => {
+                self.paused.insert(key);
+                Ok(())
+            }
+            Err(e) if e.is_busy() && self.foreign.is_some() => Ok(()),
+            Err(e) => Err(self.violation(format!("a pause or resume failed: {e}"))),
+        }
     }
 
     fn edit_caps(&mut self) -> Result<(), Failure> {
@@ -632,6 +694,7 @@ impl Sim {
 
     /// The faults stop, every pause is lifted and time passes: every run must end.
     fn drain(&mut self) -> Result<(), Failure> {
+        self.foreign_lets_go(true)?;
         for (namespace, name) in std::mem::take(&mut self.paused) {
             let kind = if namespace {
                 HoldKind::Namespace
