@@ -531,16 +531,7 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
             unkept_tails: Vec::new(),
         },
         recovery: RecoveryState::default(),
-        holds: Holds {
-            backoff: crate::backoff::Backoff::new(eval::EVAL_RETRY_FIRST, eval::EVAL_RETRY_MAX),
-            outage: None,
-            spawn_hold: crate::backoff::Backoff::new(spawn::SPAWN_HOLD_MIN, spawn::SPAWN_HOLD_MAX),
-            next_due: None,
-            fire_backoff: Default::default(),
-            claim_backoff: Default::default(),
-            reap_failures: Default::default(),
-            unreadable_rows: Default::default(),
-        },
+        holds: Holds::new(),
         host: Membership {
             epoch,
             fenced: None,

@@ -116,3 +116,58 @@ pub(super) fn database_reachable(
 pub(super) fn database_down(holds: &Holds) -> bool {
     holds.outage.is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn unreachable() -> StoreError {
+        StoreError::Unreachable {
+            context: "database",
+            source: "connection refused".into(),
+        }
+    }
+
+    /// An outage starts at the first failure that is a lost connection (health says so), its
+    /// pause doubles from a second up to thirty, and it ends (health clear, reconciliation
+    /// asked for) at the first operation that gets through. Any other error is not an outage.
+    #[test]
+    fn an_outage_pauses_doubling_and_ends_with_a_reconciliation() {
+        let mut holds = Holds::new();
+        let health = Health::new(Duration::from_secs(1), 0);
+        let mut recovery = RecoveryState::default();
+        let busy = StoreError::Backend {
+            context: "database",
+            busy: true,
+            refused: false,
+            source: "database is locked".into(),
+        };
+        assert!(!database_unreachable(&mut holds, &health, &busy, "EVAL"));
+        assert!(!database_down(&holds));
+
+        assert!(database_unreachable(
+            &mut holds,
+            &health,
+            &unreachable(),
+            "EVAL"
+        ));
+        assert!(database_down(&holds));
+        assert!(matches!(health.verdict(1), health::Verdict::Stuck { .. }));
+        assert_eq!(holds.backoff.wait(), Some(FIRST_PAUSE));
+        for _ in 0..10 {
+            database_unreachable(&mut holds, &health, &unreachable(), "EVAL");
+        }
+        assert_eq!(holds.backoff.wait(), Some(MAX_PAUSE));
+        assert_eq!(holds.outage.as_ref().map(|o| o.tries), Some(11));
+
+        database_reachable(&mut holds, &health, &mut recovery, 3);
+        assert!(!database_down(&holds));
+        assert!(recovery.reconcile_due);
+        assert!(!matches!(health.verdict(1), health::Verdict::Stuck { .. }));
+        // Reachable while no outage was in progress: nothing to reconcile.
+        recovery.reconcile_due = false;
+        database_reachable(&mut holds, &health, &mut recovery, 0);
+        assert!(!recovery.reconcile_due);
+    }
+}

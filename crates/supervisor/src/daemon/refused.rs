@@ -21,6 +21,8 @@ use packer::RunningSet;
 use store::{Applied, Millis, QueueHead, RunId, RunStatus, Store, StoreError, Transition};
 use tokio::time::Instant;
 
+#[cfg(test)]
+use super::state::refused::REFUSED_RETRY_FIRST;
 use super::state::refused::{refused_backoff, ClaimBackoff, Refused};
 use crate::backoff::Backoff;
 
@@ -244,4 +246,45 @@ fn project_of(store: &Store, id: RunId) -> String {
     store
         .get_run(id)
         .map_or_else(|_| "?".to_string(), |r| r.project)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::Change;
+
+    fn end(run_id: RunId) -> Transition {
+        Transition {
+            run_id,
+            token: 7,
+            change: Change::Running { pid: Some(1) },
+        }
+    }
+
+    /// A refused transition waits its own back-off: kept out of the batch until due, taken
+    /// back into it with its refusals so far once due, so that a refusal in a row doubles the
+    /// wait.
+    #[test]
+    fn a_refused_transition_waits_its_own_doubling_back_off() {
+        let metrics = fleet_http::Metrics::new();
+        let mut kept = BTreeMap::new();
+        keep_refused(&mut kept, &metrics, vec![end(1)], &BTreeMap::new());
+        assert_eq!(kept[&1].retry.wait(), Some(REFUSED_RETRY_FIRST));
+        assert!(refused_due(&kept).is_some_and(|at| at > Instant::now()));
+        let mut batch = Vec::new();
+        assert!(take_due_refused(&mut kept, &mut batch).is_empty());
+        assert!(batch.is_empty(), "not before its wait is over");
+
+        // Its wait over (made due here rather than waited out):
+        let mut due = kept[&1].retry;
+        due.reset();
+        due.fail(Instant::now() - REFUSED_RETRY_FIRST * 4);
+        kept.get_mut(&1).expect("kept").retry = due;
+        let retried = take_due_refused(&mut kept, &mut batch);
+        assert_eq!(batch, vec![end(1)]);
+        assert!(kept.is_empty());
+        // Refused again: the next wait is twice the first.
+        keep_refused(&mut kept, &metrics, batch, &retried);
+        assert_eq!(kept[&1].retry.wait(), Some(REFUSED_RETRY_FIRST * 2));
+    }
 }

@@ -9,7 +9,8 @@
 //! only those (`turn` takes the reporting, the slot pool and the store; `note_unreadable` one
 //! counter), so that its signature is the list of what it reads and changes. The phases that
 //! orchestrate the others (the EVAL, recovery, reload, the heartbeat) take the whole
-//! [`Daemon`]. This module only declares the parts and must never grow behaviour of its own.
+//! [`Daemon`]. This module only declares the parts (and how a part starts out), and must
+//! never grow behaviour of its own.
 //!
 //! The types of the fields a phase keeps are in files of their own below this one, which never
 //! import [`Daemon`], so that a phase's file and this one never import each other:
@@ -198,4 +199,20 @@ pub(super) struct Reporting {
     pub(super) observed: Arc<Observed>,
     /// What the service manager (systemd) was told, when there is one.
     pub(super) notifier: super::notify::Notifier,
+}
+
+impl Holds {
+    /// Nothing held, nothing failed: a daemon's holds at its start.
+    pub(super) fn new() -> Holds {
+        Holds {
+            backoff: Backoff::new(super::eval::EVAL_RETRY_FIRST, super::eval::EVAL_RETRY_MAX),
+            outage: None,
+            spawn_hold: Backoff::new(super::spawn::SPAWN_HOLD_MIN, super::spawn::SPAWN_HOLD_MAX),
+            next_due: None,
+            fire_backoff: Default::default(),
+            claim_backoff: Default::default(),
+            reap_failures: Default::default(),
+            unreadable_rows: Default::default(),
+        }
+    }
 }
