@@ -83,6 +83,13 @@ pub fn offset_ms() -> Option<Millis> {
     followed().map(|r| r.offset_ms())
 }
 
+/// `local_ms`, an instant of this machine's wall clock (a shim's record, say), as the database's
+/// clock had it, by the offset of the reading this process follows; unchanged when it follows
+/// none.
+pub fn to_database(local_ms: Millis) -> Millis {
+    local_ms.saturating_sub(offset_ms().unwrap_or(0))
+}
+
 /// The database's time now, by the reading this process follows; `None` when it follows none.
 pub(crate) fn followed_now() -> Option<Millis> {
     let r = followed()?;
@@ -129,5 +136,15 @@ mod tests {
         assert!(skew_words(r.offset_ms()).starts_with("this host's clock is 45.0 s behind"));
         assert!(skewed(r.offset_ms()) && skewed(-r.offset_ms()));
         assert!(!skewed(SKEW_MS) && !skewed(-SKEW_MS) && skewed(SKEW_MS + 1));
+    }
+
+    /// An instant of this machine's clock (a shim's record) is written in the database's time:
+    /// 45 s ahead, it is taken 45 s back; followed by nobody, it is left as it is.
+    #[test]
+    fn a_local_instant_is_moved_to_the_database_clock() {
+        assert_eq!(to_database(100_000), 100_000);
+        let sent = Instant::now();
+        follow(reading(sent, 145_000, 100_000, sent));
+        assert_eq!(to_database(145_500), 100_500);
     }
 }

@@ -177,7 +177,7 @@ pub enum StoreError {
     /// (machine or state directory), is alive: its heartbeat is younger than
     /// [`crate::SILENCE_MS`] by the database's clock and it has not stopped. Nothing was
     /// written: that daemon goes on untouched.
-    #[error("{}", host_alive_message(host, machine, *pid, *age_ms))]
+    #[error("{}", host_alive_message(host, machine, *pid, *age_ms, *same_machine))]
     HostAlive {
         /// The host name.
         host: String,
@@ -187,6 +187,8 @@ pub enum StoreError {
         pid: i32,
         /// Its heartbeat's age, by the database's clock (ms).
         age_ms: crate::Millis,
+        /// That machine is this one (the other daemon runs from another state directory).
+        same_machine: bool,
     },
     /// An active row holds a value this version cannot read (written by another program):
     /// what [`crate::UnreadableRun::error`] says, for a read that needs every row.
@@ -262,12 +264,23 @@ impl StoreError {
 }
 
 /// What [`StoreError::HostAlive`] says: who holds the name, where, and the three ways on.
-fn host_alive_message(host: &str, machine: &str, pid: i32, age_ms: crate::Millis) -> String {
+fn host_alive_message(
+    host: &str,
+    machine: &str,
+    pid: i32,
+    age_ms: crate::Millis,
+    same_machine: bool,
+) -> String {
+    let there = if same_machine {
+        "this machine, from another state directory"
+    } else {
+        "another machine"
+    };
     format!(
-        "host {host} is alive on machine {machine} (its daemon, pid {pid}, beat {:.1}s ago, from \
-         another state directory or machine): not taking it over, as its runs' files are there. \
-         Start this daemon under another name (fleet daemon --host NAME), or stop that daemon \
-         first, or, if that machine is gone, run `fleet hosts forget {host}`",
+        "host {host} is alive on machine {machine} (its daemon, pid {pid}, beat {:.1}s ago, on \
+         {there}): not taking it over, as its runs' files are there. Start this daemon under \
+         another name (fleet daemon --host NAME), or stop that daemon first; if that machine is \
+         gone, wait until `fleet hosts` shows {host} silent and run `fleet hosts forget {host}`",
         age_ms as f64 / 1000.0
     )
 }

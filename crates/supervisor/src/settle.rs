@@ -346,7 +346,8 @@ pub fn transition(
                     Some(_) => None,
                     None => policy.next(status, attempt, now),
                 },
-                finished_at: exit.finished_ms(),
+                // The shim's clock is this machine's; the database's rows are by its own.
+                finished_at: exit.finished_ms().map(store::db_clock::to_database),
             }
         }
     };

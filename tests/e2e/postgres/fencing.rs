@@ -159,3 +159,60 @@ fn a_silent_host_is_taken_over_and_its_daemon_fenced() {
     assert_eq!(lines(&marker).len(), 1);
     eprintln!("epochs {epoch1} then {epoch2}");
 }
+
+/// A copy of a live host's state directory (`cp -a`: its files, its boot record, the run
+/// files of the run in flight) is another place, on the same machine: a daemon started on the
+/// copy is refused, and the live daemon and its run's command go on untouched — never settled,
+/// nor killed as orphaned, by a daemon whose files are a copy.
+#[test]
+fn a_copy_of_a_live_state_directory_is_another_place() {
+    let Some(url) = database_url() else { return };
+    let shared = tempfile::tempdir().unwrap();
+    let (start, go, end) = (
+        shared.path().join("long.start"),
+        shared.path().join("long.go"),
+        shared.path().join("long.end"),
+    );
+    let body = |_: &std::path::Path| {
+        format!(
+            "[projects.long]\ncommand = {}\n",
+            gated_command(&start, &go, &end, 0)
+        )
+    };
+    let first = pg_fleet(&url, body);
+    let copy = pg_fleet(&url, body);
+    let mut d1 = first.start_daemon();
+    let epoch1 = wait_epoch(&first, d1.pid(), 0);
+    let long = first.enqueue("long");
+    first.wait_until(DEADLINE, "long to start", || lines(&start).len() == 1);
+
+    // `cp -a` may balk at the control socket; the rest is what matters.
+    let _ = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(first.state_dir())
+        .arg(copy.state_dir())
+        .status();
+    assert!(copy.state_dir().join("boot").exists(), "the copy was made");
+    let mut refused = copy.spawn_daemon(&[]);
+    copy.wait_until(DEADLINE, "the daemon on the copy to be refused", || {
+        refused.try_exit().is_some()
+    });
+    let said = refused.stderr();
+    assert_eq!(refused.try_exit().unwrap().code(), Some(1), "{said}");
+    assert!(
+        said.contains("on this machine, from another state directory"),
+        "{said}"
+    );
+    d1.assert_alive();
+    assert_eq!(first.status()["daemon"]["epoch"].as_i64(), Some(epoch1));
+    assert_eq!(status_of(&first.run(long)), "running");
+
+    // Its command was never touched: it ends when told to, and the run with it.
+    std::fs::write(&go, "").unwrap();
+    let r = first.wait_terminal(long);
+    assert_eq!(status_of(&r), "succeeded", "{r}\n{}", first.diagnostics());
+    assert_eq!(lines(&start).len(), 1);
+    assert_check_ok(&first);
+    d1.signal(Signal::TERM);
+    first.wait_until(DEADLINE, "the daemon to stop", || d1.try_exit().is_some());
+}

@@ -99,6 +99,7 @@ pub(crate) fn may_take_over(
     }
     Err(StoreError::HostAlive {
         host: name.to_string(),
+        same_machine: theirs.machine == ours.machine,
         machine: theirs.machine,
         pid: h.pid,
         age_ms: age.max(0),

@@ -31,6 +31,13 @@ impl PgStore {
     ) -> Result<i64> {
         let mut conn = self.conn()?;
         let mut tx = conn.transaction()?;
+        // Two daemons taking a name no row holds yet would each find nothing to lock below:
+        // the name itself is locked first, for this transaction, so that the second waits and
+        // then finds the first's row.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext($1)::bigint)",
+            &[&format!("fleet host {host}")],
+        )?;
         // The row as it is, locked, and the database's time: whether its daemon is alive
         // elsewhere is judged by the database's clock, never by the caller's.
         let held = tx.query_opt(

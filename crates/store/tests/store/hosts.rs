@@ -347,7 +347,44 @@ fn seats_out_of_step_with_runs_are_reported(db: &Db) {
     }
 }
 
+/// Daemons of two places taking a host name nobody holds yet, at the same instant, again and
+/// again: each time exactly one takes it, and the other is refused as from another place (on
+/// SQLite, where one state directory is one host and no place is recorded, both may take it
+/// in turn).
+fn a_new_name_is_taken_by_one_place_only(db: &Db) {
+    if !db.is_postgres() {
+        return;
+    }
+    for round in 0..12 {
+        let name = format!("race-{round}");
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let outcomes: Vec<Result<i64, StoreError>> = (0..2)
+            .map(|i| {
+                let (s, barrier, name) = (db.store(), barrier.clone(), name.clone());
+                std::thread::spawn(move || {
+                    let place = Place {
+                        machine: "m".into(),
+                        state_dir_id: format!("dir-{i}"),
+                    };
+                    barrier.wait();
+                    s.take_over_from(&name, Some(&place), 1, "fleet.toml", "{}", now_ms())
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        let taken = outcomes.iter().filter(|o| o.is_ok()).count();
+        let refused = outcomes
+            .iter()
+            .filter(|o| matches!(o, Err(StoreError::HostAlive { .. })))
+            .count();
+        assert_eq!((taken, refused), (1, 1), "round {round}: {outcomes:?}");
+    }
+}
+
 both_backends!(
+    a_new_name_is_taken_by_one_place_only,
     seats_out_of_step_with_runs_are_reported,
     hosts_fence_only_their_own_name,
     host_caps_hold_under_concurrent_claims,

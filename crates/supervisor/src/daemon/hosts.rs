@@ -307,7 +307,9 @@ pub(super) async fn rejoin(d: &mut Daemon) -> bool {
     let state = d.setup.state.clone();
     let taken = tokio::task::spawn_blocking(move || {
         // In the place it ran from: its runs claimed there stay its own to settle.
-        let place = super::identity::place(&state);
+        // Its state directory can be looked at (it holds it locked); should it fail, the rejoin
+        // records no place rather than none at all being possible to take over.
+        let place = super::identity::place(&state).ok().flatten();
         let pid = std::process::id() as i32;
         store.take_over_from(&host, place.as_ref(), pid, &path, &caps, now_ms())
     })

@@ -3,8 +3,9 @@
 //! stop ([`record_stop`]).
 //!
 //! - *Place.* A host name is not an identity: a copied fleet.toml gives two machines the same
-//!   one. So each take-over records the machine (`uname -n`) and the state directory's id (a
-//!   random id made once and kept in the directory, [`ID_FILE`]), and the store refuses the name
+//!   one. So each take-over records the machine (`uname -n`, and `/etc/machine-id`) and the
+//!   state directory itself (its inode: the same folder keeps it when renamed on its
+//!   filesystem, and a copy of it has another), [`place`], and the store refuses the name
 //!   to a daemon of another place while the one holding it is alive; a daemon restarted in the
 //!   same place (a crash, a restart within the liveness bound) takes over as before. Runs are
 //!   settled only by a daemon of the place that claimed them (`Store::active_rows_here`): their
@@ -19,75 +20,46 @@
 //!
 //! On SQLite none of this applies: one state directory is one host, its clock the local one.
 
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::io;
+use std::os::unix::fs::MetadataExt;
 
 use store::db_clock::{self, SKEW_MS};
 use store::{Millis, Place, Store};
 
 use crate::statedir::StateDir;
 
-/// The file in the state directory that holds its id: 32 hex digits, made once.
-pub const ID_FILE: &str = "id";
+/// The offset last warned about while the warning stands (see [`follow_database_clock`]).
+static SKEW_SAID: std::sync::Mutex<Option<Millis>> = std::sync::Mutex::new(None);
 
-/// Where this daemon runs: the machine's node name and the state directory's id (made and kept
-/// in [`ID_FILE`] the first time). `None` on SQLite, or when the id cannot be read or made (said
-/// in the log: the daemon then runs as a daemon of no known place, refusing no one and refused
-/// by no one, as before places existed).
-pub(super) fn place(state: &StateDir) -> Option<Place> {
-    state.database()?;
-    let machine = match nix::sys::utsname::uname() {
-        Ok(uts) => uts.nodename().to_string_lossy().into_owned(),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the machine's name; this host's place is not recorded");
-            return None;
-        }
-    };
-    match state_dir_id(state.root()) {
-        Ok(state_dir_id) => Some(Place {
-            machine,
-            state_dir_id,
-        }),
-        Err(e) => {
-            tracing::warn!(error = %e, path = %state.root().join(ID_FILE).display(), "cannot read or make the state directory's id; this host's place is not recorded");
-            None
-        }
+/// Where the machine keeps its id (systemd's, made at its first boot; a cloned virtual
+/// machine is given a new one).
+const MACHINE_ID: &str = "/etc/machine-id";
+
+/// Where this daemon runs: the machine's node name, and an id of the place made of the
+/// machine's id (`/etc/machine-id`, when there is one) and the state directory's inode — not
+/// of anything written in the directory, which a copy would carry along and a deleted or garbled
+/// file would lose. `Ok(None)` on SQLite.
+///
+/// Errors: the state directory cannot be looked at (it is locked by this daemon, so it exists:
+/// this is a failing disk), or the machine's name cannot be read. A daemon of no known place
+/// would refuse no one and be refused by no one: the caller does not start.
+pub(super) fn place(state: &StateDir) -> io::Result<Option<Place>> {
+    if state.database().is_none() {
+        return Ok(None);
     }
-}
-
-/// The id kept in `root`'s [`ID_FILE`], made (random, durable before it is used) if there is
-/// none. Two daemons cannot race here: the caller holds the daemon lock.
-fn state_dir_id(root: &Path) -> io::Result<String> {
-    let path = root.join(ID_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) if is_id(text.trim()) => return Ok(text.trim().to_string()),
-        Ok(_) => {
-            tracing::warn!(path = %path.display(), "the state directory's id file does not hold an id; a new one is made")
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| io::Read::read_exact(&mut f, &mut bytes))?;
-    let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let tmp = root.join(format!("{ID_FILE}.tmp"));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(format!("{id}\n").as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
-    std::fs::File::open(root)?.sync_all()?;
-    Ok(id)
-}
-
-fn is_id(s: &str) -> bool {
-    s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
+    let machine = nix::sys::utsname::uname()
+        .map_err(io::Error::from)?
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    let machine_id = std::fs::read_to_string(MACHINE_ID)
+        .map(|id| id.trim().to_string())
+        .unwrap_or_default();
+    let inode = std::fs::metadata(state.root())?.ino();
+    Ok(Some(Place {
+        machine,
+        state_dir_id: format!("{machine_id}/{inode}"),
+    }))
 }
 
 /// Measures the database's clock and follows it (blocking: one query). Returns the offset
@@ -105,25 +77,44 @@ pub(super) fn follow_database_clock(store: &Store) -> Option<Millis> {
     };
     let offset = reading.offset_ms();
     let before = db_clock::follow(reading);
-    let was = before.is_some_and(db_clock::skewed);
-    if db_clock::skewed(offset) && !was {
-        tracing::warn!(
-            offset_ms = offset,
-            "{}: fleet judges time by the database's clock, but this host's own log lines (and its commands' clocks) are off by as much; set its clock right (NTP)",
-            db_clock::skew_words(offset)
-        );
-    } else if was && !db_clock::skewed(offset) {
-        tracing::info!(
-            offset_ms = offset,
-            "this host's clock is within {} s of the database's again",
-            SKEW_MS / 1000
-        );
-    } else if before.is_none() {
-        tracing::info!(
-            offset_ms = offset,
-            round_trip_ms = reading.round_trip.as_millis() as u64,
-            "following the database's clock"
-        );
+    // Said when the offset passes the bound, and cleared only once it is back under three
+    // quarters of it, so that an offset sitting on the bound does not flap in the log; a jump of
+    // a skewed clock by more than the bound (stepped while it was off) is said again.
+    let mut said = SKEW_SAID.lock().unwrap_or_else(|e| e.into_inner());
+    match *said {
+        None if db_clock::skewed(offset) => {
+            *said = Some(offset);
+            tracing::warn!(
+                offset_ms = offset,
+                "{}: fleet judges time by the database's clock, but this host's own log lines (and its commands' clocks) are off by as much; set its clock right (NTP)",
+                db_clock::skew_words(offset)
+            );
+        }
+        Some(_) if offset.abs() <= SKEW_MS * 3 / 4 => {
+            *said = None;
+            tracing::info!(
+                offset_ms = offset,
+                "this host's clock is within {} s of the database's again",
+                SKEW_MS / 1000
+            );
+        }
+        Some(last) if (offset - last).abs() > SKEW_MS => {
+            *said = Some(offset);
+            tracing::warn!(
+                offset_ms = offset,
+                "{} (it was {:.1} s off before)",
+                db_clock::skew_words(offset),
+                last as f64 / 1000.0
+            );
+        }
+        _ if before.is_none() => {
+            tracing::info!(
+                offset_ms = offset,
+                round_trip_ms = reading.round_trip.as_millis() as u64,
+                "following the database's clock"
+            );
+        }
+        _ => {}
     }
     Some(offset)
 }

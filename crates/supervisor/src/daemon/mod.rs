@@ -345,13 +345,20 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
     // On a shared database: the database's clock followed before anything is timed, and this
     // daemon's place, which the take-over records (and by which a live host elsewhere refuses it).
     let place = {
-        let (store, state) = (store.clone(), state.clone());
+        let (store, here) = (store.clone(), state.clone());
         tokio::task::spawn_blocking(move || {
             identity::follow_database_clock(&store);
-            identity::place(&state)
+            identity::place(&here)
         })
         .await
         .expect("reading the clock and place panicked")
+        .map_err(|source| DaemonError::Io {
+            what: format!(
+                "telling where this daemon runs (the machine's name, the state directory {})",
+                state.root().display()
+            ),
+            source,
+        })?
     };
     let epoch = {
         let store = store.clone();

@@ -310,7 +310,9 @@ impl Status {
                     store::db_clock::skew_words(ms)
                 );
             } else {
-                s += &format!("clock: {offset:+.1} s from the database's\n");
+                // Rounded first: an offset under 50 ms reads `+0.0`, never `-0.0`.
+                let tenths = (offset * 10.0).round() / 10.0 + 0.0;
+                s += &format!("clock: {tenths:+.1} s from the database's\n");
             }
         }
         s += &schedule_warnings(v);
