@@ -244,6 +244,22 @@ fn hosts_whose_clocks_are_off_are_alive_unforgettable_and_fire_on_the_database_s
             occurrence - started
         );
     }
-    // Each host claims: skewed hosts are hosts like any other.
+    // Each host claims: skewed hosts are hosts like any other. A run's end is written in the
+    // database's time whichever host ran it: a tick lasts milliseconds, never 45 s or less than
+    // nothing (its shim records its end by its host's clock; the daemon moves it by its offset).
     eprintln!("runs (id, occurrence, started, host): {runs:?}");
+    let out = on_host(&h, &lib, "a", &["runs", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&out.stdout).unwrap();
+    let ms = |r: &Value, key: &str| r[key].as_str().map(crate::common::time::parse_rfc3339);
+    for r in rows.iter().filter(|r| r["status"] == "succeeded") {
+        let (Some(started), Some(finished)) = (ms(r, "started_at"), ms(r, "finished_at")) else {
+            continue;
+        };
+        assert!(
+            (0..15_000).contains(&(finished - started)),
+            "run {} on host {} ran from {started} to {finished}: its end is not in the database's time",
+            r["id"],
+            r["host"]
+        );
+    }
 }
