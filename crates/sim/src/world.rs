@@ -5,9 +5,10 @@
 //! A simulated shim does what a real one does to the run's files, through the same
 //! [`runrecord`] calls and in the same order — it takes the run's lock, reads its tombstones and
 //! an earlier claim's `started` record ([`RunFiles::before_start`]), writes `started` then
-//! `running`, and at the end `exit`, then lets the lock go — but its command is only a number
+//! `running`, and at the end `exit`, then lets the lock go — but its command is only an entry
 //! in [`Truth`]: it starts when the `started` record is written and ends when the shim says so.
-//! Its pid is a number no real process can have (above the kernel's largest), so that a
+//! What a shim does once it holds the lock (start, or not) is the real shim's decision,
+//! [`supervisor::shim::start::decide`]. Its pid is a number no real process can have (above the kernel's largest), so that a
 //! decision that probes processes finds none and one that signals them reaches nobody; every
 //! signal the daemon's decisions send goes through [`World::signal`] instead.
 
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use runrecord::{ExitRecord, Outcome, RunFiles, RunLock, RunningRecord, StartedRecord};
 use store::RunId;
+use supervisor::shim::start::{decide, Decision};
 use supervisor::slots::ShimIdentity;
 
 /// The first pid a simulated shim gets: above `pid_max` (at most 2^22), so no real process
@@ -243,45 +245,29 @@ impl World {
                     return Ok(heard);
                 };
                 let before = files.before_start(&lock, shim.token)?;
-                if before.tombstoned {
-                    // Recovery gave this claim up: it starts nothing, writes nothing.
-                    drop(lock);
-                    shim.phase = Phase::Gone;
-                    if let Some(f) = shim.follower {
-                        heard.push((f, shim.run, shim.token, Report::Gone));
+                // The real shim's decision, on what the files hold.
+                let history = match decide(shim.run, shim.token, before, now_rfc) {
+                    Decision::GivenUp => {
+                        // Recovery gave this claim up: it starts nothing, writes nothing.
+                        drop(lock);
+                        shim.phase = Phase::Gone;
+                        if let Some(f) = shim.follower {
+                            heard.push((f, shim.run, shim.token, Report::Gone));
+                        }
+                        return Ok(heard);
                     }
-                    return Ok(heard);
-                }
-                if let Ok(Some(old)) = &before.earlier {
-                    // Another claim's command started: this one must not start it again. When
-                    // the files say how that start ended, this claim's end repeats it.
-                    let exit = match before.earlier_end.clone() {
-                        Some(ended) => ExitRecord {
-                            token: shim.token,
-                            repeats: Some(old.token),
-                            ..ended
-                        },
-                        None => ExitRecord {
-                            token: shim.token,
-                            outcome: Outcome::AlreadyStarted,
-                            code: None,
-                            signal: None,
-                            timed_out: false,
-                            term_requested: false,
-                            error: Some("started by an earlier claim".into()),
-                            started_at: None,
-                            finished_at: now_rfc.to_string(),
-                            repeats: None,
-                        },
-                    };
-                    files.write_exit(&lock, &exit)?;
-                    drop(lock);
-                    shim.phase = Phase::Gone;
-                    if let Some(f) = shim.follower {
-                        heard.push((f, shim.run, shim.token, Report::Gone));
+                    Decision::NotAgain { exit, .. } => {
+                        // Another claim's command started: this one starts nothing.
+                        files.write_exit(&lock, &exit)?;
+                        drop(lock);
+                        shim.phase = Phase::Gone;
+                        if let Some(f) = shim.follower {
+                            heard.push((f, shim.run, shim.token, Report::Gone));
+                        }
+                        return Ok(heard);
                     }
-                    return Ok(heard);
-                }
+                    Decision::Start { history, .. } => history,
+                };
                 files.write_started(
                     &lock,
                     &StartedRecord {
@@ -289,7 +275,7 @@ impl World {
                         shim_pid: pid,
                         shim_start_time: shim.identity.start_time,
                         at: now_rfc.to_string(),
-                        history: Vec::new(),
+                        history,
                     },
                 )?;
                 self.truth

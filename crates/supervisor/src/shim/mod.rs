@@ -95,6 +95,7 @@ mod idle;
 pub mod log;
 mod process_name;
 mod pump;
+pub mod start;
 mod supervise;
 mod write;
 

@@ -15,6 +15,7 @@ use runrecord::{now_rfc3339, ExitRecord, Outcome, Record, RunFiles, RunningRecor
 use super::failpoint_macros::{crash_point, io_failpoint};
 use super::log::warn;
 use super::pump;
+use super::start::{not_started, Decision};
 use super::write::{write_exit, write_record, write_retrying};
 use super::ShimArgs;
 use crate::sys::signals::{self, BlockedSignals, Signal};
@@ -61,34 +62,6 @@ pub(super) fn supervise_claim(args: &ShimArgs, signals: &BlockedSignals, own: &O
     }
 }
 
-/// How an exit record says its command ended, for a log line: `exit 0`, `signal 9`, …
-fn describe_end(e: &ExitRecord) -> String {
-    match (e.outcome, e.code, e.signal) {
-        (Outcome::Exited, Some(code), _) => format!("exit {code}"),
-        (Outcome::Signalled, _, Some(signal)) => format!("signal {signal}"),
-        (Outcome::SpawnFailed, ..) => "it could not be started".into(),
-        (Outcome::AlreadyStarted, ..) => "not started: started by an earlier claim".into(),
-        _ => "its end recorded".into(),
-    }
-}
-
-/// The exit record of claim `token` whose command was never started (`outcome` says why it
-/// was not, `error` in words).
-fn not_started(token: u64, outcome: Outcome, error: String) -> ExitRecord {
-    ExitRecord {
-        token,
-        outcome,
-        code: None,
-        signal: None,
-        timed_out: false,
-        term_requested: false,
-        error: Some(error),
-        started_at: None,
-        finished_at: now_rfc3339(),
-        repeats: None,
-    }
-}
-
 fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
     crash_point!("shim-before-lock");
     let dir = RunFiles::new(&a.state_dir, a.run_id);
@@ -101,81 +74,41 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
     // second time.
     // One read of the record slot answers both this and the history below.
     let before = dir.before_start(&lock, a.token)?;
-    if before.tombstoned {
-        warn(format_args!(
-            "fleet shim: run {} claim {} was given up by recovery; not starting",
-            a.run_id, a.token
-        ));
-        return Ok(EXIT_OK);
-    }
-    let earlier = before.earlier;
-
-    // A `started` record of another claim: this run's command was started once already. A
-    // claim is requeued only when its command provably never started, so no earlier claim can
-    // legitimately have one; it comes from a database restored from an older backup that still
-    // queued the run, from another program that queued it again while it ran, or from another
-    // install's files with this run's id. Starting again would start one attempt twice: the
-    // claim ends here, recorded. When the files also hold how that earlier start ended, this
-    // claim's end repeats it (the run ends as its command did, with no retry: one may have run
-    // already, under an id the database no longer knows); otherwise the run ends `lost`.
-    if let Ok(Some(old)) = &earlier {
-        if old.token != a.token {
-            let end = match before.earlier_end {
-                Some(ended) => {
-                    warn(format_args!(
-                        "fleet shim: run {} claim {}: not started: its files say its command was already \
-                         started, by claim {} at {}, and ended ({}): the run ends as it did \
-                         (a database restored from an older backup?)",
-                        a.run_id,
-                        a.token,
-                        old.token,
-                        old.at,
-                        describe_end(&ended)
-                    ));
-                    ExitRecord {
-                        token: a.token,
-                        repeats: Some(old.token),
-                        ..ended
-                    }
-                }
-                None => {
-                    let why = format!(
-                        "not started: run {}'s files say its command was already started, by claim {} at {} \
-                         (a database restored from an older backup, a write by another program that queued it again, \
-                         or another install's files with this run's id)",
-                        a.run_id, old.token, old.at
-                    );
-                    warn(format_args!(
-                        "fleet shim: run {} claim {}: {why}",
-                        a.run_id, a.token
-                    ));
-                    not_started(a.token, Outcome::AlreadyStarted, why)
-                }
-            };
-            write_exit(a, &dir, &lock, &end)?;
+    let history = match super::start::decide(a.run_id, a.token, before, &now_rfc3339()) {
+        Decision::GivenUp => {
+            warn(format_args!(
+                "fleet shim: run {} claim {} was given up by recovery; not starting",
+                a.run_id, a.token
+            ));
             return Ok(EXIT_OK);
         }
-    }
+        // Another claim's `started` record: this claim ends here, recorded (see
+        // `start::decide`).
+        Decision::NotAgain { exit, why } => {
+            warn(format_args!(
+                "fleet shim: run {} claim {}: {why}",
+                a.run_id, a.token
+            ));
+            write_exit(a, &dir, &lock, &exit)?;
+            return Ok(EXIT_OK);
+        }
+        Decision::Start {
+            history,
+            unreadable_earlier,
+        } => {
+            if let Some(e) = unreadable_earlier {
+                warn(format_args!(
+                    "fleet shim: run {} claim {}: cannot read the earlier started record ({e}); \
+                     its claims are missing from this record's history",
+                    a.run_id, a.token
+                ));
+            }
+            history
+        }
+    };
 
     crash_point!("shim-before-started");
     let shim_pid = std::process::id() as i32;
-    // Earlier claims' starts stay on record (see `StartedRecord::history`).
-    let mut history = match earlier {
-        Ok(Some(old)) if old.history.is_empty() => vec![old.token],
-        Ok(Some(old)) => old.history,
-        Ok(None) => Vec::new(),
-        // The history is for `fleet check`; an unreadable earlier record must not stop this
-        // claim, but it is said, since the history it would have carried is now incomplete.
-        Err(e) => {
-            warn(format_args!(
-                "fleet shim: run {} claim {}: cannot read the earlier started record ({e}); \
-                 its claims are missing from this record's history",
-                a.run_id, a.token
-            ));
-            Vec::new()
-        }
-    };
-    history.push(a.token);
     let started = StartedRecord {
         token: a.token,
         shim_pid,
@@ -213,7 +146,7 @@ fn run(a: &ShimArgs, signals: &BlockedSignals, own: &Own) -> io::Result<i32> {
                 a,
                 &dir,
                 &lock,
-                &not_started(a.token, Outcome::SpawnFailed, message),
+                &not_started(a.token, Outcome::SpawnFailed, message, &now_rfc3339()),
             )?;
             return Ok(EXIT_OK);
         }
