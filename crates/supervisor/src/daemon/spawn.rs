@@ -353,3 +353,79 @@ enum Forked {
     /// No shim was forked: exec one.
     No,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// The value the shim's environment gives `key` in the end (the last entry wins, as the
+    /// shim applies them in order); `None` when it is removed or never set.
+    fn last(args: &ShimArgs, key: &str) -> Option<String> {
+        args.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, v)| v.as_ref().map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    fn project() -> ProjectConfig {
+        let config = config::Config::parse(
+            "[projects.web]\ncommand = [\"serve\", \"--port\", \"80\"]\nenv = { MODE = \"prod\", NOTIFY_SOCKET = \"/run/mine\" }\n",
+            &PathBuf::from("/etc/fleet/fleet.toml"),
+        )
+        .expect("valid");
+        config.projects["web"].clone()
+    }
+
+    /// A run's command is the project's argv with the run's arguments after it, never through a
+    /// shell; its environment is the service manager's variables removed, the project's, the
+    /// run's over them, and fleet's own over all.
+    #[test]
+    fn a_runs_argv_and_environment_are_layered() {
+        let mut run = crate::core::test_run(9, RunStatus::Starting);
+        run.args = vec!["--verbose".into(), "a b; rm -rf /".into()];
+        run.env = vec![
+            ("MODE".into(), "debug".into()),
+            ("FLEET_RUN_ID".into(), "1".into()),
+        ];
+        let args = shim_args(Path::new("/var/lib/fleet"), &run, &project());
+        let argv: Vec<String> = args
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            argv,
+            ["serve", "--port", "80", "--verbose", "a b; rm -rf /"]
+        );
+        assert_eq!(last(&args, "MODE").as_deref(), Some("debug"));
+        assert_eq!(last(&args, "FLEET_RUN_ID").as_deref(), Some("9"));
+        assert_eq!(last(&args, "FLEET_PROJECT").as_deref(), Some("web"));
+        assert_eq!(last(&args, "FLEET_OCCURRENCE"), None);
+        // Removed for every run, unless the project sets it on purpose.
+        assert_eq!(last(&args, "WATCHDOG_USEC"), None);
+        assert_eq!(last(&args, "NOTIFY_SOCKET").as_deref(), Some("/run/mine"));
+        let keys: BTreeMap<_, _> = args.env.iter().map(|(k, _)| (k.clone(), ())).collect();
+        assert!(keys.contains_key(&OsString::from("JOURNAL_STREAM")));
+        assert_eq!((args.run_id, args.token), (9, 7));
+    }
+
+    /// Only a lack of the daemon's own resources holds claims back; anything else fails the
+    /// run.
+    #[test]
+    fn only_a_lack_of_resources_holds_claims_back() {
+        for errno in [libc::EMFILE, libc::ENFILE, libc::EAGAIN, libc::ENOMEM] {
+            assert!(is_resource_shortage(&std::io::Error::from_raw_os_error(
+                errno
+            )));
+        }
+        for errno in [libc::ENOENT, libc::EACCES, libc::E2BIG] {
+            assert!(!is_resource_shortage(&std::io::Error::from_raw_os_error(
+                errno
+            )));
+        }
+    }
+}
