@@ -79,6 +79,8 @@ fn state_dir_id(root: &Path) -> io::Result<String> {
         .truncate(true)
         .mode(0o600)
         .open(&tmp)?;
+    // A daemon run as root in another user's state directory leaves that user's file.
+    crate::sys::files::give_to_folder_owner(&f, &tmp)?;
     f.write_all(format!("{id}\n").as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, &path)?;
