@@ -12,7 +12,10 @@
 //! Nor does it change what it did not make: it creates its folders 0700 and the database 0600,
 //! and never changes a mode afterwards; a state directory others may write into is refused to
 //! what writes ([`StateDir::exposed`]), and a command that only reads opens the database
-//! read-only, creating nothing.
+//! read-only, creating nothing. What it does create, run as root in a state directory that is
+//! another user's (the package's `/var/lib/fleet`, the `fleet` user's), it gives to that user
+//! and group at once (`files::open_or_create`, `files::give_to_folder_owner`): the daemon,
+//! running as that user, must be able to open every file a command run as root made there.
 //!
 //! # The files
 //!
