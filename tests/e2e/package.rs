@@ -1,5 +1,6 @@
 //! The Debian package (`dist/deb build`), installed for real with `dpkg -i` as an operator would:
-//! the `fleet` system user and the state directory it makes, the daemon started as the unit
+//! the `fleet` system user and the state directory it makes, commands run as root before the
+//! daemon ever ran (what they create is `fleet`'s), the daemon started as the unit
 //! starts it (its `User=` through `runuser`, its `ExecStart=`), runs queued with the CLI as root
 //! and as `fleet`, an upgrade over a run in flight that the restarted daemon adopts, then
 //! `dpkg -r` (the state stays) and `dpkg -P` (it goes, after saying so), leaving no process.
@@ -274,8 +275,25 @@ fn the_package_installs_runs_upgrades_and_removes() {
         assert!(Path::new(program).is_file(), "{program} not installed");
     }
 
+    // Root first, before any daemon ran: a run queued (fleet.db is made) and a prune
+    // (prune.lock is made). What they create is the `fleet` user's, or the daemon, run as
+    // fleet, could open neither.
+    let first = enqueue(None, "hello");
+    fleet_ok(None, &["prune"]);
+    for name in ["fleet.db", "prune.lock"] {
+        let meta = std::fs::metadata(Path::new(STATE).join(name)).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid()),
+            (uid, gid),
+            "{name}: made by root, fleet's"
+        );
+    }
+
     // The daemon as the unit runs it; a run queued as root, one as the `fleet` user.
     let (daemon, pid) = start_daemon(&log);
+    wait_run_status(first, "succeeded", &log);
+    fleet_ok(Some("fleet"), &["prune"]);
+    fleet_ok(None, &["prune"]);
     let by_root = enqueue(None, "hello");
     let by_fleet = enqueue(Some("fleet"), "hello");
     for id in [by_root, by_fleet] {
@@ -395,6 +413,17 @@ fn the_package_installs_runs_upgrades_and_removes() {
         "removal kept the state"
     );
     assert_eq!(read(Path::new(CONFIG)), text, "removal kept the conffile");
+    // The stat override naming the `fleet` group went with the package: deleting the user now
+    // cannot break a later dpkg run.
+    assert!(
+        !Command::new("dpkg-statoverride")
+            .args(["--list", CONFIG])
+            .output()
+            .unwrap()
+            .status
+            .success(),
+        "removal left the stat override on {CONFIG}"
+    );
     let said = run_ok(&["dpkg", "-P", "fleet"], DPKG_DEADLINE);
     assert!(
         said.contains("removing the state directory /var/lib/fleet"),

@@ -190,6 +190,8 @@ fn write_synced(path: &Path, text: &str) -> io::Result<()> {
         // Never through a link someone left in its place.
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
+    // A daemon run as root in another user's state directory leaves that user's file.
+    crate::sys::files::give_to_folder_owner(&file, path)?;
     file.write_all(text.as_bytes())?;
     file.sync_all()
 }

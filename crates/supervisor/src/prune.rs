@@ -57,7 +57,7 @@ pub enum PruneError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A run's files could not be removed.
-    #[error("{path}: {source}")]
+    #[error("{}: {source}{}", path.display(), crate::sys::files::whose(path, source))]
     Files {
         /// The run's segment, `runs/records-<first id>`, which holds its lock and records (its
         /// other files are beside it, in `runs/`).
@@ -249,17 +249,11 @@ pub fn prune_all<E: From<PruneError>>(
     Ok(all)
 }
 
-/// Takes the pruners' lock at `path` (created 0600 if missing), waiting while the other pruner
-/// holds it (at most one batch).
+/// Takes the pruners' lock at `path` (created 0600 if missing, and then the state directory
+/// owner's: `fleet prune` run as root must not lock the daemon's user out of it), waiting while
+/// the other pruner holds it (at most one batch).
 fn take_turn(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)?;
+    let file = crate::sys::files::open_or_create(path, 0o600)?;
     crate::sys::files::lock_exclusive(&file)?;
     Ok(file)
 }

@@ -12,7 +12,10 @@
 //! Nor does it change what it did not make: it creates its folders 0700 and the database 0600,
 //! and never changes a mode afterwards; a state directory others may write into is refused to
 //! what writes ([`StateDir::exposed`]), and a command that only reads opens the database
-//! read-only, creating nothing.
+//! read-only, creating nothing. What it does create, run as root in a state directory that is
+//! another user's (the package's `/var/lib/fleet`, the `fleet` user's), it gives to that user
+//! and group at once (`files::open_or_create`, `files::give_to_folder_owner`): the daemon,
+//! running as that user, must be able to open every file a command run as root made there.
 //!
 //! # The files
 //!
@@ -58,7 +61,7 @@ use crate::sys::process::{self, Life};
 #[derive(Debug, thiserror::Error)]
 pub enum StateDirError {
     /// The directory could not be created, or this user may not write into it.
-    #[error("state directory {}: {source}", path.display())]
+    #[error("state directory {}: {source}{}", path.display(), files::whose(path, source))]
     Unusable {
         /// The directory.
         path: PathBuf,
@@ -67,7 +70,7 @@ pub enum StateDirError {
     },
     /// The state directory or its database exists but this user may not use it (or it is not
     /// what fleet expects there): never taken for a missing one.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}{}", path.display(), files::whose(path, source))]
     Inaccessible {
         /// The file.
         path: PathBuf,
@@ -273,12 +276,24 @@ impl StateDir {
         files::may_access(&self.root, true).map_err(unusable)?;
         // A new database is made private from its first byte (SQLite makes its files with the
         // umask's mode, and its write-ahead log and shared memory take the database's mode).
+        // Run as root in a state directory that is another user's (the package's, the `fleet`
+        // user's), the new file is that user's, as the daemon must be able to open it (SQLite,
+        // run as root, gives its -wal and -shm files the database's owner itself).
         if self.database.is_none() {
-            let _ = OpenOptions::new()
+            let created = OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(self.db_path());
+            if let Ok(file) = created {
+                if let Err(source) = files::give_to_folder_owner(&file, &self.db_path()) {
+                    let _ = std::fs::remove_file(self.db_path());
+                    return Err(StateDirError::Unusable {
+                        path: self.db_path(),
+                        source,
+                    });
+                }
+            }
         }
         Ok(())
     }
@@ -382,14 +397,8 @@ impl StateDir {
         };
         // std opens with O_CLOEXEC: shims and commands must never inherit the daemon lock, or a
         // crashed daemon's children would keep a new daemon out.
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(unusable)?;
+        // Created, it is the state directory owner's (fleet run as root in another user's).
+        let file = files::open_or_create(&path, 0o600).map_err(unusable)?;
         // A lock held by a live daemon is refused at once. Everything else that holds it is on
         // its way to letting go, and is waited for, a bounded time:
         // - a daemon killed (or exiting) whose exit has not come as far as closing its files:

@@ -77,6 +77,47 @@ fn the_man_pages_render_every_command() {
         );
     }
     assert_eq!(f.cmd(&["man", "nope"]).code(), Some(2));
+    assert_eq!(f.cmd(&["man", "hosts nope"]).code(), Some(2));
+
+    // Every page a page names exists, nested commands' included (`hosts forget`, with its
+    // --force), and none names a `help` page, which there is not.
+    let mut pages = vec![String::new()];
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(path) = pages.pop() {
+        let text = f.cmd_ok(&["man", &path]);
+        let own = if path.is_empty() {
+            "fleet".to_string()
+        } else {
+            format!("fleet-{}", path.replace(' ', "-"))
+        };
+        assert!(text.contains(&format!(".TH {own} 1")), "{path:?}:\n{text}");
+        for named in text.split("fleet\\-").skip(1) {
+            // A page's name, not a pattern like fleet-COMMAND(1) in the prose.
+            let Some((name, _)) = named.split_once("(1)") else {
+                continue;
+            };
+            if !name
+                .replace("\\-", "")
+                .bytes()
+                .all(|b| b.is_ascii_lowercase())
+            {
+                continue;
+            }
+            assert!(!name.ends_with("help"), "{own} names a help page: {name}");
+            let sub = name.replace("\\-", " ");
+            if seen.insert(sub.clone()) {
+                pages.push(sub);
+            }
+        }
+    }
+    assert!(seen.contains("hosts forget"), "{seen:?}");
+    assert!(f
+        .cmd_ok(&["man", "hosts", "forget"])
+        .contains("\\-\\-force"));
+    assert!(
+        page.contains(".SH FILES") && page.contains("/etc/fleet/fleet.toml"),
+        "{page}"
+    );
 
     // The NAME line says "fleet" once, and --config names the whole rule, not a bare default
     // that would hide $FLEET_CONFIG.

@@ -34,11 +34,15 @@ pub fn validate(ctx: &Ctx) -> Result<()> {
                 1 => ", 1 warning".to_string(),
                 n => format!(", {n} warnings"),
             };
+            let count = |n: usize, one: &str| match n {
+                1 => format!("1 {one}"),
+                n => format!("{n} {one}s"),
+            };
             console::println(format_args!(
-                "{}: ok ({} projects, {} namespaces{noted})",
+                "{}: ok ({}, {}{noted})",
                 path.display(),
-                config.projects.len(),
-                config.namespaces.len()
+                count(config.projects.len(), "project"),
+                count(config.namespaces.len(), "namespace")
             ))
         }
         Err(errors) => {

@@ -300,3 +300,101 @@ fn ensure_finds_a_folder_it_may_not_write_without_creating_anything() {
         "nothing but the database: {names:?}"
     );
 }
+
+/// fleet run as root in a state directory that is another user's (the package's
+/// `/var/lib/fleet`, the `fleet` user's) gives every file it creates there to that user: the
+/// database (and SQLite its -wal and -shm files), the daemon lock, the pruners' lock, the
+/// record of boots. Files that were there already keep their owner. Runs only as root.
+#[test]
+fn files_made_as_root_in_another_users_state_directory_are_that_users() {
+    if !rustix::process::geteuid().is_root() {
+        // Only root may change an owner (CI runs the tests as root).
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let (_tmp, state) = dir();
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(state.root())
+        .unwrap();
+    let (uid, gid) = (65534, 65533);
+    std::os::unix::fs::chown(state.root(), Some(uid), Some(gid)).unwrap();
+    let owner = |name: &str| {
+        let meta = std::fs::metadata(state.root().join(name)).unwrap();
+        (meta.uid(), meta.gid(), meta.mode() & 0o777)
+    };
+
+    // SQLite's own files, seen while it has them open (it removes its log at the last close).
+    let store = state.open_store().unwrap();
+    store.pause(store::HoldKind::Project, "p", None, 0).unwrap();
+    for name in ["fleet.db", "fleet.db-wal", "fleet.db-shm"] {
+        assert_eq!(owner(name), (uid, gid, 0o600), "{name}");
+    }
+    drop(store);
+
+    let lock = state.lock_daemon().unwrap();
+    assert_eq!(owner("daemon.lock"), (uid, gid, 0o600));
+    drop(lock);
+
+    let store = state.open_store().unwrap();
+    let policy = store::PrunePolicy {
+        default: store::Keep {
+            newest: Some(1),
+            finished_after: None,
+        },
+        projects: Default::default(),
+        ended_before: 0,
+        host: None,
+    };
+    crate::prune::prune_batch(state.root(), &store, &policy, false).unwrap();
+    assert_eq!(owner("prune.lock"), (uid, gid, 0o600));
+
+    crate::boot::Boots::take(state.root(), 1).unwrap();
+    assert_eq!(owner(crate::boot::BOOT_FILE).0, uid);
+
+    // A file that was there, root's, stays root's.
+    std::fs::remove_file(state.root().join("prune.lock")).unwrap();
+    std::fs::write(state.root().join("prune.lock"), "").unwrap();
+    crate::prune::prune_batch(state.root(), &store, &policy, false).unwrap();
+    assert_eq!(owner("prune.lock").0, 0);
+}
+
+/// "Permission denied" on a file of another user's says whose it is and how to give it back.
+#[test]
+fn permission_denied_on_another_users_file_says_whose_it_is() {
+    let (_tmp, state) = dir();
+    state.ensure().unwrap();
+    let denied = io::Error::from(io::ErrorKind::PermissionDenied);
+    // This user's own file: nothing to add.
+    assert_eq!(files::whose(&state.db_path(), &denied), "");
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    std::os::unix::fs::chown(state.db_path(), Some(65534), None).unwrap();
+    let said = StateDirError::Inaccessible {
+        path: state.db_path(),
+        source: denied,
+    }
+    .to_string();
+    assert!(said.contains("it belongs to "), "{said}");
+    assert!(
+        said.ends_with(&format!(
+            "chown root:{} {})",
+            group_of_root(),
+            state.db_path().display()
+        )),
+        "{said}"
+    );
+    // Another error: nothing added.
+    assert_eq!(
+        files::whose(&state.db_path(), &io::Error::from(io::ErrorKind::NotFound)),
+        ""
+    );
+}
+
+fn group_of_root() -> String {
+    nix::unistd::Group::from_gid(rustix::process::getegid().as_raw().into())
+        .unwrap()
+        .map(|g| g.name)
+        .unwrap_or_else(|| "0".into())
+}

@@ -9,6 +9,7 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::path::Path;
 
 use rustix::fs::FlockOperation;
 use rustix::pipe::PipeFlags;
@@ -67,6 +68,107 @@ pub fn may_access(path: &std::path::Path, write: bool) -> io::Result<()> {
     }
     rustix::fs::access(path, mode)?;
     Ok(())
+}
+
+/// Opens `path` for reading and writing, creating it (with `mode`, never through a symbolic
+/// link left in its place) when missing. A file this call creates is handed to the owner of the
+/// folder it is in ([`give_to_folder_owner`]): fleet run as root in a state directory that is
+/// another user's (the package's `/var/lib/fleet`, the `fleet` user's) must not leave there a
+/// file the daemon, running as that user, can no longer open. A file that was there already is
+/// opened as it is: fleet changes nothing of what it did not create.
+///
+/// Errors: opening or creating it; handing it over (the new file is removed again then).
+pub fn open_or_create(path: &Path, mode: u32) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = |create: bool| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(create)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+    };
+    match open(true) {
+        Ok(file) => {
+            if let Err(e) = give_to_folder_owner(&file, path) {
+                let _ = std::fs::remove_file(path);
+                return Err(e);
+            }
+            Ok(file)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => open(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Gives `file`, which this process has just created at `path`, to the user and group that own
+/// the folder `path` is in, when this process runs as root and that folder is another user's
+/// (fchown). Nothing otherwise: a user who is not root creates only files of its own, which is
+/// what they are then. Call it on files fleet creates, never on others.
+///
+/// Errors: the folder cannot be looked at, or the system refused the change of owner.
+pub fn give_to_folder_owner(file: &File, path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let owner = std::fs::metadata(folder)?;
+    if owner.uid() == 0 {
+        return Ok(());
+    }
+    rustix::fs::fchown(
+        file,
+        Some(rustix::fs::Uid::from_raw(owner.uid())),
+        Some(rustix::fs::Gid::from_raw(owner.gid())),
+    )?;
+    Ok(())
+}
+
+/// For an error `error` about `path`: when it is "permission denied" and the file is another
+/// user's, whose it is and how to give it to this process's user, to append to the message,
+/// e.g. ` (it belongs to root:root, and fleet runs as fleet here: as root, chown fleet:fleet
+/// /var/lib/fleet/fleet.db)`. Empty otherwise (or when the file cannot be looked at).
+pub fn whose(path: &Path, error: &io::Error) -> String {
+    use std::os::unix::fs::MetadataExt;
+    if error.kind() != io::ErrorKind::PermissionDenied {
+        return String::new();
+    }
+    let Ok(meta) = std::fs::metadata(path) else {
+        return String::new();
+    };
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+    if meta.uid() == uid {
+        return String::new();
+    }
+    let user = |uid: u32| {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+            .unwrap_or_else(|| uid.to_string())
+    };
+    let group = |gid: u32| {
+        nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+            .ok()
+            .flatten()
+            .map(|g| g.name)
+            .unwrap_or_else(|| gid.to_string())
+    };
+    format!(
+        " (it belongs to {}:{}, and fleet runs as {} here: as root, chown {}:{} {})",
+        user(meta.uid()),
+        group(meta.gid()),
+        user(uid),
+        user(uid),
+        group(gid),
+        path.display()
+    )
 }
 
 /// Releases a `flock` this open file description holds (nothing happens if it holds none).
