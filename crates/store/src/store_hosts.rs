@@ -12,6 +12,30 @@ use crate::{
 };
 
 impl Store {
+    /// [`Store::take_over`] by a daemon that runs at `place` (its machine and state directory),
+    /// recorded in the host row and with the epoch, so that the runs it claims are settled only
+    /// from that place ([`Store::active_rows_here`]). On PostgreSQL, refused
+    /// ([`StoreError::HostAlive`](crate::StoreError::HostAlive), nothing written) while the
+    /// host's daemon runs in another place and is alive by the database's clock; a place of
+    /// `None` (or a row without one) refuses nothing. SQLite, where one state directory is one
+    /// host, records no place.
+    ///
+    /// Errors: busy database (nothing written), the host alive elsewhere.
+    pub fn take_over_from(
+        &self,
+        host: &str,
+        place: Option<&crate::Place>,
+        pid: i32,
+        config_path: &str,
+        caps_json: &str,
+        now: Millis,
+    ) -> Result<i64> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.take_over(host, pid, config_path, caps_json, now),
+            Backend::Postgres(db) => db.take_over(host, place, pid, config_path, caps_json, now),
+        }
+    }
+
     /// Records that the daemon of epoch `epoch` is alive at `now` (ms UTC), with what it
     /// reports (`info`). Fenced like any write: a forgotten or taken-over daemon learns it here
     /// ([`StoreError::Fenced`](crate::StoreError::Fenced)), even when idle.
