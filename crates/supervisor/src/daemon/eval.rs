@@ -41,7 +41,7 @@ use tokio::time::Instant;
 use super::follow::{watch_group, watch_lock};
 use super::heads::{candidates, claim_requests, more_heads};
 use super::hosts::{follow_published, keep_log_tails};
-use super::outage::{database_reachable, database_unreachable};
+use super::outage::{database_down, database_reachable, database_unreachable};
 use super::reap::end_orphaned;
 use super::refused::{apply_each, keep_refused, refused_due, take_due_refused};
 use super::reload::{config_view, end_removed, wake_within};
@@ -116,7 +116,14 @@ pub(super) const EVAL_RETRY_MAX: Duration = Duration::from_secs(5);
 pub(super) async fn eval(d: &mut Daemon) {
     // On a shared database the config in force is the published one: a newer version is
     // applied before anything is packed with the caps of the old.
+    let was_down = database_down(&d.holds);
     follow_published(d).await;
+    if !was_down && database_down(&d.holds) {
+        // The database was lost right here: the EVAL stops as at any failure, and is tried
+        // again after the outage's pause (one that went on would find it back at once, on a
+        // connection the pool still had, and the outage would be said over and over).
+        return;
+    }
     // Before anything is decided on the config: is it what the file says now?
     let view = config_view(d).await;
     // A reap decides retries from the project's settings: it waits for an unsettled edit.
@@ -200,6 +207,11 @@ pub(super) async fn eval(d: &mut Daemon) {
     for (run_id, applied) in &outcome.applied {
         log_applied(*run_id, applied);
     }
+    if outcome.failed.is_none() {
+        // Everything the EVAL had to write went through: the database is there (said here,
+        // before the writes below, which may find it gone again and say so themselves).
+        database_reachable(&mut d.holds, &d.report.health, &mut d.recovery, unwritten);
+    }
     forget_ended(d, &outcome.applied).await;
     keep_log_tails(d, &outcome.applied).await;
     if let Some((err, mut unapplied)) = outcome.failed {
@@ -214,8 +226,10 @@ pub(super) async fn eval(d: &mut Daemon) {
         std::mem::take(&mut outcome.refused),
         &retried,
     );
-    d.holds.backoff.reset();
-    database_reachable(&mut d.holds, &d.report.health, &mut d.recovery, unwritten);
+    if !database_down(&d.holds) {
+        // (Lost while the log tails were kept, the outage keeps its pause.)
+        d.holds.backoff.reset();
+    }
     d.config.sweep_removed = false;
     let metrics = &d.report.observed.metrics;
     metrics.claimed(&outcome.claimed, now_ms());

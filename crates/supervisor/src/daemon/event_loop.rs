@@ -94,12 +94,17 @@ pub(super) async fn run(
             wake.reload_now = true;
         }
         if std::mem::take(&mut wake.reload_now) {
-            let how = if std::mem::take(&mut wake.reload_asked) {
+            let how = if wake.reload_asked {
                 reload::Reload::Asked
             } else {
                 reload::Reload::Edited
             };
-            reload_config(daemon, how).await;
+            match reload_config(daemon, how).await {
+                // Still being written: read again once it has been quiet (an operator's
+                // request stays one).
+                Some(wait) => wake.reload_due = Some(Instant::now() + wait),
+                None => wake.reload_asked = false,
+            }
         }
         if tick.period() != daemon.config.current.tick {
             tick = ticker(daemon.config.current.tick);

@@ -85,13 +85,26 @@ pub(super) enum Reload {
 /// Re-reads the config file; applies it if it is valid and keeps the state directory, and
 /// asks the next EVAL to sweep the queued runs of removed projects. Records the caps in
 /// force and the refusal, if any, in the daemon's row (a failure to record is only logged).
-pub(super) async fn reload_config(d: &mut Daemon, how: Reload) {
+///
+/// A read that did not see one settled version of the file — it changed during the read, or
+/// was written less than [`RELOAD_SETTLE`](super::config_file::RELOAD_SETTLE) ago (a tool may
+/// be writing it still) — is not applied (a file that is not there at all is an answer): half a file parses as a config too (an empty one
+/// is valid), and on a shared database it would be published. Returns how long to wait
+/// before reading it again, then; `None` once it was read and applied (or refused).
+pub(super) async fn reload_config(d: &mut Daemon, how: Reload) -> Option<Duration> {
     let path = d.setup.config_path.clone();
     let host = d.config.current.host.clone();
     let read = tokio::task::spawn_blocking(move || FileRead::of(&path, &host))
         .await
         .expect("config load panicked");
+    let now = SystemTime::now();
+    // No file at all, before and after, is an answer (refused); a file must have held still.
+    let whole = (read.before.is_none() && read.after.is_none()) || read.settled(now).is_some();
+    if !whole {
+        return Some(read.settle_left(now).max(Duration::from_millis(10)));
+    }
     apply_read(d, read, how).await;
+    None
 }
 
 /// Whether the config in force is what the file says now. Costs one `stat` when the file
