@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use config::Config;
-use store::{Millis, Run, RunId, RunStatus, Store, StoreError, Transition};
+use store::{Millis, Run, RunId, Store, StoreError, Transition};
 use supervisor::boot::Boots;
 use supervisor::core::cancel::signal_cancelled;
 use supervisor::core::reap::{reap, SlotView};
@@ -181,12 +181,11 @@ impl Daemon {
             world.adopt(run, token, self.epoch);
         }
         let mut evaluated = Evaluated::default();
-        for (run_id, applied) in &outcome.applied {
+        for (_, applied) in &outcome.applied {
             if let store::Applied::Done { status, run, .. } = applied {
                 if status.is_terminal() {
                     evaluated.ended.push((**run).clone());
                 }
-                let _ = run_id;
             }
         }
         for (run_id, _why) in release_ended(&mut self.slots, &outcome.applied) {
@@ -239,14 +238,4 @@ impl Daemon {
         );
         Ok(evaluated)
     }
-
-    /// The runs this daemon holds as its own in the pool, for a look at what it supervises.
-    pub fn supervises(&self, run: RunId) -> bool {
-        self.slots.get(run).is_some()
-    }
-}
-
-/// Whether `status` is one a run may be left in once nothing more happens.
-pub fn settled(status: RunStatus) -> bool {
-    status.is_terminal()
 }

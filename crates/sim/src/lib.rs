@@ -339,14 +339,7 @@ impl Sim {
         };
         self.summary.evals += 1;
         let rng = &mut self.rng;
-        let mut crashed_at = 0u64;
-        let mut crash = || {
-            let yes = faults && rng.gen_range(0..40u32) == 0;
-            if yes {
-                crashed_at += 1;
-            }
-            yes
-        };
+        let mut crash = || faults && rng.gen_range(0..40u32) == 0;
         let result = daemon.eval(
             &self.store,
             &self.state_dir,

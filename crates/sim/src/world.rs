@@ -191,14 +191,6 @@ impl World {
             .collect()
     }
 
-    /// The live shim holding `run`'s lock, if any.
-    pub fn holder_of(&self, run: RunId) -> Option<i32> {
-        self.shims
-            .iter()
-            .find(|(_, s)| s.run == run && s.phase == Phase::Running)
-            .map(|(pid, _)| *pid)
-    }
-
     /// A daemon crashed: no shim is followed by it any more (its pipes are gone).
     pub fn daemon_gone(&mut self, epoch: i64) {
         for s in self.shims.values_mut() {

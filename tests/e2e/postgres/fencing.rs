@@ -7,6 +7,8 @@
 //! fenced by the epoch, stops with a message saying so instead of writing over the newer
 //! daemon's work.
 
+use std::path::PathBuf;
+
 use super::{database_url, pg_fleet};
 use crate::common::restart::*;
 use crate::common::*;
@@ -19,15 +21,18 @@ fn machine() -> String {
         .to_string()
 }
 
+/// A folder beside the fleets, and the files of project `long`'s gated command in it: written
+/// when it starts, waited for before it ends, written when it ends.
+fn long_gate() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let shared = tempfile::tempdir().unwrap();
+    let [start, go, end] = ["long.start", "long.go", "long.end"].map(|f| shared.path().join(f));
+    (shared, start, go, end)
+}
+
 #[test]
 fn a_live_host_name_is_refused_to_another_state_directory_and_freed_by_a_clean_stop() {
     let Some(url) = database_url() else { return };
-    let shared = tempfile::tempdir().unwrap();
-    let (start, go, end) = (
-        shared.path().join("long.start"),
-        shared.path().join("long.go"),
-        shared.path().join("long.end"),
-    );
+    let (shared, start, go, end) = long_gate();
     let marker = shared.path().join("p.start");
     let body = |_: &std::path::Path| {
         format!(
@@ -167,12 +172,7 @@ fn a_silent_host_is_taken_over_and_its_daemon_fenced() {
 #[test]
 fn a_copy_of_a_live_state_directory_is_another_place() {
     let Some(url) = database_url() else { return };
-    let shared = tempfile::tempdir().unwrap();
-    let (start, go, end) = (
-        shared.path().join("long.start"),
-        shared.path().join("long.go"),
-        shared.path().join("long.end"),
-    );
+    let (_shared, start, go, end) = long_gate();
     let body = |_: &std::path::Path| {
         format!(
             "[projects.long]\ncommand = {}\n",
