@@ -122,7 +122,7 @@ impl Truth {
 pub struct World {
     /// The state directory the run files are in.
     pub state_dir: PathBuf,
-    /// Every shim started, by pid.
+    /// The shims alive, by pid (a shim is forgotten once gone).
     pub shims: BTreeMap<i32, Shim>,
     /// The next pid.
     next_pid: i32,
@@ -218,6 +218,26 @@ impl World {
     /// Errors: the run files could not be read or written (a bug of the simulation's world:
     /// it has no failing disk).
     pub fn advance(
+        &mut self,
+        pid: i32,
+        code: i32,
+        now_rfc: &str,
+    ) -> std::io::Result<Vec<(Follower, RunId, u64, Report)>> {
+        let heard = self.step_shim(pid, code, now_rfc);
+        self.forget_if_gone(pid);
+        heard
+    }
+
+    /// A shim gone is forgotten: the world holds the live ones only, so that a long simulation
+    /// does not look through every shim it ever started at each step. (A pid is never reused,
+    /// so a gone one is simply not found: not alive, not signalled.)
+    fn forget_if_gone(&mut self, pid: i32) {
+        if self.shims.get(&pid).is_some_and(|s| s.phase == Phase::Gone) {
+            self.shims.remove(&pid);
+        }
+    }
+
+    fn step_shim(
         &mut self,
         pid: i32,
         code: i32,
@@ -346,8 +366,11 @@ impl World {
         }
         shim.lock = None;
         shim.phase = Phase::Gone;
-        shim.follower
+        let heard = shim
+            .follower
             .map(|f| vec![(f, shim.run, shim.token, Report::Gone)])
-            .unwrap_or_default()
+            .unwrap_or_default();
+        self.forget_if_gone(pid);
+        heard
     }
 }
