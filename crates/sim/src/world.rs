@@ -12,7 +12,7 @@
 //! decision that probes processes finds none and one that signals them reaches nobody; every
 //! signal the daemon's decisions send goes through [`World::signal`] instead.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use runrecord::{ExitRecord, Outcome, RunFiles, RunLock, RunningRecord, StartedRecord};
@@ -106,15 +106,15 @@ pub enum End {
 pub struct Truth {
     /// Every run whose command started, by run.
     pub commands: BTreeMap<RunId, Command>,
+    /// The runs whose command runs now (kept apart: the caps are counted on it after every
+    /// claim, and `commands` only grows).
+    running: BTreeSet<RunId>,
 }
 
 impl Truth {
     /// The runs whose command runs now.
     pub fn running(&self) -> impl Iterator<Item = RunId> + '_ {
-        self.commands
-            .iter()
-            .filter(|(_, c)| c.ended.is_none() && !c.lost && !c.started_by.is_empty())
-            .map(|(id, _)| *id)
+        self.running.iter().copied()
     }
 }
 
@@ -296,6 +296,7 @@ impl World {
                     .or_default()
                     .started_by
                     .push(shim.token);
+                self.truth.running.insert(shim.run);
                 files.write_running(
                     &lock,
                     &RunningRecord {
@@ -338,6 +339,7 @@ impl World {
                 if let Some(c) = self.truth.commands.get_mut(&shim.run) {
                     c.ended = Some(end);
                 }
+                self.truth.running.remove(&shim.run);
                 shim.phase = Phase::Gone;
                 if let Some(f) = shim.follower {
                     heard.push((f, shim.run, shim.token, Report::Gone));
@@ -363,6 +365,7 @@ impl World {
                     c.lost = true;
                 }
             }
+            self.truth.running.remove(&shim.run);
         }
         shim.lock = None;
         shim.phase = Phase::Gone;
