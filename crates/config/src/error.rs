@@ -6,7 +6,7 @@
 //! `{file}:{line}: {key}: {message}`, one problem per line.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// One problem in a config file. Displays as `{file}:{line}: {key}: {message}`; the line is
 /// omitted only when unknown (the file cannot be read), the key when there is none.
@@ -28,6 +28,18 @@ pub struct ConfigError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{}", Lines(&.0))]
 pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl ConfigErrors {
+    /// The one error of a file at `path` that could not be read: it names the file, no line.
+    pub fn unreadable(path: &Path, e: &std::io::Error) -> ConfigErrors {
+        ConfigErrors(vec![ConfigError {
+            file: path.to_path_buf(),
+            line: None,
+            key: String::new(),
+            message: format!("cannot read file: {e}"),
+        }])
+    }
+}
 
 /// `:{line}`, or nothing when the line is unknown.
 struct LinePart(Option<usize>);

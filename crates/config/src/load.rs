@@ -22,15 +22,18 @@ impl Config {
     /// Every problem in the file (see [`Config::parse`]); an unreadable or missing file is one
     /// error naming it with no line, and text that is not UTF-8 one error at the first bad line.
     pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-        let bytes = std::fs::read(path).map_err(|e| {
-            ConfigErrors(vec![ConfigError {
-                file: path.to_path_buf(),
-                line: None,
-                key: String::new(),
-                message: format!("cannot read file: {e}"),
-            }])
-        })?;
-        match std::str::from_utf8(&bytes) {
+        let bytes = std::fs::read(path).map_err(|e| ConfigErrors::unreadable(path, &e))?;
+        Config::from_bytes(&bytes, path)
+    }
+
+    /// Parses `bytes`, read from the file at `path`, as [`Config::load`] does: for a caller
+    /// that needs the bytes it parsed (to digest or publish exactly what it applied).
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::load`], but for reading the file.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Config, ConfigErrors> {
+        match std::str::from_utf8(bytes) {
             Ok(text) => {
                 let config = Config::parse(text, path)?;
                 // The TLS files of the `database` URL are read here, in this host's own file,

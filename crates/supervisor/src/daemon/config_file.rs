@@ -1,7 +1,12 @@
 //! fleet.toml as the file system shows it: which version of the file was read ([`FileStamp`]:
-//! device, inode, size, write time), when an edit has settled ([`RELOAD_SETTLE`],
-//! [`SETTLE_AT_MOST`]), one read of the file with its stamps around it ([`FileRead`]), and what
+//! device, inode, size, write time), one read of the file with its stamps around it
+//! ([`FileRead`]), when a version has settled ([`RELOAD_SETTLE`], [`SETTLE_AT_MOST`]), and what
 //! the daemon remembers of the file beside the config it holds ([`ConfigFile`]).
+//!
+//! A version has settled when this daemon has found it unchanged — same stamp, same bytes —
+//! for [`RELOAD_SETTLE`] by its own clock. The file's write time alone cannot say so: a
+//! truncation (the first half of a plain rewrite) is not always given a new one, so a file
+//! just emptied can carry the time of a write long past.
 //!
 //! These are the facts `reload` decides on; this module never applies a config, never writes
 //! the database and never touches the daemon's state beyond the [`ConfigFile`] it is handed.
@@ -15,7 +20,7 @@ use std::time::{Duration, SystemTime};
 use config::{Config, ConfigErrors};
 use tokio::time::Instant;
 
-/// How long fleet.toml must stay unchanged after a noticed edit before it is re-read.
+/// How long a version of fleet.toml must be found unchanged before it is applied.
 pub(super) const RELOAD_SETTLE: Duration = Duration::from_millis(300);
 
 /// How long the file may keep changing before the daemon stops waiting for it to settle: a file
@@ -24,9 +29,7 @@ pub(super) const RELOAD_SETTLE: Duration = Duration::from_millis(300);
 pub(super) const SETTLE_AT_MOST: Duration = Duration::from_secs(10);
 
 /// One version of the config file as the file system shows it: which file (device and inode, so
-/// a save by rename is a new version), its size, and when it was last written. A stamp taken
-/// once the file had been quiet for [`RELOAD_SETTLE`] names one content: any later write moves
-/// the time past it.
+/// a save by rename is a new version), its size, and when it was last written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct FileStamp {
     dev: u64,
@@ -47,19 +50,11 @@ impl FileStamp {
             modified: m.modified().ok(),
         })
     }
-
-    /// How long until the file has been quiet for [`RELOAD_SETTLE`] at `now`; zero once it has.
-    /// A write time in the future by more than that (the clock was stepped back since) counts
-    /// as quiet, or the file would look busy until the clock caught up.
-    pub(super) fn settle_left(&self, now: SystemTime) -> Duration {
-        match self.modified.map(|m| now.duration_since(m)) {
-            None => Duration::ZERO,
-            Some(Ok(age)) => RELOAD_SETTLE.saturating_sub(age),
-            Some(Err(ahead)) if ahead.duration() < RELOAD_SETTLE => RELOAD_SETTLE,
-            Some(Err(_)) => Duration::ZERO,
-        }
-    }
 }
+
+/// A version of the file as one read found it: its stamp (`None`: there was no file) and the
+/// digest of its bytes (`None`: none could be read).
+type Version = (Option<FileStamp>, Option<String>);
 
 /// What the daemon knows of the file, beside the config it holds.
 #[derive(Debug, Default)]
@@ -68,6 +63,8 @@ pub(super) struct ConfigFile {
     pub(super) confirmed: Option<FileStamp>,
     /// The stamp of a settled file that was refused (invalid, or moving the state directory).
     pub(super) refused: Option<FileStamp>,
+    /// The version the last read found, and when a read first found it.
+    pub(super) seen: Option<(Version, Instant)>,
     /// Since when the file has been seen changing without settling.
     pub(super) settling_since: Option<Instant>,
     /// The file has kept changing past [`SETTLE_AT_MOST`], and that was logged.
@@ -82,9 +79,39 @@ impl ConfigFile {
         self.settling_since = None;
         self.unsettled_logged = false;
     }
+
+    /// Takes one read in at `now`. `Ok(stamp)`: the version it found has been found unchanged
+    /// for [`RELOAD_SETTLE`] and may be applied (`stamp` is `None` when there is no file at
+    /// all, an answer too). `Err(left)`: not yet; read again after `left`. A read that saw the
+    /// file change under it found no version, and starts the wait over.
+    pub(super) fn settle(
+        &mut self,
+        read: &FileRead,
+        now: Instant,
+    ) -> Result<Option<FileStamp>, Duration> {
+        if read.before != read.after {
+            self.seen = None;
+            return Err(RELOAD_SETTLE);
+        }
+        let version = (read.before, read.digest.clone());
+        match &self.seen {
+            Some((seen, since)) if *seen == version => {
+                let left = RELOAD_SETTLE.saturating_sub(now.saturating_duration_since(*since));
+                if left.is_zero() {
+                    Ok(read.before)
+                } else {
+                    Err(left)
+                }
+            }
+            _ => {
+                self.seen = Some((version, now));
+                Err(RELOAD_SETTLE)
+            }
+        }
+    }
 }
 
-/// One read of the file: its stamp before and after, and what it parsed to.
+/// One read of the file: its stamp before and after, its bytes and what they parse to.
 pub(super) struct FileRead {
     /// The file's stamp before the read (`None`: it could not be looked at).
     pub(super) before: Option<FileStamp>,
@@ -98,16 +125,27 @@ pub(super) struct FileRead {
     /// The digest of the file's bytes as read ([`config::digest`]; `None`: unreadable):
     /// what says whether its content changed, which a stamp alone (a `touch`) cannot.
     pub(super) digest: Option<String>,
+    /// The bytes read, as text (`None`: unreadable or not UTF-8): what is published, so that
+    /// the fleet gets exactly the text applied here.
+    pub(super) text: Option<String>,
 }
 
 impl FileRead {
-    /// Reads and parses the file at `path` (blocking), as read on the host `host`: a daemon
-    /// keeps the name it started with, so that what counts as its runs never changes under it.
+    /// Reads and parses the file at `path` (blocking), once, as read on the host `host`: a
+    /// daemon keeps the name it started with, so that what counts as its runs never changes
+    /// under it.
     pub(super) fn of(path: &Path, host: &str) -> FileRead {
         let before = FileStamp::of(path).ok();
-        let digest = std::fs::read(path).ok().map(|b| config::digest(&b));
-        let loaded = Config::load(path);
+        let bytes = std::fs::read(path);
         let after = FileStamp::of(path).ok();
+        let (loaded, digest, text) = match bytes {
+            Ok(bytes) => (
+                Config::from_bytes(&bytes, path),
+                Some(config::digest(&bytes)),
+                String::from_utf8(bytes).ok(),
+            ),
+            Err(e) => (Err(ConfigErrors::unreadable(path, &e)), None, None),
+        };
         let file_host = loaded.as_ref().ok().map(|c| c.host.clone());
         FileRead {
             before,
@@ -115,21 +153,7 @@ impl FileRead {
             after,
             file_host,
             digest,
-        }
-    }
-
-    /// The stamp of a read that saw one settled version of the file, if it did: unchanged
-    /// during the read, and quiet for [`RELOAD_SETTLE`] at `now`.
-    pub(super) fn settled(&self, now: SystemTime) -> Option<FileStamp> {
-        self.before
-            .filter(|b| Some(*b) == self.after && b.settle_left(now).is_zero())
-    }
-
-    /// How long until the file settles (a read that saw it change waits a whole settle).
-    pub(super) fn settle_left(&self, now: SystemTime) -> Duration {
-        match self.before {
-            Some(b) if Some(b) == self.after => b.settle_left(now),
-            _ => RELOAD_SETTLE,
+            text,
         }
     }
 }
@@ -138,58 +162,85 @@ impl FileRead {
 mod tests {
     use super::*;
 
-    fn stamp(modified: Option<SystemTime>) -> FileStamp {
-        FileStamp {
-            dev: 1,
-            ino: 2,
-            len: 3,
-            modified,
-        }
-    }
-
-    /// A file written less than RELOAD_SETTLE ago is still settling; one written long ago, or
-    /// far in the future (the clock was stepped back since), has settled.
-    #[test]
-    fn a_file_settles_once_quiet_for_the_settle_time() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let just = stamp(Some(now - Duration::from_millis(100)));
-        assert_eq!(
-            just.settle_left(now),
-            RELOAD_SETTLE - Duration::from_millis(100)
-        );
-        assert!(stamp(Some(now - RELOAD_SETTLE)).settle_left(now).is_zero());
-        assert!(stamp(Some(now - Duration::from_secs(60)))
-            .settle_left(now)
-            .is_zero());
-        assert_eq!(
-            stamp(Some(now + Duration::from_millis(10))).settle_left(now),
-            RELOAD_SETTLE
-        );
-        assert!(stamp(Some(now + Duration::from_secs(3600)))
-            .settle_left(now)
-            .is_zero());
-        assert!(stamp(None).settle_left(now).is_zero());
-    }
-
-    /// A read that saw the file change under it has not seen one settled version.
-    #[test]
-    fn a_read_that_saw_a_change_is_not_settled() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let old = stamp(Some(now - Duration::from_secs(60)));
-        let read = |before, after| FileRead {
+    fn read(before: Option<FileStamp>, after: Option<FileStamp>, digest: &str) -> FileRead {
+        FileRead {
             before,
             loaded: Err(ConfigErrors(Vec::new())),
             after,
             file_host: None,
-            digest: None,
-        };
-        assert_eq!(read(Some(old), Some(old)).settled(now), Some(old));
-        let changed = FileStamp { len: 4, ..old };
-        assert_eq!(read(Some(old), Some(changed)).settled(now), None);
+            digest: Some(digest.to_string()),
+            text: None,
+        }
+    }
+
+    fn stamp(len: u64, secs: u64) -> FileStamp {
+        FileStamp {
+            dev: 1,
+            ino: 2,
+            len,
+            modified: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs)),
+        }
+    }
+
+    /// A version is applied once this daemon has found it unchanged for the settle time,
+    /// however old its write time says it is; a new version starts the wait over.
+    #[test]
+    fn a_version_settles_once_found_unchanged_for_the_settle_time() {
+        let mut file = ConfigFile::default();
+        let t0 = Instant::now();
+        let old = stamp(177, 1_000);
         assert_eq!(
-            read(Some(old), Some(changed)).settle_left(now),
-            RELOAD_SETTLE
+            file.settle(&read(Some(old), Some(old), "a"), t0),
+            Err(RELOAD_SETTLE)
         );
-        assert_eq!(read(None, None).settled(now), None);
+        let half = t0 + RELOAD_SETTLE / 2;
+        assert_eq!(
+            file.settle(&read(Some(old), Some(old), "a"), half),
+            Err(RELOAD_SETTLE / 2)
+        );
+        assert_eq!(
+            file.settle(&read(Some(old), Some(old), "a"), t0 + RELOAD_SETTLE),
+            Ok(Some(old))
+        );
+        // Emptied without a new write time: a new version all the same.
+        let emptied = stamp(0, 1_000);
+        let t1 = t0 + RELOAD_SETTLE * 2;
+        assert_eq!(
+            file.settle(&read(Some(emptied), Some(emptied), "e"), t1),
+            Err(RELOAD_SETTLE)
+        );
+        // The same stamp with other bytes is another version too.
+        assert_eq!(
+            file.settle(&read(Some(emptied), Some(emptied), "f"), t1 + RELOAD_SETTLE),
+            Err(RELOAD_SETTLE)
+        );
+    }
+
+    /// A read that saw the file change under it found no version: the wait starts over.
+    #[test]
+    fn a_read_that_saw_a_change_starts_the_wait_over() {
+        let mut file = ConfigFile::default();
+        let t0 = Instant::now();
+        let old = stamp(177, 1_000);
+        let _ = file.settle(&read(Some(old), Some(old), "a"), t0);
+        let changed = stamp(178, 1_001);
+        assert_eq!(
+            file.settle(&read(Some(old), Some(changed), "a"), t0 + RELOAD_SETTLE),
+            Err(RELOAD_SETTLE)
+        );
+        assert!(file.seen.is_none());
+    }
+
+    /// No file at all, found twice the settle time apart, is an answer (with no stamp).
+    #[test]
+    fn a_missing_file_settles_as_missing() {
+        let mut file = ConfigFile::default();
+        let t0 = Instant::now();
+        let none = FileRead {
+            digest: None,
+            ..read(None, None, "")
+        };
+        assert_eq!(file.settle(&none, t0), Err(RELOAD_SETTLE));
+        assert_eq!(file.settle(&none, t0 + RELOAD_SETTLE), Ok(None));
     }
 }

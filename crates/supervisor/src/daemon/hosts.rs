@@ -115,18 +115,18 @@ fn published_digest_of(d: &mut Daemon, bytes: &[u8]) -> String {
     }
 }
 
-/// On a shared database: publishes this host's local fleet.toml as the fleet's config —
-/// at start (`always` false) only when nothing is published yet; after an operator's
-/// reload or an edit of its content (`always`) as the next version whenever its digest
-/// differs from the published one (the same text is not published twice). What is
-/// published is [`config::published_text`]: the file with its `database` password
-/// masked, under its digest. A failure is logged; the heartbeat shows the version this
-/// host published, if any.
-pub(super) async fn publish_local(d: &mut Daemon, always: bool) {
+/// On a shared database: publishes `text`, this host's local fleet.toml as read and applied
+/// (`None`: it could not be read as text), as the fleet's config — at start (`always` false)
+/// only when nothing is published yet; after an operator's reload or an edit of its content
+/// (`always`) as the next version whenever its digest differs from the published one (the
+/// same text is not published twice). What is published is [`config::published_text`]: the
+/// file with its `database` password masked, under its digest. A failure is logged; the
+/// heartbeat shows the version this host published, if any.
+pub(super) async fn publish_local(d: &mut Daemon, always: bool, text: Option<String>) {
     if d.setup.state.database().is_none() {
         return;
     }
-    let Ok(text) = std::fs::read_to_string(&d.setup.config_path) else {
+    let Some(text) = text else {
         return;
     };
     let text = config::published_text(&text).into_owned();

@@ -554,10 +554,10 @@ pub async fn run(config: Config, options: DaemonOptions) -> Result<(), DaemonErr
             notifier: notify::Notifier::from_env(tick),
         },
     };
-    daemon.config.local_digest = std::fs::read(&daemon.setup.config_path)
-        .ok()
-        .map(|b| config::digest(&b));
-    publish_local(&mut daemon, false).await;
+    let local = std::fs::read(&daemon.setup.config_path).ok();
+    daemon.config.local_digest = local.as_deref().map(config::digest);
+    let text = local.and_then(|bytes| String::from_utf8(bytes).ok());
+    publish_local(&mut daemon, false, text).await;
     // An edit saved before the watcher started is noticed now: applied at once if it has
     // settled, reloaded like any edit once it has otherwise.
     let reload_due = match config_view(&mut daemon).await {

@@ -17,7 +17,7 @@
 //! project) or at least [`ConfigView::usable`] (retry decisions, schedule firing).
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use store::{now_ms, RunId};
 use tokio::time::Instant;
@@ -33,14 +33,13 @@ use crate::caps::caps_json;
 pub(super) enum ConfigView {
     /// The file has settled and says exactly what the config in force says.
     Current,
-    /// The file changed less than [`RELOAD_SETTLE`](super::config_file::RELOAD_SETTLE) ago:
-    /// what it will say is not known yet. `same`: read now, it says what the config in force
+    /// The version of the file read now has not been found unchanged for
+    /// [`RELOAD_SETTLE`](super::config_file::RELOAD_SETTLE) yet: what it will say is not known. `same`: read now, it says what the config in force
     /// says. `left`: until it settles.
     Settling {
         /// Its content, read now, is the config in force.
         same: bool,
-        /// How long until it has been quiet for
-        /// [`RELOAD_SETTLE`](super::config_file::RELOAD_SETTLE).
+        /// How long until it may have settled.
         left: Duration,
     },
     /// The file has settled but is no config the daemon can use (it does not parse or
@@ -86,25 +85,24 @@ pub(super) enum Reload {
 /// asks the next EVAL to sweep the queued runs of removed projects. Records the caps in
 /// force and the refusal, if any, in the daemon's row (a failure to record is only logged).
 ///
-/// A read that did not see one settled version of the file — it changed during the read, or
-/// was written less than [`RELOAD_SETTLE`](super::config_file::RELOAD_SETTLE) ago (a tool may
-/// be writing it still) — is not applied (a file that is not there at all is an answer): half a file parses as a config too (an empty one
-/// is valid), and on a shared database it would be published. Returns how long to wait
-/// before reading it again, then; `None` once it was read and applied (or refused).
+/// A version of the file that has not settled ([`ConfigFile::settle`]: found unchanged for
+/// [`RELOAD_SETTLE`](super::config_file::RELOAD_SETTLE); a tool may be writing it still) is
+/// not applied: half a file parses as a config too (an empty one is valid), and on a shared
+/// database it would be published. Returns how long to wait before reading it again, then;
+/// `None` once it was read and applied (or refused).
 pub(super) async fn reload_config(d: &mut Daemon, how: Reload) -> Option<Duration> {
     let path = d.setup.config_path.clone();
     let host = d.config.current.host.clone();
     let read = tokio::task::spawn_blocking(move || FileRead::of(&path, &host))
         .await
         .expect("config load panicked");
-    let now = SystemTime::now();
-    // No file at all, before and after, is an answer (refused); a file must have held still.
-    let whole = (read.before.is_none() && read.after.is_none()) || read.settled(now).is_some();
-    if !whole {
-        return Some(read.settle_left(now).max(Duration::from_millis(10)));
+    match d.config.file.settle(&read, Instant::now()) {
+        Ok(stamp) => {
+            apply_read(d, read, stamp, how).await;
+            None
+        }
+        Err(left) => Some(left.max(Duration::from_millis(10))),
     }
-    apply_read(d, read, how).await;
-    None
 }
 
 /// Whether the config in force is what the file says now. Costs one `stat` when the file
@@ -130,15 +128,17 @@ pub(super) async fn config_view(d: &mut Daemon) -> ConfigView {
         }
         Err(read) => *read,
     };
-    let now = SystemTime::now();
-    if read.settled(now).is_some() {
-        d.config.file.settled();
-        return if apply_read(d, read, Reload::Look).await {
-            ConfigView::Current
-        } else {
-            ConfigView::Invalid
-        };
-    }
+    let left = match d.config.file.settle(&read, Instant::now()) {
+        Ok(stamp) => {
+            d.config.file.settled();
+            return if apply_read(d, read, stamp, Reload::Look).await {
+                ConfigView::Current
+            } else {
+                ConfigView::Invalid
+            };
+        }
+        Err(left) => left,
+    };
     let since = *d
         .config
         .file
@@ -155,18 +155,22 @@ pub(super) async fn config_view(d: &mut Daemon) -> ConfigView {
     }
     ConfigView::Settling {
         same: matches!(&read.loaded, Ok(c) if c == &*d.config.current),
-        left: read.settle_left(now),
+        left,
     }
 }
 
-/// Applies what one read of the file found (see [`reload_config`](super::reload::reload_config)) and remembers
-/// its stamp when the read saw a settled file. Returns whether the config in force is now
+/// Applies what one read of the file found (see [`reload_config`](super::reload::reload_config)), a
+/// version that has settled, and remembers its stamp (`settled`; `None`: there was no file). Returns whether the config in force is now
 /// what the read found. The daemon's row is rewritten for every reload asked for
 /// (`always`: `fleet reload`, SIGHUP, an edit seen by the watcher), and otherwise only when
 /// what it shows changes (the config applied, or a refusal made or cleared): a look taken
 /// for [`config_view`](super::reload::config_view) alone must not pass for a reload in `fleet status`.
-async fn apply_read(d: &mut Daemon, read: FileRead, how: Reload) -> bool {
-    let settled = read.settled(SystemTime::now());
+async fn apply_read(
+    d: &mut Daemon,
+    read: FileRead,
+    settled: Option<FileStamp>,
+    how: Reload,
+) -> bool {
     let always = how != Reload::Look;
     let shared = d.setup.state.database().is_some();
     if shared && how != Reload::Asked {
@@ -208,6 +212,7 @@ async fn apply_read(d: &mut Daemon, read: FileRead, how: Reload) -> bool {
             d.config.current.host
         );
     }
+    let text = read.text;
     let (caps, error, applied_new) = match read.loaded {
         Ok(new) if new.state_dir != d.config.current.state_dir => {
             let msg = format!(
@@ -269,7 +274,7 @@ async fn apply_read(d: &mut Daemon, read: FileRead, how: Reload) -> bool {
     if current {
         // An operator's act on this host (a reload asked for, or new content in its
         // file): its file becomes the fleet's next version unless it is the published one.
-        publish_local(d, true).await;
+        publish_local(d, true, text).await;
     }
     current
 }
