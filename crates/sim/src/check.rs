@@ -1,5 +1,7 @@
-//! The invariants, checked against the simulated world's truth ([`crate::world::Truth`]) and
-//! the store's rows, never against what fleet says of itself.
+//! The invariants, checked against the simulated world's truth ([`crate::world::Truth`], one
+//! per host) and the store's rows, never against what fleet says of itself. With many hosts
+//! they hold fleet-wide: a command started on two hosts is started twice, and the caps are
+//! counted on every host's commands.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,18 +27,24 @@ pub struct Checks {
 
 /// After a command started (the shim of claim `token` of `run` wrote `started`): it had never
 /// started before, and no accepted cancel had ended it while queued.
-pub(crate) fn after_start(sim: &mut Sim, run: RunId, token: u64) -> Result<(), Failure> {
+pub(crate) fn after_start(sim: &mut Sim, h: usize, run: RunId, token: u64) -> Result<(), Failure> {
     sim.checks.made += 2;
-    let starters = sim
-        .world
-        .truth
-        .commands
-        .get(&run)
-        .map(|c| c.started_by.clone())
-        .unwrap_or_default();
+    let starters: Vec<(String, u64)> = sim
+        .hosts
+        .iter()
+        .flat_map(|host| {
+            host.world
+                .truth
+                .commands
+                .get(&run)
+                .into_iter()
+                .flat_map(|c| c.started_by.iter().map(|t| (host.name.clone(), *t)))
+        })
+        .collect();
     if starters.len() > 1 {
         return Err(sim.violation(format!(
-            "run {run}'s command started twice (claims {starters:?}; the last, {token}, now)"
+            "run {run}'s command started twice (hosts and claims {starters:?}; the last, {token}, now on {})",
+            sim.hosts[h].name
         )));
     }
     if sim.checks.cancelled_queued.contains(&run) {
@@ -56,47 +64,61 @@ pub(crate) fn after_start(sim: &mut Sim, run: RunId, token: u64) -> Result<(), F
     Ok(())
 }
 
-/// After an EVAL: every claim it made fit the caps of the config it ran with, counted on the
-/// world (the commands running, and the shims about to start the command of a claim the
-/// database still holds); every run it ended says how its command really ended, and no run
-/// that had ended changed its end.
+/// After an EVAL of host `h`: every claim it made fit the caps of the config it ran with and
+/// the project's hosts, counted on the world (the commands running, and the shims about to
+/// start the command of a claim the database still holds, on every host); every run it ended
+/// says how its command really ended, and when, on the database's clock; and no run that had
+/// ended changed its end.
 pub(crate) fn after_eval(
     sim: &mut Sim,
+    h: usize,
     config: &Config,
     evaluated: &Evaluated,
 ) -> Result<(), Failure> {
     if !evaluated.claimed.is_empty() {
-        caps(sim, config, &evaluated.claimed)?;
+        caps(sim, h, config, &evaluated.claimed)?;
     }
     for run in &evaluated.ended {
         ended(sim, run)?;
+        if sim.shared() {
+            times(sim, h, run)?;
+        }
     }
     Ok(())
 }
 
-/// The seats the world's commands take, by the run's row (project, and the namespace it was
-/// claimed under): the commands running, and the shims that have not started theirs yet for
-/// the claim the database holds now.
-fn occupied(sim: &Sim) -> Result<Vec<Run>, Failure> {
-    let mut runs: BTreeSet<RunId> = sim.world.truth.running().collect();
-    let spawned: Vec<(RunId, u64)> = sim
-        .world
-        .shims
-        .values()
-        .filter(|s| s.phase == Phase::Spawned)
-        .map(|s| (s.run, s.token))
-        .collect();
+/// The seats the world's commands take, by host and the run's row (project, and the namespace
+/// it was claimed under): the commands running, and the shims that have not started theirs
+/// yet for the claim the database holds now.
+fn occupied(sim: &Sim) -> Result<Vec<(usize, Run)>, Failure> {
     let mut rows = Vec::new();
-    for (run, token) in spawned {
-        let row = get(sim, run)?;
-        if row.status.is_active() && row.claim_token == token && runs.insert(run) {
-            rows.push(row);
+    for (h, host) in sim.hosts.iter().enumerate() {
+        let mut runs: BTreeSet<RunId> = host.world.truth.running().collect();
+        let spawned: Vec<(RunId, u64)> = host
+            .world
+            .shims
+            .values()
+            .filter(|s| s.phase == Phase::Spawned)
+            .map(|s| (s.run, s.token))
+            .collect();
+        for (run, token) in spawned {
+            let row = get(sim, run)?;
+            if row.status.is_active() && row.claim_token == token && runs.insert(run) {
+                rows.push((h, row));
+            }
+        }
+        for run in host.world.truth.running() {
+            rows.push((h, get(sim, run)?));
         }
     }
-    for run in sim.world.truth.running().collect::<Vec<_>>() {
-        rows.push(get(sim, run)?);
-    }
     Ok(rows)
+}
+
+/// The command `run` had on some host, if it started anywhere.
+fn command_of(sim: &Sim, run: RunId) -> Option<&crate::world::Command> {
+    sim.hosts
+        .iter()
+        .find_map(|host| host.world.truth.commands.get(&run))
 }
 
 fn get(sim: &Sim, run: RunId) -> Result<Run, Failure> {
@@ -105,9 +127,16 @@ fn get(sim: &Sim, run: RunId) -> Result<Run, Failure> {
         .map_err(|e| sim.violation(format!("run {run} could not be read: {e}")))
 }
 
-fn caps(sim: &mut Sim, config: &Config, claimed: &[Run]) -> Result<(), Failure> {
-    let occupied = occupied(sim)?;
-    sim.checks.made += 3 * claimed.len() as u64;
+fn caps(sim: &mut Sim, h: usize, config: &Config, claimed: &[Run]) -> Result<(), Failure> {
+    let on_hosts = occupied(sim)?;
+    let here = sim.hosts[h].name.clone();
+    let on_this_host: Vec<&Run> = on_hosts
+        .iter()
+        .filter(|(at, _)| *at == h)
+        .map(|(_, r)| r)
+        .collect();
+    let occupied: Vec<Run> = on_hosts.iter().map(|(_, r)| r.clone()).collect();
+    sim.checks.made += 5 * claimed.len() as u64;
     let global = occupied.len();
     let describe = |rows: &[&Run]| {
         rows.iter()
@@ -141,7 +170,23 @@ fn caps(sim: &mut Sim, config: &Config, claimed: &[Run]) -> Result<(), Failure> 
                 )));
             }
         }
+        if let Some(cap) = config.hosts.get(&here).map(|h| h.max_concurrency) {
+            if on_this_host.len() > cap {
+                return Err(sim.violation(format!(
+                    "run {} was claimed on host {here} while {} commands held its {cap} seats: {}",
+                    c.id,
+                    on_this_host.len(),
+                    describe(&on_this_host)
+                )));
+            }
+        }
         if let Some(p) = config.projects.get(&c.project) {
+            if p.hosts.as_ref().is_some_and(|on| !on.contains(&here)) {
+                return Err(sim.violation(format!(
+                    "run {} of {} was claimed on host {here}, not one of the project's hosts {:?}",
+                    c.id, c.project, p.hosts
+                )));
+            }
             let of_project: Vec<&Run> =
                 occupied.iter().filter(|r| r.project == c.project).collect();
             if of_project.len() > p.max_parallel as usize {
@@ -176,7 +221,7 @@ fn ended(sim: &mut Sim, run: &Run) -> Result<(), Failure> {
             sim.checks.terminal.insert(run.id, seen);
         }
     }
-    let Some(command) = sim.world.truth.commands.get(&run.id) else {
+    let Some(command) = command_of(sim, run.id) else {
         // Never started: it may end cancelled (a cancel while queued), lost or failed, never
         // as if its command had run.
         if run.status == RunStatus::Succeeded {
@@ -229,6 +274,31 @@ fn ended(sim: &mut Sim, run: &Run) -> Result<(), Failure> {
     Ok(())
 }
 
+/// On a shared database, `run`, whose end host `h` wrote, was claimed and ended at instants
+/// of the database's clock: its end (taken from the exit record its host's machine wrote, on
+/// that machine's clock) is neither before its claim nor after now. Not checked when the
+/// host's clock was stepped since the claim: a record written before the step is read by the
+/// offset after it (the daemon can only know the offset it last measured).
+fn times(sim: &mut Sim, h: usize, run: &Run) -> Result<(), Failure> {
+    let (Some(started), Some(finished)) = (run.started_at, run.finished_at) else {
+        return Ok(());
+    };
+    if sim.hosts[h].stepped_at.is_some_and(|at| at >= started) {
+        return Ok(());
+    }
+    sim.checks.made += 1;
+    if command_of(sim, run.id).is_none_or(|c| !c.started_by.contains(&run.claim_token)) {
+        return Ok(());
+    }
+    if finished < started || finished > sim.now {
+        return Err(sim.violation(format!(
+            "run {} ended on host {} (its clock {} ms off the database's) is recorded as ended at {finished}, claimed at {started}, by the database's clock now {}",
+            run.id, sim.hosts[h].name, sim.hosts[h].offset, sim.now
+        )));
+    }
+    Ok(())
+}
+
 /// At the end: every run ended, each with the end first seen and its command's.
 pub(crate) fn all_runs(sim: &mut Sim) -> Result<(), Failure> {
     let runs = sim
@@ -253,11 +323,12 @@ pub(crate) fn all_runs(sim: &mut Sim) -> Result<(), Failure> {
     Ok(())
 }
 
-/// At the end: `fleet check`'s audit of the store and the run files finds nothing.
-pub(crate) fn audit(sim: &mut Sim) -> Result<(), Failure> {
+/// At the end: `fleet check`'s audit of the store and host `h`'s run files finds nothing.
+pub(crate) fn audit(sim: &mut Sim, h: usize) -> Result<(), Failure> {
     sim.checks.made += 1;
-    let state = supervisor::statedir::StateDir::of(&sim.config);
-    let report = supervisor::audit::audit(&state, &sim.store, sim.now, Some(&sim.config))
+    let config = sim.hosts[h].config.clone();
+    let state = supervisor::statedir::StateDir::of(&config);
+    let report = supervisor::audit::audit(&state, &sim.store, sim.now, Some(&config))
         .map_err(|e| sim.violation(format!("the audit could not run: {e}")))?;
     if !report.ok() {
         let found: Vec<String> = report
@@ -267,7 +338,8 @@ pub(crate) fn audit(sim: &mut Sim) -> Result<(), Failure> {
             .map(|v| v.message.clone())
             .collect();
         return Err(sim.violation(format!(
-            "`fleet check` finds {} violation(s): {}",
+            "`fleet check` on host {} finds {} violation(s): {}",
+            sim.hosts[h].name,
             report.violations.len(),
             found.join("; ")
         )));

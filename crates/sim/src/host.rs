@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use config::Config;
-use store::{Millis, Run, RunId, Store, StoreError, Transition};
+use store::{Millis, Place, Run, RunId, Store, StoreError, Transition};
 use supervisor::boot::Boots;
 use supervisor::core::cancel::signal_cancelled;
 use supervisor::core::reap::{reap, SlotView};
@@ -66,17 +66,20 @@ impl Daemon {
     /// one before it left — adopting the runs whose shim holds the lock, deciding the fate of
     /// the others from their files.
     ///
+    /// `place`: where it runs (its machine and state directory), on a shared database.
+    ///
     /// Errors: the database's, or the boot file's, in words.
     pub fn start(
         store: &Store,
         state_dir: &Path,
+        place: Option<&Place>,
         config: Arc<Config>,
         now: Millis,
         world: &mut World,
     ) -> Result<Daemon, String> {
         let caps = supervisor::caps::caps_json(&config);
         let epoch = store
-            .take_over(&config.host, 1, "fleet.toml", &caps, now)
+            .take_over_from(&config.host, place, 1, "fleet.toml", &caps, now)
             .map_err(|e| e.to_string())?;
         let boots = Boots::take_in(state_dir, epoch, Some(BOOT_ID.into()))
             .map_err(|e| format!("the simulated boot file: {e}"))?;

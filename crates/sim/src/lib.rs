@@ -2,7 +2,9 @@
 //! faults injected between any two of them and fleet's invariants checked after every step
 //! against the world's own truth.
 //!
-//! What is real: the store (SQLite, on tmpfs when there is one), the run files (written and
+//! What is real: the store (SQLite, on tmpfs when there is one; or a PostgreSQL database made
+//! for the run and shared by several hosts, each with its own state directory, daemon, shims
+//! and wall clock), the run files (written and
 //! read through `runrecord`, as the shims and the daemon do), and every decision — recovery's
 //! ([`supervisor::core::recovery`]), the reap's ([`supervisor::core::reap`]), the EVAL's
 //! database half ([`supervisor::daemon::eval_blocking`]: write the ends, fire schedules, pack,
@@ -22,24 +24,31 @@
 //! counts against; a run's terminal status never changes, and says how its command really
 //! ended; a queued run whose cancel was accepted never starts; once the faults stop and time
 //! passes, every run ends (nothing stays queued or active); and `fleet check`'s audit of the
-//! store and the run files finds nothing.
+//! store and the run files finds nothing. With many hosts they hold fleet-wide, with a
+//! host's own cap and a project's hosts besides, no live host's name taken from another
+//! place, and every run's end written on the database's clock whatever its host's.
 
 mod check;
+mod database;
+mod faults;
 pub mod host;
+mod operator;
 mod shape;
 pub mod world;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use config::Config;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use store::{HoldKind, Millis, NewRun, RunFilter, RunId, RunStatus, Store, Trigger};
+use store::{HoldKind, HostInfo, Millis, Place, RunFilter, RunId, RunStatus, Store};
 
+use database::SimDatabase;
 use host::{Daemon, Stopped};
-use shape::{Shape, PROJECTS};
+use shape::Shape;
 use world::{Follower, Phase, Report, World};
 
 /// How a simulation is run.
@@ -49,6 +58,24 @@ pub struct Options {
     pub seed: u64,
     /// How many steps, before the faults stop and the simulation drains.
     pub steps: u64,
+    /// How many hosts (each a daemon with its own state directory); more than one needs
+    /// `database`.
+    pub hosts: usize,
+    /// A PostgreSQL server (a `postgresql://` URL) the simulation may create a database on,
+    /// and drop it after: the hosts share it. `None`: SQLite, one host.
+    pub database: Option<String>,
+}
+
+impl Options {
+    /// `steps` steps of seed `seed`, on one host and SQLite.
+    pub fn new(seed: u64, steps: u64) -> Options {
+        Options {
+            seed,
+            steps,
+            hosts: 1,
+            database: None,
+        }
+    }
 }
 
 /// What a simulation did.
@@ -91,16 +118,16 @@ pub enum Failure {
     Setup(String),
 }
 
-/// The simulation.
-struct Sim {
-    rng: ChaCha8Rng,
-    /// Holds the state directory's folder for the simulation's life.
-    _dir: tempfile::TempDir,
+/// One simulated host: its machine's files and clock, its daemon, and its shims.
+struct Host {
+    /// Its name (`h0`…).
+    name: String,
     state_dir: PathBuf,
     config_path: PathBuf,
-    store: Store,
-    shape: Shape,
+    /// Its fleet.toml: the same caps and projects on every host, its own `host` name.
     config: Arc<Config>,
+    /// Where its daemon runs, on a shared database (`None` on SQLite, which records none).
+    place: Option<Place>,
     daemon: Option<Daemon>,
     /// The state directory's daemon lock, held while a daemon runs.
     lock: Option<supervisor::statedir::DaemonLock>,
@@ -108,7 +135,29 @@ struct Sim {
     /// daemon took over: it may still try to write once, and must be refused.
     zombie: Option<Daemon>,
     world: World,
-    /// The simulated wall clock (milliseconds since the epoch, UTC).
+    /// How far its wall clock is ahead of the database's (ms): the times its shims write are
+    /// on it. Always 0 on SQLite, whose clock is the host's.
+    offset: Millis,
+    /// The database's time at its daemon's last heartbeat (shared database only).
+    beat: Option<Millis>,
+    /// The database's time when its wall clock was last stepped: an exit record written
+    /// before a step and read after it is moved by the new offset, off by the step.
+    stepped_at: Option<Millis>,
+}
+
+/// The simulation.
+struct Sim {
+    rng: ChaCha8Rng,
+    /// The store every host uses (dropped before the database it is on).
+    store: Store,
+    /// The PostgreSQL database made for this simulation, dropped with it.
+    _database: Option<SimDatabase>,
+    /// Holds the hosts' folders for the simulation's life.
+    _dir: tempfile::TempDir,
+    shape: Shape,
+    hosts: Vec<Host>,
+    /// The database's clock (milliseconds since the epoch, UTC): the one the hosts' daemons
+    /// judge time by (on SQLite, the one host's own).
     now: Millis,
     step: u64,
     summary: Summary,
@@ -117,7 +166,7 @@ struct Sim {
     /// Runs enqueued so far (their ids are 1..=this, in order).
     enqueued: Vec<RunId>,
     /// Another program's connection holding the database's write lock (`BEGIN IMMEDIATE`),
-    /// and the step it lets go at.
+    /// and the step it lets go at (SQLite).
     foreign: Option<(rusqlite::Connection, u64)>,
 }
 
@@ -125,9 +174,9 @@ struct Sim {
 /// checking the invariants throughout.
 ///
 /// Errors: [`Failure::Violation`] with the step it was found at; [`Failure::Setup`] when the
-/// simulation's own files cannot be made.
+/// simulation's own files or database cannot be made.
 pub fn run(options: &Options) -> Result<Summary, Failure> {
-    let mut sim = Sim::new(options.seed)?;
+    let mut sim = Sim::new(options)?;
     for _ in 0..options.steps {
         sim.step += 1;
         sim.take_step()?;
@@ -158,8 +207,8 @@ pub fn run_shrinking(options: &Options) -> Result<Summary, (Failure, u64)> {
             while hi - lo > 1 {
                 let mid = lo + (hi - lo) / 2;
                 match run(&Options {
-                    seed: options.seed,
                     steps: mid,
+                    ..options.clone()
                 }) {
                     Ok(_) => lo = mid,
                     Err(f) => {
@@ -173,18 +222,45 @@ pub fn run_shrinking(options: &Options) -> Result<Summary, (Failure, u64)> {
     }
 }
 
-/// The command that replays a failing run.
-pub fn replay_command(seed: u64, steps: u64) -> String {
-    format!("cargo run --release -p fleet-sim -- --seed {seed} --steps {steps}")
+/// The command that replays a failing run of `options` in `steps` steps.
+pub fn replay_command(options: &Options, steps: u64) -> String {
+    let mut line = format!(
+        "cargo run --release -p fleet-sim -- --seed {} --steps {steps}",
+        options.seed
+    );
+    if options.hosts != 1 {
+        line.push_str(&format!(" --hosts {}", options.hosts));
+    }
+    if let Some(url) = &options.database {
+        line.push_str(&format!(
+            " --database '{}'",
+            store::mask_postgres_password(url)
+        ));
+    }
+    line
 }
 
 fn setup(e: impl std::fmt::Display) -> Failure {
     Failure::Setup(e.to_string())
 }
 
+/// The place of host `name`'s daemon on a shared database: a machine and a state directory
+/// of the simulation's own.
+fn place_of(name: &str) -> Place {
+    Place {
+        machine: format!("sim-{name}"),
+        state_dir_id: format!("state-of-{name}"),
+    }
+}
+
 impl Sim {
-    fn new(seed: u64) -> Result<Sim, Failure> {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    fn new(options: &Options) -> Result<Sim, Failure> {
+        if options.hosts == 0 || (options.hosts > 1 && options.database.is_none()) {
+            return Err(setup(
+                "more than one host needs a PostgreSQL server (--database)",
+            ));
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
         // tmpfs when there is one: the store's syncs cost nothing there.
         let shm = Path::new("/dev/shm");
         let dir = if shm.is_dir() {
@@ -195,34 +271,63 @@ impl Sim {
             tempfile::Builder::new().prefix("fleet-sim-").tempdir()
         }
         .map_err(setup)?;
-        let state_dir = dir.path().join("state");
-        let config_path = dir.path().join("fleet.toml");
-        let shape = Shape::draw(&mut rng);
-        let config = Arc::new(
-            Config::parse(&shape.toml(&state_dir), &config_path)
-                .map_err(|e| setup(format!("the simulated fleet.toml: {e}")))?,
-        );
-        // Made as the daemon makes it, then opened again with a busy timeout of a millisecond:
-        // while a foreign writer holds the lock, the store's calls fail at once as busy
-        // instead of waiting the default timeout out.
-        let state = supervisor::statedir::StateDir::of(&config);
-        drop(state.open_store().map_err(setup)?);
-        let store =
-            Store::open(&state.db_path(), std::time::Duration::from_millis(1)).map_err(setup)?;
+        let database = match &options.database {
+            Some(server) => Some(SimDatabase::create(server).map_err(setup)?),
+            None => None,
+        };
+        let url = database.as_ref().map(|d| d.url.clone());
+        let shape = Shape::draw(&mut rng, options.hosts);
+        let mut hosts = Vec::new();
+        for i in 0..options.hosts {
+            let name = shape.hosts[i].0.clone();
+            let state_dir = dir.path().join(&name).join("state");
+            let config_path = dir.path().join(&name).join("fleet.toml");
+            std::fs::create_dir_all(dir.path().join(&name)).map_err(setup)?;
+            let config = Arc::new(
+                Config::parse(&shape.toml(&state_dir, i, url.as_deref()), &config_path)
+                    .map_err(|e| setup(format!("the simulated fleet.toml: {e}")))?,
+            );
+            // Hosts other than the first have clocks off the database's, each its own way.
+            let offset = if i == 0 || url.is_none() {
+                0
+            } else {
+                rng.gen_range(-60_000..=60_000)
+            };
+            hosts.push(Host {
+                world: World::new(&state_dir, i),
+                place: url.as_ref().map(|_| place_of(&name)),
+                name,
+                state_dir,
+                config_path,
+                config,
+                daemon: None,
+                lock: None,
+                zombie: None,
+                offset,
+                beat: None,
+                stepped_at: None,
+            });
+        }
+        // Made as the daemon makes it. SQLite: opened again with a busy timeout of a
+        // millisecond, so that while a foreign writer holds the lock the store's calls fail at
+        // once as busy instead of waiting the default timeout out.
+        let state = supervisor::statedir::StateDir::of(&hosts[0].config);
+        let made = state.open_store().map_err(setup)?;
+        let store = if url.is_some() {
+            made
+        } else {
+            drop(made);
+            Store::open(&state.db_path(), Duration::from_millis(1)).map_err(setup)?
+        };
         // A fixed instant, so that a seed replays the same times.
         let now = 1_800_000_000_000;
         Ok(Sim {
             rng,
-            _dir: dir,
-            world: World::new(&state_dir),
-            state_dir,
-            config_path,
             store,
+            _database: database,
+            _dir: dir,
             shape,
-            config,
-            daemon: None,
-            lock: None,
-            zombie: None,
+            hosts,
             now,
             step: 0,
             summary: Summary::default(),
@@ -231,6 +336,11 @@ impl Sim {
             enqueued: Vec::new(),
             foreign: None,
         })
+    }
+
+    /// Whether the hosts share a PostgreSQL database.
+    fn shared(&self) -> bool {
+        self._database.is_some()
     }
 
     fn violation(&self, what: impl Into<String>) -> Failure {
@@ -244,11 +354,18 @@ impl Sim {
         *self.summary.faults.entry(kind).or_default() += 1;
     }
 
+    fn any_host(&mut self) -> usize {
+        self.rng.gen_range(0..self.hosts.len())
+    }
+
     fn take_step(&mut self) -> Result<(), Failure> {
         self.foreign_lets_go(false)?;
         let roll = self.rng.gen_range(0..100u32);
         match roll {
-            0..=21 => self.eval(true),
+            0..=21 => {
+                let h = self.any_host();
+                self.eval(h, true)
+            }
             22..=51 => self.shim_step(),
             52..=63 => self.enqueue(),
             64..=74 => {
@@ -256,9 +373,7 @@ impl Sim {
                 Ok(())
             }
             75 => {
-                // The wall clock is stepped back (NTP, an operator): decisions see it go back.
-                self.fault("wall clock stepped back");
-                self.now -= self.rng.gen_range(1_000..60_000);
+                self.step_clock();
                 Ok(())
             }
             76..=81 => self.cancel(),
@@ -266,140 +381,199 @@ impl Sim {
             87..=90 => self.edit_caps(),
             91..=94 => self.kill_shim(),
             95..=96 => {
-                self.kill_daemon();
+                let h = self.any_host();
+                self.kill_daemon(h);
                 Ok(())
             }
-            97 => self.second_daemon(),
+            97 => {
+                let h = self.any_host();
+                self.second_daemon(h)
+            }
+            99 if self.shared() => {
+                let h = self.any_host();
+                self.same_name_elsewhere(h)
+            }
             99 => self.foreign_writer(),
-            98 => self.zombie_eval(),
-            _ => self.eval(false),
-        }
-    }
-
-    /// Another program takes the database's write lock, or lets it go: meanwhile every write
-    /// fails as busy, the daemon's and the commands' alike.
-    fn foreign_writer(&mut self) -> Result<(), Failure> {
-        if self.foreign.is_some() {
-            return Ok(());
-        }
-        self.fault("foreign writer held the write lock");
-        let path = supervisor::statedir::StateDir::of(&self.config).db_path();
-        let conn = rusqlite::Connection::open(path).map_err(setup)?;
-        conn.execute_batch("BEGIN IMMEDIATE").map_err(setup)?;
-        let until = self.step + self.rng.gen_range(1..=30);
-        self.foreign = Some((conn, until));
-        Ok(())
-    }
-
-    /// The foreign writer lets the lock go once its time is up (`all`: now, whatever it is).
-    fn foreign_lets_go(&mut self, all: bool) -> Result<(), Failure> {
-        match self.foreign.take() {
-            Some((conn, until)) if all || self.step >= until => {
-                conn.execute_batch("COMMIT").map_err(setup)
+            98 => {
+                let h = self.any_host();
+                self.zombie_eval(h)
             }
-            kept => {
-                self.foreign = kept;
-                Ok(())
+            _ => {
+                let h = self.any_host();
+                self.eval(h, false)
             }
         }
     }
 
-    /// One EVAL (a daemon's start first, after a crash). `faults`: whether the daemon may be
-    /// killed between two of its effects.
-    fn eval(&mut self, faults: bool) -> Result<(), Failure> {
-        if self.daemon.is_none() {
-            let state = supervisor::statedir::StateDir::of(&self.config);
+    /// On a shared database, host `h`'s daemon reads the database's clock, as it does at
+    /// its start and at every heartbeat: from then on the times its machine writes (its
+    /// shims' records) are taken to the database's clock by its offset. The reading is the
+    /// real follower's ([`store::db_clock::follow`]); no time passes between it and its use.
+    fn follow_clock(&self, h: usize) {
+        if self.shared() {
+            let at = Instant::now() + Duration::from_secs(3600);
+            store::db_clock::follow(store::db_clock::ClockReading {
+                at,
+                database_ms: self.now,
+                local_ms: self.now + self.hosts[h].offset,
+                round_trip: Duration::ZERO,
+            });
+        }
+    }
+
+    /// One EVAL of host `h` (its daemon's start first, after a crash), then, on a shared
+    /// database, its heartbeat. `faults`: whether the daemon may be killed between two of its
+    /// effects.
+    fn eval(&mut self, h: usize, faults: bool) -> Result<(), Failure> {
+        self.follow_clock(h);
+        if self.hosts[h].daemon.is_none() {
+            let state = supervisor::statedir::StateDir::of(&self.hosts[h].config);
             match state.lock_daemon() {
-                Ok(lock) => self.lock = Some(lock),
+                Ok(lock) => self.hosts[h].lock = Some(lock),
                 Err(e) => {
                     return Err(self.violation(format!(
-                    "a daemon could not lock the state directory with no other daemon running: {e}"
+                    "host {}: a daemon could not lock the state directory with no other daemon running: {e}",
+                    self.hosts[h].name
                 )))
                 }
             }
+            let host = &mut self.hosts[h];
             let daemon = match Daemon::start(
                 &self.store,
-                &self.state_dir,
-                self.config.clone(),
+                &host.state_dir,
+                host.place.as_ref(),
+                host.config.clone(),
                 self.now,
-                &mut self.world,
+                &mut host.world,
             ) {
                 Ok(d) => d,
                 Err(_) if self.foreign.is_some() => {
                     // Busy: it tries again at a later step, as the daemon waits its start out.
-                    self.lock = None;
+                    self.hosts[h].lock = None;
                     return Ok(());
                 }
-                Err(e) => return Err(self.violation(format!("a daemon could not start: {e}"))),
+                Err(e) => {
+                    return Err(self.violation(format!(
+                        "host {}: a daemon could not start: {e}",
+                        self.hosts[h].name
+                    )))
+                }
             };
-            self.daemon = Some(daemon);
+            self.hosts[h].daemon = Some(daemon);
         }
-        let Some(daemon) = self.daemon.as_mut() else {
-            return Ok(());
-        };
         self.summary.evals += 1;
         let rng = &mut self.rng;
         let mut crash = || faults && rng.gen_range(0..40u32) == 0;
+        let host = &mut self.hosts[h];
+        let Some(daemon) = host.daemon.as_mut() else {
+            return Ok(());
+        };
         let result = daemon.eval(
             &self.store,
-            &self.state_dir,
+            &host.state_dir,
             self.now,
-            &mut self.world,
+            &mut host.world,
             &mut crash,
         );
         match result {
             Ok(evaluated) => {
                 let config = daemon.config.clone();
-                check::after_eval(self, &config, &evaluated)
+                check::after_eval(self, h, &config, &evaluated)?;
+                self.heartbeat(h)
             }
             Err(Stopped::Crashed) => {
                 self.fault("daemon killed between two effects");
-                self.kill_daemon_now();
+                self.kill_daemon_now(h);
                 Ok(())
             }
             Err(Stopped::Failed(e)) if e.is_busy() && self.foreign.is_some() => Ok(()),
-            Err(Stopped::Failed(e)) => Err(self.violation(format!("an EVAL failed: {e}"))),
-            Err(Stopped::Fenced) => Err(self.violation("the only daemon was fenced off")),
+            Err(Stopped::Failed(e)) => {
+                Err(self.violation(format!("host {}: an EVAL failed: {e}", self.hosts[h].name)))
+            }
+            Err(Stopped::Fenced) => Err(self.violation(format!(
+                "host {}: its daemon was fenced off, though no other took its name over",
+                self.hosts[h].name
+            ))),
         }
     }
 
+    /// Host `h`'s daemon says it is alive (a shared database only): refused only if another
+    /// took its name over, which the simulation never lets happen.
+    fn heartbeat(&mut self, h: usize) -> Result<(), Failure> {
+        if !self.shared() {
+            return Ok(());
+        }
+        let host = &self.hosts[h];
+        let Some(daemon) = &host.daemon else {
+            return Ok(());
+        };
+        let info = HostInfo {
+            config_version: None,
+            config_digest: None,
+            http_addr: None,
+            clock_offset_ms: Some(host.offset),
+        };
+        match self.store.heartbeat(daemon.epoch, &info, self.now) {
+            Ok(()) => {
+                self.hosts[h].beat = Some(self.now);
+                Ok(())
+            }
+            Err(e) => Err(self.violation(format!(
+                "host {}: its heartbeat was refused: {e}",
+                self.hosts[h].name
+            ))),
+        }
+    }
+
+    /// Every live shim, by host and pid.
+    fn live_shims(&self) -> Vec<(usize, i32)> {
+        self.hosts
+            .iter()
+            .enumerate()
+            .flat_map(|(h, host)| host.world.live().into_iter().map(move |pid| (h, pid)))
+            .collect()
+    }
+
     fn shim_step(&mut self) -> Result<(), Failure> {
-        let live = self.world.live();
+        let live = self.live_shims();
         if live.is_empty() {
             return Ok(());
         }
-        let pid = live[self.rng.gen_range(0..live.len())];
+        let (h, pid) = live[self.rng.gen_range(0..live.len())];
         let code = if self.rng.gen_bool(0.7) {
             0
         } else {
             self.rng.gen_range(1..=3)
         };
-        self.advance_shim(pid, code)
+        self.advance_shim(h, pid, code)
     }
 
-    /// The shim `pid` takes one step (its command ending with `code`, if it runs); a command
-    /// that starts is checked, and what the shim reports is delivered.
-    fn advance_shim(&mut self, pid: i32, code: i32) -> Result<(), Failure> {
-        let was = self
+    /// The shim `pid` of host `h` takes one step (its command ending with `code`, if it runs);
+    /// a command that starts is checked, and what the shim reports is delivered. The times it
+    /// writes are its machine's.
+    fn advance_shim(&mut self, h: usize, pid: i32, code: i32) -> Result<(), Failure> {
+        let host = &mut self.hosts[h];
+        let was = host
             .world
             .shims
             .get(&pid)
             .map(|s| (s.phase, s.run, s.token));
-        let at = runrecord_time(self.now);
-        let heard = self.world.advance(pid, code, &at).map_err(setup)?;
+        let at = runrecord_time(self.now + host.offset);
+        let heard = host.world.advance(pid, code, &at).map_err(setup)?;
         if let Some((Phase::Spawned, run, token)) = was {
-            if self.world.shims.get(&pid).map(|s| s.phase) == Some(Phase::Running) {
+            if self.hosts[h].world.shims.get(&pid).map(|s| s.phase) == Some(Phase::Running) {
                 self.summary.starts += 1;
-                check::after_start(self, run, token)?;
+                check::after_start(self, h, run, token)?;
             }
         }
-        self.deliver(heard);
+        self.deliver(h, heard);
         Ok(())
     }
 
-    /// Hands what shims reported to the daemon that follows them, if it is still this one.
-    fn deliver(&mut self, heard: Vec<(Follower, RunId, u64, Report)>) {
-        let Some(daemon) = self.daemon.as_mut() else {
+    /// Hands what host `h`'s shims reported to the daemon that follows them, if it is still
+    /// this one.
+    fn deliver(&mut self, h: usize, heard: Vec<(Follower, RunId, u64, Report)>) {
+        let Some(daemon) = self.hosts[h].daemon.as_mut() else {
             return;
         };
         for (follower, run, token, report) in heard {
@@ -411,198 +585,6 @@ impl Sim {
                 Report::Gone => daemon.shim_exited(run, token),
             }
         }
-    }
-
-    fn enqueue(&mut self) -> Result<(), Failure> {
-        let i = self.rng.gen_range(0..PROJECTS);
-        let project = format!("p{i}");
-        let namespace = self
-            .config
-            .projects
-            .get(&project)
-            .map(|p| p.namespace.clone())
-            .unwrap_or_else(|| "default".into());
-        let new = NewRun {
-            project,
-            namespace,
-            priority: self.rng.gen_range(0..3),
-            trigger: Trigger::Manual,
-            occurrence: None,
-            not_before: 0,
-            args: Vec::new(),
-            env: Vec::new(),
-            rerun_of: None,
-            hook_of: None,
-        };
-        let id = match self.store.enqueue(&new, self.now) {
-            Ok(id) => id,
-            Err(e) if e.is_busy() && self.foreign.is_some() => return Ok(()),
-            Err(e) => return Err(self.violation(format!("an enqueue failed: {e}"))),
-        };
-        self.enqueued.push(id);
-        self.summary.runs += 1;
-        Ok(())
-    }
-
-    fn cancel(&mut self) -> Result<(), Failure> {
-        if self.enqueued.is_empty() {
-            return Ok(());
-        }
-        let id = self.enqueued[self.rng.gen_range(0..self.enqueued.len())];
-        match self.store.request_cancel(id, "simulated", self.now) {
-            Ok(store::CancelOutcome::Cancelled) => {
-                self.checks.cancelled_queued.insert(id);
-                self.checks.cancel_accepted.insert(id);
-                Ok(())
-            }
-            Ok(store::CancelOutcome::Requested) => {
-                self.checks.cancel_accepted.insert(id);
-                Ok(())
-            }
-            Ok(_) => Ok(()),
-            Err(e) if e.is_busy() && self.foreign.is_some() => Ok(()),
-            Err(e) => Err(self.violation(format!("a cancel of run {id} failed: {e}"))),
-        }
-    }
-
-    fn pause_or_resume(&mut self) -> Result<(), Failure> {
-        let namespace = self.rng.gen_bool(0.5);
-        let name = if namespace {
-            match self.shape.namespaces.first() {
-                Some(_) if self.rng.gen_bool(0.5) => "a".to_string(),
-                Some(_) => "b".to_string(),
-                None => "default".to_string(),
-            }
-        } else {
-            format!("p{}", self.rng.gen_range(0..PROJECTS))
-        };
-        let kind = if namespace {
-            HoldKind::Namespace
-        } else {
-            HoldKind::Project
-        };
-        let key = (namespace, name.clone());
-        let resume = self.paused.contains(&key);
-        let result = if resume {
-            self.store.resume(kind, &name).map(|_| ())
-        } else {
-            self.store.pause(kind, &name, None, self.now).map(|_| ())
-        };
-        match result {
-            Ok(()) if resume => {
-                self.paused.remove(&key);
-                Ok(())
-            }
-            Ok(()) => {
-                self.paused.insert(key);
-                Ok(())
-            }
-            Err(e) if e.is_busy() && self.foreign.is_some() => Ok(()),
-            Err(e) => Err(self.violation(format!("a pause or resume failed: {e}"))),
-        }
-    }
-
-    fn edit_caps(&mut self) -> Result<(), Failure> {
-        self.shape = self.shape.redraw_caps(&mut self.rng);
-        let text = self.shape.toml(&self.state_dir);
-        let config = Config::parse(&text, &self.config_path)
-            .map_err(|e| setup(format!("the simulated fleet.toml: {e}")))?;
-        self.config = Arc::new(config);
-        // The daemon reloads it before its next EVAL.
-        if let Some(d) = self.daemon.as_mut() {
-            d.config = self.config.clone();
-        }
-        self.fault("caps edited");
-        Ok(())
-    }
-
-    fn kill_shim(&mut self) -> Result<(), Failure> {
-        let live = self.world.live();
-        if live.is_empty() {
-            return Ok(());
-        }
-        let pid = live[self.rng.gen_range(0..live.len())];
-        let heard = self.world.kill(pid);
-        self.fault("shim killed");
-        self.deliver(heard);
-        Ok(())
-    }
-
-    fn kill_daemon(&mut self) {
-        if self.daemon.is_none() {
-            return;
-        }
-        if self.zombie.is_none() && self.rng.gen_bool(0.25) {
-            // It stalls instead, and its lock file is removed under it: the next daemon takes
-            // a new lock and the state directory over, while this one may still wake up.
-            self.fault("daemon stalled, its lock file removed");
-            let state = supervisor::statedir::StateDir::of(&self.config);
-            let _ = std::fs::remove_file(state.lock_path());
-            self.zombie = self.daemon.take();
-            self.lock = None;
-            return;
-        }
-        self.fault("daemon killed");
-        self.kill_daemon_now();
-    }
-
-    fn kill_daemon_now(&mut self) {
-        if let Some(d) = self.daemon.take() {
-            self.world.daemon_gone(d.epoch);
-        }
-        self.lock = None;
-    }
-
-    /// A second daemon tries to start on the state directory while one runs: it must be
-    /// refused at its lock.
-    fn second_daemon(&mut self) -> Result<(), Failure> {
-        if self.daemon.is_none() {
-            return Ok(());
-        }
-        self.fault("second daemon started");
-        let state = supervisor::statedir::StateDir::of(&self.config);
-        match state.lock_daemon() {
-            Ok(_) => Err(self.violation(
-                "a second daemon took the state directory's lock while one was running",
-            )),
-            Err(_) => Ok(()),
-        }
-    }
-
-    /// The stalled daemon wakes up and runs one EVAL: once a newer daemon took over, nothing
-    /// it writes may be kept. It then notices and stops.
-    fn zombie_eval(&mut self) -> Result<(), Failure> {
-        let Some(mut zombie) = self.zombie.take() else {
-            return Ok(());
-        };
-        if self.daemon.is_none() {
-            // Nobody took over yet: it simply goes on as the daemon, with its lock gone.
-            self.zombie = Some(zombie);
-            return Ok(());
-        }
-        self.fault("stalled daemon woke up");
-        let mut never = || false;
-        match zombie.eval(
-            &self.store,
-            &self.state_dir,
-            self.now,
-            &mut self.world,
-            &mut never,
-        ) {
-            Err(Stopped::Fenced) | Err(Stopped::Failed(_)) => {}
-            Err(Stopped::Crashed) => {}
-            Ok(done) if done.claimed.is_empty() && done.ended.is_empty() => {}
-            Ok(done) => {
-                return Err(self.violation(format!(
-                    "a daemon whose epoch ({}) was taken over wrote: claimed {:?}, ended {:?}",
-                    zombie.epoch,
-                    done.claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
-                    done.ended.iter().map(|r| r.id).collect::<Vec<_>>()
-                )))
-            }
-        }
-        self.world.daemon_gone(zombie.epoch);
-        Ok(())
     }
 
     /// The faults stop, every pause is lifted and time passes: every run must end.
@@ -620,15 +602,20 @@ impl Sim {
         }
         for _ in 0..20_000 {
             self.step += 1;
-            self.eval(false)?;
-            for pid in self.world.live() {
+            for h in 0..self.hosts.len() {
+                self.eval(h, false)?;
+            }
+            for (h, pid) in self.live_shims() {
                 let code = if self.rng.gen_bool(0.8) { 0 } else { 1 };
-                self.advance_shim(pid, code)?;
+                self.advance_shim(h, pid, code)?;
             }
             self.now += 1_000;
             let open = self.open_runs()?;
-            let waiting = self.daemon.as_ref().is_some_and(|d| d.has_work());
-            if open.is_empty() && self.world.live().is_empty() && !waiting {
+            let waiting = self
+                .hosts
+                .iter()
+                .any(|host| host.daemon.as_ref().is_some_and(|d| d.has_work()));
+            if open.is_empty() && self.live_shims().is_empty() && !waiting {
                 return Ok(());
             }
         }
@@ -653,7 +640,10 @@ impl Sim {
 
     fn finish(&mut self) -> Result<(), Failure> {
         check::all_runs(self)?;
-        check::audit(self)
+        for h in 0..self.hosts.len() {
+            check::audit(self, h)?;
+        }
+        Ok(())
     }
 }
 
@@ -665,9 +655,9 @@ fn describe(runs: &[(RunId, RunStatus)]) -> String {
         .join(", ")
 }
 
-/// `now` as the run files write times (RFC 3339, UTC).
-fn runrecord_time(now: Millis) -> String {
-    chrono::DateTime::from_timestamp_millis(now)
+/// `at` as the run files write times (RFC 3339, UTC).
+fn runrecord_time(at: Millis) -> String {
+    chrono::DateTime::from_timestamp_millis(at)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

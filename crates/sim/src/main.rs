@@ -9,8 +9,8 @@ use clap::Parser;
 
 use fleet_sim::{replay_command, run_shrinking, Failure, Options, Summary};
 
-/// Deterministic simulation of the fleet daemon: its real decisions against a real SQLite
-/// store, with simulated shims, clock and crashes.
+/// Deterministic simulation of the fleet daemon: its real decisions against a real store
+/// (SQLite; or PostgreSQL shared by several hosts), with simulated shims, clocks and crashes.
 #[derive(Parser, Debug)]
 #[command(name = "fleet-sim", version)]
 struct Cli {
@@ -26,10 +26,25 @@ struct Cli {
     /// Steps per seed, before the faults stop and the simulation drains.
     #[arg(long, default_value_t = 10_000)]
     steps: u64,
+    /// How many hosts, each a daemon with its own state directory and clock, sharing the
+    /// database (more than one needs --database).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
+    hosts: u64,
+    /// A PostgreSQL server (postgresql://… URL) on which each simulation makes a database of
+    /// its own, dropped when it ends. Without it: SQLite, one host.
+    #[arg(long, value_name = "URL")]
+    database: Option<String>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.hosts > 1 && cli.database.is_none() {
+        eprintln!(
+            "fleet-sim: --hosts {} needs --database: many hosts share a PostgreSQL database",
+            cli.hosts
+        );
+        return ExitCode::from(2);
+    }
     let mut seeds: Vec<u64> = match cli.seed {
         Some(first) => (0..cli.seeds).map(|i| first.wrapping_add(i)).collect(),
         None if cli.random => Vec::new(),
@@ -47,6 +62,8 @@ fn main() -> ExitCode {
         let options = Options {
             seed,
             steps: cli.steps,
+            hosts: usize::try_from(cli.hosts).unwrap_or(1),
+            database: cli.database.clone(),
         };
         match run_shrinking(&options) {
             Ok(summary) => {
@@ -75,7 +92,7 @@ fn main() -> ExitCode {
                     }
                     Failure::Setup(_) => eprintln!("fleet-sim: seed {seed}: {failure}"),
                 }
-                eprintln!("replay: {}", replay_command(seed, steps));
+                eprintln!("replay: {}", replay_command(&options, steps));
                 return ExitCode::from(1);
             }
         }

@@ -21,8 +21,11 @@ use supervisor::shim::start::{decide, Decision};
 use supervisor::slots::ShimIdentity;
 
 /// The first pid a simulated shim gets: above `pid_max` (at most 2^22), so no real process
-/// ever has it.
+/// ever has it. Each host's world starts [`PIDS_PER_HOST`] further on.
 const FIRST_PID: i32 = 5_000_000;
+
+/// How many pids one host's world may hand out before it would reach the next host's.
+pub const PIDS_PER_HOST: i32 = 10_000_000;
 
 /// Where a simulated shim is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,12 +134,12 @@ pub struct World {
 }
 
 impl World {
-    /// A world over `state_dir`, with no shims.
-    pub fn new(state_dir: &Path) -> World {
+    /// The world of host number `host`, over its state directory `state_dir`, with no shims.
+    pub fn new(state_dir: &Path, host: usize) -> World {
         World {
             state_dir: state_dir.to_path_buf(),
             shims: BTreeMap::new(),
-            next_pid: FIRST_PID,
+            next_pid: FIRST_PID + PIDS_PER_HOST * i32::try_from(host).unwrap_or(0),
             truth: Truth::default(),
         }
     }

@@ -4,6 +4,7 @@
 //! reads, and never decides what a record means: that is `settle::outcome`'s, the same rule the
 //! daemon applied when it wrote the end.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::path::Path;
 
@@ -56,6 +57,23 @@ pub(super) fn records(report: &mut Report, dir: &RunFiles) -> Option<Records> {
         unreadable(report, dir.id(), bad.to_string());
     }
     Some(records)
+}
+
+/// Whether `records` name one of `claims` (the tokens a run was claimed under): a claim's
+/// tombstone, or its `started`, `running` or `exit` record.
+pub(super) fn names_a_claim(records: &Records, claims: &BTreeSet<u64>) -> bool {
+    let started = records
+        .started
+        .iter()
+        .flat_map(|s| std::iter::once(s.token).chain(s.history.iter().copied()));
+    let others = [
+        records.running.as_ref().map(|r| r.token),
+        records.exit.as_ref().map(|e| e.token),
+    ];
+    started
+        .chain(others.into_iter().flatten())
+        .chain(records.tombstones.iter().copied())
+        .any(|t| claims.contains(&t))
 }
 
 /// Reports an [`ViolationKind::ExitRecordMismatch`] when terminal run `run` has an exit record

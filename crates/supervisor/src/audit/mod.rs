@@ -135,8 +135,14 @@ pub fn audit(
     // The token of the claim that opened each run's latest unbroken run of claims: the one
     // claim of it that may have started the command, if only one did.
     let mut first_open: BTreeMap<RunId, u64> = BTreeMap::new();
+    // Every claim each run was ever claimed under, whichever host made it.
+    let mut claims_of: BTreeMap<RunId, BTreeSet<u64>> = BTreeMap::new();
     for ev in &events {
         if ev.to == RunStatus::Starting {
+            claims_of
+                .entry(ev.run_id)
+                .or_default()
+                .insert(ev.claim_token);
             if open_claim.get(&ev.run_id) == Some(&true) {
                 *claims_started.entry(ev.run_id).or_default() += 1;
             } else {
@@ -304,15 +310,25 @@ pub fn audit(
         .filter(|id| !unreadable.contains(id))
         .collect();
     // Files with the id of a run the database says another host ran are not that run's (its
-    // files are on that host's disk): another install's (a state directory that used another
-    // database before) or this host's under an earlier name. Reported, never read as the
-    // run's records.
-    let elsewhere = |id: RunId| {
-        by_id
-            .get(&id)
-            .filter(|r| r.host.is_some() && !ran_here(r, this_host.as_deref()))
-            .and_then(|r| r.host.clone())
-    };
+    // files are on that host's disk) — another install's (a state directory that used another
+    // database before) or this host's under an earlier name — unless they name a claim the
+    // run was made under: then this host held an earlier claim of it (one recovery gave up,
+    // the run queued again and claimed elsewhere), and they are checked as the run's. The
+    // others are reported, never read as the run's records.
+    let foreign: BTreeMap<RunId, String> = dirs
+        .iter()
+        .filter_map(|&id| {
+            let host = by_id
+                .get(&id)
+                .filter(|r| r.host.is_some() && !ran_here(r, this_host.as_deref()))
+                .and_then(|r| r.host.clone())?;
+            let claims = claims_of.get(&id);
+            let records = RunFiles::new(state.root(), id).records().ok();
+            let ours = records.is_some_and(|r| claims.is_some_and(|c| files::names_a_claim(&r, c)));
+            (!ours).then_some((id, host))
+        })
+        .collect();
+    let elsewhere = |id: RunId| foreign.get(&id).cloned();
     report.run_dirs = dirs.len();
     // Runs whose files name exactly one claim that started the command: that claim's token.
     let mut one_start_on_record: BTreeMap<RunId, u64> = BTreeMap::new();

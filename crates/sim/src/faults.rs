@@ -1,0 +1,184 @@
+//! The faults the simulation injects besides a daemon killed inside an EVAL: another program
+//! holding the database's write lock, a shim or a daemon killed, a daemon that stalls while
+//! its lock file is removed and wakes up after another took over, a second daemon on the same
+//! state directory, a host's wall clock stepped, and (on a shared database) a daemon started
+//! under a live host's name from another place.
+
+use rand::Rng;
+use store::{Place, StoreError};
+
+use crate::host::Stopped;
+use crate::{setup, Failure, Sim};
+
+impl Sim {
+    /// Another program takes the database's write lock (SQLite), or lets it go: meanwhile
+    /// every write fails as busy, the daemon's and the commands' alike.
+    pub(crate) fn foreign_writer(&mut self) -> Result<(), Failure> {
+        if self.foreign.is_some() {
+            return Ok(());
+        }
+        self.fault("foreign writer held the write lock");
+        let path = supervisor::statedir::StateDir::of(&self.hosts[0].config).db_path();
+        let conn = rusqlite::Connection::open(path).map_err(setup)?;
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(setup)?;
+        let until = self.step + self.rng.gen_range(1..=30);
+        self.foreign = Some((conn, until));
+        Ok(())
+    }
+
+    /// The foreign writer lets the lock go once its time is up (`all`: now, whatever it is).
+    pub(crate) fn foreign_lets_go(&mut self, all: bool) -> Result<(), Failure> {
+        match self.foreign.take() {
+            Some((conn, until)) if all || self.step >= until => {
+                conn.execute_batch("COMMIT").map_err(setup)
+            }
+            kept => {
+                self.foreign = kept;
+                Ok(())
+            }
+        }
+    }
+
+    /// A wall clock is stepped (NTP, an operator). On SQLite, the one host's clock is the
+    /// database's: decisions see it go back. On a shared database, one host's clock moves
+    /// away from the database's (or back to it); what its machine writes from then on is on
+    /// the new time.
+    pub(crate) fn step_clock(&mut self) {
+        if self.shared() {
+            let h = self.any_host();
+            self.fault("a host's wall clock stepped");
+            self.hosts[h].offset = self.rng.gen_range(-60_000..=60_000);
+            self.hosts[h].stepped_at = Some(self.now);
+        } else {
+            self.fault("wall clock stepped back");
+            self.now -= self.rng.gen_range(1_000..60_000);
+        }
+    }
+
+    pub(crate) fn kill_shim(&mut self) -> Result<(), Failure> {
+        let live = self.live_shims();
+        if live.is_empty() {
+            return Ok(());
+        }
+        let (h, pid) = live[self.rng.gen_range(0..live.len())];
+        let heard = self.hosts[h].world.kill(pid);
+        self.fault("shim killed");
+        self.deliver(h, heard);
+        Ok(())
+    }
+
+    pub(crate) fn kill_daemon(&mut self, h: usize) {
+        if self.hosts[h].daemon.is_none() {
+            return;
+        }
+        if self.hosts[h].zombie.is_none() && self.rng.gen_bool(0.25) {
+            // It stalls instead, and its lock file is removed under it: the next daemon takes
+            // a new lock and the state directory over, while this one may still wake up.
+            self.fault("daemon stalled, its lock file removed");
+            let host = &mut self.hosts[h];
+            let state = supervisor::statedir::StateDir::of(&host.config);
+            let _ = std::fs::remove_file(state.lock_path());
+            host.zombie = host.daemon.take();
+            host.lock = None;
+            return;
+        }
+        self.fault("daemon killed");
+        self.kill_daemon_now(h);
+    }
+
+    pub(crate) fn kill_daemon_now(&mut self, h: usize) {
+        let host = &mut self.hosts[h];
+        if let Some(d) = host.daemon.take() {
+            host.world.daemon_gone(d.epoch);
+        }
+        host.lock = None;
+    }
+
+    /// A second daemon tries to start on host `h`'s state directory while one runs: it must be
+    /// refused at its lock.
+    pub(crate) fn second_daemon(&mut self, h: usize) -> Result<(), Failure> {
+        if self.hosts[h].daemon.is_none() {
+            return Ok(());
+        }
+        self.fault("second daemon started");
+        let state = supervisor::statedir::StateDir::of(&self.hosts[h].config);
+        match state.lock_daemon() {
+            Ok(_) => Err(self.violation(format!(
+                "host {}: a second daemon took the state directory's lock while one was running",
+                self.hosts[h].name
+            ))),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Host `h`'s stalled daemon wakes up and runs one EVAL: once a newer daemon took over,
+    /// nothing it writes may be kept. It then notices and stops.
+    pub(crate) fn zombie_eval(&mut self, h: usize) -> Result<(), Failure> {
+        let Some(mut zombie) = self.hosts[h].zombie.take() else {
+            return Ok(());
+        };
+        if self.hosts[h].daemon.is_none() {
+            // Nobody took over yet: it simply goes on as the daemon, with its lock gone.
+            self.hosts[h].zombie = Some(zombie);
+            return Ok(());
+        }
+        self.fault("stalled daemon woke up");
+        self.follow_clock(h);
+        let mut never = || false;
+        let host = &mut self.hosts[h];
+        match zombie.eval(
+            &self.store,
+            &host.state_dir,
+            self.now,
+            &mut host.world,
+            &mut never,
+        ) {
+            Err(Stopped::Fenced) | Err(Stopped::Failed(_)) => {}
+            Err(Stopped::Crashed) => {}
+            Ok(done) if done.claimed.is_empty() && done.ended.is_empty() => {}
+            Ok(done) => return Err(self.violation(format!(
+                "host {}: a daemon whose epoch ({}) was taken over wrote: claimed {:?}, ended {:?}",
+                self.hosts[h].name,
+                zombie.epoch,
+                done.claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
+                done.ended.iter().map(|r| r.id).collect::<Vec<_>>()
+            ))),
+        }
+        self.hosts[h].world.daemon_gone(zombie.epoch);
+        Ok(())
+    }
+
+    /// A daemon on another machine (a copied fleet.toml) starts under host `h`'s name while
+    /// `h`'s daemon runs and has beaten within the liveness bound, by the database's clock: it
+    /// must be refused, and leave nothing written (`h`'s next write is not fenced).
+    pub(crate) fn same_name_elsewhere(&mut self, h: usize) -> Result<(), Failure> {
+        let host = &self.hosts[h];
+        let alive = host.daemon.is_some()
+            && host
+                .beat
+                .is_some_and(|b| self.now - b < store::SILENCE_MS - 1_000);
+        if !alive {
+            return Ok(());
+        }
+        let (name, beat) = (host.name.clone(), host.beat);
+        let caps = supervisor::caps::caps_json(&host.config);
+        self.fault("a daemon started under a live host's name elsewhere");
+        let elsewhere = Place {
+            machine: format!("copy-of-{name}"),
+            state_dir_id: "copied".into(),
+        };
+        match self
+            .store
+            .take_over_from(&name, Some(&elsewhere), 1, "fleet.toml", &caps, self.now)
+        {
+            Err(StoreError::HostAlive { .. }) => Ok(()),
+            Ok(epoch) => Err(self.violation(format!(
+                "host {name}: a daemon of another place took its name over (epoch {epoch}) while it was alive, its heartbeat {} ms old",
+                self.now - beat.unwrap_or(self.now)
+            ))),
+            Err(e) => Err(self.violation(format!(
+                "host {name}: a take-over of its name from another place failed: {e}"
+            ))),
+        }
+    }
+}
