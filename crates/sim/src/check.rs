@@ -305,6 +305,7 @@ pub(crate) fn all_runs(sim: &mut Sim) -> Result<(), Failure> {
         .store
         .list_runs(&RunFilter::default())
         .map_err(|e| sim.violation(format!("the runs could not be listed: {e}")))?;
+    occurrences(sim, &runs)?;
     for run in &runs {
         if !run.status.is_terminal() {
             return Err(sim.violation(format!(
@@ -317,6 +318,38 @@ pub(crate) fn all_runs(sim: &mut Sim) -> Result<(), Failure> {
             return Err(sim.violation(format!(
                 "run {} was cancelled while queued, and is now {}",
                 run.id, run.status
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// At the end: no schedule occurrence fired twice (two first attempts of one occurrence),
+/// nor before its instant by the clock the daemons judge time by.
+fn occurrences(sim: &mut Sim, runs: &[Run]) -> Result<(), Failure> {
+    let mut fired: BTreeMap<(&str, i64), RunId> = BTreeMap::new();
+    for run in runs
+        .iter()
+        .filter(|r| r.trigger == store::Trigger::Schedule && r.attempt == 1)
+    {
+        sim.checks.made += 2;
+        sim.summary.fired += 1;
+        let Some(at) = run.occurrence else {
+            return Err(sim.violation(format!(
+                "run {} was fired by a schedule but names no occurrence",
+                run.id
+            )));
+        };
+        if let Some(first) = fired.insert((run.project.as_str(), at), run.id) {
+            return Err(sim.violation(format!(
+                "the occurrence {at} of {} fired twice: runs {first} and {}",
+                run.project, run.id
+            )));
+        }
+        if run.enqueued_at < at {
+            return Err(sim.violation(format!(
+                "run {} of the occurrence {at} of {} was queued at {}, before its instant",
+                run.id, run.project, run.enqueued_at
             )));
         }
     }

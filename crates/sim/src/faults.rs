@@ -136,13 +136,15 @@ impl Sim {
             Err(Stopped::Fenced) | Err(Stopped::Failed(_)) => {}
             Err(Stopped::Crashed) => {}
             Ok(done) if done.claimed.is_empty() && done.ended.is_empty() => {}
-            Ok(done) => return Err(self.violation(format!(
+            Ok(done) => {
+                return Err(self.violation(format!(
                 "host {}: a daemon whose epoch ({}) was taken over wrote: claimed {:?}, ended {:?}",
                 self.hosts[h].name,
                 zombie.epoch,
                 done.claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
                 done.ended.iter().map(|r| r.id).collect::<Vec<_>>()
-            ))),
+            )))
+            }
         }
         self.hosts[h].world.daemon_gone(zombie.epoch);
         Ok(())

@@ -22,7 +22,8 @@
 //! The invariants ([`check`]): no run's command started twice; no claim made while the
 //! world's running commands (and the shims about to start theirs) already fill a cap the claim
 //! counts against; a run's terminal status never changes, and says how its command really
-//! ended; a queued run whose cancel was accepted never starts; once the faults stop and time
+//! ended; a queued run whose cancel was accepted never starts; no schedule occurrence fires
+//! twice or early; once the faults stop and time
 //! passes, every run ends (nothing stays queued or active); and `fleet check`'s audit of the
 //! store and the run files finds nothing. With many hosts they hold fleet-wide, with a
 //! host's own cap and a project's hosts besides, no live host's name taken from another
@@ -93,6 +94,8 @@ pub struct Summary {
     pub evals: u64,
     /// Commands started.
     pub starts: u64,
+    /// Schedule occurrences fired (first attempts).
+    pub fired: u64,
 }
 
 impl Summary {
@@ -587,9 +590,12 @@ impl Sim {
         }
     }
 
-    /// The faults stop, every pause is lifted and time passes: every run must end.
+    /// The faults stop, every pause is lifted, the schedule is taken out and time passes:
+    /// every run must end.
     fn drain(&mut self) -> Result<(), Failure> {
         self.foreign_lets_go(true)?;
+        self.shape.schedule = None;
+        self.write_configs()?;
         for (namespace, name) in std::mem::take(&mut self.paused) {
             let kind = if namespace {
                 HoldKind::Namespace

@@ -68,9 +68,10 @@ fn main() -> ExitCode {
         match run_shrinking(&options) {
             Ok(summary) => {
                 println!(
-                    "seed {seed}: {} steps, {} runs, {} starts, {} EVALs, {} faults injected, {} invariant checks: ok",
+                    "seed {seed}: {} steps, {} runs ({} occurrences fired), {} starts, {} EVALs, {} faults injected, {} invariant checks: ok",
                     summary.steps,
                     summary.runs,
+                    summary.fired,
                     summary.starts,
                     summary.evals,
                     summary.fault_total(),
@@ -79,6 +80,7 @@ fn main() -> ExitCode {
                 total.steps += summary.steps;
                 total.checks += summary.checks;
                 total.runs += summary.runs;
+                total.fired += summary.fired;
                 total.starts += summary.starts;
                 total.evals += summary.evals;
                 for (k, v) in summary.faults {
@@ -103,9 +105,10 @@ fn main() -> ExitCode {
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
     println!(
-        "all seeds held: {} steps, {} runs, {} starts, {} EVALs, {} faults injected ({}), {} invariant checks, in {:.1} s",
+        "all seeds held: {} steps, {} runs ({} occurrences fired), {} starts, {} EVALs, {} faults injected ({}), {} invariant checks, in {:.1} s",
         total.steps,
         total.runs,
+        total.fired,
         total.starts,
         total.evals,
         total.fault_total(),

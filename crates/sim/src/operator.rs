@@ -105,6 +105,14 @@ impl Sim {
     /// its next EVAL.
     pub(crate) fn edit_caps(&mut self) -> Result<(), Failure> {
         self.shape = self.shape.redraw_caps(&mut self.rng);
+        self.write_configs()?;
+        self.fault("caps edited");
+        Ok(())
+    }
+
+    /// Every host's fleet.toml written again from the shape; each daemon reloads it before
+    /// its next EVAL.
+    pub(crate) fn write_configs(&mut self) -> Result<(), Failure> {
         let url = self._database.as_ref().map(|d| d.url.clone());
         for (i, host) in self.hosts.iter_mut().enumerate() {
             let text = self.shape.toml(&host.state_dir, i, url.as_deref());
@@ -115,7 +123,6 @@ impl Sim {
                 d.config = host.config.clone();
             }
         }
-        self.fault("caps edited");
         Ok(())
     }
 }

@@ -19,7 +19,13 @@ pub(crate) struct Shape {
     pub(crate) hosts: Vec<(String, Option<usize>)>,
     /// The hosts each project may run on (by index into `hosts`); `None`: any.
     pub(crate) placement: Vec<Option<Vec<usize>>>,
+    /// The scheduled project `s0`: its period in seconds (a cron of seconds), its overlap
+    /// policy and its `max_parallel`; `None` once the schedule is taken out (the drain).
+    pub(crate) schedule: Option<(u32, &'static str, u32)>,
 }
+
+/// The overlap policies a scheduled project is drawn with.
+const OVERLAPS: [&str; 3] = ["forbid", "queue", "replace"];
 
 /// How many projects a simulated config has (`p0`…).
 pub(crate) const PROJECTS: usize = 5;
@@ -74,12 +80,18 @@ impl Shape {
         } else {
             (vec![("h0".to_string(), None)], vec![None; PROJECTS])
         };
+        let schedule = Some((
+            [2, 3, 5, 10][rng.gen_range(0..4)],
+            OVERLAPS[rng.gen_range(0..OVERLAPS.len())],
+            rng.gen_range(1..=2),
+        ));
         Shape {
             global,
             namespaces,
             projects,
             hosts,
             placement,
+            schedule,
         }
     }
 
@@ -122,6 +134,13 @@ impl Shape {
         }
         for (name, cap) in &self.namespaces {
             t.push_str(&format!("[namespaces.{name}]\nmax_concurrency = {cap}\n"));
+        }
+        // Always there, so that its runs stay known once its schedule is taken out.
+        t.push_str("[projects.s0]\ncommand = [\"true\"]\nretries = 1\nretry_backoff = \"1s\"\n");
+        if let Some((every, overlap, max_parallel)) = self.schedule {
+            t.push_str(&format!(
+                "schedule = \"*/{every} * * * * *\"\noverlap = \"{overlap}\"\nmax_parallel = {max_parallel}\n"
+            ));
         }
         for ((name, ns, max_parallel, retries), on) in self.projects.iter().zip(&self.placement) {
             t.push_str(&format!(
