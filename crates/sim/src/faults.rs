@@ -134,7 +134,7 @@ impl Sim {
             &mut never,
         ) {
             Err(Stopped::Fenced) | Err(Stopped::Failed(_)) => {}
-            Err(Stopped::Crashed) => {}
+            Err(Stopped::Crashed(_)) => {}
             Ok(done) if done.claimed.is_empty() && done.ended.is_empty() => {}
             Ok(done) => {
                 return Err(self.violation(format!(

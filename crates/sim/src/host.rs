@@ -46,14 +46,15 @@ pub struct Daemon {
 pub enum Stopped {
     /// The database failed (busy, say): what was not written waits for the next EVAL.
     Failed(StoreError),
-    /// The daemon crashed between two of its effects (its memory is gone).
-    Crashed,
+    /// The daemon crashed between two of its effects (its memory is gone), after the EVAL's
+    /// writes: what they did, for the invariants.
+    Crashed(Box<Evaluated>),
     /// A newer daemon took over: this one must stop.
     Fenced,
 }
 
 /// What one EVAL did, for the invariants.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Evaluated {
     /// The runs it claimed, as the claim left their rows.
     pub claimed: Vec<Run>,
@@ -214,7 +215,7 @@ impl Daemon {
         evaluated.claimed = outcome.claimed.clone();
         for run in outcome.claimed {
             if crash() {
-                return Err(Stopped::Crashed);
+                return Err(Stopped::Crashed(Box::new(evaluated)));
             }
             let shim = world.spawn(run.id, run.claim_token, self.epoch);
             self.slots.insert(Slot {
@@ -231,7 +232,7 @@ impl Daemon {
             });
         }
         if crash() {
-            return Err(Stopped::Crashed);
+            return Err(Stopped::Crashed(Box::new(evaluated)));
         }
         signal_cancelled(
             &mut self.slots,

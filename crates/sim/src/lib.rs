@@ -322,8 +322,14 @@ impl Sim {
             drop(made);
             Store::open(&state.db_path(), Duration::from_millis(1)).map_err(setup)?
         };
-        // A fixed instant, so that a seed replays the same times.
-        let now = 1_800_000_000_000;
+        // A fixed instant, so that a seed replays the same times; on PostgreSQL the server's
+        // next whole minute, since the server judges a host's liveness at a take-over by its
+        // own clock: the simulation's clock starts there and only runs ahead of it. (The
+        // schedules' periods divide a minute, so the same seed fires at the same moments.)
+        let now = match &database {
+            Some(db) => (db.server_now / 60_000 + 1) * 60_000,
+            None => 1_800_000_000_000,
+        };
         Ok(Sim {
             rng,
             store,
@@ -484,10 +490,12 @@ impl Sim {
                 check::after_eval(self, h, &config, &evaluated)?;
                 self.heartbeat(h)
             }
-            Err(Stopped::Crashed) => {
+            Err(Stopped::Crashed(evaluated)) => {
+                // What it wrote before it died is checked as any EVAL's.
+                let config = daemon.config.clone();
                 self.fault("daemon killed between two effects");
                 self.kill_daemon_now(h);
-                Ok(())
+                check::after_eval(self, h, &config, &evaluated)
             }
             Err(Stopped::Failed(e)) if e.is_busy() && self.foreign.is_some() => Ok(()),
             Err(Stopped::Failed(e)) => {

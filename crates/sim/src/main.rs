@@ -1,6 +1,7 @@
 //! `fleet-sim`: runs seeded simulations of the fleet daemon and checks its invariants at
-//! every step. Exits 0 when every seed held, 1 with the replay command of the first violation,
-//! 2 on bad usage.
+//! every step. Exits 0 when every seed held, 1 with the replay command of the first violation
+//! (or with the reason the simulation's own world could not be made: a database server that
+//! cannot be reached, say), 2 on bad usage.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -90,11 +91,12 @@ fn main() -> ExitCode {
             Err((failure, steps)) => {
                 match &failure {
                     Failure::Violation { .. } => {
-                        eprintln!("fleet-sim: seed {seed}: invariant violated at {failure}")
+                        eprintln!("fleet-sim: seed {seed}: invariant violated at {failure}");
+                        eprintln!("replay: {}", replay_command(&options, steps));
                     }
-                    Failure::Setup(_) => eprintln!("fleet-sim: seed {seed}: {failure}"),
+                    // Nothing of fleet's to replay: the simulation's own world could not be made.
+                    Failure::Setup(_) => eprintln!("fleet-sim: {failure}"),
                 }
-                eprintln!("replay: {}", replay_command(&options, steps));
                 return ExitCode::from(1);
             }
         }

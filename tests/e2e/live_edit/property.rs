@@ -1,4 +1,4 @@
-//! The property: a few hundred mutated fleet.toml texts through reload on one daemon, each
+//! The property: a hundred and fifty mutated fleet.toml texts through reload on one daemon, each
 //! applied or refused naming the line, with `fleet validate` and `fleet status` agreeing.
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use super::reload::*;
 use super::validate::*;
 use crate::common::*;
 
-/// The property of live edits: a few hundred mutated fleet.toml texts go through `fleet reload`
+/// The property of live edits: 150 mutated fleet.toml texts go through `fleet reload`
 /// on one daemon: the valid originals; truncations (at any byte, at a line boundary) and
 /// dropped lines, which may or may not be valid; duplicate keys and tables; and one or two
 /// faults at known lines — wrong types, unknown keys, bad cron, zero or negative caps and
@@ -19,7 +19,8 @@ use crate::common::*;
 /// file and a line, and — where the faults are known — exactly one error per fault, naming its
 /// line and key. `fleet validate` prints the same errors, `fleet status` shows them, and `fleet
 /// reload` exits 2 exactly when they exist. Quick runs go through the daemon meanwhile; the
-/// daemon is alive after all of them and `fleet check` passes. Cases: 300, or `LIVE_EDIT_CASES`.
+/// daemon is alive after all of them and `fleet check` passes. Cases: 150 (each costs two
+/// reloads, each waiting for the file to be read unchanged for 300 ms), or `LIVE_EDIT_CASES`.
 #[test]
 fn mutated_configs_are_applied_or_refused_naming_the_line() {
     use super::mutations::*;
@@ -29,7 +30,7 @@ fn mutated_configs_are_applied_or_refused_naming_the_line() {
     let cases: u32 = std::env::var("LIVE_EDIT_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(150);
     let f = Fleet::new("max_concurrency = 2\n[projects.p0]\ncommand = [\"true\"]\n");
     let mut d = start(&f);
     let pid = d.pid();

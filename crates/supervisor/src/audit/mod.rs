@@ -311,10 +311,10 @@ pub fn audit(
         .collect();
     // Files with the id of a run the database says another host ran are not that run's (its
     // files are on that host's disk) — another install's (a state directory that used another
-    // database before) or this host's under an earlier name — unless they name a claim the
-    // run was made under: then this host held an earlier claim of it (one recovery gave up,
-    // the run queued again and claimed elsewhere), and they are checked as the run's. The
-    // others are reported, never read as the run's records.
+    // database before) — unless they name a claim the run was made under: then this state
+    // directory held a claim of it (an earlier claim recovery gave up, the run queued again
+    // and claimed elsewhere; or a claim made under an earlier host name), and they are
+    // checked as the run's. The others are reported, never read as the run's records.
     let foreign: BTreeMap<RunId, String> = dirs
         .iter()
         .filter_map(|&id| {
@@ -399,10 +399,15 @@ pub fn audit(
     // claim on record is the first of those claims, the later ones started nothing (their
     // shims found its start and refused, as after another program queued the running run
     // again). Any other answer — no files, another claim, several — leaves the finding.
+    // Only on the host whose files those are: a later claim made by another host had its
+    // shim on another disk, where the first claim's `started` record is not.
     for (run, n) in &claims_started {
         if one_start_on_record
             .get(run)
             .is_some_and(|starter| first_open.get(run) == Some(starter))
+            && by_id
+                .get(run)
+                .is_some_and(|r| ran_here(r, this_host.as_deref()))
         {
             continue;
         }
