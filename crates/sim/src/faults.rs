@@ -134,6 +134,7 @@ impl Sim {
             self.now,
             &mut host.world,
             &mut never,
+            false,
         ) {
             Err(Stopped::Fenced) | Err(Stopped::Failed(_)) => {}
             Err(Stopped::Crashed(_)) => {}

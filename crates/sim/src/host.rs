@@ -8,13 +8,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use config::Config;
-use store::{Millis, Place, Run, RunId, Store, StoreError, Transition};
+use store::{ClaimRequest, Millis, Place, Run, RunId, Store, StoreError, Transition};
 use supervisor::boot::Boots;
 use supervisor::core::cancel::signal_cancelled;
 use supervisor::core::reap::{reap, SlotView};
 use supervisor::core::recovery::{self, adopted_slot};
 use supervisor::core::slots::{release_ended, shim_done_with};
-use supervisor::daemon::{eval_blocking, ClaimBackoff, EvalGates};
+use supervisor::daemon::{claim_packed, eval_until_claim, ClaimBackoff, EvalGates, EvalOutcome};
 use supervisor::retry::RetryPolicy;
 use supervisor::schedule::FireBackoff;
 use supervisor::slots::{Slot, SlotPool};
@@ -39,6 +39,12 @@ pub struct Daemon {
     exited: Vec<(RunId, u64)>,
     fire_backoff: FireBackoff,
     claim_backoff: ClaimBackoff,
+    /// An EVAL packed, its claim not yet made: the next EVAL step makes it (other steps, other
+    /// hosts' claims among them, may come between).
+    packed: Option<(EvalOutcome, Vec<ClaimRequest>)>,
+    /// A config read while an EVAL was between its packing and its claim: the real daemon
+    /// reloads between EVALs only, so it comes into force at the next.
+    reloaded: Option<Arc<Config>>,
 }
 
 /// Why an EVAL did not finish.
@@ -106,7 +112,19 @@ impl Daemon {
             exited,
             fire_backoff: FireBackoff::default(),
             claim_backoff: ClaimBackoff::default(),
+            packed: None,
+            reloaded: None,
         })
+    }
+
+    /// The daemon reloads its fleet.toml: the config comes into force now, or after the claim
+    /// of an EVAL that has packed.
+    pub fn reload(&mut self, config: Arc<Config>) {
+        if self.packed.is_some() {
+            self.reloaded = Some(config);
+        } else {
+            self.config = config;
+        }
     }
 
     /// A shim reported that its command started.
@@ -126,14 +144,18 @@ impl Daemon {
         self.exited.push((run, token));
     }
 
-    /// Whether anything waits to be written or reaped.
+    /// Whether anything waits to be written, reaped or claimed.
     pub fn has_work(&self) -> bool {
-        !self.pending.is_empty() || !self.exited.is_empty()
+        !self.pending.is_empty() || !self.exited.is_empty() || self.packed.is_some()
     }
 
     /// One EVAL, as the daemon's: reap, write, fire, pack, claim (committed), then its effects
     /// — a shim started for each claim, SIGTERM to the shims of cancelled runs. Before each
     /// effect `crash` may say the daemon dies there.
+    ///
+    /// `split`: the EVAL stops once it has packed, and its claim is made by the next call
+    /// (which does only that), so that other steps come between the two as other hosts' and
+    /// commands' writes may between a real daemon's read and its claim.
     ///
     /// Errors: [`Stopped`].
     pub fn eval(
@@ -143,7 +165,23 @@ impl Daemon {
         now: Millis,
         world: &mut World,
         crash: &mut dyn FnMut() -> bool,
+        split: bool,
     ) -> Result<Evaluated, Stopped> {
+        if let Some((outcome, requests)) = self.packed.take() {
+            return self.claim(
+                store,
+                state_dir,
+                now,
+                world,
+                crash,
+                outcome,
+                &requests,
+                Evaluated::default(),
+            );
+        }
+        if let Some(config) = self.reloaded.take() {
+            self.config = config;
+        }
         let exited = std::mem::take(&mut self.exited);
         let mut batch = std::mem::take(&mut self.pending);
         let view: BTreeMap<RunId, SlotView> = self
@@ -163,7 +201,7 @@ impl Daemon {
             claim: true,
             config_version: None,
         };
-        let mut outcome = eval_blocking(
+        let (mut outcome, requests) = eval_until_claim(
             store,
             self.epoch,
             &self.config,
@@ -212,6 +250,44 @@ impl Daemon {
         }
         // The simulated database refuses no row: anything refused is tried again next time.
         self.pending.append(&mut outcome.refused);
+        if split && !requests.is_empty() {
+            self.packed = Some((outcome, requests));
+            return Ok(evaluated);
+        }
+        self.claim(
+            store, state_dir, now, world, crash, outcome, &requests, evaluated,
+        )
+    }
+
+    /// The claim of an EVAL that has packed (`requests`, with what it read in `outcome`), then
+    /// its effects.
+    #[allow(clippy::too_many_arguments)]
+    fn claim(
+        &mut self,
+        store: &Store,
+        state_dir: &Path,
+        now: Millis,
+        world: &mut World,
+        crash: &mut dyn FnMut() -> bool,
+        mut outcome: EvalOutcome,
+        requests: &[ClaimRequest],
+        mut evaluated: Evaluated,
+    ) -> Result<Evaluated, Stopped> {
+        claim_packed(
+            store,
+            self.epoch,
+            requests,
+            &mut self.claim_backoff,
+            now,
+            &mut outcome,
+        );
+        if let Some((err, _)) = outcome.failed {
+            if matches!(err, StoreError::Fenced { .. }) {
+                return Err(Stopped::Fenced);
+            }
+            // Nothing was claimed: the next EVAL packs again.
+            return Err(Stopped::Failed(err));
+        }
         evaluated.claimed = outcome.claimed.clone();
         for run in outcome.claimed {
             if crash() {

@@ -373,7 +373,7 @@ impl Sim {
         match roll {
             0..=21 => {
                 let h = self.any_host();
-                self.eval(h, true)
+                self.eval(h, true, true)
             }
             22..=51 => self.shim_step(),
             52..=63 => self.enqueue(),
@@ -409,7 +409,7 @@ impl Sim {
             }
             _ => {
                 let h = self.any_host();
-                self.eval(h, false)
+                self.eval(h, false, true)
             }
         }
     }
@@ -432,8 +432,9 @@ impl Sim {
 
     /// One EVAL of host `h` (its daemon's start first, after a crash), then, on a shared
     /// database, its heartbeat. `faults`: whether the daemon may be killed between two of its
-    /// effects.
-    fn eval(&mut self, h: usize, faults: bool) -> Result<(), Failure> {
+    /// effects. `split`: whether an EVAL that has packed stops there, its claim made by the
+    /// host's next EVAL step (see [`Daemon::eval`]).
+    fn eval(&mut self, h: usize, faults: bool, split: bool) -> Result<(), Failure> {
         self.follow_clock(h);
         if self.hosts[h].daemon.is_none() {
             let state = supervisor::statedir::StateDir::of(&self.hosts[h].config);
@@ -483,6 +484,7 @@ impl Sim {
             self.now,
             &mut host.world,
             &mut crash,
+            split,
         );
         match result {
             Ok(evaluated) => {
@@ -617,7 +619,7 @@ impl Sim {
         for _ in 0..20_000 {
             self.step += 1;
             for h in 0..self.hosts.len() {
-                self.eval(h, false)?;
+                self.eval(h, false, false)?;
             }
             for (h, pid) in self.live_shims() {
                 let code = if self.rng.gen_bool(0.8) { 0 } else { 1 };

@@ -120,7 +120,7 @@ impl Sim {
                 .map_err(|e| setup(format!("the simulated fleet.toml: {e}")))?;
             host.config = Arc::new(config);
             if let Some(d) = host.daemon.as_mut() {
-                d.config = host.config.clone();
+                d.reload(host.config.clone());
             }
         }
         Ok(())

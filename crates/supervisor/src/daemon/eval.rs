@@ -33,8 +33,8 @@ use std::time::Duration;
 use config::Config;
 use packer::{merge, packer_for, RunningSet};
 use store::{
-    now_ms, Applied, Change, Millis, Run, RunFilter, RunId, RunRows, RunStatus, Store, StoreError,
-    Transition, UnreadableRun,
+    now_ms, Applied, Change, ClaimRequest, Millis, Run, RunFilter, RunId, RunRows, RunStatus,
+    Store, StoreError, Transition, UnreadableRun,
 };
 use tokio::time::Instant;
 
@@ -384,6 +384,10 @@ async fn store_get(d: &Daemon, id: RunId) -> Result<Run, StoreError> {
 /// is milliseconds since the epoch, UTC. It ends nothing for being unknown to `config`: that is
 /// for the caller, once the file confirms it ([`EvalOutcome::unknown_queued`]).
 ///
+/// It is [`eval_until_claim`] then [`claim_packed`], back to back: the simulator calls the two
+/// halves apart, so that other hosts' steps come between a host's packing and its claim, as
+/// they may on a shared database.
+///
 /// Blocks on SQLite: call it on a blocking thread. Public so that the EVAL-cost bench
 /// (`benches/eval.rs`) measures this very code. Never returns an error: a store error stops it
 /// and is handed back in [`EvalOutcome::failed`], with what is still unwritten — except one
@@ -397,12 +401,42 @@ pub fn eval_blocking(
     epoch: i64,
     config: &Config,
     batch: Vec<Transition>,
-    mut live: RunningSet,
+    live: RunningSet,
     gates: EvalGates,
     fire_backoff: &mut crate::schedule::FireBackoff,
     claim_backoff: &mut ClaimBackoff,
     now: Millis,
 ) -> EvalOutcome {
+    let (mut out, packed) = eval_until_claim(
+        store,
+        epoch,
+        config,
+        batch,
+        live,
+        gates,
+        fire_backoff,
+        claim_backoff,
+        now,
+    );
+    claim_packed(store, epoch, &packed, claim_backoff, now, &mut out);
+    out
+}
+
+/// The first half of [`eval_blocking`]: everything up to the claim (write, fire, list, pack),
+/// with the claim requests of the picks; none when the EVAL failed, the claim is gated off, or
+/// a seat cannot be counted.
+#[allow(clippy::too_many_arguments)]
+pub fn eval_until_claim(
+    store: &Store,
+    epoch: i64,
+    config: &Config,
+    batch: Vec<Transition>,
+    mut live: RunningSet,
+    gates: EvalGates,
+    fire_backoff: &mut crate::schedule::FireBackoff,
+    claim_backoff: &mut ClaimBackoff,
+    now: Millis,
+) -> (EvalOutcome, Vec<ClaimRequest>) {
     let mut out = EvalOutcome::default();
     if !batch.is_empty() {
         let hooks = config.failure_hooks();
@@ -421,10 +455,10 @@ pub fn eval_blocking(
         out.applied = written.iter().map(|t| t.run_id).zip(applied).collect();
         if let Some(failed) = failed {
             out.failed = Some(failed);
-            return out;
+            return (out, Vec::new());
         }
     }
-    if let Err(e) = pack_and_claim(
+    match pack(
         store,
         epoch,
         config,
@@ -434,9 +468,61 @@ pub fn eval_blocking(
         now,
         &mut out,
     ) {
-        out.failed = Some((e, Vec::new()));
+        Ok(requests) => (out, requests),
+        Err(e) => {
+            out.failed = Some((e, Vec::new()));
+            (out, Vec::new())
+        }
     }
-    out
+}
+
+/// The second half of [`eval_blocking`]: claims `requests` (committed before it returns), holds
+/// back the runs whose claim the database refused (`claim_backoff`), and reads the failed runs
+/// the claimed failure hooks report. Nothing when `out` already failed.
+pub fn claim_packed(
+    store: &Store,
+    epoch: i64,
+    requests: &[ClaimRequest],
+    claim_backoff: &mut ClaimBackoff,
+    now: Millis,
+    out: &mut EvalOutcome,
+) {
+    if out.failed.is_some() || requests.is_empty() {
+        return;
+    }
+    let mut refused = Vec::new();
+    let claimed = match store.claim_noting_refusals(epoch, requests, now, &mut refused) {
+        Ok(claimed) => claimed,
+        Err(e) => {
+            out.failed = Some((e, Vec::new()));
+            return;
+        }
+    };
+    out.claims_refused = refused.len();
+    for (r, wait) in claim_backoff.settle(refused, now) {
+        tracing::warn!(
+            run = r.run_id,
+            reason = %r.reason,
+            retry_in = %humantime::format_duration(wait),
+            "claim refused by the database (a constraint or a trigger); the run stays queued, and is not asked for again before retry_in"
+        );
+    }
+    for c in &claimed {
+        out.db_active.push(c.run.clone());
+    }
+    out.claimed = claimed.into_iter().map(|c| c.run).collect();
+    // The claims are committed: a read that fails here must not stop their spawn, so a
+    // hook whose failed run cannot be read is started with what its own row says.
+    for hook_of in out.claimed.iter().filter_map(|r| r.hook_of) {
+        match store.get_run(hook_of) {
+            Ok(failed) => {
+                out.failed_runs.insert(hook_of, failed);
+            }
+            Err(e) => {
+                tracing::warn!(run = hook_of, error = %e, "cannot read the failed run a hook reports");
+            }
+        }
+    }
 }
 
 /// The pool's running set without the runs a written transition took out of the database's
@@ -465,9 +551,10 @@ fn without_ended(live: RunningSet, batch: &[Transition], applied: &[Applied]) ->
     live
 }
 
-/// Fire → list unknown → pack → claim, filling `out` as it goes (see [`eval_blocking`]).
+/// Fire → list unknown → pack, filling `out` as it goes, and the claim requests of the picks
+/// (see [`eval_until_claim`]).
 #[allow(clippy::too_many_arguments)]
-fn pack_and_claim(
+fn pack(
     store: &Store,
     epoch: i64,
     config: &Config,
@@ -476,7 +563,7 @@ fn pack_and_claim(
     (fire_backoff, claim_backoff): (&mut crate::schedule::FireBackoff, &mut ClaimBackoff),
     now: Millis,
     out: &mut EvalOutcome,
-) -> Result<(), StoreError> {
+) -> Result<Vec<ClaimRequest>, StoreError> {
     // Delays set by a clock that has since stepped back are counted again from now.
     crate::clock::rebase_delays(store, epoch, now)?;
     // Fire due schedule occurrences before packing, so a fired run can start in this EVAL.
@@ -574,36 +661,9 @@ fn pack_and_claim(
     // Read before the claim: once runs are claimed, nothing may stop them being spawned.
     out.next_not_before = store.next_not_before(now)?;
     if gates.claim && !seats_unknown && !picks.is_empty() {
-        let requests = claim_requests(&picks, &caps, config, gates.config_version);
-        let mut refused = Vec::new();
-        let claimed = store.claim_noting_refusals(epoch, &requests, now, &mut refused)?;
-        out.claims_refused = refused.len();
-        for (r, wait) in claim_backoff.settle(refused, now) {
-            tracing::warn!(
-                run = r.run_id,
-                reason = %r.reason,
-                retry_in = %humantime::format_duration(wait),
-                "claim refused by the database (a constraint or a trigger); the run stays queued, and is not asked for again before retry_in"
-            );
-        }
-        for c in &claimed {
-            out.db_active.push(c.run.clone());
-        }
-        out.claimed = claimed.into_iter().map(|c| c.run).collect();
-        // The claims are committed: a read that fails here must not stop their spawn, so a
-        // hook whose failed run cannot be read is started with what its own row says.
-        for hook_of in out.claimed.iter().filter_map(|r| r.hook_of) {
-            match store.get_run(hook_of) {
-                Ok(failed) => {
-                    out.failed_runs.insert(hook_of, failed);
-                }
-                Err(e) => {
-                    tracing::warn!(run = hook_of, error = %e, "cannot read the failed run a hook reports");
-                }
-            }
-        }
+        return Ok(claim_requests(&picks, &caps, config, gates.config_version));
     }
-    Ok(())
+    Ok(Vec::new())
 }
 
 /// Logs what one written transition did to its run: its start (with the command's pid), its

@@ -212,7 +212,7 @@ use health::Health;
 use store::{now_ms, Store, StoreError};
 use tokio::time::Instant;
 
-pub use eval::{eval_blocking, EvalGates, EvalOutcome};
+pub use eval::{claim_packed, eval_blocking, eval_until_claim, EvalGates, EvalOutcome};
 pub use state::refused::ClaimBackoff;
 
 use crate::caps::caps_json;
