@@ -1,11 +1,12 @@
 //! The faults the simulation injects besides a daemon killed inside an EVAL: another program
 //! holding the database's write lock, a shim or a daemon killed, a daemon that stalls while
 //! its lock file is removed and wakes up after another took over, a second daemon on the same
-//! state directory, a host's wall clock stepped, and (on a shared database) a daemon started
+//! state directory, a running run's row ended by another program, a host's wall clock stepped,
+//! and (on a shared database) a daemon started
 //! under a live host's name from another place.
 
 use rand::Rng;
-use store::{Place, StoreError};
+use store::{Place, RunId, StoreError};
 
 use crate::host::Stopped;
 use crate::{setup, Failure, Sim};
@@ -23,6 +24,35 @@ impl Sim {
         conn.execute_batch("BEGIN IMMEDIATE").map_err(setup)?;
         let until = self.step + self.rng.gen_range(1..=30);
         self.foreign = Some((conn, until));
+        Ok(())
+    }
+
+    /// Another program ends by hand the row of a run whose command still runs (an operator's
+    /// `UPDATE runs SET status = 'failed'`): the database's running set no longer lists it,
+    /// and only the daemon's own slot pool still counts its seat until its command ends. SQLite
+    /// only; nothing while the write lock is held.
+    pub(crate) fn end_by_hand(&mut self) -> Result<(), Failure> {
+        if self.foreign.is_some() {
+            return Ok(());
+        }
+        let running: Vec<RunId> = self.hosts[0].world.truth.running().collect();
+        if running.is_empty() {
+            return Ok(());
+        }
+        let run = running[self.rng.gen_range(0..running.len())];
+        let path = supervisor::statedir::StateDir::of(&self.hosts[0].config).db_path();
+        let conn = rusqlite::Connection::open(path).map_err(setup)?;
+        let changed = conn
+            .execute(
+                "UPDATE runs SET status = 'failed', finished_at = ?2, reason = 'ended by hand' \
+                 WHERE id = ?1 AND status IN ('starting', 'running')",
+                rusqlite::params![run, self.now],
+            )
+            .map_err(setup)?;
+        if changed > 0 {
+            self.fault("a running run's row ended by another program");
+            self.checks.ended_by_hand.insert(run);
+        }
         Ok(())
     }
 

@@ -99,6 +99,18 @@ impl Daemon {
             slots.insert(adopted_slot(run, *shim));
             world.adopt(run.id, run.claim_token, epoch);
         }
+        // A live shim of a run the database does not hold as active here: its seats are held
+        // until it ends, as the daemon's recovery holds them.
+        let active_ids = active.runs.iter().map(|r| r.id).collect();
+        for unrecorded in
+            recovery::unrecorded(store, state_dir, &active_ids).map_err(|e| e.to_string())?
+        {
+            if let recovery::Unrecorded::Row(mut run, token, shim) = unrecorded {
+                run.claim_token = token;
+                slots.insert(adopted_slot(&run, Some(shim)));
+                world.adopt(run.id, token, epoch);
+            }
+        }
         let mut pending = found.transitions;
         pending.extend(recovery::transitions(&config, found.settled, now));
         // Run files the simulation writes can always be read: a run left unsettled is the

@@ -402,6 +402,7 @@ impl Sim {
                 let h = self.any_host();
                 self.same_name_elsewhere(h)
             }
+            99 if self.rng.gen_bool(0.5) => self.end_by_hand(),
             99 => self.foreign_writer(),
             98 => {
                 let h = self.any_host();

@@ -97,3 +97,12 @@ fn seed_5_of_three_hosts_holds() {
     };
     run(&options).unwrap_or_else(|f| panic!("seed 5 on three hosts: {f}"));
 }
+
+/// A regression: seed 0 found a daemon restarted after another program had ended the row of a
+/// run whose command still ran: its recovery did not count that command, and it claimed a run
+/// beyond the global cap (step 8,721). Recovery now holds the seats of every live shim the
+/// database does not hold as active.
+#[test]
+fn seed_0_a_run_ended_by_hand_keeps_its_seat_across_a_restart() {
+    run(&Options::new(0, 9_000)).unwrap_or_else(|f| panic!("seed 0: {f}"));
+}

@@ -164,3 +164,22 @@ pub fn outside_writer(f: &Fleet) -> rusqlite::Connection {
     db.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
     db
 }
+
+/// An install with a global cap of 1: `held` (a gated command recording its starts) and
+/// `other` (a quick one).
+pub fn held_and_other() -> Fleet {
+    Fleet::with(|dir| {
+        format!(
+            "max_concurrency = 1\ntick = \"200ms\"\n\
+             [projects.held]\ncommand = {}\n\
+             [projects.other]\ncommand = {}\n",
+            gated_command(
+                &dir.join("held.start"),
+                &dir.join("GO"),
+                &dir.join("held.end"),
+                0
+            ),
+            quick_command(&dir.join("other.start")),
+        )
+    })
+}

@@ -220,3 +220,49 @@ fn failure1_db_active_run_unknown_to_the_pool_still_counts() {
     );
     assert_eq!(status_of(&f.run(held)), "running");
 }
+
+/// A run whose row another program ended while its command ran is not in the database's
+/// running set, so only the slot pool counts its seat: a daemon restarted after a SIGKILL
+/// finds its live shim in the run files and holds the seat until the command ends, leaving
+/// the row as the other program wrote it.
+#[test]
+fn a_run_ended_by_another_writer_keeps_its_seat_across_a_restart() {
+    let f = held_and_other();
+    let mut d1 = f.start_daemon();
+    let epoch1 = wait_epoch(&f, d1.pid(), 0);
+    let held = f.enqueue("held");
+    f.wait_until(DEADLINE, "the start line of the held run", || {
+        !lines(&f.file("held.start")).is_empty()
+    });
+    d1.kill();
+    outside_writer(&f)
+        .execute(
+            "UPDATE runs SET status = 'failed', finished_at = started_at WHERE id = ?1",
+            [held],
+        )
+        .unwrap();
+
+    let d2 = f.start_daemon();
+    wait_epoch(&f, d2.pid(), epoch1);
+    let other = f.enqueue("other");
+    assert_stays_queued(
+        &f,
+        other,
+        "global cap 1 is taken by the command still running",
+    );
+    assert!(
+        !f.file("other.start").exists(),
+        "other ran while the held run's command held the only seat"
+    );
+
+    std::fs::write(f.file("GO"), "").unwrap();
+    let r = f.wait_terminal(other);
+    assert_eq!(status_of(&r), "succeeded", "{r}");
+    assert!(
+        f.file("held.end").exists(),
+        "other started before the held run's command ended\n{}",
+        f.diagnostics()
+    );
+    // The row stays as the other program wrote it.
+    assert_eq!(status_of(&f.run(held)), "failed");
+}

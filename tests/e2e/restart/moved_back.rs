@@ -17,25 +17,6 @@ fn move_back_to_queued(f: &Fleet, id: i64) {
     assert_eq!(changed, 1);
 }
 
-/// An install with a global cap of 1: `held` (a gated command recording its starts) and
-/// `other` (a quick one).
-fn install() -> Fleet {
-    Fleet::with(|dir| {
-        format!(
-            "max_concurrency = 1\ntick = \"200ms\"\n\
-             [projects.held]\ncommand = {}\n\
-             [projects.other]\ncommand = {}\n",
-            gated_command(
-                &dir.join("held.start"),
-                &dir.join("GO"),
-                &dir.join("held.end"),
-                0
-            ),
-            quick_command(&dir.join("other.start")),
-        )
-    })
-}
-
 /// What must hold once `held`'s command, moved back to `queued` while it ran, has ended: the
 /// other run went through (no EVAL stopped), `held` started once and ended as its command did
 /// (`succeeded`, exit 0, from the first claim's records) with a note that says why, and `fleet
@@ -72,7 +53,7 @@ fn assert_settled(f: &Fleet, held: i64, other: i64) {
 /// without the cap still counting the command (`other` starts beside it).
 #[test]
 fn failure3_a_running_run_moved_back_to_queued_starts_once_and_stops_nothing() {
-    let f = install();
+    let f = held_and_other();
     let held = f.enqueue("held");
     let _d = f.start_daemon();
     f.wait_status(held, "running");
@@ -96,7 +77,7 @@ fn failure3_a_running_run_moved_back_to_queued_starts_once_and_stops_nothing() {
 /// pool (`other` starts beside the command).
 #[test]
 fn failure3_a_starting_run_moved_back_to_queued_still_counts_and_starts_once() {
-    let f = install();
+    let f = held_and_other();
     let _d = f.start_daemon_env(&[("FAILPOINTS", "shim-after-started=sleep(2000)")]);
     let held = f.enqueue("held");
     f.wait_status(held, "starting");
@@ -174,7 +155,7 @@ fn failure3_a_run_moved_back_keeps_its_seat_of_a_project_with_two() {
 /// transition for a missing row (every EVAL after the end fails: `other` never starts).
 #[test]
 fn failure3_a_running_run_deleted_under_its_claim_stops_nothing() {
-    let f = install();
+    let f = held_and_other();
     let held = f.enqueue("held");
     let _d = f.start_daemon();
     f.wait_status(held, "running");

@@ -38,6 +38,13 @@ pub struct Found {
     /// their slots held until their shims are gone. Filled by the daemon on a shared database
     /// only (`daemon/recover.rs`).
     pub taken: Vec<(Run, Option<ShimIdentity>)>,
+    /// Runs whose row the database does not hold as active here (another program ended it, or
+    /// queued it again) while a live shim here still holds their lock, under the claim its
+    /// `started` record names: the row as read, with that claim's token. Left alone (which side
+    /// is wrong is for an operator, with `fleet check`), but held in the slot pool until the
+    /// shim lets the lock go: its command runs, and takes its seat under every cap whatever
+    /// the row says. Filled by [`unrecorded`].
+    pub held: Vec<(Run, ShimIdentity)>,
 }
 
 /// Settles each of `runs` (active runs a previous daemon left, or that an outage left unsure)
@@ -106,7 +113,71 @@ pub fn settle_runs(runs: &[Run], state_dir: &Path, boots: &Boots) -> Found {
         unsettled,
         orphaned,
         taken: Vec::new(),
+        held: Vec::new(),
     }
+}
+
+/// What a live shim here holds that the database does not hold as active here.
+pub enum Unrecorded {
+    /// A run whose row can be read (as read), with the claim token the shim's `started`
+    /// record names and the shim: its seats are held ([`Found::held`]) or, on a shared
+    /// database, it may be a run a forget took from this host ([`Found::taken`]).
+    Row(Box<Run>, u64, ShimIdentity),
+    /// A run the database does not know, or whose shim has not written `started`: nothing can
+    /// say which caps it counts against; only reported.
+    Unknown(RunId),
+}
+
+/// The runs with files under `state_dir` whose lock a live shim holds although the database
+/// does not hold them as active here (`active_ids`), each with its row when it can be read.
+/// Recovery looks for them before the first claim: a command still running counts against
+/// the caps, whatever its row says. A folder that cannot be listed, or a lock that cannot be
+/// probed, is logged (not "no shims": unread) and left out.
+///
+/// Blocking (lock probes, file reads and database reads). Errors: the database's.
+pub fn unrecorded(
+    store: &store::Store,
+    state_dir: &Path,
+    active_ids: &std::collections::BTreeSet<RunId>,
+) -> Result<Vec<Unrecorded>, store::StoreError> {
+    let ids = match runrecord::live_run_candidates(state_dir) {
+        Ok(ids) => ids,
+        Err(e) => {
+            let runs = state_dir.join(runrecord::RUNS_DIR);
+            tracing::warn!(error = %e, path = %runs.display(), "cannot list the run files; shims the database does not know of go unreported");
+            return Ok(Vec::new());
+        }
+    };
+    let mut found = Vec::new();
+    for id in ids.into_iter().filter(|id| !active_ids.contains(id)) {
+        let files = RunFiles::new(state_dir, id);
+        match files.is_locked() {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::warn!(run = id, error = %e, "cannot probe the run's lock; left alone (see `fleet check`)");
+                continue;
+            }
+        }
+        let Some(started) = files.read_started().ok().flatten() else {
+            found.push(Unrecorded::Unknown(id));
+            continue;
+        };
+        let run = match store.get_run(id) {
+            Ok(run) => run,
+            Err(store::StoreError::UnknownRun(_)) => {
+                found.push(Unrecorded::Unknown(id));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let shim = ShimIdentity {
+            pid: started.shim_pid,
+            start_time: started.shim_start_time,
+        };
+        found.push(Unrecorded::Row(Box::new(run), started.token, shim));
+    }
+    Ok(found)
 }
 
 /// The transitions (with retries, per `config`, due from `now`) of the runs recovery settled.

@@ -3,7 +3,8 @@
 //!
 //! Alive ⇒ adopt (into the slot pool, counted against every cap, followed through its lock);
 //! ended ⇒ its real status; never started ⇒ tombstone and requeue; unknown ⇒ lost (retried if
-//! attempts remain). Run files the database does not hold as active are reported, never acted on.
+//! attempts remain). A live shim of a run the database does not hold as active is reported and
+//! left alone, but its seats are held until it ends ([`Found::held`]).
 //!
 //! A run's retry follows its project's settings; for a project the config does not know (it
 //! gets none), recovery first makes sure the config is the file's, and waits while an edit of
@@ -20,7 +21,6 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use runrecord::RunFiles;
 use store::{now_ms, Run, RunId, Store, StoreError, Transition};
 use tokio::time::Instant;
 
@@ -30,7 +30,7 @@ use super::reload::config_view;
 use super::state::unsettled::Unsettled;
 use super::state::Daemon;
 use crate::boot::Boots;
-use crate::core::recovery::{self, adopted_slot, Found};
+use crate::core::recovery::{self, adopted_slot, Found, Unrecorded};
 use crate::slots::ShimIdentity;
 
 /// The first wait after startup recovery could not read the database (but for an unreachable
@@ -244,6 +244,7 @@ fn take_in(d: &mut Daemon, found: Found) -> (Vec<Transition>, Vec<(RunId, u64)>)
         unsettled,
         orphaned,
         taken,
+        held,
     } = found;
     for (run, fate) in &settled {
         tracing::info!(run = run.id, project = %run.project, fate = %fate.name(), "recovered");
@@ -252,6 +253,7 @@ fn take_in(d: &mut Daemon, found: Found) -> (Vec<Transition>, Vec<(RunId, u64)>)
     adopt_alive(d, adopt);
     keep_orphaned(d, orphaned);
     stop_taken(d, taken);
+    hold_unrecorded(d, held);
     (transitions, unsettled)
 }
 
@@ -271,6 +273,26 @@ fn stop_taken(d: &mut Daemon, taken: Vec<(Run, Option<ShimIdentity>)>) {
         let mut slot = adopted_slot(&run, shim);
         slot.cancel_sent = true;
         d.runs.slots.insert(slot);
+        watch_lock(
+            d.setup.state.root(),
+            run.id,
+            run.claim_token,
+            d.setup.events.clone(),
+        );
+    }
+}
+
+/// Holds a slot for each run a live shim here holds although the database does not hold it as
+/// active here ([`Found::held`]), and follows it through its lock: the command is left alone,
+/// its seats counted until the shim lets the lock go. Its end, when reaped, is a transition
+/// the store skips.
+fn hold_unrecorded(d: &mut Daemon, held: Vec<(Run, ShimIdentity)>) {
+    for (run, shim) in held {
+        if d.runs.slots.iter().any(|s| s.run_id == run.id) {
+            continue;
+        }
+        tracing::warn!(run = run.id, project = %run.project, status = %run.status, "a live shim holds a run the database does not record as active; left alone, its seats held until it ends (see `fleet check`)");
+        d.runs.slots.insert(adopted_slot(&run, Some(shim)));
         watch_lock(
             d.setup.state.root(),
             run.id,
@@ -345,12 +367,13 @@ fn keep_unsettled(d: &mut Daemon, runs: Vec<(RunId, u64)>) {
 /// Errors: the database cannot be read. A run whose files cannot be read (or whose tombstone
 /// cannot be written) is logged and left active, in [`Found::unsettled`].
 ///
-/// Live shims of runs the database does not hold as active are looked for too, by probing the
-/// lock of every run with files here (as many as the history kept). On a database `shared` by
-/// many hosts that is done before the first claim, since such a shim may be of a run a
-/// `fleet hosts forget` took from this host, whose command must stop before this host starts
-/// anything beside it ([`Found::taken`]). With one host (SQLite) no forget exists, the look
-/// only warns, and it runs off the way to the first claim, on a thread of its own.
+/// Live shims of runs the database does not hold as active are looked for too, before the
+/// first claim ([`recovery::unrecorded`]: a few lock probes per segment of run files and per
+/// live shim): such a command still runs and takes its seats, whatever its row says (another
+/// program may have ended the row while it ran), so its slot is held until its shim ends
+/// ([`Found::held`]); on a database `shared` by many hosts it may be a run a `fleet hosts
+/// forget` took from this host, whose command must stop before this host starts anything
+/// beside it ([`Found::taken`]).
 fn settle_active(
     store: &Store,
     (host, epoch): (&str, i64),
@@ -372,88 +395,29 @@ fn settle_active(
         .map(|r| r.id)
         .chain(active.unreadable.iter().map(|r| r.id))
         .collect();
-    if shared {
-        for id in unrecorded_shims(state_dir, &active_ids) {
-            match taken_run(store, host, state_dir, id)? {
-                Some(taken) => recovery.taken.push(taken),
-                None => warn_unrecorded(id),
+    // Before the first claim: a command still running counts against the caps, whatever its
+    // row says (another program may have ended it while it ran).
+    for found in recovery::unrecorded(store, state_dir, &active_ids)? {
+        match found {
+            Unrecorded::Row(mut run, token, shim) => {
+                // Ended `lost` by a `fleet hosts forget` under this very claim, on this host,
+                // while its daemon was away: its command is stopped.
+                let forgotten = shared
+                    && store::ended_by_forget(&run)
+                    && run.claim_token == token
+                    && run.host.as_deref() == Some(host);
+                if forgotten {
+                    recovery.taken.push((*run, Some(shim)));
+                } else {
+                    // The slot follows the shim's claim, whatever the row's is now.
+                    run.claim_token = token;
+                    recovery.held.push((*run, shim));
+                }
             }
+            Unrecorded::Unknown(id) => warn_unrecorded(id),
         }
-        return Ok(recovery);
-    }
-    let dir = state_dir.to_path_buf();
-    let ids = active_ids.clone();
-    let report = move |dir: &Path, ids: &BTreeSet<RunId>| {
-        for id in unrecorded_shims(dir, ids) {
-            warn_unrecorded(id);
-        }
-    };
-    if std::thread::Builder::new()
-        .name("unrecorded-shims".into())
-        .spawn(move || report(&dir, &ids))
-        .is_err()
-    {
-        report(state_dir, &active_ids);
     }
     Ok(recovery)
-}
-
-/// Run `id` as taken from `host` by a forget, with its shim, when the database holds it as
-/// ended `lost` by a `fleet hosts forget` ([`store::ended_by_forget`]), on `host`, under the
-/// claim whose `started` record the live shim here wrote. `None` for anything else (a run the
-/// database does not know, another claim, another host, another end — a shim about to exit
-/// after recording an end the database already has): which side is wrong is then for an
-/// operator to judge.
-///
-/// Errors: the database cannot be read (recovery is tried again).
-fn taken_run(
-    store: &Store,
-    host: &str,
-    state_dir: &Path,
-    id: RunId,
-) -> Result<Option<(Run, Option<ShimIdentity>)>, StoreError> {
-    let Some(started) = RunFiles::new(state_dir, id).read_started().ok().flatten() else {
-        return Ok(None);
-    };
-    let run = match store.get_run(id) {
-        Ok(run) => run,
-        Err(StoreError::UnknownRun(_)) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let taken = store::ended_by_forget(&run)
-        && run.claim_token == started.token
-        && run.host.as_deref() == Some(host);
-    Ok(taken.then(|| {
-        let shim = ShimIdentity {
-            pid: started.shim_pid,
-            start_time: started.shim_start_time,
-        };
-        (run, Some(shim))
-    }))
-}
-
-/// The runs with files here whose lock a live shim holds although the database does not hold
-/// them as active (`active_ids`). A folder that cannot be listed, or a lock that cannot be
-/// probed, is logged (not "no shims": unread) and left out.
-fn unrecorded_shims(state_dir: &Path, active_ids: &BTreeSet<RunId>) -> Vec<RunId> {
-    let ids = match runrecord::live_run_candidates(state_dir) {
-        Ok(ids) => ids,
-        Err(e) => {
-            let runs = state_dir.join(runrecord::RUNS_DIR);
-            tracing::warn!(error = %e, path = %runs.display(), "cannot list the run files; shims the database does not know of go unreported");
-            return Vec::new();
-        }
-    };
-    ids.into_iter()
-        .filter(|id| !active_ids.contains(id))
-        .filter(|&id| match RunFiles::new(state_dir, id).is_locked() {
-            Ok(locked) => locked,
-            Err(e) => {
-                tracing::warn!(run = id, error = %e, "cannot probe the run's lock; left alone (see `fleet check`)");
-                false
-            }
-        })
-        .collect()
 }
 
 /// Warns about a live shim of a run the database does not record as active. Never acts on
