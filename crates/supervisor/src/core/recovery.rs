@@ -213,3 +213,84 @@ pub fn adopted_slot(run: &Run, shim: Option<ShimIdentity>) -> Slot {
         adopted: true,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use runrecord::{RunLock, StartedRecord};
+    use store::{NewRun, Store, Trigger};
+
+    use super::*;
+
+    fn enqueue(store: &Store) -> RunId {
+        let new = NewRun {
+            project: "web".into(),
+            namespace: "default".into(),
+            priority: 0,
+            trigger: Trigger::Manual,
+            occurrence: None,
+            not_before: 0,
+            args: Vec::new(),
+            env: Vec::new(),
+            rerun_of: None,
+            hook_of: None,
+        };
+        store.enqueue(&new, 1).expect("enqueue")
+    }
+
+    /// Run `id`'s lock, taken as its shim takes it, with the `started` record of claim `token`
+    /// written when there is one.
+    fn shim_of(state_dir: &Path, id: RunId, token: Option<u64>) -> RunLock {
+        let files = RunFiles::new(state_dir, id);
+        files.create_runs_dir().expect("runs dir");
+        let lock = files.try_lock().expect("lock").expect("free");
+        if let Some(token) = token {
+            let started = StartedRecord {
+                token,
+                shim_pid: 40 + id as i32,
+                shim_start_time: 5,
+                at: "2026-01-01T00:00:00.000Z".into(),
+                history: Vec::new(),
+            };
+            files.write_started(&lock, &started).expect("started");
+        }
+        lock
+    }
+
+    /// Recovery's look for live shims the database does not hold as active: a run whose lock a
+    /// shim holds comes back with its row and the claim its `started` record names; the runs
+    /// the database holds as active, and those whose lock nobody holds, do not; a shim whose
+    /// run the database does not know, or that has not written `started`, is only named.
+    #[test]
+    fn unrecorded_finds_the_live_shims_of_runs_not_active_here() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path();
+        let store = Store::open(&state.join("fleet.db"), Duration::from_secs(5)).expect("store");
+        let ended = enqueue(&store);
+        let active = enqueue(&store);
+        let gone = enqueue(&store);
+        let unstarted = enqueue(&store);
+        let unknown = 99;
+        let _held = [
+            shim_of(state, ended, Some(9)),
+            shim_of(state, active, Some(3)),
+            shim_of(state, unstarted, None),
+            shim_of(state, unknown, Some(4)),
+        ];
+        drop(shim_of(state, gone, Some(5)));
+        let active_ids = BTreeSet::from([active]);
+        let found = unrecorded(&store, state, &active_ids).expect("unrecorded");
+        let mut rows = Vec::new();
+        let mut named = Vec::new();
+        for f in found {
+            match f {
+                Unrecorded::Row(run, token, shim) => rows.push((run.id, token, shim.pid)),
+                Unrecorded::Unknown(id) => named.push(id),
+            }
+        }
+        assert_eq!(rows, [(ended, 9, 40 + ended as i32)]);
+        assert_eq!(named, [unstarted, unknown]);
+    }
+}
