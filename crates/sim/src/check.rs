@@ -224,7 +224,9 @@ fn ended(sim: &mut Sim, run: &Run) -> Result<(), Failure> {
             sim.checks.terminal.insert(run.id, seen);
         }
     }
-    if sim.checks.ended_by_hand.contains(&run.id) {
+    // Its row another program ended; or an operator forgot its host, lost with its machine,
+    // and its end was declared without that host's word (what its lost disk says may differ).
+    if sim.checks.ended_by_hand.contains(&run.id) || store::ended_by_forget(run) {
         return Ok(());
     }
     let Some(command) = command_of(sim, run.id) else {

@@ -216,4 +216,46 @@ impl Sim {
             ))),
         }
     }
+
+    /// On a shared database, a host's machine is lost — its daemon and every shim die with it,
+    /// their commands lost — and an operator runs `fleet hosts forget` for it (its runs end
+    /// `lost`, retried elsewhere when their project allows); or a lost host comes back, and its
+    /// next daemon takes its name over under a new epoch. The last host up is never lost.
+    pub(crate) fn lose_or_bring_back(&mut self) -> Result<(), Failure> {
+        if let Some(h) = self.hosts.iter().position(|host| host.down) {
+            if self.rng.gen_bool(0.5) {
+                self.fault("a lost host came back");
+                self.hosts[h].down = false;
+            }
+            return Ok(());
+        }
+        let h = self.any_host();
+        self.fault("a host lost, and forgotten");
+        self.kill_daemon_now(h);
+        let host = &mut self.hosts[h];
+        host.zombie = None;
+        host.down = true;
+        for pid in host.world.live() {
+            host.world.kill(pid);
+        }
+        let config = host.config.clone();
+        let name = host.name.clone();
+        let now = self.now;
+        let plan = |run: &store::Run| {
+            supervisor::retry::RetryPolicy::for_project(&config, &run.project).next(
+                store::RunStatus::Lost,
+                run.attempt,
+                now,
+            )
+        };
+        match self
+            .store
+            .forget_host(&name, "fleet-sim", &plan, &config.failure_hooks(), now)
+        {
+            Ok(_) | Err(StoreError::UnknownHost(_)) | Err(StoreError::AlreadyForgotten { .. }) => {
+                Ok(())
+            }
+            Err(e) => Err(self.violation(format!("host {name}: `fleet hosts forget` failed: {e}"))),
+        }
+    }
 }

@@ -146,6 +146,8 @@ struct Host {
     /// The database's time when its wall clock was last stepped: an exit record written
     /// before a step and read after it is moved by the new offset, off by the step.
     stepped_at: Option<Millis>,
+    /// Its machine is lost (shared database only): no daemon, no shim, until it comes back.
+    down: bool,
 }
 
 /// The simulation.
@@ -309,6 +311,7 @@ impl Sim {
                 offset,
                 beat: None,
                 stepped_at: None,
+                down: false,
             });
         }
         // Made as the daemon makes it. SQLite: opened again with a busy timeout of a
@@ -398,6 +401,7 @@ impl Sim {
                 let h = self.any_host();
                 self.second_daemon(h)
             }
+            99 if self.shared() && self.rng.gen_bool(0.5) => self.lose_or_bring_back(),
             99 if self.shared() => {
                 let h = self.any_host();
                 self.same_name_elsewhere(h)
@@ -436,6 +440,9 @@ impl Sim {
     /// effects. `split`: whether an EVAL that has packed stops there, its claim made by the
     /// host's next EVAL step (see [`Daemon::eval`]).
     fn eval(&mut self, h: usize, faults: bool, split: bool) -> Result<(), Failure> {
+        if self.hosts[h].down {
+            return Ok(());
+        }
         self.follow_clock(h);
         if self.hosts[h].daemon.is_none() {
             let state = supervisor::statedir::StateDir::of(&self.hosts[h].config);
@@ -605,6 +612,9 @@ impl Sim {
     /// every run must end.
     fn drain(&mut self) -> Result<(), Failure> {
         self.foreign_lets_go(true)?;
+        for host in &mut self.hosts {
+            host.down = false;
+        }
         self.shape.schedule = None;
         self.write_configs()?;
         for (namespace, name) in std::mem::take(&mut self.paused) {
