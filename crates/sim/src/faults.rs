@@ -118,6 +118,24 @@ impl Sim {
         self.kill_daemon_now(h);
     }
 
+    /// Host `h`'s machine restarts: its daemon, its stalled daemon and its shims die, the
+    /// `started` records of some commands that were running are lost with the page cache, and
+    /// the next daemon runs in a new boot.
+    pub(crate) fn restart_machine(&mut self, h: usize) -> Result<(), Failure> {
+        if self.hosts[h].down {
+            return Ok(());
+        }
+        self.fault("machine restarted");
+        self.kill_daemon_now(h);
+        let rng = &mut self.rng;
+        let host = &mut self.hosts[h];
+        host.zombie = None;
+        host.boot += 1;
+        host.world
+            .machine_restart(&mut || rng.gen_bool(0.5))
+            .map_err(|e| setup(format!("the simulated machine's restart: {e}")))
+    }
+
     pub(crate) fn kill_daemon_now(&mut self, h: usize) {
         let host = &mut self.hosts[h];
         if let Some(d) = host.daemon.take() {

@@ -21,10 +21,6 @@ use supervisor::slots::{Slot, SlotPool};
 
 use crate::world::World;
 
-/// The boot id every simulated daemon records: the simulated machine never restarts, so a
-/// `started` record is never lost with one.
-const BOOT_ID: &str = "fleet-sim";
-
 /// A simulated daemon's memory.
 pub struct Daemon {
     /// Its epoch: every write is fenced with it.
@@ -73,13 +69,15 @@ impl Daemon {
     /// one before it left — adopting the runs whose shim holds the lock, deciding the fate of
     /// the others from their files.
     ///
-    /// `place`: where it runs (its machine and state directory), on a shared database.
+    /// `place`: where it runs (its machine and state directory), on a shared database. `boot`:
+    /// which boot of its machine this is (the kernel's boot id, as the simulation names it).
     ///
     /// Errors: the database's, or the boot file's, in words.
     pub fn start(
         store: &Store,
         state_dir: &Path,
         place: Option<&Place>,
+        boot: u32,
         config: Arc<Config>,
         now: Millis,
         world: &mut World,
@@ -88,7 +86,7 @@ impl Daemon {
         let epoch = store
             .take_over_from(&config.host, place, 1, "fleet.toml", &caps, now)
             .map_err(|e| e.to_string())?;
-        let boots = Boots::take_in(state_dir, epoch, Some(BOOT_ID.into()))
+        let boots = Boots::take_in(state_dir, epoch, Some(format!("fleet-sim-boot-{boot}")))
             .map_err(|e| format!("the simulated boot file: {e}"))?;
         let active = store
             .active_rows_here(&config.host, epoch)

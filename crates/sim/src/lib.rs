@@ -148,6 +148,8 @@ struct Host {
     stepped_at: Option<Millis>,
     /// Its machine is lost (shared database only): no daemon, no shim, until it comes back.
     down: bool,
+    /// How many times its machine restarted: each boot has an id of its own.
+    boot: u32,
 }
 
 /// The simulation.
@@ -312,6 +314,7 @@ impl Sim {
                 beat: None,
                 stepped_at: None,
                 down: false,
+                boot: 0,
             });
         }
         // Made as the daemon makes it. SQLite: opened again with a busy timeout of a
@@ -392,6 +395,10 @@ impl Sim {
             82..=86 => self.pause_or_resume(),
             87..=90 => self.edit_caps(),
             91..=94 => self.kill_shim(),
+            95..=96 if self.rng.gen_bool(0.2) => {
+                let h = self.any_host();
+                self.restart_machine(h)
+            }
             95..=96 => {
                 let h = self.any_host();
                 self.kill_daemon(h);
@@ -460,6 +467,7 @@ impl Sim {
                 &self.store,
                 &host.state_dir,
                 host.place.as_ref(),
+                host.boot,
                 host.config.clone(),
                 self.now,
                 &mut host.world,

@@ -379,4 +379,28 @@ impl World {
         self.forget_if_gone(pid);
         heard
     }
+
+    /// The machine restarts: every shim dies with it, its command lost (as [`World::kill`]).
+    /// A shim does not wait for the disk when it records its command's start, so the records of
+    /// a run whose command was running may be lost with the page cache: for each such run
+    /// `lost` says whether they were, and then every record of it is gone but the tombstones
+    /// (which recovery makes durable).
+    ///
+    /// Errors: the run files could not be locked or rewritten.
+    pub fn machine_restart(&mut self, lost: &mut dyn FnMut() -> bool) -> std::io::Result<()> {
+        let running: Vec<RunId> = self.truth.running().collect();
+        for pid in self.live() {
+            self.kill(pid);
+        }
+        for run in running {
+            if !lost() {
+                continue;
+            }
+            let files = RunFiles::new(&self.state_dir, run);
+            if let Some(lock) = files.try_lock()? {
+                files.remove(lock)?;
+            }
+        }
+        Ok(())
+    }
 }
