@@ -134,6 +134,7 @@ impl Daemon {
             self.reloaded = Some(config);
         } else {
             self.config = config;
+            self.reloaded = None;
         }
     }
 
