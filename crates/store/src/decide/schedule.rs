@@ -69,7 +69,13 @@ pub(crate) fn fire(
         None => reason,
     };
     if let Some(occurrence) = req.fire {
-        let others = steps.queued_and_active(&req.project)?;
+        // Under `overlap = "queue"` nothing depends on the runs already there: not read, so
+        // that a fire costs the same however long the project's queue has grown.
+        let others = if req.overlap == OverlapPolicy::Queue {
+            Vec::new()
+        } else {
+            steps.queued_and_active(&req.project)?
+        };
         let held = steps.held_by(&req.project, &req.namespace)?;
         let new = occurrence_run(req, occurrence);
         match overlap_skip(req, &others, held) {
