@@ -251,6 +251,10 @@ fn setup(e: impl std::fmt::Display) -> Failure {
     Failure::Setup(e.to_string())
 }
 
+/// How many drain steps (a second each) may pass with no run ended before the drain is judged
+/// stuck: more than a retry's longest back-off (an hour).
+const DRAIN_PATIENCE: u32 = 4_000;
+
 /// The place of host `name`'s daemon on a shared database: a machine and a state directory
 /// of the simulation's own.
 fn place_of(name: &str) -> Place {
@@ -618,6 +622,8 @@ impl Sim {
 
     /// The faults stop, every pause is lifted, the schedule is taken out and time passes:
     /// every run must end.
+    ///
+    /// Errors: a violation found meanwhile, or no run ended for [`DRAIN_PATIENCE`] steps.
     fn drain(&mut self) -> Result<(), Failure> {
         self.foreign_lets_go(true)?;
         for host in &mut self.hosts {
@@ -635,7 +641,12 @@ impl Sim {
                 .resume(kind, &name)
                 .map_err(|e| self.violation(format!("a resume failed: {e}")))?;
         }
-        for _ in 0..20_000 {
+        // However long the queue has grown, it must keep going down: a drain fails once no run
+        // has ended for longer than any wait fleet may impose (a retry's back-off is at most an
+        // hour), with time passing a second a step.
+        let mut open = u64::MAX;
+        let mut since_progress = 0;
+        while since_progress < DRAIN_PATIENCE {
             self.step += 1;
             for h in 0..self.hosts.len() {
                 self.eval(h, false, false)?;
@@ -649,8 +660,15 @@ impl Sim {
                 .hosts
                 .iter()
                 .any(|host| host.daemon.as_ref().is_some_and(|d| d.has_work()));
-            if self.open_count()? == 0 && self.live_shims().is_empty() && !waiting {
+            let now_open = self.open_count()?;
+            if now_open == 0 && self.live_shims().is_empty() && !waiting {
                 return Ok(());
+            }
+            if now_open < open {
+                open = now_open;
+                since_progress = 0;
+            } else {
+                since_progress += 1;
             }
         }
         let open = self.open_runs()?;

@@ -19,13 +19,13 @@ struct Cli {
     #[arg(long, conflicts_with = "random")]
     seed: Option<u64>,
     /// How many seeds to run, from `--seed` up (each `--steps` long).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "random")]
     seeds: u64,
-    /// Also run one seed drawn at random (printed, so that it can be replayed).
+    /// Run one seed drawn at random instead (printed, so that it can be replayed).
     #[arg(long)]
     random: bool,
     /// Steps per seed, before the faults stop and the simulation drains.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     steps: u64,
     /// How many hosts, each a daemon with its own state directory and clock, sharing the
     /// database (more than one needs --database).
@@ -45,6 +45,12 @@ fn main() -> ExitCode {
             cli.hosts
         );
         return ExitCode::from(2);
+    }
+    if let Some(url) = &cli.database {
+        if let Err(e) = url.parse::<postgres::Config>() {
+            eprintln!("fleet-sim: --database: not a PostgreSQL URL ({e})");
+            return ExitCode::from(2);
+        }
     }
     let mut seeds: Vec<u64> = match cli.seed {
         Some(first) => (0..cli.seeds).map(|i| first.wrapping_add(i)).collect(),

@@ -123,8 +123,8 @@ pub enum Unrecorded {
     /// record names and the shim: its seats are held ([`Found::held`]) or, on a shared
     /// database, it may be a run a forget took from this host ([`Found::taken`]).
     Row(Box<Run>, u64, ShimIdentity),
-    /// A run the database does not know, or whose shim has not written `started`: nothing can
-    /// say which caps it counts against; only reported.
+    /// A run the database does not know (or whose row cannot be read), or whose shim has not
+    /// written `started`: nothing can say which caps it counts against; only reported.
     Unknown(RunId),
 }
 
@@ -166,6 +166,13 @@ pub fn unrecorded(
         let run = match store.get_run(id) {
             Ok(run) => run,
             Err(store::StoreError::UnknownRun(_)) => {
+                found.push(Unrecorded::Unknown(id));
+                continue;
+            }
+            // A row another program left unreadable: which caps its command counts against
+            // cannot be told either, and it must not hold recovery (and every claim) back.
+            Err(e) if e.is_refused_row() => {
+                tracing::warn!(run = id, error = %e, "the row of a run a live shim holds cannot be read");
                 found.push(Unrecorded::Unknown(id));
                 continue;
             }
@@ -262,7 +269,8 @@ mod tests {
     /// Recovery's look for live shims the database does not hold as active: a run whose lock a
     /// shim holds comes back with its row and the claim its `started` record names; the runs
     /// the database holds as active, and those whose lock nobody holds, do not; a shim whose
-    /// run the database does not know, or that has not written `started`, is only named.
+    /// run the database does not know or cannot read, or that has not written `started`, is
+    /// only named (and recovery goes on).
     #[test]
     fn unrecorded_finds_the_live_shims_of_runs_not_active_here() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -272,13 +280,23 @@ mod tests {
         let active = enqueue(&store);
         let gone = enqueue(&store);
         let unstarted = enqueue(&store);
+        let unreadable = enqueue(&store);
         let unknown = 99;
         let _held = [
             shim_of(state, ended, Some(9)),
             shim_of(state, active, Some(3)),
             shim_of(state, unstarted, None),
             shim_of(state, unknown, Some(4)),
+            shim_of(state, unreadable, Some(6)),
         ];
+        // Another program writes a value fleet cannot read into one row.
+        rusqlite::Connection::open(state.join("fleet.db"))
+            .expect("open")
+            .execute(
+                "UPDATE runs SET args = 'not json' WHERE id = ?1",
+                [unreadable],
+            )
+            .expect("update");
         drop(shim_of(state, gone, Some(5)));
         let active_ids = BTreeSet::from([active]);
         let found = unrecorded(&store, state, &active_ids).expect("unrecorded");
@@ -291,6 +309,6 @@ mod tests {
             }
         }
         assert_eq!(rows, [(ended, 9, 40 + ended as i32)]);
-        assert_eq!(named, [unstarted, unknown]);
+        assert_eq!(named, [unstarted, unreadable, unknown]);
     }
 }
