@@ -268,10 +268,11 @@ fn ended(sim: &mut Sim, run: &Run) -> Result<(), Failure> {
     };
     if !expected.contains(&run.status) || !code_ok {
         return Err(sim.violation(format!(
-            "run {} is recorded {} (exit code {:?}), but its command {}",
+            "run {} is recorded {} (exit code {:?}, note {:?}), but its command {}",
             run.id,
             run.status,
             run.exit_code,
+            run.reason.as_deref().unwrap_or(""),
             match (command.ended, command.lost) {
                 (Some(End::Exited(c)), _) => format!("exited {c}"),
                 (Some(End::Cancelled), _) => "was cancelled".to_string(),

@@ -13,13 +13,14 @@ pub(crate) const FORGOTTEN_REASON: &str = "was forgotten by an operator";
 
 /// Whether `run` was ended `lost` by a `fleet hosts forget` of the host that ran it: its
 /// end was declared without the host's word, so a record that host kept of the command's real
-/// end may say otherwise without anything being wrong.
+/// end may say otherwise without anything being wrong. The forget's words may follow a note
+/// the run had already (a scheduled run's missed occurrences, say), after a `; `.
 pub fn ended_by_forget(run: &Run) -> bool {
     run.status == RunStatus::Lost
-        && run
-            .reason
-            .as_deref()
-            .is_some_and(|r| r.starts_with("host ") && r.contains(FORGOTTEN_REASON))
+        && run.reason.as_deref().is_some_and(|r| {
+            r.split("; ")
+                .any(|note| note.starts_with("host ") && note.contains(FORGOTTEN_REASON))
+        })
 }
 
 /// A heartbeat younger than this (ms) means the host's daemon is alive; older means silent.
@@ -194,5 +195,56 @@ impl From<HostRow> for crate::DaemonRow {
             reload_error: h.reload_error,
             updated_at: h.updated_at,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lost_with(reason: &str) -> Run {
+        Run {
+            id: 1,
+            project: "web".into(),
+            namespace: "default".into(),
+            status: RunStatus::Lost,
+            attempt: 1,
+            trigger: crate::Trigger::Schedule,
+            occurrence: Some(0),
+            priority: 0,
+            not_before: 0,
+            enqueued_at: 0,
+            started_at: Some(0),
+            finished_at: Some(1),
+            pid: None,
+            exit_code: None,
+            signal: None,
+            reason: Some(reason.into()),
+            cancel_requested: false,
+            claim_token: 7,
+            epoch: Some(1),
+            retry_of: None,
+            args: Vec::new(),
+            env: Vec::new(),
+            rerun_of: None,
+            hook_of: None,
+            seat: 0,
+            host: Some("h0".into()),
+        }
+    }
+
+    /// A forget's end is told from its words, after a note the run had already too.
+    #[test]
+    fn a_forget_is_told_from_its_words_wherever_they_stand() {
+        let forgot = "host h0 was forgotten by an operator; its command may still have run there";
+        assert!(ended_by_forget(&lost_with(forgot)));
+        let after_a_note = format!("2 earlier occurrence(s) missed and skipped (a .. b); {forgot}");
+        assert!(ended_by_forget(&lost_with(&after_a_note)));
+        assert!(!ended_by_forget(&lost_with("the shim was killed")));
+        let failed = Run {
+            status: RunStatus::Failed,
+            ..lost_with(forgot)
+        };
+        assert!(!ended_by_forget(&failed));
     }
 }
