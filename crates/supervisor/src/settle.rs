@@ -261,7 +261,7 @@ pub fn outcome(exit: &ExitRecord) -> (RunStatus, Option<i32>, Option<i32>, Optio
                 signal,
                 Some(format!(
                     "not started again: the run's files hold its end under an earlier claim ({claim}), \
-                     which the database had lost (restored from an older backup?); not retried"
+                     which the database had lost (restored from an older backup, or queued again by another program?); not retried"
                 )),
             )
         }

@@ -50,7 +50,7 @@ pub fn decide(run: i64, token: u64, before: BeforeStart, now: &str) -> Decision 
             Some(ended) => Decision::NotAgain {
                 why: format!(
                     "not started: its files say its command was already started, by claim {} at {}, \
-                     and ended ({}): the run ends as it did (a database restored from an older backup?)",
+                     and ended ({}): the run ends as it did (a database restored from an older backup, or a write by another program that queued it again?)",
                     old.token,
                     old.at,
                     describe_end(&ended)
