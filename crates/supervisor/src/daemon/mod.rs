@@ -182,6 +182,7 @@
 mod config_file;
 mod connect;
 mod eval;
+mod eval_blocking;
 mod event_loop;
 mod events;
 mod follow;
@@ -212,7 +213,7 @@ use health::Health;
 use store::{now_ms, Store, StoreError};
 use tokio::time::Instant;
 
-pub use eval::{claim_packed, eval_blocking, eval_until_claim, EvalGates, EvalOutcome};
+pub use eval_blocking::{claim_packed, eval_blocking, eval_until_claim, EvalGates, EvalOutcome};
 pub use state::refused::ClaimBackoff;
 
 use crate::caps::caps_json;
