@@ -227,7 +227,7 @@ mod tests {
     use std::time::Duration;
 
     use runrecord::{RunLock, StartedRecord};
-    use store::{NewRun, Store, Trigger};
+    use store::{NewRun, Store};
 
     use super::*;
 
@@ -235,14 +235,7 @@ mod tests {
         let new = NewRun {
             project: "web".into(),
             namespace: "default".into(),
-            priority: 0,
-            trigger: Trigger::Manual,
-            occurrence: None,
-            not_before: 0,
-            args: Vec::new(),
-            env: Vec::new(),
-            rerun_of: None,
-            hook_of: None,
+            ..NewRun::default()
         };
         store.enqueue(&new, 1).expect("enqueue")
     }

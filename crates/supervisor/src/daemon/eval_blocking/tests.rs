@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use packer::ActiveRun;
-use store::{NewRun, Trigger};
+use store::NewRun;
 
 use super::*;
 use crate::schedule::FireBackoff;
@@ -32,14 +32,7 @@ fn enqueue(store: &Store, project: &str) -> RunId {
     let new = NewRun {
         project: project.into(),
         namespace: "default".into(),
-        priority: 0,
-        trigger: Trigger::Manual,
-        occurrence: None,
-        not_before: 0,
-        args: Vec::new(),
-        env: Vec::new(),
-        rerun_of: None,
-        hook_of: None,
+        ..NewRun::default()
     };
     store.enqueue(&new, NOW).expect("enqueue")
 }
